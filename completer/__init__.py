@@ -1,0 +1,1 @@
+"""Offline whole-line code completion engine: bundle loading, per-document KV cache, beam search."""

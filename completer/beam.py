@@ -1,0 +1,96 @@
+"""Beam search to the end of the line, one ONNX call per step with the beam step inside the graph.
+
+Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search);
+the search stops when no live beam is left, when every live beam scores below the k-th finished
+one (log-probabilities only fall, so none could enter), when the best live beam trails the best
+finished one by more than a margin, or at the token limit. Only live beams are run, so the batch
+shrinks as beams finish. The beams share the document's prefix KV; only their suffixes move.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .runtime import Runtime
+from .tokens import Tokens
+from .types import Cancelled
+
+CancelCheck = Callable[[], bool] | None
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # generated tokens, without the final newline
+    score: float
+    finished: bool  # reached the end of the line (False: stopped at the token limit)
+
+
+@dataclass
+class SearchRequest:
+    prefix: list[tuple[np.ndarray, np.ndarray]]  # shared document KV, P tokens
+    position: int  # P: the position of `last_token`
+    last_token: int  # the last context token, not yet in the prefix KV
+    healed: bytes  # typed bytes the first generated tokens must spell
+    beams: int
+    max_tokens: int
+    margin: float = 8.0
+
+
+def _allowed(tokens: Tokens, remaining: list[bytes]) -> np.ndarray | None:
+    if not any(remaining):
+        return None
+    rows = [tokens.allowed_for(r) if r else np.ones(tokens.vocab_size, dtype=bool) for r in remaining]
+    return np.stack(rows)  # [B, V]
+
+
+def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancelled: CancelCheck = None
+                ) -> list[Hypothesis]:
+    live_seqs: list[list[int]] = [[]]
+    live_scores = np.zeros(1, dtype=np.float32)
+    remaining = [req.healed]
+    past = runtime.empty_past(1)
+    step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
+    finished: list[Hypothesis] = []
+    stop_ids = {tokens.newline_id, tokens.end_of_text_id}
+    step = 0
+    seqs: list[list[int]] = []
+    scores: list[float] = []
+    for step in range(req.max_tokens):
+        if is_cancelled is not None and is_cancelled():
+            raise Cancelled()
+        out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
+                          allowed=_allowed(tokens, remaining), num_beams=req.beams)
+        keep, seqs, scores, rems = [], [], [], []
+        for j in range(len(out.tokens)):
+            score = float(out.scores[j])
+            if not np.isfinite(score):
+                continue
+            parent, token = int(out.parents[j]), int(out.tokens[j])
+            if token in stop_ids:
+                finished.append(Hypothesis(live_seqs[parent], score, True))
+                continue
+            piece = tokens.token_bytes[token]
+            rem = remaining[parent]
+            keep.append(j)
+            seqs.append(live_seqs[parent] + [token])
+            scores.append(score)
+            rems.append(rem[len(piece):] if len(piece) < len(rem) else b"")
+        if not keep or step == req.max_tokens - 1:
+            break
+        best_live = max(scores)
+        ranked = sorted(h.score for h in finished)[::-1]
+        if len(ranked) >= req.beams and best_live < ranked[req.beams - 1]:
+            break
+        if ranked and best_live < ranked[0] - req.margin:
+            break
+        index = np.asarray(keep, dtype=np.int64)
+        past = [(k[index], v[index]) for k, v in out.beam_kv]
+        live_seqs, remaining = seqs, rems
+        live_scores = np.asarray(scores, dtype=np.float32)
+        step_input = out.tokens[index][:, None].astype(np.int64)
+    if keep and step == req.max_tokens - 1:
+        finished += [Hypothesis(s, float(sc), False) for s, sc in zip(seqs, scores)]
+    finished.sort(key=lambda h: -h.score)
+    return finished

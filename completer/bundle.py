@@ -1,0 +1,105 @@
+"""Find, verify and describe a model bundle: model.onnx, tokenizer.json and manifest.json.
+
+Every file is checked against the manifest's sha256 before it is used, so a truncated download,
+a disk error or a tampered file is refused with a message naming the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .types import ModelError
+
+SUPPORTED_FORMAT = 1
+DEFAULT_MODEL_NAME = "python-small"
+REQUIRED_FILES = ("model.onnx", "tokenizer.json")
+
+
+def default_bundle_dir() -> Path:
+    """COMPLETER_MODEL, else the repo's models/ (editable install), else the installed data dir."""
+    env = os.environ.get("COMPLETER_MODEL")
+    if env:
+        return Path(env)
+    candidates = [Path(__file__).resolve().parent.parent / "models" / DEFAULT_MODEL_NAME,
+                  Path(sys.prefix) / "share" / "completer" / "models" / DEFAULT_MODEL_NAME]
+    for candidate in candidates:
+        if (candidate / "manifest.json").exists():
+            return candidate
+    return candidates[0]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    path: Path
+    manifest: dict
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest.get("name", self.path.name))
+
+    @property
+    def model_path(self) -> Path:
+        return self.path / "model.onnx"
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / "tokenizer.json"
+
+    @property
+    def context_length(self) -> int:
+        return int(self.manifest["context_length"])
+
+    @property
+    def architecture(self) -> dict:
+        return dict(self.manifest["architecture"])
+
+    @property
+    def runtime_bytes(self) -> int:
+        return sum((self.path / f).stat().st_size for f in (*REQUIRED_FILES, "manifest.json"))
+
+
+def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
+    """Read the manifest and verify every listed file; raise ModelError naming what is wrong."""
+    directory = Path(path) if path else default_bundle_dir()
+    manifest_path = directory / "manifest.json"
+    if not directory.is_dir():
+        raise ModelError(f"model bundle not found: {directory} is not a directory")
+    if not manifest_path.is_file():
+        raise ModelError(f"model bundle {directory} has no manifest.json")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = manifest["files"]
+        version = manifest["format_version"]
+        for key in ("context_length", "architecture", "newline_token_id"):
+            manifest[key]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"{manifest_path}: unreadable or incomplete manifest ({exc})") from exc
+    if version != SUPPORTED_FORMAT:
+        raise ModelError(f"{manifest_path}: format_version {version} is not supported (expected {SUPPORTED_FORMAT})")
+    for name in REQUIRED_FILES:
+        if name not in files:
+            raise ModelError(f"{manifest_path}: lists no checksum for {name}")
+    for name, meta in files.items():
+        file_path = directory / name
+        if not file_path.is_file():
+            raise ModelError(f"model file missing: {file_path}")
+        if verify:
+            size = file_path.stat().st_size
+            if "bytes" in meta and size != meta["bytes"]:
+                raise ModelError(f"model file {file_path} is {size} bytes, the manifest says {meta['bytes']}"
+                                 " (truncated or replaced)")
+            if sha256_file(file_path) != meta.get("sha256"):
+                raise ModelError(f"model file {file_path} fails its sha256 check (corrupt or modified)")
+    return Bundle(directory, manifest)

@@ -1,0 +1,95 @@
+"""Per-document KV cache of the text before the cursor, with an LRU memory budget across documents.
+
+Each request keeps the longest common token prefix with what is cached and runs only the new
+tokens, so a keystroke usually costs no prefill at all (only the last token changed).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .runtime import Runtime
+
+
+@dataclass
+class DocumentState:
+    ids: list[int] = field(default_factory=list)  # tokens whose KV is cached
+    keys: list[np.ndarray] = field(default_factory=list)  # per layer [1, H, D, P] (pre-transposed for q @ K)
+    values: list[np.ndarray] = field(default_factory=list)  # per layer [1, H, P, D]
+    last_answer: object | None = None  # the engine's memory for typing through
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.keys) + sum(a.nbytes for a in self.values)
+
+    def prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return list(zip(self.keys, self.values))
+
+
+def common_prefix_length(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def extend_prefix(state: DocumentState, runtime: Runtime, ids: list[int]) -> tuple[int, int]:
+    """Make the cache hold exactly `ids`; returns (reused tokens, newly run tokens)."""
+    if not state.keys:
+        empty = runtime.empty_prefix()
+        state.keys = [k for k, _ in empty]
+        state.values = [v for _, v in empty]
+        state.ids = []
+    keep = common_prefix_length(state.ids, ids)
+    if keep < len(state.ids):
+        state.keys = [np.ascontiguousarray(k[:, :, :, :keep]) for k in state.keys]
+        state.values = [np.ascontiguousarray(v[:, :, :keep, :]) for v in state.values]
+        state.ids = state.ids[:keep]
+    new = ids[keep:]
+    if new:
+        out = runtime.run(np.asarray([new], dtype=np.int64), keep, state.prefix(), runtime.empty_past(1))
+        state.keys = [np.concatenate([k, pk.transpose(0, 1, 3, 2)], axis=3)
+                      for k, (pk, _) in zip(state.keys, out.present)]
+        state.values = [np.concatenate([v, pv], axis=2) for v, (_, pv) in zip(state.values, out.present)]
+        state.ids = list(ids)
+    return keep, len(new)
+
+
+class DocumentCache:
+    """LRU over documents: the least recently completed documents are dropped past the budget."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._docs: OrderedDict[str, DocumentState] = OrderedDict()
+
+    def get(self, uri: str) -> DocumentState:
+        state = self._docs.pop(uri, None) or DocumentState()
+        self._docs[uri] = state
+        return state
+
+    def drop(self, uri: str) -> None:
+        self._docs.pop(uri, None)
+
+    def __contains__(self, uri: str) -> bool:
+        return uri in self._docs
+
+    def uris(self) -> list[str]:
+        return list(self._docs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self._docs.values())
+
+    def enforce_budget(self, keep: str | None = None) -> list[str]:
+        """Evict least recently used documents (never `keep`) until under budget; returns the evicted."""
+        evicted = []
+        for uri in list(self._docs):
+            if self.nbytes <= self.budget_bytes:
+                break
+            if uri != keep:
+                del self._docs[uri]
+                evicted.append(uri)
+        return evicted

@@ -1,0 +1,150 @@
+"""`completer`: complete a file position, demo the model, describe it, or serve LSP."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from importlib import resources
+from pathlib import Path
+
+from .types import EngineSettings, ModelError
+
+DEMO_LINES = 12
+
+
+def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
+    """Code lines of the sample, cursor alternately after the indentation and mid-line."""
+    positions = []
+    for index, line in enumerate(lines[5:], start=5):
+        code = line.strip()
+        if not code or code.startswith(("#", '"')):
+            continue
+        indent = len(line) - len(line.lstrip())
+        mid = indent + max(1, len(code) // 2)
+        positions.append((index, indent if len(positions) % 2 == 0 else mid))
+    step = max(1, len(positions) // DEMO_LINES)
+    return positions[::step][:DEMO_LINES]
+
+
+def _settings(args: argparse.Namespace) -> EngineSettings:
+    settings = EngineSettings(model_path=args.model, threads=args.threads, device=args.device)
+    if getattr(args, "beams", None):
+        settings.beams = args.beams
+    if getattr(args, "max_tokens", None):
+        settings.max_tokens = args.max_tokens
+    if getattr(args, "suggestions", None):
+        settings.max_suggestions = args.suggestions
+    settings.validate()
+    return settings
+
+
+def _engine(args: argparse.Namespace):
+    from .engine import Engine
+
+    return Engine(_settings(args))
+
+
+def cmd_complete(args: argparse.Namespace) -> int:
+    match = re.fullmatch(r"(.+):(\d+):(\d+)", args.position)
+    if not match:
+        raise SystemExit("position must be FILE:LINE:COL (1-based line and column)")
+    path, line, col = Path(match[1]), int(match[2]), int(match[3])
+    if line < 1 or col < 1:
+        raise SystemExit("LINE and COL are 1-based")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SystemExit(f"cannot read {path}: {exc.strerror}")
+    engine = _engine(args)
+    uri = path.resolve().as_uri()
+    engine.open(uri, text)
+    result = engine.complete(uri, line - 1, col - 1)
+    if args.json:
+        payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score} for s in result.suggestions],
+                   "latency_ms": round(result.latency_ms, 2)}
+        print(json.dumps(payload))
+    else:
+        for s in result.suggestions:
+            print(f"{s.score:8.3f}  {s.line}")
+        print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms)", file=sys.stderr)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    text = resources.files("completer").joinpath("samples/sample.py").read_text()
+    lines = text.split("\n")
+    uri = "file:///demo/sample.py"
+    engine.open(uri, text)
+    info = engine.info()
+    positions = demo_positions(lines)
+    print(f"model {info['model']} on {', '.join(info['providers'])}; completing {len(positions)} lines of sample.py\n")
+    for line, col in positions:
+        result = engine.complete(uri, line, col)
+        typed = lines[line][:col]
+        print(f"line {line + 1:>2} typed {typed!r}  ({result.latency_ms:.1f} ms)")
+        print(f"   actual: {lines[line]}")
+        for s in result.suggestions:
+            marker = "=" if s.line == lines[line] else " "
+            print(f" {marker} {s.score:7.2f}: {s.line}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    import onnxruntime
+
+    engine = _engine(args)
+    info = engine.info()
+    info["onnxruntime"] = onnxruntime.__version__
+    info["available_providers"] = onnxruntime.get_available_providers()
+    print(json.dumps(info, indent=1, default=str))
+    return 0
+
+
+def cmd_serve(argv: list[str]) -> int:
+    from lsp.server import main as serve_main
+
+    return serve_main(argv) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="completer", description="Offline whole-line code completion.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", default=None, help="model bundle dir (default: the embedded model)")
+    common.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
+    common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL")
+    complete.add_argument("position", metavar="FILE:LINE:COL")
+    complete.add_argument("--beams", type=int, default=None)
+    complete.add_argument("--max-tokens", type=int, default=None)
+    complete.add_argument("--suggestions", type=int, default=None)
+    complete.add_argument("--json", action="store_true", help="print JSON")
+    complete.set_defaults(func=cmd_complete)
+    demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")
+    demo.add_argument("--beams", type=int, default=None)
+    demo.set_defaults(func=cmd_demo)
+    info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
+    info.set_defaults(func=cmd_info)
+    sub.add_parser("serve", help="run the language server (stdio; --tcp --port N for loopback TCP)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":
+        return cmd_serve(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ModelError as exc:
+        print(f"completer: model error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"completer: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

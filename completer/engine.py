@@ -1,0 +1,205 @@
+"""The completion engine: documents in, whole-line suggestions out. No LSP here.
+
+Data flow of one request: clip and clean the text before the cursor -> tokenize -> token healing
+(back off the last token, constrain the first generated tokens to spell it) -> reuse the document's
+cached KV for the longest common token prefix and run only the new tokens -> beam search to the
+end of the line -> filters -> suggestions. A keystroke that types through the last suggestion is
+answered by trimming it, without the model.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+
+from .beam import SearchRequest, beam_search
+from .bundle import Bundle, load_bundle
+from .cache import DocumentCache, extend_prefix
+from .filters import keep_suggestion
+from .runtime import Runtime
+from .text import clean, context_slice, split_lines
+from .tokens import Tokens
+from .types import CancelCheck, Cancelled, CompletionResult, EngineSettings, Suggestion
+
+log = logging.getLogger(__name__)
+
+MAX_CONTEXT_CHARS = 32768  # far more text than the context window holds
+CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
+WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
+
+
+@dataclass
+class LastAnswer:
+    before: str
+    after: str
+    suggestions: list[Suggestion]
+
+
+def clip_before(before: str) -> tuple[str, bool]:
+    """The tail of `before` from a line start, at a position that moves in coarse steps; and
+    whether the result still starts at the document start."""
+    excess = len(before) - MAX_CONTEXT_CHARS
+    if excess <= 0:
+        return before, True
+    start = -(-excess // CLIP_STEP_CHARS) * CLIP_STEP_CHARS
+    newline = before.find("\n", start)
+    cut = newline + 1 if newline != -1 else before.rfind("\n") + 1
+    return before[cut:], False
+
+
+class Engine:
+    """Holds the model, the tokenizer and the per-document caches."""
+
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self.settings = settings or EngineSettings()
+        self.settings.validate()
+        self.bundle, self.tokens, self.runtime = self._load(self.settings)
+        self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
+        self.documents: dict[str, list[str]] = {}
+        self._runs_before_reload = 0
+        self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
+
+    @staticmethod
+    def _load(settings: EngineSettings) -> tuple[Bundle, Tokens, Runtime]:
+        bundle = load_bundle(settings.model_path)
+        tokens = Tokens(bundle.tokenizer_path)
+        runtime = Runtime(bundle, device=settings.device, threads=settings.threads)
+        return bundle, tokens, runtime
+
+    @property
+    def model_runs(self) -> int:
+        return self._runs_before_reload + self.runtime.calls
+
+    def configure(self, settings: EngineSettings) -> None:
+        """Apply new settings; on any error the old model and settings stay in place."""
+        settings.validate()
+        old = self.settings
+        if (settings.model_path, settings.device, settings.threads) != (old.model_path, old.device, old.threads):
+            bundle, tokens, runtime = self._load(settings)
+            self._runs_before_reload += self.runtime.calls
+            self.bundle, self.tokens, self.runtime = bundle, tokens, runtime
+            self.cache = DocumentCache(settings.memory_budget_mb * 1024 * 1024)
+        self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
+        self.settings = settings
+        self.cache.enforce_budget()
+
+    # Documents -----------------------------------------------------------------------------
+    def open(self, uri: str, text: str) -> None:
+        self.documents[uri] = split_lines(text)
+
+    def update(self, uri: str, text: str) -> None:
+        self.documents[uri] = split_lines(text)
+
+    def close(self, uri: str) -> None:
+        self.documents.pop(uri, None)
+        self.cache.drop(uri)
+
+    def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None) -> CompletionResult:
+        """Suggestions at a 0-based line and code-point column of an open document."""
+        lines = self.documents.get(uri)
+        sliced = context_slice(lines, line, column, MAX_CONTEXT_CHARS) if lines is not None else None
+        if sliced is None:
+            return CompletionResult()
+        before, after = sliced
+        return self.complete_text(uri, before, after, is_cancelled)
+
+    # Completion ----------------------------------------------------------------------------
+    def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None
+                      ) -> CompletionResult:
+        """Suggestions for a cursor with `before` the text before it and `after` the rest of its line.
+        Raises Cancelled when `is_cancelled` turns true between beam steps; otherwise never raises."""
+        started = time.perf_counter()
+        try:
+            result = self._complete(uri, before, after, is_cancelled)
+        except Cancelled:
+            raise
+        except Exception:  # a bad request must never take the engine down
+            log.exception("completion failed for %s", uri)
+            result = CompletionResult()
+        result.latency_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
+        if not self.typing_through or uri not in self.cache:
+            return None
+        last = self.cache.get(uri).last_answer
+        if not isinstance(last, LastAnswer) or after != last.after or not before.startswith(last.before):
+            return None
+        typed = before[len(last.before):]
+        if not typed or "\n" in typed:
+            return None
+        kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed))
+                for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
+        return CompletionResult(suggestions=kept) if kept else None
+
+    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
+        before, at_start = clip_before(before)
+        after = after.split("\n", 1)[0].split("\r", 1)[0]
+        through = self._typed_through(uri, before, after)
+        if through is not None:
+            return through
+        settings, tokens = self.settings, self.tokens
+        line_start = before.rfind("\n") + 1
+        typed_line = before[line_start:]
+        previous_line = before[:max(0, line_start - 1)].rsplit("\n", 1)[-1] if line_start else ""
+        ids = ([tokens.end_of_text_id] if at_start else []) + tokens.encode(clean(before))
+        healed = b""
+        if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):
+            healed = tokens.token_bytes[ids[-1]]  # token healing: regenerate the last token
+            ids = ids[:-1]
+        if not ids:
+            ids = [tokens.end_of_text_id]
+        limit = min(settings.context_tokens or self.bundle.context_length,
+                    self.bundle.context_length) - settings.max_tokens - 1
+        if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
+            ids = ids[math.ceil((len(ids) - limit) / WINDOW_SLIDE_TOKENS) * WINDOW_SLIDE_TOKENS:]
+        if is_cancelled is not None and is_cancelled():
+            raise Cancelled()
+        state = self.cache.get(uri)
+        runs_before = self.runtime.calls
+        reused, new = extend_prefix(state, self.runtime, ids[:-1])
+        request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
+                                beams=settings.beams, max_tokens=settings.max_tokens)
+        hypotheses = beam_search(self.runtime, tokens, request, is_cancelled)
+        suggestions: list[Suggestion] = []
+        seen: set[str] = set()
+        cursor = len(typed_line)
+        for hyp in hypotheses:
+            generated = tokens.decode_bytes(hyp.tokens)
+            if not generated.startswith(healed):
+                continue
+            inserted = generated[len(healed):].decode("utf-8", errors="ignore").rstrip()
+            line = typed_line + inserted
+            if line in seen or not keep_suggestion(line, inserted, after, previous_line):
+                continue
+            seen.add(line)
+            suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after),
+                                          score=round(hyp.score, 4)))
+            if len(suggestions) >= settings.max_suggestions:
+                break
+        state.last_answer = LastAnswer(before, after, suggestions)
+        self.cache.enforce_budget(keep=uri)
+        return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
+                                cached_tokens=reused, new_tokens=new)
+
+    # Introspection -------------------------------------------------------------------------
+    def info(self) -> dict:
+        files = self.bundle.manifest.get("files", {})
+        return {
+            "model": self.bundle.name,
+            "model_path": str(self.bundle.path),
+            "providers": self.runtime.providers,
+            "threads": self.settings.threads or "onnxruntime default",
+            "context_length": self.bundle.context_length,
+            "vocab_size": self.tokens.vocab_size,
+            "architecture": self.bundle.architecture,
+            "model_bytes": files.get("model.onnx", {}).get("bytes"),
+            "fp32_onnx_bytes": self.bundle.manifest.get("fp32_onnx_bytes"),
+            "runtime_bundle_bytes": self.bundle.runtime_bytes,
+            "documents_cached": len(self.cache.uris()),
+            "cache_bytes": self.cache.nbytes,
+            "memory_budget_mb": self.settings.memory_budget_mb,
+            "model_runs": self.model_runs,
+            "settings": self.settings.__dict__.copy(),
+        }

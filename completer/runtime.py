@@ -1,0 +1,94 @@
+"""The onnxruntime session over the bundle's decoder, and the shapes of the state it carries.
+
+One `run` is one ONNX call: prefill (batch 1, several new tokens, no suffix) or one beam step
+(batch = live beams, one token each). CUDA is used when onnxruntime-gpu sees a device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+
+from .bundle import Bundle
+from .types import ModelError
+
+
+@dataclass
+class StepOutput:
+    present: list[tuple[np.ndarray, np.ndarray]]  # per layer (key, value) [B, H, T+S, D], before reordering
+    tokens: np.ndarray  # [K] next token per candidate beam
+    parents: np.ndarray  # [K] the beam each candidate extends
+    scores: np.ndarray  # [K] cumulative log-probabilities
+    finished: np.ndarray  # [K] bool
+    beam_kv: list[tuple[np.ndarray, np.ndarray]]  # per layer (key, value) [K, H, T+S, D], reordered by parent
+
+
+def choose_providers(device: str) -> list[str]:
+    available = ort.get_available_providers()
+    if device == "cuda" and "CUDAExecutionProvider" not in available:
+        raise ModelError("device 'cuda' requested but onnxruntime has no CUDAExecutionProvider "
+                         "(install onnxruntime-gpu and a CUDA driver)")
+    if device in ("auto", "cuda") and "CUDAExecutionProvider" in available:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+class Runtime:
+    """Owns the InferenceSession; counts the ONNX calls so tests can prove a path skips the model."""
+
+    def __init__(self, bundle: Bundle, device: str = "auto", threads: int = 0) -> None:
+        arch = bundle.architecture
+        self.n_layer = int(arch["n_layer"])
+        self.n_head = int(arch["n_head"])
+        self.head_dim = int(arch["n_embd"]) // self.n_head
+        self.vocab_size = int(arch["vocab_size"])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(bundle.model_path), options, providers=choose_providers(device))
+        except ModelError:
+            raise
+        except Exception as exc:  # onnxruntime raises several unrelated types for a bad file
+            raise ModelError(f"onnxruntime cannot load {bundle.model_path}: {exc}") from exc
+        self.providers = self.session.get_providers()
+        self.threads = threads
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.calls = 0
+        self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
+
+    def empty_prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        h, d = self.n_head, self.head_dim
+        return [(np.zeros((1, h, d, 0), np.float32), np.zeros((1, h, 0, d), np.float32)) for _ in range(self.n_layer)]
+
+    def empty_past(self, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        shape = (batch, self.n_head, 0, self.head_dim)
+        return [(np.zeros(shape, np.float32), np.zeros(shape, np.float32)) for _ in range(self.n_layer)]
+
+    def run(self, input_ids: np.ndarray, position: int, prefix: list[tuple[np.ndarray, np.ndarray]],
+            past: list[tuple[np.ndarray, np.ndarray]], scores: np.ndarray | None = None,
+            finished: np.ndarray | None = None, allowed: np.ndarray | None = None, num_beams: int = 1) -> StepOutput:
+        """input_ids [B, S]; prefix per layer (key [1, H, D, P], value [1, H, P, D]); past per layer [B, H, T, D]."""
+        batch, new = input_ids.shape
+        feed = {
+            "input_ids": input_ids.astype(np.int64, copy=False),
+            "position_ids": np.arange(position, position + new, dtype=np.int64)[None, :],
+            "beam_scores": scores if scores is not None else np.zeros(batch, np.float32),
+            "beam_finished": finished if finished is not None else np.zeros(batch, bool),
+            "allowed_tokens": allowed if allowed is not None else self._all_allowed,
+            "num_beams": np.array([num_beams], dtype=np.int64),
+        }
+        for layer in range(self.n_layer):
+            feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
+            feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
+        self.calls += 1
+        out = dict(zip(self.output_names, self.session.run(None, feed)))
+        return StepOutput(
+            present=[(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)],
+            tokens=out["next_tokens"], parents=out["parent_beams"], scores=out["next_scores"],
+            finished=out["next_finished"],
+            beam_kv=[(out[f"beam_key_{i}"], out[f"beam_value_{i}"]) for i in range(self.n_layer)],
+        )

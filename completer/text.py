@@ -1,0 +1,45 @@
+"""Turn an editor document and cursor into the text the model sees.
+
+The model was trained on LF-only, tab-free text with no NULs, so documents are normalised the same
+way. Only the text before the cursor matters, clipped to whole lines at a line index that moves in
+steps of CLIP_LINE_STEP lines, so the clipped text (and thus its tokens and KV cache) stays stable
+while the user types.
+"""
+from __future__ import annotations
+
+CLIP_LINE_STEP = 64
+
+
+def clean(text: str) -> str:
+    """Replace what the tokenizer and model cannot use: NULs, lone surrogates, tabs, CR."""
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.replace("\t", "    ")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines without their terminators; CRLF, CR and LF all end a line, as in LSP."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def context_slice(lines: list[str], line: int, column: int, max_chars: int = 32768) -> tuple[str, str] | None:
+    """Raw (text before the cursor, rest of the cursor's line), or None when the position is outside the document.
+
+    A column past the end of an existing line is clamped to the line end, as LSP asks."""
+    if line < 0 or line >= len(lines) or column < 0:
+        return None
+    current = lines[line]
+    column = min(column, len(current))
+    start = line
+    size = column
+    while start > 0 and size + len(lines[start - 1]) + 1 <= max_chars:
+        start -= 1
+        size += len(lines[start]) + 1
+    if start > 0:  # clipped: snap forward to a stable line index
+        start = min(line, -(-start // CLIP_LINE_STEP) * CLIP_LINE_STEP)
+    before = "\n".join(lines[start:line] + [current[:column]])
+    return before, current[column:]

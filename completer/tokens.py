@@ -1,0 +1,70 @@
+"""The bundle's tokenizer, plus the byte view of every token that token healing needs."""
+from __future__ import annotations
+
+import bisect
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+END_OF_TEXT = "<|endoftext|>"
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's byte-to-printable-character map used by byte-level BPE."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+class Tokens:
+    """Encoding, decoding and the prefix queries token healing asks of the vocabulary."""
+
+    def __init__(self, path: Path) -> None:
+        self.tokenizer = Tokenizer.from_file(str(path))
+        self.vocab_size = self.tokenizer.get_vocab_size()
+        newline = self.tokenizer.encode("\n", add_special_tokens=False).ids
+        if len(newline) != 1:
+            raise ValueError(f"{path}: a newline must be one token")
+        self.newline_id = newline[0]
+        self.end_of_text_id = self.tokenizer.token_to_id(END_OF_TEXT)
+        decoder = _byte_decoder()
+        self.token_bytes: list[bytes] = [b""] * self.vocab_size
+        for token, idx in self.tokenizer.get_vocab().items():
+            if token == END_OF_TEXT:
+                continue
+            self.token_bytes[idx] = bytes(decoder[c] for c in token)
+        order = sorted(range(self.vocab_size), key=lambda i: self.token_bytes[i])
+        self._sorted_ids = np.asarray(order, dtype=np.int64)
+        self._sorted_bytes = [self.token_bytes[i] for i in order]
+        self._by_bytes: dict[bytes, int] = {b: i for i, b in enumerate(self.token_bytes) if b}
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        return b"".join(self.token_bytes[i] for i in ids)
+
+    def allowed_for(self, remaining: bytes) -> np.ndarray:
+        """Mask [V] of tokens that may come next while `remaining` typed bytes are still unspelled:
+        tokens that start with all of it, or that are a non-empty prefix of it."""
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        lo = bisect.bisect_left(self._sorted_bytes, remaining)
+        hi = lo
+        while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(remaining):
+            hi += 1
+        mask[self._sorted_ids[lo:hi]] = True
+        for end in range(1, len(remaining)):
+            idx = self._by_bytes.get(remaining[:end])
+            if idx is not None:
+                mask[idx] = True
+        return mask

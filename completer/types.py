@@ -1,0 +1,78 @@
+"""The engine's public value types, shared by the CLI, the LSP server and its worker process."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
+
+CancelCheck = Callable[[], bool]
+"""Polled between beam steps; returning True abandons the search with `Cancelled`."""
+
+
+class Cancelled(Exception):
+    """The search was abandoned between two beam steps because the caller asked."""
+
+
+class ModelError(Exception):
+    """The model bundle is missing, corrupt or incompatible; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One whole-line suggestion. Columns count Unicode code points on the cursor's line."""
+
+    line: str  # the whole line once accepted, without the newline
+    text: str  # what is inserted at the cursor (line[cursor:])
+    start: int  # replaced range on the cursor's line: [start, end)
+    end: int
+    score: float  # cumulative log-probability of the generated tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CompletionResult:
+    suggestions: list[Suggestion] = field(default_factory=list)
+    latency_ms: float = 0.0
+    model_runs: int = 0  # ONNX calls this request made (0 when served by typing through)
+    cached_tokens: int = 0  # context tokens whose KV was reused
+    new_tokens: int = 0  # context tokens that had to be run
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"suggestions": [s.to_dict() for s in self.suggestions], "latency_ms": self.latency_ms,
+                "model_runs": self.model_runs, "cached_tokens": self.cached_tokens, "new_tokens": self.new_tokens}
+
+
+@dataclass
+class EngineSettings:
+    """Everything a user may tune; the LSP server maps its settings onto this."""
+
+    model_path: str | None = None  # bundle dir; None means the embedded default model
+    beams: int = 4
+    max_suggestions: int = 3
+    max_tokens: int = 24  # generated tokens per line at most
+    device: str = "auto"  # "auto", "cpu" or "cuda"
+    threads: int = 0  # intra-op threads; 0 lets onnxruntime choose
+    memory_budget_mb: int = 256  # KV caches across documents, LRU-evicted past this
+    context_tokens: int = 0  # 0 means the manifest's context length
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first invalid field."""
+        if not 1 <= self.beams <= 16:
+            raise ValueError("beams must be between 1 and 16")
+        if not 1 <= self.max_suggestions <= 16:
+            raise ValueError("max_suggestions must be between 1 and 16")
+        if not 1 <= self.max_tokens <= 256:
+            raise ValueError("max_tokens must be between 1 and 256")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError("device must be auto, cpu or cuda")
+        if not 0 <= self.threads <= 256:
+            raise ValueError("threads must be between 0 and 256")
+        if not 1 <= self.memory_budget_mb <= 65536:
+            raise ValueError("memory_budget_mb must be between 1 and 65536")
+        if self.context_tokens < 0:
+            raise ValueError("context_tokens must be >= 0")
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]

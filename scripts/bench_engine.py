@@ -1,0 +1,308 @@
+"""Engine benchmarks, each comparison measured in one run with A and B alternating per keystroke.
+
+    python scripts/bench_engine.py --out docs/bench_engine.json --svg docs/bench_engine.svg
+
+1. Per-keystroke latency, KV reuse vs full recompute, at 128, 512 and 1024-token contexts.
+2. Typing through the last suggestion (no model call).
+3. The in-graph beam step vs the same search with the beam step in numpy outside the graph.
+4. INT8 vs fp32.
+5. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
+
+Keystrokes replay the typing of real lines of a stdlib module: at each keystroke the text before the
+cursor grows by one character and the engine is asked for suggestions. Typing through is disabled
+except in (2), so every keystroke times the model path. Quote medians: the machine is shared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from eval import fp32_bundle  # noqa: E402
+from export import quantize  # noqa: E402
+from onnx_graph import decoder_model  # noqa: E402
+from paths import REPO_ROOT, cache_dir  # noqa: E402
+from reference_beam import beam_step as numpy_beam_step  # noqa: E402
+
+from completer.engine import Engine  # noqa: E402
+from completer.runtime import Runtime, StepOutput  # noqa: E402
+from completer.types import EngineSettings  # noqa: E402
+
+SOURCE = Path(__import__("argparse").__file__)  # a long, real, permissively licensed module
+TYPED_LINES = 3  # lines typed per context size
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def keystroke_script(engine: Engine, text: str, context_tokens: int) -> list[tuple[str, str]]:
+    """(before, typed line) pairs: the cursor at a line start where `before` is ~context_tokens long."""
+    lines = text.split("\n")
+    script = []
+    for index in range(1, len(lines)):
+        before = "\n".join(lines[:index]) + "\n"
+        if len(engine.tokens.encode(before)) >= context_tokens and len(lines[index].strip()) > 10:
+            start = index
+            while len(script) < TYPED_LINES and start < len(lines):
+                if len(lines[start].strip()) > 10:
+                    script.append(("\n".join(lines[:start]) + "\n", lines[start]))
+                start += 1
+            return [(b[-_chars_for(engine, b, context_tokens):], line) for b, line in script]
+    raise SystemExit(f"{SOURCE} is shorter than {context_tokens} tokens")
+
+
+def _chars_for(engine: Engine, before: str, tokens: int) -> int:
+    """Characters (from a line start) at the end of `before` that hold about `tokens` tokens."""
+    lines = before.split("\n")
+    for start in range(len(lines) - 1, -1, -1):
+        tail = "\n".join(lines[start:])
+        if len(engine.tokens.encode(tail)) >= tokens:
+            return len(tail)
+    return len(before)
+
+
+def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: dict[str, Callable[[Engine], None]]
+           ) -> dict[str, list[float]]:
+    """Type each line one character at a time; engines alternate on every keystroke."""
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for n, (before, line) in enumerate(script):
+        uri = f"file:///bench-{n}.py"
+        for engine in engines.values():
+            engine.complete_text(uri, before, "")  # the document is open and warm before typing starts
+        for end in range(1, len(line) + 1):
+            for name, engine in engines.items():
+                prepare.get(name, lambda e: None)(engine)
+                times[name].append(engine.complete_text(uri, before + line[:end], "").latency_ms)
+    return times
+
+
+def summary(times: list[float]) -> dict[str, float]:
+    return {"p50_ms": round(percentile(times, 50), 2), "p95_ms": round(percentile(times, 95), 2),
+            "mean_ms": round(statistics.mean(times), 2), "n": len(times)}
+
+
+# --- alternative runtimes driven by the very same beam search -------------------------------------
+class NumpyBeamRuntime(Runtime):
+    """The decoder graph without the beam step; the step runs in numpy outside the graph."""
+
+    def __init__(self, bundle, model_path: Path, newline_id: int, threads: int) -> None:
+        super().__init__(bundle, threads=threads)
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        self.newline_id = newline_id
+
+    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1):
+        batch, new = input_ids.shape
+        feed = {"input_ids": input_ids.astype(np.int64), "position_ids": np.arange(position, position + new)[None]}
+        for layer in range(self.n_layer):
+            feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
+            feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
+        self.calls += 1
+        names = [o.name for o in self.session.get_outputs()]
+        out = dict(zip(names, self.session.run(None, feed)))
+        scores = scores if scores is not None else np.zeros(batch, np.float32)
+        finished = finished if finished is not None else np.zeros(batch, bool)
+        allowed = allowed if allowed is not None else np.ones((1, self.vocab_size), bool)
+        tokens, parents, new_scores, new_finished = numpy_beam_step(out["logits"], scores, finished, allowed,
+                                                                    num_beams, self.newline_id)
+        present = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
+        return StepOutput(present=present, tokens=tokens, parents=parents, scores=new_scores, finished=new_finished,
+                          beam_kv=[(np.take(k, parents, axis=0), np.take(v, parents, axis=0)) for k, v in present])
+
+
+class TorchRuntime(Runtime):
+    """The same computation in PyTorch eager: shared prefix, per-beam suffix, beam step with topk."""
+
+    def __init__(self, bundle, weights: dict, config: dict, newline_id: int, threads: int) -> None:
+        super().__init__(bundle, threads=threads)
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+        self.torch = torch
+        self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
+        self.cfg = config
+        self.newline_id = newline_id
+
+    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1):
+        torch, w = self.torch, self.w
+        F = torch.nn.functional
+        H, C = self.n_head, self.cfg["n_embd"]
+        D = C // H
+        with torch.inference_mode():
+            ids = torch.from_numpy(input_ids.astype(np.int64))
+            B, S = ids.shape
+            x = w["wte.weight"][ids] + w["wpe.weight"][position:position + S]  # [B, S, C]
+            T = past[0][0].shape[2]
+            rows = torch.arange(S)[:, None] + T
+            causal = torch.where(torch.arange(T + S)[None, :] <= rows, 0.0, float("-inf"))  # [S, T+S]
+            present = []
+            for layer in range(self.n_layer):
+                p = f"blocks.{layer}"
+                h = F.layer_norm(x, (C,), w[f"{p}.ln_1.weight"], w[f"{p}.ln_1.bias"])
+                q, k, v = (h @ w[f"{p}.attn.qkv.weight"].T).split(C, dim=2)
+                q, k, v = (t.view(B, S, H, D).transpose(1, 2) for t in (q, k, v))  # [B, H, S, D]
+                q = q / D ** 0.5
+                k_all = torch.cat([torch.from_numpy(past[layer][0]), k], dim=2)  # [B, H, T+S, D]
+                v_all = torch.cat([torch.from_numpy(past[layer][1]), v], dim=2)
+                pk, pv = (torch.from_numpy(a) for a in prefix[layer])  # [1, H, D, P], [1, H, P, D]
+                att = torch.softmax(torch.cat([q @ pk, q @ k_all.transpose(2, 3) + causal], dim=3), dim=3)
+                P = pk.shape[3]
+                y = att[..., :P] @ pv + att[..., P:] @ v_all  # [B, H, S, D]
+                x = x + y.transpose(1, 2).reshape(B, S, C) @ w[f"{p}.attn.proj.weight"].T
+                h = F.layer_norm(x, (C,), w[f"{p}.ln_2.weight"], w[f"{p}.ln_2.bias"])
+                x = x + F.gelu(h @ w[f"{p}.mlp.fc.weight"].T) @ w[f"{p}.mlp.proj.weight"].T
+                present.append((k_all, v_all))
+            last = F.layer_norm(x[:, -1], (C,), w["ln_f.weight"], w["ln_f.bias"])
+            logp = torch.log_softmax(last @ w["wte.weight"].T, dim=-1)  # [B, V]
+            if allowed is not None:
+                logp = logp.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+            if finished is not None and finished.any():
+                carry = torch.full_like(logp[0], float("-inf"))
+                carry[self.newline_id] = 0.0
+                logp = torch.where(torch.from_numpy(finished)[:, None], carry, logp)
+            total = logp + torch.from_numpy(scores if scores is not None else np.zeros(B, np.float32))[:, None]
+            row_vals, row_idx = total.topk(num_beams, dim=1)
+            best_vals, best_pos = row_vals.reshape(-1).topk(num_beams)
+            parents = best_pos // num_beams
+            tokens = row_idx.reshape(-1)[best_pos]
+            beam_kv = [(k[parents].numpy(), v[parents].numpy()) for k, v in present]
+        self.calls += 1
+        return StepOutput(present=[(k.numpy(), v.numpy()) for k, v in present], tokens=tokens.numpy(),
+                          parents=parents.numpy(), scores=best_vals.numpy(),
+                          finished=(tokens == self.newline_id).numpy(), beam_kv=beam_kv)
+
+
+def no_cache(engine: Engine) -> None:
+    for uri in engine.cache.uris():
+        engine.cache.drop(uri)
+
+
+def svg_bars(groups: dict[str, dict[str, float]], title: str) -> str:
+    """A dependency-free horizontal bar chart of p50 latencies."""
+    rows = [(g, name, value) for g, series in groups.items() for name, value in series.items()]
+    width, bar_h, left = 720, 18, 300
+    top = 40
+    peak = max(v for _, _, v in rows) or 1.0
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + len(rows) * (bar_h + 6) + 20}"'
+             ' font-family="sans-serif" font-size="12">',
+             f'<text x="10" y="22" font-size="15" font-weight="bold">{title}</text>']
+    for i, (group, name, value) in enumerate(rows):
+        y = top + i * (bar_h + 6)
+        length = (width - left - 80) * value / peak
+        colour = "#4a7ebb" if i % 2 == 0 else "#e08a3c"
+        parts.append(f'<text x="10" y="{y + 13}">{group}: {name}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{length:.1f}" height="{bar_h}" fill="{colour}"/>')
+        parts.append(f'<text x="{left + length + 5:.1f}" y="{y + 13}">{value:.2f} ms</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", type=Path, default=REPO_ROOT / "models" / "python-small")
+    parser.add_argument("--fp32-onnx", type=Path, default=None)
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--contexts", default="128,512,1024")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
+    args = parser.parse_args()
+    settings = lambda **kw: EngineSettings(model_path=str(args.bundle), threads=args.threads, **kw)  # noqa: E731
+    text = SOURCE.read_text()
+    results: dict[str, dict] = {}
+    plot: dict[str, dict[str, float]] = {}
+
+    reuse, recompute = Engine(settings()), Engine(settings())
+    for e in (reuse, recompute):
+        e.typing_through = False
+    for n in [int(c) for c in args.contexts.split(",")]:
+        script = keystroke_script(reuse, text, min(n, reuse.bundle.context_length - 26))
+        times = replay({"kv_reuse": reuse, "recompute": recompute}, script, {"recompute": no_cache})
+        results[f"context_{n}"] = {k: summary(v) for k, v in times.items()}
+        results[f"context_{n}"]["speedup_p50"] = round(results[f"context_{n}"]["recompute"]["p50_ms"]
+                                                       / results[f"context_{n}"]["kv_reuse"]["p50_ms"], 2)
+        plot[f"{n} tokens"] = {k: results[f"context_{n}"][k]["p50_ms"] for k in ("kv_reuse", "recompute")}
+        print(f"context {n}: {json.dumps(results[f'context_{n}'])}", flush=True)
+
+    long_script = keystroke_script(reuse, text, reuse.bundle.context_length - 26)
+    through = Engine(settings())
+    times = []
+    for n, (before, line) in enumerate(long_script):
+        uri = f"file:///through-{n}.py"
+        through.complete_text(uri, before, "")
+        for end in range(1, len(line) + 1):
+            result = through.complete_text(uri, before + line[:end], "")
+            if result.model_runs == 0 and result.suggestions:
+                times.append(result.latency_ms)
+    results["typing_through"] = summary(times) if times else {"n": 0}
+    print(f"typing through: {json.dumps(results['typing_through'])}", flush=True)
+
+    fp32_path = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        from safetensors.numpy import load_file
+
+        weights = load_file(str(args.bundle / "training" / "model.safetensors"))
+        config = json.loads((args.bundle / "training" / "config.json").read_text())
+        newline = reuse.tokens.newline_id
+        onnx.save(decoder_model(weights, config, newline, beam_in_graph=False), str(tmp / "logits_fp32.onnx"))
+        quantize(tmp / "logits_fp32.onnx", tmp / "logits_int8.onnx")
+        outside = Engine(settings())
+        outside.runtime = NumpyBeamRuntime(reuse.bundle, tmp / "logits_int8.onnx", newline, args.threads)
+        engines = {"in_graph": Engine(settings()), "numpy_outside": outside}
+        for e in engines.values():
+            e.typing_through = False
+        times = replay(engines, long_script, {})
+        results["beam_step"] = {k: summary(v) for k, v in times.items()}
+        plot["beam step (1024)"] = {k: v["p50_ms"] for k, v in results["beam_step"].items()}
+        print(f"beam step: {json.dumps(results['beam_step'])}", flush=True)
+
+        if fp32_path.exists():
+            engines = {"int8": Engine(settings()), "fp32": Engine(EngineSettings(
+                model_path=str(fp32_bundle(args.bundle, fp32_path, tmp / "fp32")), threads=args.threads))}
+            for e in engines.values():
+                e.typing_through = False
+            times = replay(engines, long_script, {})
+            results["precision"] = {k: summary(v) for k, v in times.items()}
+            plot["precision (1024)"] = {k: v["p50_ms"] for k, v in results["precision"].items()}
+            print(f"precision: {json.dumps(results['precision'])}", flush=True)
+
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("torch not installed: skipping the PyTorch eager comparison")
+        else:
+            eager = Engine(settings())
+            eager.runtime = TorchRuntime(reuse.bundle, weights, config, newline, args.threads or 2)
+            engines = {"engine": Engine(settings()), "pytorch_eager": eager}
+            for e in engines.values():
+                e.typing_through = False
+            times = replay(engines, long_script, {})
+            results["pytorch"] = {k: summary(v) for k, v in times.items()}
+            results["pytorch"]["speedup_p50"] = round(results["pytorch"]["pytorch_eager"]["p50_ms"]
+                                                      / results["pytorch"]["engine"]["p50_ms"], 2)
+            plot["vs PyTorch (1024)"] = {k: results["pytorch"][k]["p50_ms"] for k in ("engine", "pytorch_eager")}
+            print(f"pytorch: {json.dumps(results['pytorch'])}", flush=True)
+
+    results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    if args.svg:
+        args.svg.write_text(svg_bars(plot, "Per-keystroke latency, p50 (lower is better)"))
+
+
+if __name__ == "__main__":
+    main()

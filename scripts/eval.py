@@ -1,0 +1,172 @@
+"""Evaluate whole-line completion on the validation split: exact match@1/@5 and edit similarity,
+INT8 and fp32 side by side, through the real engine (token healing, beam search, filters).
+
+    python scripts/eval.py --positions 1000 --update-model-card
+
+Cursor positions are drawn deterministically from validation files the model never saw: half at
+the start of a line (after its indentation), half mid-line. The text before the cursor is the
+context; the rest of the line is what the model must produce.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from export import sha256  # noqa: E402
+from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
+
+from completer.engine import Engine  # noqa: E402
+from completer.types import EngineSettings  # noqa: E402
+
+MIN_CODE_CHARS = 4
+
+
+@dataclass(frozen=True)
+class Position:
+    path: str
+    line: int
+    column: int
+    kind: str  # "line-start" or "mid-line"
+
+
+def sample_positions(val_path: Path, count: int, seed: int = 0) -> tuple[dict[str, str], list[Position]]:
+    files: dict[str, str] = {}
+    candidates: list[tuple[str, int, str]] = []
+    with open(val_path) as handle:
+        for row in map(json.loads, handle):
+            files[row["path"]] = row["text"]
+            for index, line in enumerate(row["text"].split("\n")):
+                if len(line.strip()) >= MIN_CODE_CHARS:
+                    candidates.append((row["path"], index, line))
+    rng = random.Random(seed)
+    rng.shuffle(candidates)
+    positions = []
+    for i, (path, index, line) in enumerate(candidates[:count]):
+        indent = len(line) - len(line.lstrip())
+        if i % 2 == 0:
+            positions.append(Position(path, index, indent, "line-start"))
+        else:
+            positions.append(Position(path, index, rng.randint(indent + 1, len(line.rstrip()) - 1), "mid-line"))
+    positions.sort(key=lambda p: (p.path, p.line))
+    return files, positions
+
+
+def edit_similarity(a: str, b: str) -> float:
+    """1 - Levenshtein distance / longer length (1.0 for two empty strings)."""
+    if not a and not b:
+        return 1.0
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return 1 - previous[-1] / max(len(a), len(b))
+
+
+def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int) -> dict:
+    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5))
+    stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
+                                                       "has_suggestion")}
+    by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
+    lines_cache = {path: text.split("\n") for path, text in files.items()}
+    for pos in positions:
+        lines = lines_cache[pos.path]
+        before = "\n".join(lines[:pos.line] + [lines[pos.line][:pos.column]])
+        actual = lines[pos.line].rstrip()
+        expected_rest = actual[pos.column:]
+        result = engine.complete_text(pos.path, before, "")
+        predicted = [s.line.rstrip() for s in result.suggestions]
+        top = result.suggestions[0].text if result.suggestions else ""
+        exact1 = float(bool(predicted) and predicted[0] == actual)
+        stats["exact1"].append(exact1)
+        stats["exact5"].append(float(actual in predicted[:5]))
+        stats["edit_sim"].append(edit_similarity(top, expected_rest))
+        stats["line_edit_sim"].append(edit_similarity(predicted[0] if predicted else actual[:pos.column], actual))
+        stats["latency"].append(result.latency_ms)
+        stats["has_suggestion"].append(float(bool(predicted)))
+        by_kind[pos.kind].append(exact1)
+    return {
+        "positions": len(positions),
+        "exact_match_at_1": round(100 * statistics.mean(stats["exact1"]), 2),
+        "exact_match_at_5": round(100 * statistics.mean(stats["exact5"]), 2),
+        "edit_similarity": round(100 * statistics.mean(stats["edit_sim"]), 2),
+        "line_edit_similarity": round(100 * statistics.mean(stats["line_edit_sim"]), 2),
+        "exact_match_at_1_line_start": round(100 * statistics.mean(by_kind["line-start"]), 2),
+        "exact_match_at_1_mid_line": round(100 * statistics.mean(by_kind["mid-line"]), 2),
+        "answered": round(100 * statistics.mean(stats["has_suggestion"]), 2),
+        "median_latency_ms": round(statistics.median(stats["latency"]), 2),
+    }
+
+
+def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
+    """A throwaway bundle identical to the INT8 one but with the fp32 graph."""
+    into.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(fp32_onnx, into / "model.onnx")
+    shutil.copyfile(int8_bundle / "tokenizer.json", into / "tokenizer.json")
+    manifest = json.loads((int8_bundle / "manifest.json").read_text())
+    for name in manifest["files"]:
+        manifest["files"][name] = {"sha256": sha256(into / name), "bytes": (into / name).stat().st_size}
+    (into / "manifest.json").write_text(json.dumps(manifest))
+    return into
+
+
+def markdown(results: dict[str, dict], command: str) -> str:
+    rows = ["| model | exact@1 | exact@5 | edit sim (completion) | edit sim (whole line) | exact@1 line start |"
+            " exact@1 mid-line | answered | median latency |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        rows.append(f"| {name} | {r['exact_match_at_1']} % | {r['exact_match_at_5']} % | {r['edit_similarity']} % | "
+                    f"{r['line_edit_similarity']} % | {r['exact_match_at_1_line_start']} % | "
+                    f"{r['exact_match_at_1_mid_line']} % | {r['answered']} % | {r['median_latency_ms']} ms |")
+    positions = next(iter(results.values()))["positions"]
+    return f"Command: `{command}`\n\n{positions} validation positions (half line start, half mid-line).\n\n" + "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", type=Path, default=REPO_ROOT / "models" / "python-small")
+    parser.add_argument("--fp32-onnx", type=Path, default=None, help="fp32 graph from export.py")
+    parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
+    parser.add_argument("--positions", type=int, default=1000)
+    parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
+    parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
+    args = parser.parse_args()
+    fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
+    files, positions = sample_positions(args.val or corpus_dir() / "val.jsonl", args.positions)
+    results = {}
+    started = time.time()
+    results["INT8 (shipped)"] = evaluate(args.bundle, files, positions, args.beams)
+    if fp32_onnx.exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            results["fp32"] = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions, args.beams)
+    command = "python scripts/eval.py " + " ".join(sys.argv[1:])
+    table = markdown(results, command.strip())
+    print(table)
+    print(f"\n({time.time() - started:.0f} s)")
+    if args.update_model_card:
+        manifest_path = args.bundle / "manifest.json"
+        manifest = json.loads(manifest_path.read_text())
+        manifest["eval"] = {"command": command.strip(), "beams": args.beams, "results": results}
+        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+        card = args.bundle / "MODEL.md"
+        if card.exists():
+            text = card.read_text()
+            start, end = "<!-- eval:start -->", "<!-- eval:end -->"
+            if start in text and end in text:
+                head, rest = text.split(start, 1)
+                card.write_text(head + start + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+
+
+if __name__ == "__main__":
+    main()

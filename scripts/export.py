@@ -1,0 +1,142 @@
+"""Export a training checkpoint to a runtime bundle: ONNX with the beam step inside, INT8, manifest.
+
+    python scripts/export.py --checkpoint ~/.cache/completer/checkpoints/run --out models/python-small
+
+Writes into --out: model.onnx (INT8), tokenizer.json, manifest.json (checksums of every file),
+and training/ (the fp32 safetensors weights and config, for resuming and fine-tuning; never
+loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) for evaluation.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from safetensors.numpy import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from onnx_graph import decoder_model  # noqa: E402
+from paths import cache_dir, corpus_dir  # noqa: E402
+
+FORMAT_VERSION = 1
+RUNTIME_FILES = ("model.onnx", "tokenizer.json")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def newline_id(tokenizer_path: Path) -> int:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    ids = tokenizer.encode("\n", add_special_tokens=False).ids
+    if len(ids) != 1:
+        raise SystemExit(f"{tokenizer_path}: a newline must be exactly one token, got {ids}")
+    return ids[0]
+
+
+def quantize(fp32_path: Path, int8_path: Path) -> None:
+    """Dynamic INT8 of the weight MatMuls and the embedding Gathers only: activation-by-activation
+    products (attention scores) and the beam step's Gathers stay fp32."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = onnx.load(str(fp32_path))
+    weights = {init.name for init in model.graph.initializer}
+    chosen = [n.name for n in model.graph.node
+              if (n.op_type == "MatMul" and n.input[1] in weights) or (n.op_type == "Gather" and n.input[0] in weights
+                                                                        and n.input[0].startswith(("wte", "wpe")))]
+    quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=False,
+                     nodes_to_quantize=chosen, op_types_to_quantize=["MatMul", "Gather"],
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: int, training: dict,
+                   name: str) -> dict:
+    manifest_path = out / "manifest.json"
+    previous = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "architecture": {k: config[k] for k in ("n_layer", "n_head", "n_embd", "vocab_size", "context_length")},
+        "context_length": config["context_length"],
+        "vocab_size": config["vocab_size"],
+        "newline_token_id": tokenizer_newline,
+        "special_tokens": {"end_of_text": 0},
+        "kv_layout": {"prefix_key": "[1, H, D, P]", "prefix_value": "[1, H, P, D]", "past": "[B, H, T, D]"},
+        "quantization": "onnxruntime dynamic INT8 (QInt8 weights) of weight MatMuls and embeddings",
+        "fp32_onnx_bytes": fp32_bytes,
+        "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size} for f in RUNTIME_FILES},
+        "training": training,
+        "eval": previous.get("eval", {}),
+    }
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: str,
+           corpus_summary: Path | None = None) -> dict:
+    config = json.loads((checkpoint / "config.json").read_text())
+    weights = load_file(str(checkpoint / "model.safetensors"))
+    nl = newline_id(tokenizer)
+    out.mkdir(parents=True, exist_ok=True)
+    fp32_out.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(decoder_model(weights, config, nl), str(fp32_out))
+    with tempfile.TemporaryDirectory() as tmp:
+        staged = Path(tmp) / "model.onnx"
+        quantize(fp32_out, staged)
+        shutil.copyfile(staged, out / "model.onnx")
+    if tokenizer.resolve() != (out / "tokenizer.json").resolve():
+        shutil.copyfile(tokenizer, out / "tokenizer.json")
+    training_dir = out / "training"
+    training_dir.mkdir(exist_ok=True)
+    for file in ("model.safetensors", "config.json"):
+        shutil.copyfile(checkpoint / file, training_dir / file)
+    state_path = checkpoint / "train_state.json"
+    training: dict = {"parameters": int(sum(np.prod(v.shape) for v in weights.values()))}
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+        slim = {k: state[k] for k in ("step", "tokens", "cursor") if k in state}
+        slim["history"] = state.get("history", [])[-1:]
+        (training_dir / "train_state.json").write_text(json.dumps(slim, indent=1))
+        training.update(steps=state.get("step"), tokens=state.get("tokens"),
+                        last_eval=(state.get("history") or [{}])[-1])
+    if corpus_summary is not None and corpus_summary.exists():
+        summary = json.loads(corpus_summary.read_text())
+        training["corpus"] = {split: summary[split] for split in ("train", "val")}
+        tokens_file = corpus_summary.parent / "tokens.json"
+        if tokens_file.exists():
+            training["corpus_tokens"] = json.loads(tokens_file.read_text())
+    return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, default=None, help="dir with model.safetensors + config.json")
+    parser.add_argument("--tokenizer", type=Path, default=None)
+    parser.add_argument("--out", type=Path, required=True, help="bundle dir, e.g. models/python-small")
+    parser.add_argument("--fp32-out", type=Path, default=None)
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args()
+    checkpoint = args.checkpoint or cache_dir() / "checkpoints" / "run"
+    tokenizer = args.tokenizer or corpus_dir() / "tokenizer.json"
+    fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
+    manifest = export(checkpoint, args.out, tokenizer, fp32_out, args.name or args.out.name,
+                      corpus_dir() / "summary.json")
+    model_bytes = manifest["files"]["model.onnx"]["bytes"]
+    print(f"{args.out}: model.onnx {model_bytes / 1e6:.2f} MB INT8 vs fp32 {manifest['fp32_onnx_bytes'] / 1e6:.2f} MB"
+          f" (ratio {model_bytes / manifest['fp32_onnx_bytes']:.3f}); fp32 graph at {fp32_out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""The one-step beam search in plain numpy: the reference the in-graph step is tested against,
+and the 'outside the graph' side of the engine benchmark."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
+              newline_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool -> tokens, parents, scores, finished [K].
+
+    Finished beams keep their score through a row that is -inf except the newline token at 0."""
+    batch, vocab = logits.shape
+    logp = np.where(allowed, log_softmax(logits.astype(np.float32)), -np.inf)
+    carry = np.full(vocab, -np.inf, dtype=np.float32)
+    carry[newline_id] = 0.0
+    logp = np.where(finished[:, None], carry[None, :], logp)
+    total = (logp + scores[:, None]).astype(np.float32)  # [B, V]
+    row_idx = np.argsort(-total, axis=1, kind="stable")[:, :k]  # [B, K]
+    row_vals = np.take_along_axis(total, row_idx, axis=1)  # [B, K]
+    flat_vals, flat_idx = row_vals.reshape(-1), row_idx.reshape(-1)
+    best = np.argsort(-flat_vals, kind="stable")[:k]  # [K]
+    parents = best // k
+    tokens = flat_idx[best]
+    new_finished = finished[parents] | (tokens == newline_id)
+    return tokens.astype(np.int64), parents.astype(np.int64), flat_vals[best], new_finished

@@ -1,0 +1,205 @@
+"""Train the code model on two CPU cores, resumably, within a wall-clock budget.
+
+Checkpoints are safetensors (weights and AdamW moments) plus a JSON state, never pickle.
+The learning rate follows warmup, a constant plateau, then a linear decay over the last
+part of *this run's* time budget, so a run can always be resumed and given more time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model import GPT, GPTConfig  # noqa: E402
+from paths import cache_dir, corpus_dir  # noqa: E402
+
+
+class TokenStream:
+    """Non-overlapping windows of the token array in a fixed shuffled order, so no token repeats
+    within an epoch; the cursor into that order is part of the resumable state."""
+
+    def __init__(self, path: Path, block: int, seed: int = 0) -> None:
+        self.data = np.memmap(path, dtype=np.uint16, mode="r")
+        self.block = block
+        self.order = np.random.default_rng(seed).permutation((len(self.data) - 1) // block)
+        self.cursor = 0
+
+    def batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = []
+        for _ in range(size):
+            start = int(self.order[self.cursor % len(self.order)]) * self.block
+            self.cursor += 1
+            rows.append(np.asarray(self.data[start:start + self.block + 1], dtype=np.int64))
+        chunk = torch.from_numpy(np.stack(rows))  # (B, T+1)
+        return chunk[:, :-1], chunk[:, 1:]
+
+    @property
+    def epoch(self) -> float:
+        return self.cursor / len(self.order)
+
+
+def save_checkpoint(out: Path, model: GPT, opt: torch.optim.AdamW, state: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, str(out / "model.safetensors.tmp"))
+    moments = {}
+    for name, p in model.named_parameters():
+        s = opt.state.get(p)
+        if s:
+            moments[f"{name}.exp_avg"] = s["exp_avg"]
+            moments[f"{name}.exp_avg_sq"] = s["exp_avg_sq"]
+            state.setdefault("adam_steps", {})[name] = float(s["step"])
+    save_file(moments, str(out / "optimizer.safetensors.tmp"))
+    (out / "config.json").write_text(json.dumps(model.cfg.to_dict(), indent=1))
+    (out / "model.safetensors.tmp").replace(out / "model.safetensors")
+    (out / "optimizer.safetensors.tmp").replace(out / "optimizer.safetensors")
+    (out / "train_state.json").write_text(json.dumps(state, indent=1))
+
+
+def load_model(directory: Path) -> GPT:
+    cfg = GPTConfig(**json.loads((directory / "config.json").read_text()))
+    model = GPT(cfg)
+    model.load_state_dict(load_file(str(directory / "model.safetensors")))
+    return model
+
+
+def restore_optimizer(directory: Path, model: GPT, opt: torch.optim.AdamW, state: dict) -> None:
+    path = directory / "optimizer.safetensors"
+    if not path.exists():
+        return
+    moments = load_file(str(path))
+    for name, p in model.named_parameters():
+        if f"{name}.exp_avg" in moments:
+            opt.state[p] = {"step": torch.tensor(state["adam_steps"][name]),
+                            "exp_avg": moments[f"{name}.exp_avg"], "exp_avg_sq": moments[f"{name}.exp_avg_sq"]}
+
+
+@torch.no_grad()
+def evaluate(model: GPT, val_path: Path, block: int, batches: int, batch_size: int) -> dict:
+    model.eval()
+    stream = TokenStream(val_path, block, seed=1234)
+    losses, accs = [], []
+    for _ in range(batches):
+        x, y = stream.batch(batch_size)
+        loss, acc = model.loss(x, y)
+        losses.append(loss.item())
+        accs.append(acc.item())
+    model.train()
+    return {"val_loss": float(np.mean(losses)), "val_accuracy": float(np.mean(accs))}
+
+
+def learning_rate(step_in_run: int, elapsed: float, budget: float, peak: float, warmup: int,
+                  decay_fraction: float) -> float:
+    warm = min(1.0, (step_in_run + 1) / warmup)
+    decay_start = budget * (1 - decay_fraction)
+    if elapsed <= decay_start:
+        return peak * warm
+    progress = min(1.0, (elapsed - decay_start) / max(1e-9, budget - decay_start))
+    return peak * warm * (1 - 0.9 * progress)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None, help="checkpoint dir (default: cache dir/checkpoints/run)")
+    p.add_argument("--init", type=Path, default=None, help="start from these weights (e.g. the committed bundle's)")
+    p.add_argument("--data", type=Path, default=None, help="dir with train.bin/val.bin")
+    p.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget of this run")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=6)
+    p.add_argument("--n-embd", type=int, default=192)
+    p.add_argument("--vocab-size", type=int, default=8192)
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--block", type=int, default=None, help="training sequence length (default: context)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--decay-fraction", type=float, default=0.3)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-batches", type=int, default=8)
+    p.add_argument("--save-every-minutes", type=float, default=5.0)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    data = args.data or corpus_dir()
+    out = args.out or cache_dir() / "checkpoints" / "run"
+    state: dict = {"step": 0, "tokens": 0, "cursor": 0, "history": []}
+    if (out / "train_state.json").exists():
+        model = load_model(out)
+        state = json.loads((out / "train_state.json").read_text())
+        print(f"resuming {out} at step {state['step']} ({state['tokens']:,} tokens)")
+    elif args.init is not None:
+        model = load_model(args.init)
+        init_state = args.init / "train_state.json"
+        if init_state.exists():
+            state = json.loads(init_state.read_text())
+        print(f"starting from {args.init} at step {state['step']}")
+    else:
+        cfg = GPTConfig(vocab_size=args.vocab_size, context_length=args.context, n_layer=args.n_layer,
+                        n_head=args.n_head, n_embd=args.n_embd)
+        model = GPT(cfg)
+    cfg = model.cfg
+    block = args.block or cfg.context_length
+    print(f"model: {model.num_params():,} parameters, {cfg}")
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (decay if param.dim() >= 2 else no_decay).append(param)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95))
+    restore_optimizer(out if (out / "optimizer.safetensors").exists() else (args.init or out), model, opt, state)
+    stream = TokenStream(data / "train.bin", block)
+    stream.cursor = state["cursor"]
+    budget = args.minutes * 60
+    start = last_save = time.time()
+    step_in_run = 0
+    bar = tqdm(desc="train", unit="step")
+    model.train()
+    while True:
+        elapsed = time.time() - start
+        if elapsed >= budget or (args.max_steps is not None and step_in_run >= args.max_steps):
+            break
+        lr = learning_rate(step_in_run, elapsed, budget, args.lr, args.warmup, args.decay_fraction)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = stream.batch(args.batch_size)
+        loss, acc = model.loss(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step_in_run += 1
+        state["step"] += 1
+        state["tokens"] += x.numel()
+        state["cursor"] = stream.cursor
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}", tok_s=f"{state['tokens'] / 1:.2e}" if False else
+                        f"{x.numel() * step_in_run / max(1e-9, time.time() - start):.0f}")
+        if state["step"] % args.eval_every == 0:
+            metrics = evaluate(model, data / "val.bin", block, args.eval_batches, args.batch_size)
+            record = {"step": state["step"], "tokens": state["tokens"], "train_loss": loss.item(), "lr": lr,
+                      "epoch": stream.epoch, **metrics}
+            state["history"].append(record)
+            tqdm.write(json.dumps(record))
+        if time.time() - last_save > args.save_every_minutes * 60:
+            save_checkpoint(out, model, opt, state)
+            last_save = time.time()
+    bar.close()
+    metrics = evaluate(model, data / "val.bin", block, args.eval_batches, args.batch_size)
+    state["history"].append({"step": state["step"], "tokens": state["tokens"], "final": True, **metrics})
+    save_checkpoint(out, model, opt, state)
+    print(json.dumps(state["history"][-1]))
+
+
+if __name__ == "__main__":
+    main()

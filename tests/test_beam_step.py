@@ -1,0 +1,93 @@
+"""The in-graph beam step equals the numpy reference on the same logits and beam state."""
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from onnx_graph import beam_step_model
+from reference_beam import beam_step
+
+VOCAB, NEWLINE = 64, 5
+
+
+@pytest.fixture(scope="module")
+def session() -> ort.InferenceSession:
+    return ort.InferenceSession(beam_step_model(VOCAB, NEWLINE).SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def run(session, logits, scores, finished, allowed, k):
+    feed = {"logits": logits, "beam_scores": scores, "beam_finished": finished, "allowed_tokens": allowed,
+            "num_beams": np.array([k], dtype=np.int64)}
+    return session.run(["next_tokens", "parent_beams", "next_scores", "next_finished"], feed)
+
+
+def assert_same(graph, reference):
+    g_tok, g_par, g_score, g_fin = graph
+    r_tok, r_par, r_score, r_fin = reference
+    np.testing.assert_allclose(g_score, r_score, rtol=1e-5, atol=1e-5)
+    finite = np.isfinite(r_score)  # among -inf candidates any order is right
+    np.testing.assert_array_equal(g_tok[finite], r_tok[finite])
+    np.testing.assert_array_equal(g_par[finite], r_par[finite])
+    np.testing.assert_array_equal(g_fin[finite], r_fin[finite])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_step_from_one_beam(session, seed):
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(1, VOCAB)).astype(np.float32) * 3
+    args = (logits, np.zeros(1, np.float32), np.zeros(1, bool), np.ones((1, VOCAB), bool), 4)
+    out = run(session, *args)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE))
+    assert np.all(out[1] == 0) and len(set(out[0].tolist())) == 4
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_finished_beams_carry_their_score(session, seed):
+    rng = np.random.default_rng(100 + seed)
+    logits = rng.normal(size=(4, VOCAB)).astype(np.float32) * 3
+    scores = np.array([-0.5, -1.0, -2.5, -0.1], np.float32)
+    finished = np.array([False, True, False, True])
+    args = (logits, scores, finished, np.ones((1, VOCAB), bool), 4)
+    out = run(session, *args)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE))
+    for parent, token, score, done in zip(out[1], out[0], out[2], out[3]):
+        if finished[parent]:  # a finished beam comes back once, unchanged, still finished
+            assert token == NEWLINE and score == pytest.approx(scores[parent]) and done
+    assert sum(finished[p] for p in out[1]) <= finished.sum()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_first_token_mask_per_beam(session, seed):
+    rng = np.random.default_rng(200 + seed)
+    logits = rng.normal(size=(3, VOCAB)).astype(np.float32) * 3
+    scores = rng.normal(size=3).astype(np.float32)
+    allowed = rng.random((3, VOCAB)) < 0.2
+    allowed[:, NEWLINE] = False
+    args = (logits, scores, np.zeros(3, bool), allowed, 4)
+    out = run(session, *args)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE))
+    for parent, token in zip(out[1], out[0]):
+        assert allowed[parent, token]
+
+
+def test_mask_leaving_fewer_candidates_than_beams(session):
+    logits = np.zeros((1, VOCAB), np.float32)
+    allowed = np.zeros((1, VOCAB), bool)
+    allowed[0, [7, 9]] = True
+    args = (logits, np.zeros(1, np.float32), np.zeros(1, bool), allowed, 4)
+    out = run(session, *args)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE))
+    assert sorted(out[0][np.isfinite(out[2])].tolist()) == [7, 9]
+    assert np.isneginf(out[2][2:]).all()
+
+
+def test_newline_finishes_a_beam(session):
+    logits = np.full((2, VOCAB), -10.0, np.float32)
+    logits[0, NEWLINE] = 10.0
+    logits[1, 11] = 10.0
+    args = (logits, np.zeros(2, np.float32), np.zeros(2, bool), np.ones((1, VOCAB), bool), 2)
+    out = run(session, *args)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE))
+    by_token = dict(zip(out[0].tolist(), out[3].tolist()))
+    assert by_token[NEWLINE] is True and by_token[11] is False

@@ -1,0 +1,69 @@
+"""The committed bundle verifies; damaged copies are refused with a message naming the file."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from completer.bundle import load_bundle
+from completer.engine import Engine
+from completer.types import EngineSettings, ModelError
+
+
+def test_committed_bundle_verifies(model_dir: Path):
+    bundle = load_bundle(model_dir)
+    manifest = bundle.manifest
+    assert set(manifest["files"]) >= {"model.onnx", "tokenizer.json"}
+    assert bundle.runtime_bytes <= 25 * 1024 * 1024
+    assert manifest["files"]["model.onnx"]["bytes"] <= 0.27 * manifest["fp32_onnx_bytes"]
+    assert (model_dir / "training" / "model.safetensors").exists(), "fp32 weights ship beside the bundle"
+    assert (model_dir / "MODEL.md").exists()
+
+
+@pytest.fixture
+def copy(model_dir: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "bundle"
+    target.mkdir()
+    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+        shutil.copyfile(model_dir / name, target / name)
+    return target
+
+
+def test_flipped_byte_is_refused(copy: Path):
+    data = bytearray((copy / "model.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / "model.onnx").write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"model\.onnx.*sha256"):
+        load_bundle(copy)
+
+
+def test_truncated_file_is_refused(copy: Path):
+    data = (copy / "tokenizer.json").read_bytes()
+    (copy / "tokenizer.json").write_bytes(data[: len(data) // 3])
+    with pytest.raises(ModelError, match=r"tokenizer\.json.*truncated"):
+        load_bundle(copy)
+
+
+def test_missing_file_and_manifest(copy: Path, tmp_path: Path):
+    (copy / "model.onnx").unlink()
+    with pytest.raises(ModelError, match=r"missing.*model\.onnx"):
+        load_bundle(copy)
+    with pytest.raises(ModelError, match="not found"):
+        load_bundle(tmp_path / "nowhere")
+    (copy / "manifest.json").write_text("{not json")
+    with pytest.raises(ModelError, match="manifest"):
+        load_bundle(copy)
+
+
+def test_engine_refuses_corrupt_model_and_keeps_old_one(copy: Path, engine: Engine):
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"]["model.onnx"]["sha256"] = "0" * 64
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError):
+        Engine(EngineSettings(model_path=str(copy)))
+    before = engine.bundle.path
+    with pytest.raises(ModelError):
+        engine.configure(EngineSettings(model_path=str(copy)))
+    assert engine.bundle.path == before and engine.settings.model_path is None

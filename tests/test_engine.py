@@ -1,0 +1,158 @@
+"""The engine on the committed bundle: whole lines, healing, KV reuse, cancellation, typing through."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from completer.engine import Engine
+from completer.types import Cancelled, EngineSettings
+
+SAMPLE = '''import os
+import sys
+
+
+def read_config(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+class Greeter:
+    def __init__(self, name):
+        self.name = name
+
+    def greet(self):
+        print("Hello, " + self.name)
+        return self.name
+'''
+
+
+def complete_at(engine: Engine, text: str, line: int, column: int, uri: str = "file:///t.py"):
+    engine.open(uri, text)
+    return engine.complete(uri, line, column)
+
+
+@pytest.mark.parametrize("line,column", [(5, 4), (5, 14), (11, 8), (11, 17), (14, 8), (15, 15), (16, 8)])
+def test_suggestions_are_whole_lines_starting_with_typed_text(engine: Engine, line: int, column: int):
+    typed = SAMPLE.split("\n")[line][:column]
+    result = complete_at(engine, SAMPLE, line, column)
+    assert result.suggestions, f"no suggestion after {typed!r}"
+    for s in result.suggestions:
+        assert s.line.startswith(typed) and s.line == typed + s.text
+        assert "\n" not in s.line and s.text.strip()
+        assert s.start == column and s.end == len(SAMPLE.split("\n")[line])
+    scores = [s.score for s in result.suggestions]
+    assert scores == sorted(scores, reverse=True)
+    assert len({s.line for s in result.suggestions}) == len(result.suggestions)
+
+
+def test_token_healing_mid_identifier(engine: Engine):
+    text = SAMPLE + "\n\ndef main():\n    greeter = Greeter(sys.argv[1])\n    greeter.gre"
+    lines = text.split("\n")
+    result = complete_at(engine, text, len(lines) - 1, len(lines[-1]))
+    assert result.suggestions
+    for s in result.suggestions:
+        assert s.line.startswith("    greeter.gre")
+    # the identifier is completed, not restarted: no suggestion puts a space or dot right after "gre"
+    assert all(not s.text[:1].isspace() for s in result.suggestions)
+
+
+def test_kv_reuse_matches_cold_runs_over_edits(engine: Engine):
+    edits = [
+        (SAMPLE, 11, 8),
+        (SAMPLE, 11, 12),  # typed further on the line
+        (SAMPLE.replace("import sys\n", "import sys\nimport json\n"), 12, 8),  # an edit above the cursor
+        (SAMPLE.replace("        self.name = name\n", "        self.na\n"), 11, 15),  # a deletion
+        (SAMPLE, 14, 8),
+    ]
+    warm_uri = "file:///warm.py"
+    for i, (text, line, column) in enumerate(edits):
+        engine.open(warm_uri, text)
+        warm = engine.complete(warm_uri, line, column)
+        cold_engine_uri = f"file:///cold-{i}.py"
+        engine.open(cold_engine_uri, text)
+        cold = engine.complete(cold_engine_uri, line, column)
+        engine.close(cold_engine_uri)
+        assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
+        assert [s.score for s in warm.suggestions] == pytest.approx([s.score for s in cold.suggestions], abs=1e-3)
+        if i in (1, 3):
+            assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens
+
+
+def test_cancellation_stops_within_one_step(engine: Engine):
+    engine.open("file:///c.py", SAMPLE)
+    calls = {"n": 0}
+
+    def cancel_after_two() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    runs_before = engine.model_runs
+    with pytest.raises(Cancelled):
+        engine.complete("file:///c.py", 14, 8, is_cancelled=cancel_after_two)
+    assert engine.model_runs - runs_before <= 2  # prefill check + one beam step at most
+    flag = threading.Event()
+    flag.set()
+    with pytest.raises(Cancelled):
+        engine.complete("file:///c.py", 11, 8, is_cancelled=flag.is_set)
+
+
+def test_typing_through_runs_no_model(engine: Engine):
+    uri = "file:///through.py"
+    text = SAMPLE + "\n\ndef main():\n    "
+    lines = text.split("\n")
+    first = complete_at(engine, text, len(lines) - 1, 4, uri)
+    assert first.suggestions
+    best = first.suggestions[0]
+    typed = best.text[:2]
+    runs = engine.model_runs
+    again = complete_at(engine, text + typed, len(lines) - 1, 4 + len(typed), uri)
+    assert engine.model_runs == runs, "typing through must not run the model"
+    assert again.model_runs == 0 and again.suggestions[0].line == best.line
+    assert again.suggestions[0].text == best.text[len(typed):]
+
+
+def test_crlf_tabs_and_no_trailing_newline(engine: Engine):
+    crlf = SAMPLE.replace("\n", "\r\n").rstrip()
+    result = complete_at(engine, crlf, 11, 8, "file:///crlf.py")
+    assert result.suggestions
+    assert all("\r" not in s.line and s.line.startswith("        ") for s in result.suggestions)
+    tabbed = "class A:\n\tdef f(self):\n\t\treturn 1\n\tdef g(self):\n\t\t"
+    result = complete_at(engine, tabbed, 4, 2, "file:///tabs.py")
+    assert all(s.line.startswith("\t\t") for s in result.suggestions)
+
+
+@pytest.mark.parametrize("text,line,column", [
+    ("", 0, 0),
+    ("x = 1\n", 5, 0),
+    ("x = 1\n", 0, 500),
+    ("x = 1\n", -1, 0),
+    ("name = '\ud800'\nprint(na", 1, 8),
+    ("a = 1\x00\x00\nb = a\x00 + ", 1, 8),
+    ("\x00" * 100, 0, 50),
+])
+def test_bad_input_gives_clean_result(engine: Engine, text: str, line: int, column: int):
+    result = complete_at(engine, text, line, column, "file:///bad.py")
+    for s in result.suggestions:
+        assert "\x00" not in s.text
+
+
+def test_ten_megabyte_document(engine: Engine):
+    text = ("def f(x):\n    return x * 2\n\n" * 400_000)[:10_000_000] + "\ndef g(y):\n    "
+    lines = text.split("\n")
+    result = complete_at(engine, text, len(lines) - 1, 4, "file:///huge.py")
+    assert result.latency_ms < 5000
+    assert all(s.line.startswith("    ") for s in result.suggestions)
+    engine.close("file:///huge.py")
+
+
+def test_lru_eviction_under_small_budget():
+    small = Engine(EngineSettings(memory_budget_mb=1))
+    for i in range(4):
+        small.open(f"file:///{i}.py", SAMPLE * 3)
+        small.complete(f"file:///{i}.py", 30, 8)
+    cached = small.cache.uris()
+    assert cached[-1] == "file:///3.py" and "file:///0.py" not in cached
+    assert small.cache.nbytes <= 1024 * 1024 or len(cached) == 1
+    small.close("file:///3.py")
+    assert "file:///3.py" not in small.cache.uris()
