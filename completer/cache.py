@@ -19,6 +19,7 @@ class DocumentState:
     keys: list[np.ndarray] = field(default_factory=list)  # per layer [1, H, D, P] (pre-transposed for q @ K)
     values: list[np.ndarray] = field(default_factory=list)  # per layer [1, H, P, D]
     last_answer: object | None = None  # the engine's memory for typing through
+    token_memo: tuple[str, list[int]] = ("", [])  # (text up to the cursor's line, its tokens)
 
     @property
     def nbytes(self) -> int:

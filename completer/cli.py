@@ -105,7 +105,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_serve(argv: list[str]) -> int:
     from lsp.server import main as serve_main
 
-    return serve_main(argv) or 0
+    return serve_main(argv, prog="completer serve") or 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from .beam import SearchRequest, beam_search
 from .bundle import Bundle, load_bundle
-from .cache import DocumentCache, extend_prefix
+from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import keep_suggestion
 from .runtime import Runtime
 from .text import clean, context_slice, split_lines
@@ -133,6 +133,15 @@ class Engine:
                 for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
         return CompletionResult(suggestions=kept) if kept else None
 
+    def _encode(self, state: DocumentState, text: str) -> list[int]:
+        """Tokens of `text`, re-encoding only the cursor's line: a newline is always its own
+        pre-token, so the tokens of the lines above never depend on the current line."""
+        line_start = text.rfind("\n") + 1
+        head = text[:line_start]
+        if state.token_memo[0] != head:
+            state.token_memo = (head, self.tokens.encode(head))
+        return state.token_memo[1] + self.tokens.encode(text[line_start:])
+
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         before, at_start = clip_before(before)
         after = after.split("\n", 1)[0].split("\r", 1)[0]
@@ -143,7 +152,8 @@ class Engine:
         line_start = before.rfind("\n") + 1
         typed_line = before[line_start:]
         previous_line = before[:max(0, line_start - 1)].rsplit("\n", 1)[-1] if line_start else ""
-        ids = ([tokens.end_of_text_id] if at_start else []) + tokens.encode(clean(before))
+        state = self.cache.get(uri)
+        ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
         healed = b""
         if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):
             healed = tokens.token_bytes[ids[-1]]  # token healing: regenerate the last token
@@ -156,7 +166,6 @@ class Engine:
             ids = ids[math.ceil((len(ids) - limit) / WINDOW_SLIDE_TOKENS) * WINDOW_SLIDE_TOKENS:]
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
-        state = self.cache.get(uri)
         runs_before = self.runtime.calls
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,

@@ -137,6 +137,12 @@ def decoder_model(weights: dict[str, np.ndarray], config: dict, newline_id: int,
     visible = g.op("LessOrEqual", [g.op("Unsqueeze", [cols, i64("ax", [0])]), row_limit], "visible")  # [S, T+S]
     causal = g.op("Where", [visible, g.const("zero_f", np.array(0, np.float32)),
                             g.const("neg_inf", np.array(NEG_INF, np.float32))], "causal")  # [S, T+S]
+    b_len = g.op("Gather", [g.op("Shape", ["input_ids"]), i64("zero", 0)], "B", axis=0)  # scalar B
+    bs_len = g.op("Unsqueeze", [g.op("Mul", [b_len, s_len]), i64("ax", [0])], "BS")  # [1] = B*S
+    heads_first = g.op("Concat", [i64("one_h", [1, n_head]), bs_len, i64("d", [head_dim])], "heads_first", axis=0)
+    heads_first_p = g.op("Concat", [i64("one_h", [1, n_head]), bs_len, i64("rest", [-1])], "heads_first_p", axis=0)
+    by_beam = g.op("Concat", [i64("h", [n_head]), g.op("Unsqueeze", [b_len, i64("ax", [0])]),
+                              g.op("Unsqueeze", [s_len, i64("ax", [0])]), i64("rest", [-1])], "by_beam", axis=0)
     split_heads = i64("split_heads", [0, 0, n_head, head_dim])
     merge_heads = i64("merge_heads", [0, 0, n_embd])
     scale = 1.0 / np.sqrt(head_dim)
@@ -152,16 +158,24 @@ def decoder_model(weights: dict[str, np.ndarray], config: dict, newline_id: int,
                    for t in (q, k, v))  # each [B, H, S, D]
         k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)  # [B, H, T+S, D]
         v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
-        score_prefix = g.op("MatMul", [q, f"prefix_key_{layer}"], f"{p}_score_prefix")  # [B, H, S, P]
+        # Prefix attention batches all beams into one matrix product per head, so the shared
+        # prefix KV is read once per step, not once per beam: [H, B*S, D] @ [H, D, P].
+        q_heads = g.op("Reshape", [g.op("Transpose", [q], perm=[1, 0, 2, 3]), heads_first], f"{p}_q_heads")  # [1, H, B*S, D]
+        score_prefix = g.op("Reshape", [g.op("MatMul", [q_heads, f"prefix_key_{layer}"]), by_beam],
+                            f"{p}_score_prefix")  # [H, B, S, P]
         k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, H, D, T+S]
         score_suffix = g.op("Add", [g.op("MatMul", [q, k_t]), causal], f"{p}_score_suffix")  # [B, H, S, T+S]
+        score_suffix = g.op("Transpose", [score_suffix], perm=[1, 0, 2, 3])  # [H, B, S, T+S]
         weights_all = g.op("Softmax", [g.op("Concat", [score_prefix, score_suffix], axis=3)], f"{p}_attn",
-                           axis=3)  # [B, H, S, P+T+S]: one softmax across prefix and suffix
+                           axis=3)  # [H, B, S, P+T+S]: one softmax across prefix and suffix
         p_len = g.op("Shape", [score_prefix], start=3, end=4)  # [1] = P
         w_prefix = g.op("Slice", [weights_all, i64("zero1", [0]), p_len, i64("ax3", [3])], f"{p}_w_prefix")
         w_suffix = g.op("Slice", [weights_all, p_len, i64("big", [2**62]), i64("ax3", [3])], f"{p}_w_suffix")
-        y = g.op("Add", [g.op("MatMul", [w_prefix, f"prefix_value_{layer}"]),  # [B, H, S, D]
-                         g.op("MatMul", [w_suffix, v_all])], f"{p}_y")  # [B, H, S, D]
+        w_prefix = g.op("Reshape", [w_prefix, heads_first_p], f"{p}_w_prefix_heads")  # [1, H, B*S, P]
+        y_prefix = g.op("Reshape", [g.op("MatMul", [w_prefix, f"prefix_value_{layer}"]), by_beam],
+                        f"{p}_y_prefix")  # [H, B, S, D]
+        y_suffix = g.op("MatMul", [g.op("Transpose", [w_suffix], perm=[1, 0, 2, 3]), v_all], f"{p}_y_suffix")
+        y = g.op("Add", [g.op("Transpose", [y_prefix], perm=[1, 0, 2, 3]), y_suffix], f"{p}_y")  # [B, H, S, D]
         y = g.op("Reshape", [g.op("Transpose", [y], perm=[0, 2, 1, 3]), merge_heads], f"{p}_y_merged")  # [B, S, C]
         proj = weights[f"{p}.attn.proj.weight"].T.astype(np.float32)  # [C, C]
         x = g.op("Add", [x, g.op("MatMul", [y, g.const(f"{p}.w_proj", proj)])], f"{p}_x_attn")  # [B, S, C]

@@ -73,8 +73,19 @@ def test_kv_reuse_matches_cold_runs_over_edits(engine: Engine):
         engine.open(cold_engine_uri, text)
         cold = engine.complete(cold_engine_uri, line, column)
         engine.close(cold_engine_uri)
-        assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
-        assert [s.score for s in warm.suggestions] == pytest.approx([s.score for s in cold.suggestions], abs=1e-3)
+        # INT8 activations are quantized per call, so a prefill run in pieces differs from one run
+        # whole by quantization noise: scores agree closely, and lines wherever scores are not near-tied.
+        warm_lines, cold_lines = [s.line for s in warm.suggestions], [s.line for s in cold.suggestions]
+        cold_scores = [s.score for s in cold.suggestions]
+        assert bool(warm_lines) == bool(cold_lines)
+        separated = len(cold_scores) < 2 or cold_scores[0] - cold_scores[1] > 0.1
+        if cold_lines and separated:
+            assert warm_lines[0] == cold_lines[0]
+            assert warm.suggestions[0].score == pytest.approx(cold_scores[0], abs=0.05)
+        common = [line for line in warm_lines if line in cold_lines]
+        for line in common:
+            assert warm.suggestions[warm_lines.index(line)].score == pytest.approx(
+                cold.suggestions[cold_lines.index(line)].score, abs=0.05)
         if i in (1, 3):
             assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens
 
@@ -156,3 +167,51 @@ def test_lru_eviction_under_small_budget():
     assert small.cache.nbytes <= 1024 * 1024 or len(cached) == 1
     small.close("file:///3.py")
     assert "file:///3.py" not in small.cache.uris()
+
+
+def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
+    import argparse
+    from pathlib import Path
+
+    from completer.cache import DocumentState
+
+    text = Path(argparse.__file__).read_text()[:20000]
+    state = DocumentState()
+    for cut in range(0, len(text), 997):
+        assert engine._encode(state, text[:cut]) == engine.tokens.encode(text[:cut])
+
+
+@pytest.fixture(scope="module")
+def fp32_engine(tmp_path_factory, model_dir):
+    """The committed weights exported to an fp32 graph: KV reuse must then match cold runs exactly."""
+    import json
+    import shutil
+
+    import onnx
+    from safetensors.numpy import load_file
+
+    from export import sha256
+    from onnx_graph import decoder_model
+
+    target = tmp_path_factory.mktemp("fp32")
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    config = json.loads((model_dir / "training" / "config.json").read_text())
+    weights = load_file(str(model_dir / "training" / "model.safetensors"))
+    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(target / "model.onnx"))
+    shutil.copyfile(model_dir / "tokenizer.json", target / "tokenizer.json")
+    for name in manifest["files"]:
+        manifest["files"][name] = {"sha256": sha256(target / name), "bytes": (target / name).stat().st_size}
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    return Engine(EngineSettings(model_path=str(target)))
+
+
+def test_kv_reuse_is_exact_in_fp32(fp32_engine: Engine):
+    texts = [SAMPLE[:300], SAMPLE[:340], SAMPLE.replace("import sys", "import sys, json")[:360], SAMPLE[:250]]
+    for i, text in enumerate(texts):
+        fp32_engine.typing_through = False
+        warm = fp32_engine.complete_text("file:///warm.py", text, "")
+        cold = fp32_engine.complete_text(f"file:///cold-{i}.py", text, "")
+        assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
+        assert [s.score for s in warm.suggestions] == pytest.approx([s.score for s in cold.suggestions], abs=1e-3)
+        if i:
+            assert warm.cached_tokens > 0
