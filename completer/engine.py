@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 32768  # far more text than the context window holds
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
+MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 
 
 @dataclass
@@ -44,7 +45,7 @@ def clip_before(before: str) -> tuple[str, bool]:
         return before, True
     start = -(-excess // CLIP_STEP_CHARS) * CLIP_STEP_CHARS
     newline = before.find("\n", start)
-    cut = newline + 1 if newline != -1 else before.rfind("\n") + 1
+    cut = newline + 1 if newline != -1 else start  # no line start after `start`: cut the long line itself
     return before[cut:], False
 
 
@@ -143,6 +144,9 @@ class Engine:
         return state.token_memo[1] + self.tokens.encode(text[line_start:])
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
+        full_line = before[before.rfind("\n") + 1:]
+        if len(full_line) + len(after) > MAX_LINE_CHARS:
+            return CompletionResult()
         before, at_start = clip_before(before)
         after = after.split("\n", 1)[0].split("\r", 1)[0]
         through = self._typed_through(uri, before, after)
@@ -150,7 +154,7 @@ class Engine:
             return through
         settings, tokens = self.settings, self.tokens
         line_start = before.rfind("\n") + 1
-        typed_line = before[line_start:]
+        typed_line = full_line  # the whole typed line, even when the context clipped inside it
         previous_line = before[:max(0, line_start - 1)].rsplit("\n", 1)[-1] if line_start else ""
         state = self.cache.get(uri)
         ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))

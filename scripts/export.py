@@ -46,6 +46,24 @@ def newline_id(tokenizer_path: Path) -> int:
     return ids[0]
 
 
+def optimize(fp32_path: Path, config: dict) -> dict[str, int]:
+    """onnxruntime's transformer fusions where they fit this hand-built graph (in place).
+
+    The residual Add + LayerNorm pairs become SkipLayerNormalization and GELU stays fused; the
+    attention is our own shared-prefix form, which no fused attention op expresses. opt_level 0
+    keeps the file portable across execution providers; the session applies its own at load."""
+    import logging
+
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
+    optimized = optimize_model(str(fp32_path), model_type="gpt2", num_heads=config["n_head"],
+                               hidden_size=config["n_embd"], optimization_options=FusionOptions("gpt2"), opt_level=0)
+    optimized.save_model_to_file(str(fp32_path))
+    return {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+
+
 def quantize(fp32_path: Path, int8_path: Path) -> None:
     """Dynamic INT8 of the weight MatMuls and the embedding Gathers only: activation-by-activation
     products (attention scores) and the beam step's Gathers stay fp32."""
@@ -92,6 +110,7 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     out.mkdir(parents=True, exist_ok=True)
     fp32_out.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(decoder_model(weights, config, nl), str(fp32_out))
+    fusions = optimize(fp32_out, config)
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.onnx"
         quantize(fp32_out, staged)
@@ -117,7 +136,10 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
         tokens_file = corpus_summary.parent / "tokens.json"
         if tokens_file.exists():
             training["corpus_tokens"] = json.loads(tokens_file.read_text())
-    return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name)
+    manifest = write_manifest(out, config, nl, fp32_out.stat().st_size, training, name)
+    manifest["graph_fusions"] = fusions
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
 
 
 def main() -> None:

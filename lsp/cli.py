@@ -1,0 +1,33 @@
+"""Command-line arguments, shared by `python -m lsp` and `completer serve`."""
+from __future__ import annotations
+
+import argparse
+
+from lsp import __version__
+from lsp.logs import LEVELS
+
+DEFAULT_PORT = 2087
+
+
+def build_parser(prog: str = "python -m lsp") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Offline whole-line code completion language server (LSP over stdio by default).",
+    )
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the default)")
+    transport.add_argument("--tcp", action="store_true", help="listen for one client on 127.0.0.1:PORT instead")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    parser.add_argument("--log-level", type=str.upper, choices=LEVELS, default="INFO",
+                        help="minimum level for the log file and window/logMessage (default INFO)")
+    parser.add_argument("--log-file", default=None,
+                        help="log file (default: lsp.log in the user log dir, or in $COMPLETER_LOG_DIR)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, prog: str = "python -m lsp") -> argparse.Namespace:
+    args = build_parser(prog).parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        build_parser(prog).error("--port must be between 0 and 65535")
+    return args

@@ -1,0 +1,158 @@
+"""Open documents as line lists, kept in sync by incremental edits, with position-encoding math.
+
+We keep our own store instead of pygls' workspace because (a) the engine wants a list of lines
+(`completer.text.context_slice`) and (b) pygls re-splits the whole text on every keystroke and
+splits on Unicode line separators (U+2028, form feed, ...) that LSP does not count as line ends,
+which would shift every position below such a character.
+
+Columns inside the server are Unicode code points; clients speak UTF-16 code units unless
+they negotiated UTF-8 or UTF-32 (`general.positionEncodings`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from completer.text import split_lines
+
+log = logging.getLogger(__name__)
+
+UTF8, UTF16, UTF32 = "utf-8", "utf-16", "utf-32"
+ENCODING_PREFERENCE = (UTF32, UTF8, UTF16)
+"""UTF-32 columns are code points (no conversion), UTF-8 is next cheapest; UTF-16 is the LSP default."""
+
+
+def _encoding_rank(kind: Any) -> int:
+    value = getattr(kind, "value", kind)
+    return ENCODING_PREFERENCE.index(value) if value in ENCODING_PREFERENCE else len(ENCODING_PREFERENCE)
+
+
+def prefer_encodings(offered: list[Any]) -> list[Any]:
+    """The client's offered encodings, ours-first (pygls then picks the first one it supports)."""
+    return sorted(offered, key=_encoding_rank)
+
+
+def choose_position_encoding(capabilities: Any) -> str:
+    """UTF-32, then UTF-8, when the client offers them; UTF-16 otherwise."""
+    general = getattr(capabilities, "general", None)
+    offered = getattr(general, "position_encodings", None) or []
+    ranked = [getattr(k, "value", k) for k in prefer_encodings(list(offered))]
+    return ranked[0] if ranked and ranked[0] in ENCODING_PREFERENCE else UTF16
+
+
+class PositionCodec:
+    """Converts between client columns (code units of the negotiated encoding) and code points."""
+
+    def __init__(self, encoding: str = UTF16) -> None:
+        if encoding not in (UTF8, UTF16, UTF32):
+            raise ValueError(f"unsupported position encoding {encoding!r}")
+        self.encoding = encoding
+
+    def _identity(self, line: str) -> bool:
+        if self.encoding == UTF32 or line.isascii():
+            return True
+        return self.encoding == UTF16 and max(line) <= "\uffff"
+
+    def to_code_points(self, line: str, units: int) -> int:
+        """Client column -> code-point column, clamped to the line (as LSP asks for long columns).
+
+        A column inside a multi-unit character rounds down to that character's start."""
+        units = max(0, units)
+        if self._identity(line):
+            return min(units, len(line))
+        if self.encoding == UTF16:
+            encoded = line.encode("utf-16-le", "surrogatepass")
+            if 2 * units >= len(encoded):
+                return len(line)
+            prefix = encoded[: 2 * units]
+            if prefix and 0xD8 <= prefix[-1] <= 0xDB:  # would split a surrogate pair
+                prefix = prefix[:-2]
+            return len(prefix.decode("utf-16-le", "surrogatepass"))
+        encoded = line.encode("utf-8", "surrogatepass")
+        if units >= len(encoded):
+            return len(line)
+        end = units
+        while end > 0 and (encoded[end] & 0xC0) == 0x80:  # back up to a character boundary
+            end -= 1
+        return len(encoded[:end].decode("utf-8", "surrogatepass"))
+
+    def to_units(self, line: str, column: int) -> int:
+        """Code-point column -> client column."""
+        column = max(0, min(column, len(line)))
+        if self._identity(line):
+            return column
+        if self.encoding == UTF16:
+            return len(line[:column].encode("utf-16-le", "surrogatepass")) // 2
+        return len(line[:column].encode("utf-8", "surrogatepass"))
+
+
+@dataclass
+class Document:
+    uri: str
+    language_id: str
+    version: int
+    lines: list[str]
+    edits: int = 0  # bumped on every change; part of result-cache keys, unlike the client's version
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@dataclass
+class DocumentStore:
+    """All documents the client opened, by URI."""
+
+    codec: PositionCodec = field(default_factory=PositionCodec)
+    _docs: dict[str, Document] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
+
+    def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
+        doc = Document(uri, language_id, version, split_lines(text))
+        self._docs[uri] = doc
+        return doc
+
+    def close(self, uri: str) -> Document | None:
+        return self._docs.pop(uri, None)
+
+    def change(self, uri: str, version: int,
+               changes: list[tuple[tuple[int, int, int, int] | None, str]]) -> Document | None:
+        """Apply content changes in order; a change with range None replaces the whole text.
+
+        Ranges are in client units; out-of-range positions are clamped rather than rejected,
+        the way editors themselves treat them."""
+        doc = self._docs.get(uri)
+        if doc is None:
+            log.warning("didChange for a document that is not open: %s", uri)
+            return None
+        for rng, text in changes:
+            if rng is None:
+                doc.lines = split_lines(text)
+            else:
+                self._apply(doc, rng, text)
+        doc.version = version
+        doc.edits += 1
+        return doc
+
+    def _apply(self, doc: Document, rng: tuple[int, int, int, int], text: str) -> None:
+        lines = doc.lines
+        start_line, start_char, end_line, end_char = rng
+        last = len(lines) - 1
+        start = self._clamp(lines, start_line, start_char, last)
+        end = self._clamp(lines, end_line, end_char, last)
+        if end < start:
+            start, end = end, start
+        (sl, sc), (el, ec) = start, end
+        new = split_lines(lines[sl][:sc] + text + lines[el][ec:])
+        lines[sl : el + 1] = new
+
+    def _clamp(self, lines: list[str], line: int, char: int, last: int) -> tuple[int, int]:
+        if line > last:  # past the end: the end of the document
+            return last, len(lines[last])
+        line = max(0, line)
+        return line, self.codec.to_code_points(lines[line], char)

@@ -1,0 +1,85 @@
+"""LSP method handlers: thin adapters from protocol messages to CompleterServer state."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lsprotocol import types
+
+from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list
+from lsp.server import CompleterServer
+
+log = logging.getLogger(__name__)
+
+INFO_METHOD = "completer/info"
+
+
+def register(server: CompleterServer) -> None:
+    """Attach every handler to `server` (capabilities are derived from what is registered)."""
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CompleterServer, params: types.InitializeParams) -> None:
+        ls.on_initialize(params)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: CompleterServer, *args: Any) -> None:
+        await ls.shutdown_worker()
+
+    @server.feature(types.EXIT)
+    def exit_(ls: CompleterServer, *args: Any) -> None:
+        ls.worker.kill()
+
+    # -- documents ---------------------------------------------------------------------------------
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CompleterServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.searches.document_changed(doc.uri)
+        ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CompleterServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.searches.document_changed(uri)  # a newer edit makes running searches stale
+        changes = []
+        for change in params.content_changes:
+            if isinstance(change, types.TextDocumentContentChangePartial):
+                r = change.range
+                changes.append(((r.start.line, r.start.character, r.end.line, r.end.character), change.text))
+            else:
+                changes.append((None, change.text))
+        ls.documents.change(uri, params.text_document.version, changes)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.searches.document_changed(uri)
+        if ls.documents.close(uri) is not None:
+            ls.worker.notify_close(uri)
+
+    # -- completion --------------------------------------------------------------------------------
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION,
+                    types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False))
+    async def completion(ls: CompleterServer, params: types.CompletionParams) -> types.CompletionList:
+        target = ls.locate(params.text_document.uri, params.position)
+        if target is None or not ls.settings.completion_items:
+            return types.CompletionList(is_incomplete=True, items=[])
+        lines = await ls.suggest(target)
+        return completion_list(lines, target.line_no, target.end_units)
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: CompleterServer,
+                                params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        target = ls.locate(params.text_document.uri, params.position)
+        if target is None or not ls.settings.inline_completions:
+            return types.InlineCompletionList(items=[])
+        lines = await ls.suggest(target)
+        return inline_list(lines, target.line_no, target.end_units)
+
+    # -- settings and status -----------------------------------------------------------------------
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: CompleterServer, params: types.DidChangeConfigurationParams) -> None:
+        await ls.change_settings(params.settings)
+
+    @server.feature(INFO_METHOD)
+    async def info(ls: CompleterServer, params: Any = None) -> dict[str, Any]:
+        return await ls.info()

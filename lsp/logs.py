@@ -1,0 +1,145 @@
+"""Logging: a rotating file in the user log dir, plus `window/logMessage` to the editor.
+
+Editors show window/logMessage in their LSP log, which is where users look first; the file
+survives the editor session for bug reports. The pygls loggers are kept at WARNING (unless
+--log-level is DEBUG) because pygls logs every message body at INFO, documents included.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import logging.handlers
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import appdirs
+
+LOG_DIR_ENV = "COMPLETER_LOG_DIR"
+SERVER_LOG = "lsp.log"
+WORKER_LOG = "lsp-worker.log"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+_OWN_LOGGERS = ("lsp", "completer")
+
+
+def log_dir() -> Path:
+    """`appdirs.user_log_dir("completer")`, or $COMPLETER_LOG_DIR when set (tests, sandboxes)."""
+    return Path(os.environ.get(LOG_DIR_ENV) or appdirs.user_log_dir("completer"))
+
+
+def _file_handler(path: Path) -> logging.Handler | None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8")
+    except OSError as exc:  # read-only home, full disk: keep serving, log to stderr only
+        print(f"completer: cannot write log file {path}: {exc}", file=sys.stderr)
+        return None
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    return handler
+
+
+def _configure(level: str, path: Path | None, stderr: bool) -> Path | None:
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        numeric = logging.INFO
+    root = logging.getLogger()
+    root.setLevel(numeric)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    written: Path | None = None
+    if path is not None and (handler := _file_handler(path)) is not None:
+        root.addHandler(handler)
+        written = path
+    if stderr:
+        err = logging.StreamHandler(sys.stderr)
+        err.setFormatter(logging.Formatter(_FORMAT))
+        err.setLevel(max(numeric, logging.WARNING))
+        root.addHandler(err)
+    noisy = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
+    logging.getLogger("pygls").setLevel(max(noisy, numeric))
+    for name in ("pygls.protocol.json_rpc", "pygls.server"):
+        noisy_logger = logging.getLogger(name)
+        if not any(isinstance(f, _HandledElsewhere) for f in noisy_logger.filters):
+            noisy_logger.addFilter(_HandledElsewhere())
+    return written
+
+
+class _HandledElsewhere(logging.Filter):
+    """Drop pygls' tracebacks for failures lsp.protocol answers and logs itself in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Unable to deserialize message", "Unable to handle message"))
+
+
+def setup_server_logging(level: str, log_file: str | None = None) -> Path | None:
+    """Configure the server process's logging; returns the log file actually written, if any."""
+    path = Path(log_file) if log_file else log_dir() / SERVER_LOG
+    return _configure(level, path, stderr=True)
+
+
+def setup_worker_logging(level: str, log_file: str | None = None) -> Path | None:
+    """Configure the worker's logging (its own file: two processes must not rotate one file)."""
+    path = Path(log_file) if log_file else log_dir() / WORKER_LOG
+    return _configure(level, path, stderr=True)
+
+
+class LspLogHandler(logging.Handler):
+    """Forwards our own loggers' records to the client as window/logMessage.
+
+    Only attached to the `lsp` and `completer` loggers (never pygls, whose send path logs, which
+    would recurse), and guarded against re-entry all the same.
+    """
+
+    def __init__(self, send: Callable[[int, str], None], loop: asyncio.AbstractEventLoop | None = None) -> None:
+        super().__init__()
+        self._send = send
+        self._loop = loop
+        self._local = threading.local()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def set_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self._local, "busy", False):
+            return
+        self._local.busy = True
+        try:
+            message = self.format(record)
+            loop = self._loop
+            on_loop = False
+            if loop is not None:
+                try:
+                    on_loop = asyncio.get_running_loop() is loop
+                except RuntimeError:
+                    on_loop = False
+            if loop is None or on_loop:
+                self._send(record.levelno, message)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(self._send, record.levelno, message)
+        except Exception:  # logging must never take the server down
+            pass
+        finally:
+            self._local.busy = False
+
+
+def attach_lsp_handler(handler: logging.Handler, level: str) -> None:
+    numeric = logging.getLevelName(level.upper())
+    handler.setLevel(numeric if isinstance(numeric, int) else logging.INFO)
+    for name in _OWN_LOGGERS:
+        logging.getLogger(name).addHandler(handler)
+
+
+def message_type_for(levelno: int) -> Any:
+    from lsprotocol import types
+
+    if levelno >= logging.ERROR:
+        return types.MessageType.Error
+    if levelno >= logging.WARNING:
+        return types.MessageType.Warning
+    if levelno >= logging.INFO:
+        return types.MessageType.Info
+    return types.MessageType.Log

@@ -1,0 +1,166 @@
+"""pygls' LanguageServerProtocol, hardened so every request gets exactly one response.
+
+pygls 2.1.1 drops a request whose params fail to deserialize without any reply (the client
+waits forever), answers malformed JSON with a window/showMessage popup instead of a JSON-RPC
+parse error, silently ignores requests after `shutdown`, and logs a traceback for every
+cancelled request. This subclass fixes those, and takes document sync away from pygls'
+workspace (see `lsp.documents` for why).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import attrs
+from cattrs.errors import ClassValidationError
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcContentModified,
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+    JsonRpcRequestCancelled,
+    JsonRpcServerNotInitialized,
+)
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from lsp.documents import prefer_encodings
+
+log = logging.getLogger(__name__)
+
+QUIET_ERRORS = (JsonRpcContentModified, JsonRpcRequestCancelled)
+"""Expected while the user types; answered without a traceback in the log."""
+
+
+@attrs.define
+class UndeliverableRequest:
+    """A request whose params (or envelope) could not be deserialized; answered with an error."""
+
+    id: Any
+    method: str
+    error: JsonRpcException
+
+
+@attrs.define
+class DroppedNotification:
+    method: str
+
+
+def _valid_id(value: Any) -> int | str | None:
+    if isinstance(value, bool):
+        return None
+    return value if isinstance(value, (int, str)) else None
+
+
+def _describe(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc
+    if isinstance(cause, ClassValidationError):
+        try:
+            from cattrs import transform_error
+
+            return "; ".join(transform_error(cause))[:500]
+        except Exception:
+            pass
+    return str(cause)[:500] or type(cause).__name__
+
+
+class CompleterProtocol(LanguageServerProtocol):
+    # -- deserialization ---------------------------------------------------------------------------
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if isinstance(data, dict) and "jsonrpc" in data and "method" in data and "params" not in data:
+            data["params"] = None  # JSON-RPC lets params be omitted; pygls' fallback types require the key
+        try:
+            return super().structure_message(data)
+        except Exception as exc:
+            if not isinstance(data, dict):
+                raise
+            method = data.get("method")
+            if "id" in data and isinstance(method, str):
+                log.warning("invalid params for %s: %s", method, _describe(exc))
+                return UndeliverableRequest(
+                    _valid_id(data.get("id")), method,
+                    JsonRpcInvalidParams(message=f"Invalid params for {method}: {_describe(exc)}"),
+                )
+            if "id" in data and "method" not in data:  # a response we cannot read: nothing to answer
+                log.warning("dropping a malformed response: %s", _describe(exc))
+                return DroppedNotification("")
+            log.warning("dropping notification %s with invalid params: %s", method, _describe(exc))
+            return DroppedNotification(str(method))
+
+    def handle_message(self, message: Any) -> None:
+        if isinstance(message, DroppedNotification):
+            return
+        if isinstance(message, UndeliverableRequest):
+            self._send_error(message.id, message.error)
+            return
+        jsonrpc = getattr(message, "jsonrpc", None)
+        if jsonrpc is None:  # not a JSON-RPC object at all: a number, a list (batch), a bare object
+            msg_id = _valid_id(message.get("id")) if isinstance(message, dict) else None
+            self._send_error(msg_id, JsonRpcInvalidRequest(
+                message="Invalid Request: expected a JSON-RPC 2.0 message object"))
+            return
+        method = getattr(message, "method", None)
+        is_request = method is not None and hasattr(message, "id")
+        if jsonrpc != self.VERSION:
+            if is_request:
+                self._send_error(_valid_id(message.id), JsonRpcInvalidRequest(
+                    message='Invalid Request: "jsonrpc" must be "2.0"'))
+            return
+        if is_request and method != types.INITIALIZE and self._workspace is None:
+            self._send_error(message.id, JsonRpcServerNotInitialized(
+                message="Server not initialized: send initialize first"))
+            return
+        if is_request and self._shutdown:
+            self._send_error(message.id, JsonRpcInvalidRequest(
+                message="Invalid Request: the server is shutting down"))
+            return
+        super().handle_message(message)
+
+    # -- responses ---------------------------------------------------------------------------------
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        if not future.cancelled() and isinstance(exc := future.exception(), QUIET_ERRORS):
+            self._request_futures.pop(msg_id, None)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
+    def send_parse_error(self, exc: BaseException) -> None:
+        """Malformed JSON: the id is unknowable, so the error goes to id null (JSON-RPC 2.0 §5)."""
+        self._send_error(None, JsonRpcParseError(message=f"Parse error: {exc}"[:300]))
+
+    def _send_error(self, msg_id: Any, exc: JsonRpcException) -> None:
+        if msg_id is None:  # lsprotocol's converter would drop a null id, which JSON-RPC requires
+            error = {"code": exc.code, "message": exc.message}
+            self._send_data({"jsonrpc": self.VERSION, "id": None, "error": error})
+        else:
+            self._send_response(msg_id, error=exc.to_response_error())
+
+    # -- initialize: pick the position encoding we prefer among those offered --------------------
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = prefer_encodings(list(general.position_encodings))
+        return (yield from super().lsp_initialize(params))
+
+    # -- document sync: ours, not pygls' workspace ---------------------------------------------------
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
+
+
+def is_parse_error(exc: BaseException) -> bool:
+    return isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError, RecursionError))

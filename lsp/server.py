@@ -1,0 +1,293 @@
+"""The language server object (state shared by the handlers) and the `main` entry point.
+
+`completer serve [args]` and `python -m lsp [args]` both end up in `main(argv)`.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
+from pygls.lsp.server import LanguageServer
+
+from completer.text import clean, context_slice
+from completer.types import EngineSettings
+from lsp import __version__
+from lsp.cli import parse_args
+from lsp.completions import LineSuggestion, suggested_lines
+from lsp.documents import DocumentStore, PositionCodec, choose_position_encoding
+from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
+from lsp.protocol import CompleterProtocol, is_parse_error
+from lsp.searches import ContentModified, SearchScheduler
+from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
+from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 20.0
+"""How long a request waits for a (re)starting worker before answering empty."""
+MAX_CURSOR_COLUMN = 10_000
+"""Past this column (minified code, data blobs) the line is no code a model completes: answer empty
+at once rather than tokenizing megabytes on every keystroke."""
+MAX_AFTER_CHARS = 4_096
+"""The rest of the line only matters to the engine's filters; a huge tail is not worth shipping."""
+INFO_TIMEOUT = 0.5
+"""completer/info asks the worker for fresh engine.info() but answers from cache past this."""
+
+
+@dataclass
+class Stats:
+    """Server-side numbers for completer/info (the VS Code status bar shows the latency)."""
+
+    requests: int = 0
+    answered: int = 0
+    cancelled: int = 0
+    content_modified: int = 0
+    worker_failures: int = 0
+    last_latency_ms: float | None = None  # request received -> answer ready, in the server
+    last_engine_latency_ms: float | None = None  # the engine's own figure for that search
+    last_model_runs: int | None = None
+    last_suggestions: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a request points, in code points: the document, the cursor line and column."""
+
+    uri: str
+    line_no: int
+    column: int
+    current: str  # the cursor's line as it was when the request arrived
+    end_units: int  # its length in client units
+
+
+class CompleterServer(LanguageServer):
+    def __init__(self, log_level: str = "INFO", log_file: Path | None = None,
+                 worker_log_file: str | None = None) -> None:
+        super().__init__("completer", __version__, protocol_cls=CompleterProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.log_level = log_level
+        self.log_file = log_file
+        self.documents = DocumentStore()
+        self.settings = ServerSettings()
+        self.settings_generation = 0
+        self.worker = WorkerClient(lambda: engine_dict(self.settings), log_level, worker_log_file)
+        self.searches = SearchScheduler(self.worker)
+        self.stats = Stats()
+        self._config_lock: asyncio.Lock | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self.log_handler = LspLogHandler(self._send_log)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _send_log(self, levelno: int, message: str) -> None:
+        if self.protocol.writer is None:
+            return
+        self.window_log_message(types.LogMessageParams(type=message_type_for(levelno), message=message))
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """A popup (window/showMessage) for what the user must fix, mirrored in the log."""
+        log.log(logging.ERROR if kind == types.MessageType.Error else logging.WARNING, "%s", message)
+        if self.protocol.writer is not None:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=f"completer: {message}"))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Malformed JSON gets a JSON-RPC parse error; other internal errors go to the log, not popups."""
+        if is_parse_error(error):
+            self.protocol.send_parse_error(error)  # type: ignore[attr-defined]
+            return
+        from pygls.exceptions import FeatureRequestError
+
+        if source is not FeatureRequestError:  # request errors were already answered
+            log.error("error handling a message: %s", error)
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def on_initialize(self, params: types.InitializeParams) -> None:
+        if self._config_lock is not None:  # a second initialize: LSP forbids it; keep the running worker
+            log.warning("ignoring a second initialize request's settings")
+            return
+        loop = asyncio.get_running_loop()
+        self.log_handler.set_loop(loop)
+        encoding = choose_position_encoding(params.capabilities)
+        self.documents = DocumentStore(codec=PositionCodec(encoding))
+        options = extract_section(params.initialization_options)
+        if options:
+            self.settings = self._merge(options, "initializationOptions")
+        log.info("initialize: client %s, position encoding %s, settings %s",
+                 params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
+        self._config_lock = asyncio.Lock()
+        self.spawn(self.boot_worker())
+
+    async def boot_worker(self) -> None:
+        assert self._config_lock is not None
+        async with self._config_lock:
+            error = await self.worker.start()
+            if error and self.settings.engine != EngineSettings():
+                self.show(f"cannot load the model with the configured settings ({error}); using the defaults")
+                self.settings = dataclasses.replace(self.settings, engine=EngineSettings())
+                error = await self.worker.configure(engine_dict(self.settings))
+            if error:
+                self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
+
+    async def shutdown_worker(self) -> None:
+        await self.worker.stop()
+
+    # -- settings ---------------------------------------------------------------------------------
+    def _merge(self, changes: Mapping[str, Any], source: str) -> ServerSettings:
+        new, warnings, unknown = apply_changes(self.settings, changes)
+        for warning in warnings:
+            self.show(warning)
+        if unknown:
+            log.info("%s: ignoring unknown settings %s", source, ", ".join(sorted(unknown)))
+        return new
+
+    async def change_settings(self, raw: Any) -> None:
+        """workspace/didChangeConfiguration: apply what is valid, warn about the rest."""
+        changes = extract_section(raw)
+        if not changes:
+            return
+        lock = self._config_lock or asyncio.Lock()
+        async with lock:
+            old = self.settings
+            new = self._merge(changes, "didChangeConfiguration")
+            if new.engine != old.engine:
+                error = await self.worker.configure(engine_dict(new))
+                if error:
+                    self.show(f"settings not applied, keeping the previous model settings: {error}")
+                    new = dataclasses.replace(new, engine=old.engine)
+            if new != old:
+                self.settings = new
+                self.settings_generation += 1
+                self.searches.invalidate()
+                log.info("settings now %s", new.to_camel())
+
+    # -- completion -------------------------------------------------------------------------------
+    def locate(self, uri: str, position: types.Position) -> Target | None:
+        """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
+        doc = self.documents.get(uri)
+        if doc is None or not self.settings.language_enabled(doc.language_id):
+            return None
+        if position.line >= len(doc.lines):
+            return None
+        current = doc.lines[position.line]
+        codec = self.documents.codec
+        column = codec.to_code_points(current, position.character)
+        return Target(uri, position.line, column, current, codec.to_units(current, len(current)))
+
+    async def suggest(self, target: Target) -> list[LineSuggestion]:
+        """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
+        started = time.perf_counter()
+        self.stats.requests += 1
+        doc = self.documents.get(target.uri)
+        if doc is None:
+            return []
+        if target.column > MAX_CURSOR_COLUMN:
+            return []
+        sliced = context_slice(doc.lines, target.line_no, target.column)
+        if sliced is None:
+            return []
+        before, after = clean(sliced[0]), clean(sliced[1][:MAX_AFTER_CHARS])
+        key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)
+        result: Any = None
+        for attempt in range(2):  # a worker that died under us gets one retry on its successor
+            try:
+                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT)
+                break
+            except asyncio.CancelledError:
+                self.stats.cancelled += 1
+                raise
+            except ContentModified:
+                self.stats.content_modified += 1
+                raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
+            except WorkerDied as exc:
+                if attempt:
+                    self.stats.worker_failures += 1
+                    log.warning("completion failed: %s", exc)
+                    return []
+            except WorkerError as exc:
+                if exc.kind == "cancelled":
+                    self.stats.cancelled += 1
+                    raise JsonRpcRequestCancelled(message="the search was cancelled") from None
+                self.stats.worker_failures += 1
+                log.log(logging.DEBUG if exc.kind in ("nomodel", "unavailable") else logging.WARNING,
+                        "completion failed (%s): %s", exc.kind, exc.message)
+                return []
+        if not isinstance(result, dict):
+            return []
+        engine = result.get("result") or {}
+        lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
+                                self.settings.engine.max_suggestions)
+        self.stats.answered += 1
+        self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
+        self.stats.last_engine_latency_ms = engine.get("latency_ms")
+        self.stats.last_model_runs = engine.get("model_runs")
+        self.stats.last_suggestions = len(lines)
+        return lines
+
+    # -- completer/info ---------------------------------------------------------------------------
+    async def info(self) -> dict[str, Any]:
+        """engine.info() plus the server's own state, for status bars and bug reports."""
+        if self.worker.model_error is None:
+            await self.worker.refresh_info(INFO_TIMEOUT)
+        out: dict[str, Any] = dict(self.worker.info)
+        out["model_runs"] = self.worker.model_runs_total
+        out["model_error"] = self.worker.model_error
+        out["server"] = {
+            "version": __version__,
+            "pid": os.getpid(),
+            "worker_pid": self.worker.pid,
+            "worker_restarts": self.worker.restarts,
+            "position_encoding": self.documents.codec.encoding,
+            "open_documents": len(self.documents),
+            "log_file": str(self.log_file) if self.log_file else None,
+            "settings": self.settings.to_camel(),
+            "searches_abandoned": self.searches.abandoned,
+            "searches_stopped_in_worker": self.worker.cancelled_in_worker,
+            **dataclasses.asdict(self.stats),
+        }
+        return out
+
+
+def _private_stdio() -> tuple[Any, Any]:
+    """The LSP channel on private copies of fds 0/1; fd 1 then points at stderr, so that a stray
+    print() (ours or a library's) lands in the editor's log instead of corrupting the stream."""
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return sys.stdin.buffer, stdout
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
+    """Run the server until the client says exit (or disconnects). `completer serve` calls this."""
+    args = parse_args(argv, prog)
+    log_file = setup_server_logging(args.log_level, args.log_file)
+    worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
+    server = CompleterServer(args.log_level, log_file, worker_log)
+    attach_lsp_handler(server.log_handler, args.log_level)
+    from lsp.handlers import register
+
+    register(server)
+    log.info("completer language server %s (pid %d), log file %s", __version__, os.getpid(), log_file)
+    try:
+        if args.tcp:
+            server.start_tcp("127.0.0.1", args.port)
+        else:
+            stdin, stdout = _private_stdio()
+            server.start_io(stdin, stdout)
+    finally:
+        server.worker.kill()
+    code = 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown (or a lost client) is 1
+    log.info("server exiting with code %d", code)
+    return code

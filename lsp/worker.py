@@ -1,0 +1,203 @@
+"""The inference worker: a child process that owns the Engine and answers msgpack frames.
+
+Running the model here, not in the server, keeps the server's event loop free (it keeps answering
+`shutdown`, `$/cancelRequest` and other documents while a beam search runs) and lets the server
+survive a crash in native code by simply starting a new worker.
+
+Protocol (one msgpack map per frame, see `lsp.framing`):
+  server -> worker  {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
+                    {"id": n, "op": "complete", "uri": str, "before": str, "after": str}
+                    {"id": n, "op": "close", "uri": str}
+                    {"id": n, "op": "info"}
+                    {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
+  worker -> server  {"id": n, "ok": value} or {"id": n, "err": {"kind": str, "message": str}}
+
+Jobs run one at a time in arrival order. A reader thread drains stdin continuously so a cancel
+arrives while a search is running; the search polls for it between beam steps.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from typing import Any, BinaryIO
+
+from lsp import framing
+
+log = logging.getLogger("lsp.worker")
+
+STEP_DELAY_ENV = "COMPLETER_WORKER_STEP_DELAY_MS"
+"""Debug/test hook: sleep this many ms at every cancellation poll, to make searches slow on purpose."""
+
+_EOF = object()
+
+
+class Worker:
+    """Holds the engine and serves jobs from `jobs` until the server closes our stdin."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._write_lock = threading.Lock()
+        self.jobs: queue.Queue[Any] = queue.Queue()
+        self._cancelled: set[int] = set()
+        self._cancel_lock = threading.Lock()
+        self._eof = threading.Event()
+        self.engine: Any = None
+        self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
+
+    # -- reader thread -------------------------------------------------------------------------
+    def read_loop(self, stream: BinaryIO) -> None:
+        """Drain stdin: cancels are recorded at once, everything else is queued in order."""
+        try:
+            while True:
+                message = framing.read_frame(stream)
+                if message is None:
+                    break
+                if not isinstance(message, dict):
+                    log.warning("ignoring non-map frame %r", type(message).__name__)
+                    continue
+                if message.get("op") == "cancel":
+                    with self._cancel_lock:
+                        self._cancelled.add(message.get("id"))
+                    continue
+                self.jobs.put(message)
+        except Exception:  # a broken channel means the server is gone or confused: stop
+            log.exception("worker input channel failed")
+        finally:
+            self._eof.set()
+            self.jobs.put(_EOF)
+
+    def is_cancelled(self, job_id: int) -> bool:
+        if self._step_delay:
+            time.sleep(self._step_delay)
+        return self._eof.is_set() or job_id in self._cancelled
+
+    # -- main loop ------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            message = self.jobs.get()
+            if message is _EOF:
+                return
+            job_id = message.get("id")
+            try:
+                reply = {"id": job_id, "ok": self.handle(message)}
+            except Exception as exc:  # every job gets an answer, whatever went wrong
+                reply = {"id": job_id, "err": _error(exc)}
+                if reply["err"]["kind"] == "internal":
+                    log.exception("job %s (%s) failed", job_id, message.get("op"))
+            finally:
+                with self._cancel_lock:  # jobs run in id order: older cancels can no longer matter
+                    if isinstance(job_id, int):
+                        self._cancelled = {i for i in self._cancelled if isinstance(i, int) and i > job_id}
+            self.send(reply)
+
+    def send(self, reply: dict[str, Any]) -> None:
+        data = framing.encode(reply)
+        with self._write_lock:
+            self._out.write(data)
+            self._out.flush()
+
+    def handle(self, message: dict[str, Any]) -> Any:
+        op = message.get("op")
+        job_id = message.get("id")
+        if op == "complete":
+            engine = self._require_engine()
+            if job_id in self._cancelled:
+                from completer.types import Cancelled
+
+                raise Cancelled("cancelled before it started")
+            result = engine.complete_text(
+                str(message["uri"]), str(message["before"]), str(message["after"]),
+                is_cancelled=lambda: self.is_cancelled(job_id),
+            )
+            return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
+        if op == "close":
+            if self.engine is not None:
+                self.engine.close(str(message["uri"]))
+            return None
+        if op in ("init", "configure"):
+            return self._configure(message.get("settings") or {}, fresh=(op == "init"))
+        if op == "info":
+            return self._info()
+        if op == "ping":
+            return {"pid": os.getpid()}
+        raise ValueError(f"unknown op {op!r}")
+
+    def _require_engine(self) -> Any:
+        if self.engine is None:
+            raise RuntimeError("no model is loaded")
+        return self.engine
+
+    def _configure(self, raw: dict[str, Any], fresh: bool) -> dict[str, Any]:
+        from completer.engine import Engine
+        from completer.types import EngineSettings
+
+        known = set(EngineSettings.field_names())
+        settings = EngineSettings(**{k: v for k, v in raw.items() if k in known})
+        settings.validate()
+        started = time.perf_counter()
+        if fresh or self.engine is None:
+            self.engine = Engine(settings)
+        else:
+            self.engine.configure(settings)
+        log.info("engine ready in %.0f ms: %s", (time.perf_counter() - started) * 1000, settings)
+        return self._info()
+
+    def _info(self) -> dict[str, Any]:
+        engine = self._require_engine()
+        return {"info": dict(engine.info()), "model_runs_total": int(engine.model_runs), "pid": os.getpid()}
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    """Name the failure so the server can tell a cancel from a bad setting from a bug."""
+    from completer.types import Cancelled, ModelError
+
+    if isinstance(exc, Cancelled):
+        kind = "cancelled"
+    elif isinstance(exc, ModelError):
+        kind = "model"
+    elif isinstance(exc, ValueError):
+        kind = "value"
+    elif isinstance(exc, RuntimeError) and str(exc) == "no model is loaded":
+        kind = "nomodel"
+    else:
+        kind = "internal"
+    return {"kind": kind, "message": str(exc) or type(exc).__name__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lsp.worker", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-file", default=None)
+    args = parser.parse_args(argv)
+
+    # Our stdout is the reply channel. Keep a private copy of it and point fd 1 at stderr, so a
+    # stray print() or a native library's message cannot corrupt the frames.
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
+
+    from lsp.logs import setup_worker_logging
+
+    setup_worker_logging(args.log_level, args.log_file)
+    worker = Worker(out)
+    reader = threading.Thread(target=worker.read_loop, args=(stdin,), name="worker-reader", daemon=True)
+    reader.start()
+    log.info("worker %d started", os.getpid())
+    try:
+        worker.serve()
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # the server went away mid-reply
+        pass
+    log.info("worker %d exiting", os.getpid())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Helpers for the language server tests (kept out of conftest.py, which is shared).
+
+Every test talks to the real server process (`python -m lsp`) and its real worker running the
+committed model bundle. Logs go to a throwaway directory, never to the user's log dir.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "completer" / "samples" / "sample.py"
+SAMPLE_TEXT = SAMPLE.read_text(encoding="utf-8")
+SAMPLE_LINES = SAMPLE_TEXT.split("\n")
+SERVER_CMD = [sys.executable, "-m", "lsp"]
+
+LOG_DIR = tempfile.mkdtemp(prefix="completer-lsp-test-logs-")
+atexit.register(shutil.rmtree, LOG_DIR, True)
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The server's environment: repo importable, logs in a temp dir, plus `extra`."""
+    env = dict(os.environ)
+    env["COMPLETER_LOG_DIR"] = LOG_DIR
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra)
+    return env
+
+
+def candidate_positions(lines: list[str] = SAMPLE_LINES) -> list[tuple[int, int]]:
+    """Cursor positions worth asking about: after the indentation of code lines, and mid-line."""
+    out: list[tuple[int, int]] = []
+    for index, line in enumerate(lines):
+        code = line.strip()
+        if not code or code.startswith(("#", '"', "'")) or index < 3:
+            continue
+        indent = len(line) - len(code)
+        out.append((index, indent))
+        out.append((index, indent + max(1, len(code) // 2)))
+    return out
+
+
+def doc_id(uri: str) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(uri=uri)
+
+
+def completion_params(uri: str, line: int, character: int) -> types.CompletionParams:
+    return types.CompletionParams(text_document=doc_id(uri), position=types.Position(line, character))
+
+
+def inline_params(uri: str, line: int, character: int) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=doc_id(uri), position=types.Position(line, character),
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
+
+
+def open_doc(client: Any, uri: str, text: str, language_id: str = "python", version: int = 1) -> None:
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id=language_id, version=version, text=text)))
+
+
+def change_doc(client: Any, uri: str, version: int, start: tuple[int, int], end: tuple[int, int], text: str) -> None:
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(
+            range=types.Range(types.Position(*start), types.Position(*end)), text=text)]))
+
+
+def plain(value: Any) -> Any:
+    """pygls hands untyped results over as namedtuples; turn them back into dicts and lists."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+async def info(client: Any) -> dict[str, Any]:
+    return plain(await client.protocol.send_request_async("completer/info", {}))
+
+
+async def wait_ready(client: Any, timeout: float = 30.0) -> dict[str, Any]:
+    """completer/info once the worker has loaded the model."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await info(client)
+        if result.get("model") and result["server"]["worker_pid"]:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the worker did not become ready: {result}")
+        await asyncio.sleep(0.05)
+
+
+async def first_completing_position(client: Any, uri: str, lines: list[str] = SAMPLE_LINES
+                                    ) -> tuple[int, int, types.CompletionList]:
+    """The first candidate position where the server offers at least one line (model-agnostic)."""
+    for line, col in candidate_positions(lines):
+        result = await client.text_document_completion_async(completion_params(uri, line, col))
+        if result is not None and result.items:
+            return line, col, result
+    raise AssertionError("the server offered no completion anywhere in the sample file")
+
+
+def apply_line_edit(lines: list[str], edit: types.TextEdit) -> list[str]:
+    """Apply a single-line TextEdit (columns in code points: ASCII test text)."""
+    rng = edit.range
+    assert rng.start.line == rng.end.line, "whole-line edits must stay on one line"
+    out = list(lines)
+    line = out[rng.start.line]
+    out[rng.start.line] = line[: rng.start.character] + edit.new_text + line[rng.end.character:]
+    return out

@@ -1,0 +1,381 @@
+"""End-to-end tests of the language server through pytest-lsp: real server process, real worker,
+the committed model bundle. Assertions are about protocol behaviour, not about what the model says."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from lsp_support import (
+    SAMPLE_LINES,
+    SAMPLE_TEXT,
+    SERVER_CMD,
+    apply_line_edit,
+    candidate_positions,
+    change_doc,
+    completion_params,
+    first_completing_position,
+    info,
+    inline_params,
+    open_doc,
+    server_env,
+    wait_ready,
+)
+
+VSCODE = client_capabilities("visual-studio-code")
+SLOW_STEP_MS = "300"  # the worker sleeps this long at every cancellation poll: searches take seconds
+URI = "file:///work/sample.py"
+
+
+async def _start(lsp_client: LanguageClient, params: types.InitializeParams | None = None) -> None:
+    await lsp_client.initialize_session(params or types.InitializeParams(capabilities=VSCODE))
+    await wait_ready(lsp_client)
+
+
+async def _stop(lsp_client: LanguageClient) -> None:
+    if lsp_client._server is not None and lsp_client._server.returncode is not None:
+        return  # the test already shut it down
+    try:
+        await asyncio.wait_for(lsp_client.shutdown_session(), 10)
+    except Exception:
+        if lsp_client._server is not None and lsp_client._server.returncode is None:
+            lsp_client._server.kill()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD, server_env=server_env()))
+async def client(lsp_client: LanguageClient):
+    await _start(lsp_client)
+    yield
+    await _stop(lsp_client)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD,
+                                              server_env=server_env(COMPLETER_WORKER_STEP_DELAY_MS=SLOW_STEP_MS)))
+async def slow_client(lsp_client: LanguageClient):
+    await _start(lsp_client)
+    yield
+    await _stop(lsp_client)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD, server_env=server_env()))
+async def bare_client(lsp_client: LanguageClient):
+    """Not initialized: the test sends its own initialize."""
+    yield
+    await _stop(lsp_client)
+
+
+async def _wait_for(predicate, timeout: float = 5.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(interval)
+
+
+# -- capabilities ---------------------------------------------------------------------------------
+async def test_capabilities_advertise_whole_line_completion(bare_client: LanguageClient):
+    result = await bare_client.initialize_session(types.InitializeParams(capabilities=VSCODE))
+    caps = result.capabilities
+    assert caps.position_encoding == "utf-16"  # VS Code 1.65 offers no other encoding
+    assert caps.completion_provider is not None
+    for char in (".", " ", "(", "a", "Z", "_", "0", "="):
+        assert char in caps.completion_provider.trigger_characters
+    assert caps.inline_completion_provider is not None
+    sync = caps.text_document_sync
+    assert sync.change == types.TextDocumentSyncKind.Incremental and sync.open_close
+
+
+# -- completion and inline completion ---------------------------------------------------------------
+async def test_completion_items_replace_the_whole_line(client: LanguageClient):
+    open_doc(client, URI, SAMPLE_TEXT)
+    line, col, result = await first_completing_position(client, URI)
+    assert isinstance(result, types.CompletionList) and result.is_incomplete is True
+    typed = SAMPLE_LINES[line][:col]
+    sort_keys = [item.sort_text for item in result.items]
+    assert sort_keys == sorted(sort_keys) and len(set(sort_keys)) == len(sort_keys)
+    new_texts = [item.text_edit.new_text for item in result.items]
+    assert len(set(new_texts)) == len(new_texts), "duplicate lines"
+    for item in result.items:
+        edit = item.text_edit
+        assert isinstance(edit, types.TextEdit)
+        assert edit.range.start == types.Position(line, 0)
+        assert edit.range.end == types.Position(line, len(SAMPLE_LINES[line]))
+        assert edit.new_text.startswith(typed) and edit.new_text != SAMPLE_LINES[line]
+        assert "\n" not in edit.new_text
+        assert item.filter_text == edit.new_text
+        assert item.label == edit.new_text.strip()
+        assert "score" in item.detail
+        accepted = apply_line_edit(SAMPLE_LINES, edit)
+        assert accepted[line] == edit.new_text and accepted[:line] == SAMPLE_LINES[:line]
+        assert accepted[line + 1:] == SAMPLE_LINES[line + 1:]
+
+
+async def test_inline_completion_offers_the_best_line(client: LanguageClient):
+    open_doc(client, URI, SAMPLE_TEXT)
+    line, col, completions = await first_completing_position(client, URI)
+    result = await client.text_document_inline_completion_async(inline_params(URI, line, col))
+    assert isinstance(result, types.InlineCompletionList) and result.items
+    best = result.items[0]
+    assert best.insert_text == completions.items[0].text_edit.new_text
+    assert best.range == types.Range(types.Position(line, 0), types.Position(line, len(SAMPLE_LINES[line])))
+    assert [i.insert_text for i in result.items] == [i.text_edit.new_text for i in completions.items]
+
+
+async def test_incremental_edits_keep_the_document_in_sync(client: LanguageClient):
+    """Edits that rebuild the sample must leave the server with exactly the sample: completions
+    at the same cursor then equal those of a freshly opened copy."""
+    fresh = "file:///work/fresh.py"
+    open_doc(client, fresh, SAMPLE_TEXT)
+    line, col, expected = await first_completing_position(client, fresh)
+
+    edited = "file:///work/edited.py"
+    lines = list(SAMPLE_LINES)
+    assert line >= 1
+    # start from a mangled copy: two junk lines before the line above the cursor, the cursor line
+    # split in two with junk at the start of its second half
+    mangled = (lines[:line - 1] + ["JUNK ONE", "JUNK TWO \u00fc"] + [lines[line - 1]]
+               + [lines[line][:col], "TAIL" + lines[line][col:]] + lines[line + 1:])
+    open_doc(client, edited, "\n".join(mangled))
+    change_doc(client, edited, 2, (line - 1, 0), (line + 1, 0), "")  # delete both junk lines
+    change_doc(client, edited, 3, (line, col), (line + 1, 4), "")  # join the split line, dropping "TAIL"
+    change_doc(client, edited, 4, (0, 0), (0, 0), "# header\n")  # insert a line at the top ...
+    change_doc(client, edited, 5, (0, 0), (1, 0), "")  # ... and remove it again
+    result = await client.text_document_completion_async(completion_params(edited, line, col))
+    assert [(i.text_edit.new_text, i.text_edit.range) for i in result.items] == \
+        [(i.text_edit.new_text, i.text_edit.range) for i in expected.items]
+
+
+ENCODING_TEXT = "\n".join([
+    "import os",
+    "",
+    "",
+    "def greet(name):",
+    '    label = "naïve café 😀 " + name.',
+    '    print("😀 résumé 𝄞", label, ',
+    '    path = os.path.join("日本", ',
+    "    return label",
+    "",
+])
+
+
+def _units(text: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le")) // 2
+    return len(text)
+
+
+@pytest.mark.parametrize("offered, expected", [
+    (["utf-8"], "utf-8"),
+    (["utf-16", "utf-32"], "utf-32"),
+    (None, "utf-16"),
+])
+async def test_position_encoding_negotiation_and_conversion(bare_client: LanguageClient, offered, expected):
+    caps = types.ClientCapabilities(general=types.GeneralClientCapabilities(position_encodings=offered))
+    result = await bare_client.initialize_session(types.InitializeParams(capabilities=caps))
+    assert result.capabilities.position_encoding == expected
+    await wait_ready(bare_client)
+    lines = ENCODING_TEXT.split("\n")
+    # open with "name." missing on line 4, then type it in at a column given in client units
+    typed_away = lines[4][: -len("name.")]
+    open_doc(bare_client, URI, "\n".join(lines[:4] + [typed_away] + lines[5:]))
+    end = _units(typed_away, expected)
+    change_doc(bare_client, URI, 2, (4, end), (4, end), "name.")
+    served = 0
+    for line_no in (4, 5, 6):
+        line = lines[line_no]
+        for col in sorted({len(line), line.index('"') + 1, line.rindex('"') + 1}):
+            position = (line_no, _units(line[:col], expected))
+            result = await bare_client.text_document_completion_async(completion_params(URI, *position))
+            for item in result.items:
+                served += 1
+                assert item.text_edit.new_text.startswith(line[:col])
+                assert item.text_edit.range.end == types.Position(line_no, _units(line, expected))
+    assert served, "no suggestion on any non-ASCII line"
+
+
+# -- documents that cannot be completed ---------------------------------------------------------------
+async def test_unopened_document_and_positions_off_the_end_get_empty_results(client: LanguageClient):
+    result = await client.text_document_completion_async(completion_params("file:///never/opened.py", 0, 0))
+    assert list(result.items) == []
+    open_doc(client, URI, SAMPLE_TEXT)
+    result = await client.text_document_completion_async(completion_params(URI, len(SAMPLE_LINES) + 5, 0))
+    assert list(result.items) == []
+    inline = await client.text_document_inline_completion_async(inline_params(URI, 10_000, 3))
+    assert list(inline.items) == []
+    # a column past the end of a line is clamped to the line end, as LSP asks
+    line, col, _ = await first_completing_position(client, URI)
+    result = await client.text_document_completion_async(completion_params(URI, line, 10_000))
+    for item in result.items:
+        assert item.text_edit.new_text.startswith(SAMPLE_LINES[line])
+
+
+async def test_disabled_languages_and_closed_documents_get_empty_results(client: LanguageClient):
+    open_doc(client, "file:///work/notes.md", SAMPLE_TEXT, language_id="markdown")
+    open_doc(client, URI, SAMPLE_TEXT)
+    line, col, _ = await first_completing_position(client, URI)
+    result = await client.text_document_completion_async(completion_params("file:///work/notes.md", line, col))
+    assert list(result.items) == []
+    cached = (await info(client))["documents_cached"]
+    assert cached >= 1
+    client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(URI)))
+    result = await client.text_document_completion_async(completion_params(URI, line, col))
+    assert list(result.items) == []
+    await _wait_for(lambda: _cached_below(client, cached))
+
+
+async def _cached_below(client: LanguageClient, count: int) -> bool:
+    return (await info(client))["documents_cached"] < count
+
+
+# -- settings -----------------------------------------------------------------------------------------
+async def test_valid_settings_change_applies(client: LanguageClient):
+    open_doc(client, URI, SAMPLE_TEXT)
+    line, col, _ = await first_completing_position(client, URI)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"maxSuggestions": 1, "beams": 2}}))
+    state = await _wait_for(lambda: _settings_are(client, maxSuggestions=1, beams=2))
+    assert state["settings"]["max_suggestions"] == 1 and state["settings"]["beams"] == 2  # the engine's view
+    change_doc(client, URI, 2, (0, 0), (0, 0), "")  # a new edit: no cached answer
+    result = await client.text_document_completion_async(completion_params(URI, line, col))
+    assert len(result.items) <= 1
+    # the settings object itself (no "completer" wrapper) works too
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": 8}))
+    await _wait_for(lambda: _settings_are(client, maxTokens=8, maxSuggestions=1))
+    assert not client.messages, [m.message for m in client.messages]
+
+
+async def _settings_are(client: LanguageClient, **expected) -> dict | None:
+    state = await info(client)
+    current = state["server"]["settings"]
+    return state if all(current[k] == v for k, v in expected.items()) else None
+
+
+async def test_invalid_settings_warn_and_keep_the_old_values(client: LanguageClient):
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"beams": 0, "device": "tpu", "maxSuggestions": 2, "completionItems": "yes"}}))
+    await _wait_for(lambda: _settings_are(client, maxSuggestions=2))
+    await _wait_for(_async(lambda: len(client.messages) >= 3))
+    warnings = [m.message for m in client.messages]
+    assert all(m.type == types.MessageType.Warning for m in client.messages)
+    for key in ("beams", "device", "completionItems"):
+        assert any(key in w for w in warnings), (key, warnings)
+    state = await _settings_are(client, beams=4, device="auto", completionItems=True, maxSuggestions=2)
+    assert state is not None
+
+    before = await info(client)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"modelPath": "/nonexistent/model/bundle"}}))
+    await _wait_for(_async(lambda: any("model" in m.message for m in client.messages[3:])))
+    after = await info(client)
+    assert after["model_path"] == before["model_path"] and after["model_error"] is None
+    assert after["server"]["settings"]["modelPath"] is None
+    open_doc(client, URI, SAMPLE_TEXT)
+    await first_completing_position(client, URI)  # the old model still serves
+
+
+def _async(fn):
+    async def wrapper():
+        return fn()
+    return wrapper
+
+
+async def test_initialization_options_and_feature_switches(bare_client: LanguageClient):
+    await _start(bare_client, types.InitializeParams(capabilities=VSCODE, initialization_options={
+        "completer": {"maxSuggestions": 1, "beams": "many", "completionItems": False}}))
+    state = await info(bare_client)
+    assert state["server"]["settings"]["maxSuggestions"] == 1 and state["settings"]["max_suggestions"] == 1
+    assert state["server"]["settings"]["beams"] == 4
+    await _wait_for(_async(lambda: any("beams" in m.message for m in bare_client.messages)))
+    open_doc(bare_client, URI, SAMPLE_TEXT)
+    found = False
+    for line, col in candidate_positions():
+        inline = await bare_client.text_document_inline_completion_async(inline_params(URI, line, col))
+        if inline.items:
+            assert len(inline.items) == 1
+            items = await bare_client.text_document_completion_async(completion_params(URI, line, col))
+            assert list(items.items) == []  # completionItems: false
+            found = True
+            break
+    assert found, "no inline completion anywhere"
+
+
+# -- concurrency: cancellation, stale searches, shutdown -------------------------------------------
+async def test_cancel_request_abandons_the_search(slow_client: LanguageClient):
+    open_doc(slow_client, URI, SAMPLE_TEXT)
+    pending = asyncio.ensure_future(slow_client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_COMPLETION, completion_params(URI, 12, 4), msg_id="slow-1"))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    slow_client.cancel_request(types.CancelParams(id="slow-1"))
+    with pytest.raises(JsonRpcRequestCancelled):
+        await asyncio.wait_for(pending, 5)
+    assert time.monotonic() - started < 1.0
+    # the engine itself stopped (it raised Cancelled at a beam step), not just the reply
+    await _wait_for(lambda: _stopped_in_worker(slow_client, 1), timeout=5)
+
+
+async def _stopped_in_worker(client: LanguageClient, count: int) -> bool:
+    return (await info(client))["server"]["searches_stopped_in_worker"] >= count
+
+
+async def test_newer_edit_abandons_the_running_search(slow_client: LanguageClient):
+    open_doc(slow_client, URI, SAMPLE_TEXT)
+    pending = asyncio.ensure_future(slow_client.text_document_completion_async(completion_params(URI, 12, 4)))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    change_doc(slow_client, URI, 2, (12, 4), (12, 4), "x")
+    with pytest.raises(JsonRpcException) as raised:
+        await asyncio.wait_for(pending, 5)
+    assert raised.value.code == types.LSPErrorCodes.ContentModified
+    assert time.monotonic() - started < 1.0
+    await _wait_for(lambda: _stopped_in_worker(slow_client, 1), timeout=5)
+
+
+async def test_requests_and_shutdown_are_answered_while_a_search_runs(slow_client: LanguageClient):
+    open_doc(slow_client, URI, SAMPLE_TEXT)
+    open_doc(slow_client, "file:///work/other.py", "x = 1\n")
+    pending = asyncio.ensure_future(slow_client.text_document_completion_async(completion_params(URI, 13, 8)))
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    state = await info(slow_client)
+    assert state["server"]["open_documents"] == 2
+    empty = await slow_client.text_document_completion_async(completion_params("file:///nope.py", 0, 0))
+    assert list(empty.items) == []
+    assert time.monotonic() - started < 1.5
+    started = time.monotonic()
+    await asyncio.wait_for(slow_client.shutdown_async(None), 3)
+    assert time.monotonic() - started < 2.0
+    with pytest.raises(JsonRpcRequestCancelled):
+        await asyncio.wait_for(pending, 3)
+    slow_client.exit(None)
+    assert await asyncio.wait_for(slow_client._server.wait(), 5) == 0
+
+
+# -- worker crash ------------------------------------------------------------------------------------
+async def test_worker_crash_is_survived(client: LanguageClient):
+    open_doc(client, URI, SAMPLE_TEXT)
+    line, col, expected = await first_completing_position(client, URI)
+    old_pid = (await info(client))["server"]["worker_pid"]
+    os.kill(old_pid, signal.SIGKILL)
+    started = time.monotonic()
+    other = "file:///work/copy.py"  # same text, new document: nothing cached in the server
+    open_doc(client, other, SAMPLE_TEXT)
+    result = await asyncio.wait_for(client.text_document_completion_async(completion_params(other, line, col)), 10)
+    elapsed = time.monotonic() - started
+    assert [i.text_edit.new_text for i in result.items] == [i.text_edit.new_text for i in expected.items]
+    assert elapsed < 2.0, f"next request took {elapsed:.2f} s after the crash"
+    state = await info(client)
+    assert state["server"]["worker_pid"] not in (None, old_pid)
+    assert state["server"]["worker_restarts"] == 1

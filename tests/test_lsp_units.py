@@ -1,0 +1,179 @@
+"""Unit tests of the language server's pure parts: position encodings, incremental edits,
+settings validation, result conversion and the worker's frame format."""
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+
+import pytest
+from lsprotocol import types
+
+from lsp import framing
+from lsp.completions import completion_list, inline_list, suggested_lines
+from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
+from lsp.settings import ServerSettings, apply_changes, extract_section
+
+LINE = "a = 'é😀x𝄞' + b"  # ASCII, a 2-byte char, astral chars (2 UTF-16 units, 4 UTF-8 bytes)
+
+
+def _units(text: str, encoding: str) -> int:
+    if encoding == UTF8:
+        return len(text.encode("utf-8", "surrogatepass"))
+    if encoding == UTF16:
+        return len(text.encode("utf-16-le", "surrogatepass")) // 2
+    return len(text)
+
+
+@pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
+def test_codec_round_trips_every_column(encoding):
+    codec = PositionCodec(encoding)
+    for line in (LINE, "plain ascii", "", "日本語", "\ud800lone"):
+        for column in range(len(line) + 1):
+            units = codec.to_units(line, column)
+            assert units == _units(line[:column], encoding)
+            assert codec.to_code_points(line, units) == column
+
+
+@pytest.mark.parametrize("encoding", [UTF8, UTF16])
+def test_codec_rounds_down_inside_a_character_and_clamps(encoding):
+    codec = PositionCodec(encoding)
+    emoji = LINE.index("😀")
+    start = _units(LINE[:emoji], encoding)
+    assert codec.to_code_points(LINE, start + 1) == emoji  # inside the emoji
+    assert codec.to_code_points(LINE, 10_000) == len(LINE)
+    assert codec.to_code_points(LINE, -3) == 0
+    assert codec.to_units(LINE, 10_000) == _units(LINE, encoding)
+
+
+@pytest.mark.parametrize("offered, chosen", [
+    (None, UTF16), ([], UTF16), (["utf-16"], UTF16), (["utf-8"], UTF8), (["utf-16", "utf-8"], UTF8),
+    (["utf-8", "utf-32"], UTF32), (["utf-7"], UTF16),
+])
+def test_position_encoding_choice(offered, chosen):
+    caps = types.ClientCapabilities(general=types.GeneralClientCapabilities(position_encodings=offered))
+    assert choose_position_encoding(caps) == chosen
+
+
+def _edit(store: DocumentStore, text: str, start: tuple[int, int], end: tuple[int, int], new: str) -> str:
+    """Apply an edit both to the store and to a plain string; return the expected text."""
+    codec = store.codec
+    lines = text.split("\n")
+    sl, sc = start
+    el, ec = end
+    a = sum(len(text_line) + 1 for text_line in lines[:sl]) + codec.to_code_points(lines[sl], sc)
+    b = sum(len(text_line) + 1 for text_line in lines[:el]) + codec.to_code_points(lines[el], ec)
+    store.change("u", 0, [((sl, sc, el, ec), new)])
+    return text[:a] + new + text[b:]
+
+
+@pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
+def test_random_incremental_edits_match_string_edits(encoding):
+    rng = random.Random(7)
+    store = DocumentStore(codec=PositionCodec(encoding))
+    text = "def f():\n    return 'é😀'\n\nx = 1\n"
+    store.open("u", "python", 1, text)
+    pieces = ["a", "\n", "é", "😀", "  ", "x\ny\n", "", "𝄞z"]
+    for _ in range(300):
+        lines = text.split("\n")
+        sl = rng.randrange(len(lines))
+        el = rng.randrange(sl, len(lines))
+        sc_cp = rng.randrange(len(lines[sl]) + 1)
+        ec_cp = rng.randrange(len(lines[el]) + 1) if el > sl else rng.randrange(sc_cp, len(lines[el]) + 1)
+        codec = store.codec
+        start = (sl, codec.to_units(lines[sl], sc_cp))
+        end = (el, codec.to_units(lines[el], ec_cp))
+        text = _edit(store, text, start, end, rng.choice(pieces))
+        assert store.get("u").text() == text
+
+
+def test_edits_out_of_range_are_clamped_and_line_ends_follow_lsp():
+    store = DocumentStore()
+    store.open("u", "python", 1, "a\r\nb\rc\u2028d\x0ce\n")
+    assert store.get("u").lines == ["a", "b", "c\u2028d\x0ce", ""]  # only CR, LF, CRLF end lines
+    store.change("u", 2, [((99, 0, 120, 5), "END")])  # past the end: appended
+    assert store.get("u").lines[-1] == "END"
+    store.change("u", 3, [((0, 50, 0, 50), "!")])  # past the line end: at the line end
+    assert store.get("u").lines[0] == "a!"
+    store.change("u", 4, [(None, "whole\nnew")])  # a full-text change
+    assert store.get("u").lines == ["whole", "new"]
+    assert store.get("u").edits == 3 and store.get("u").version == 4
+    assert store.change("missing", 1, [(None, "x")]) is None
+
+
+def test_settings_apply_valid_and_report_invalid_keys():
+    current = ServerSettings()
+    new, warnings, unknown = apply_changes(current, {
+        "beams": 8, "maxSuggestions": 2.0, "maxTokens": 0, "device": "CUDA", "threads": True,
+        "memoryBudgetMb": "big", "modelPath": "", "enabledLanguages": "rust", "completionItems": False,
+        "inlineCompletions": 1, "colour": "blue",
+    })
+    assert new.engine.beams == 8 and new.engine.max_suggestions == 2 and new.engine.device == "cuda"
+    assert new.engine.max_tokens == 24 and new.engine.threads == 0 and new.engine.memory_budget_mb == 256
+    assert new.engine.model_path is None and new.enabled_languages == ("rust",)
+    assert new.completion_items is False and new.inline_completions is True
+    invalid = ("maxTokens", "threads", "memoryBudgetMb", "inlineCompletions")
+    expected = sorted(f"Ignoring invalid setting completer.{k}" for k in invalid)
+    assert sorted(w.split(":")[0] for w in warnings) == expected
+    assert unknown == ["colour"]
+    assert current == ServerSettings()  # not mutated
+    reset, warnings, _ = apply_changes(new, {"beams": None, "enabledLanguages": None})
+    assert reset.engine.beams == 4 and reset.enabled_languages == ("python",) and not warnings
+
+
+def test_settings_sections_and_languages():
+    assert extract_section({"completer": {"beams": 2}}) == {"beams": 2}
+    assert extract_section({"beams": 2}) == {"beams": 2}
+    assert extract_section(None) is None and extract_section([1]) is None
+    settings = ServerSettings(enabled_languages=("python", "*"))
+    assert settings.language_enabled("cobol")
+    assert not ServerSettings().language_enabled("cobol") and ServerSettings().language_enabled("python")
+    assert set(ServerSettings().to_camel()) >= {"modelPath", "beams", "maxSuggestions", "maxTokens", "device",
+                                                "threads", "memoryBudgetMb", "enabledLanguages",
+                                                "completionItems", "inlineCompletions"}
+
+
+def test_suggested_lines_keep_the_users_prefix_and_drop_noise():
+    current = "\tx = fo"  # a tab: the engine saw it expanded, our line must keep it
+    raw = [
+        {"text": "o(1)", "score": -1.0, "line": "    x = foo(1)"},
+        {"text": "o(1)", "score": -2.0},  # duplicate line
+        {"text": "   ", "score": -0.5},  # whitespace only
+        {"text": "", "score": -0.1},  # no-op
+        {"text": "rmat()\n", "score": -3.0},
+        {"text": "obar", "score": -4.0},
+    ]
+    lines = suggested_lines(current, len(current), raw, limit=2)
+    assert [s.line for s in lines] == ["\tx = foo(1)", "\tx = format()"]
+    result = completion_list(lines, 7, 9)
+    assert result.is_incomplete is True
+    first = result.items[0]
+    assert first.text_edit.range == types.Range(types.Position(7, 0), types.Position(7, 9))
+    assert first.label == "x = foo(1)" and first.filter_text == "\tx = foo(1)"
+    assert first.sort_text < result.items[1].sort_text
+    inline = inline_list(lines, 7, 9)
+    assert [i.insert_text for i in inline.items] == ["\tx = foo(1)", "\tx = format()"]
+
+
+def test_frames_round_trip_and_reject_garbage():
+    messages = [{"id": 1, "op": "complete", "uri": "file:///é", "before": "x\x00\ud800", "after": ""},
+                {"id": 2, "ok": {"score": 1.5, "nested": [1, None, True]}}]
+    stream = io.BytesIO(b"".join(framing.encode(m) for m in messages))
+    assert framing.read_frame(stream) == messages[0]
+    assert framing.read_frame(stream) == messages[1]
+    assert framing.read_frame(stream) is None
+    with pytest.raises(framing.FrameError):
+        framing.read_frame(io.BytesIO(framing.HEADER.pack(10) + b"\xc1" * 10))
+    with pytest.raises(framing.FrameError):
+        framing.read_frame(io.BytesIO(framing.HEADER.pack(framing.MAX_FRAME_BYTES + 1)))
+    with pytest.raises(framing.FrameError):
+        framing.read_frame(io.BytesIO(framing.encode({"a": 1})[:-1]))
+
+    async def read_async() -> object:
+        reader = asyncio.StreamReader()
+        reader.feed_data(framing.encode(messages[1]))
+        reader.feed_eof()
+        return await framing.read_frame_async(reader), await framing.read_frame_async(reader)
+
+    assert asyncio.run(read_async()) == (messages[1], None)
+

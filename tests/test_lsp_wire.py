@@ -1,0 +1,224 @@
+"""Wire-level tests of the language server: malformed and hostile input through a raw JSON-RPC
+client (typed clients refuse to send it), plus the TCP transport. Every request must get exactly
+one response and the server must go on serving."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+
+import pytest
+
+from lsp.rawclient import RawClient
+from lsp_support import SAMPLE_TEXT, SERVER_CMD, server_env
+
+URI = "file:///work/sample.py"
+
+
+@pytest.fixture
+def raw():
+    client = RawClient(SERVER_CMD, env=server_env())
+    yield client
+    client.close()
+
+
+def _ready(client: RawClient) -> None:
+    deadline = time.monotonic() + 30
+    while not client.request("completer/info")["result"]["server"]["worker_pid"] or \
+            not client.request("completer/info")["result"].get("model"):
+        assert time.monotonic() < deadline, "worker never became ready"
+        time.sleep(0.05)
+
+
+def _still_serving(client: RawClient) -> None:
+    response = client.request("completer/info", timeout=10)
+    assert response["result"]["model"], response
+
+
+def test_requests_before_initialize_are_rejected_then_served(raw: RawClient):
+    response = raw.request("textDocument/completion", {
+        "textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}})
+    assert response["error"]["code"] == -32002  # ServerNotInitialized
+    assert "result" in raw.initialize()
+    _ready(raw)
+
+
+def test_malformed_json_gets_a_parse_error_and_the_server_carries_on(raw: RawClient):
+    raw.initialize()
+    _ready(raw)
+    for body in (b"{not json", b'{"jsonrpc": "2.0", "id": 7, "method": ', b"\xff\xfe\x00garbage", b"[" * 100_000):
+        raw.send_raw(body)
+    deadline = time.monotonic() + 10
+    while len(raw.null_id_errors) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [e["error"]["code"] for e in raw.null_id_errors] == [-32700] * 4
+    assert all(e["id"] is None for e in raw.null_id_errors)
+    _still_serving(raw)
+
+
+def test_non_objects_and_wrong_versions_are_invalid_requests(raw: RawClient):
+    raw.initialize()
+    raw.send_raw(b"[1, 2, 3]")
+    raw.send_raw(b"42")
+    raw.request_nowait("completer/info", None, msg_id="ok")
+    raw.send({"jsonrpc": "1.0", "id": "v1", "method": "completer/info"})
+    assert raw.wait("v1")["error"]["code"] == -32600
+    assert "result" in raw.wait("ok")  # the valid request in between was answered too
+    deadline = time.monotonic() + 5
+    while len(raw.null_id_errors) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [e["error"]["code"] for e in raw.null_id_errors] == [-32600, -32600]
+    _still_serving(raw)
+
+
+@pytest.mark.parametrize("params", [
+    {"textDocument": 5},
+    {"textDocument": {"uri": URI}, "position": {"line": "three", "character": 0}},
+    {"textDocument": {"uri": URI}, "position": {"line": -1, "character": 0}},
+    {"textDocument": {"uri": URI}},
+    [1, 2],
+    "nonsense",
+    None,
+])
+def test_params_of_the_wrong_type_get_invalid_params(raw: RawClient, params):
+    raw.initialize()
+    for method in ("textDocument/completion", "textDocument/inlineCompletion"):
+        response = raw.request(method, params, timeout=10)
+        assert response["error"]["code"] == -32602, response
+    _still_serving(raw)
+
+
+def test_unknown_methods_and_bad_notifications(raw: RawClient):
+    raw.initialize()
+    assert raw.request("completer/noSuchThing", {})["error"]["code"] == -32601
+    assert raw.request("$/noSuchThing", {})["error"]["code"] == -32601
+    raw.notify("completer/unknownNotification", {"x": 1})
+    raw.notify("textDocument/didChange", {"textDocument": 3})  # bad params: no reply, no harm
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": "file:///never.py", "version": 2},
+                                          "contentChanges": [{"text": "x"}]})  # unopened document
+    raw.notify("workspace/didChangeConfiguration", {"settings": None})
+    raw.notify("workspace/didChangeConfiguration", {"settings": [1, 2]})
+    raw.notify("$/cancelRequest", {"id": 12345})
+    _still_serving(raw)
+
+
+def test_huge_document_and_nul_characters(raw: RawClient):
+    raw.initialize()
+    _ready(raw)
+    # ~10 MB of Python with NULs sprinkled in, cursor at the very end
+    chunk = "def f_{i}(x):\n    return x * {i}  # \x00 nul\n\n"
+    text = "".join(chunk.format(i=i) for i in range(250_000))
+    assert len(text) > 10_000_000
+    text += "def g(y):\n    "
+    big = "file:///work/big.py"
+    started = time.monotonic()
+    raw.open(big, text)
+    last = text.count("\n")
+    response = raw.completion(big, last, 4, timeout=30)
+    assert isinstance(response["result"]["items"], list)
+    assert time.monotonic() - started < 10
+    for item in response["result"]["items"]:
+        assert item["textEdit"]["newText"].startswith("    ")
+    # typing into it stays quick
+    started = time.monotonic()
+    raw.change(big, 2, (last, 4), (last, 4), "r")
+    response = raw.completion(big, last, 5, timeout=30)
+    assert "result" in response and time.monotonic() - started < 5
+    # minified code: one 9 MB line, cursor at its end and at its start
+    line = "x = [" + "1, " * 3_000_000
+    raw.open("file:///work/min.py", line)
+    started = time.monotonic()
+    assert "result" in raw.completion("file:///work/min.py", 0, len(line), timeout=30)
+    assert "result" in raw.completion("file:///work/min.py", 0, 5, timeout=30)
+    assert time.monotonic() - started < 5
+    # a document that is nothing but NULs, and lone surrogates from a JSON escape
+    raw.open("file:///work/nul.py", "\x00" * 5000 + "\n\x00\x00import \x00")
+    assert "result" in raw.completion("file:///work/nul.py", 1, 3)
+    raw.send_raw(json.dumps({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///work/sur.py", "languageId": "python", "version": 1, "text": "x = '\ud800'\n    "}}}).encode())
+    assert "result" in raw.completion("file:///work/sur.py", 1, 4)
+    _still_serving(raw)
+
+
+def test_requests_after_shutdown_are_refused_and_exit_code_is_zero(raw: RawClient):
+    raw.initialize()
+    raw.open(URI, SAMPLE_TEXT)
+    assert raw.request("shutdown")["result"] is None
+    assert raw.completion(URI, 3, 0)["error"]["code"] == -32600
+    raw.notify("exit")
+    assert raw.proc.wait(10) == 0
+
+
+def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: RawClient):
+    raw.initialize()
+    _ready(raw)
+    worker = raw.request("completer/info")["result"]["server"]["worker_pid"]
+    raw.notify("exit")
+    assert raw.proc.wait(10) == 1
+    deadline = time.monotonic() + 5
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_tcp_transport_binds_loopback_only():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port), "--log-level", "DEBUG"],
+                            env=server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+                time.sleep(0.1)
+        listening = [line for line in open("/proc/net/tcp").read().splitlines()[1:]
+                     if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"]
+        assert listening and all(row.split()[1].startswith("0100007F:") for row in listening), listening
+        with sock:
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            reply = _read_message(sock)
+            assert reply["id"] == 1 and "completionProvider" in reply["result"]["capabilities"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _read_message(sock: socket.socket) -> dict:
+    data = b""
+    sock.settimeout(20)
+    while True:
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        header, _, rest = data.partition(b"\r\n\r\n")
+        length = int([h for h in header.split(b"\r\n") if h.lower().startswith(b"content-length")][0].split(b":")[1])
+        while len(rest) < length:
+            rest += sock.recv(65536)
+        message = json.loads(rest[:length])
+        data = rest[length:]
+        if "id" in message and "method" not in message:
+            return message
+
+
+def test_server_help_and_bad_arguments():
+    out = subprocess.run(SERVER_CMD + ["--help"], capture_output=True, text=True, env=server_env(), timeout=30)
+    assert out.returncode == 0 and "--tcp" in out.stdout and "--log-level" in out.stdout
+    bad = subprocess.run(SERVER_CMD + ["--log-level", "LOUD"], capture_output=True, text=True, env=server_env(),
+                         timeout=30)
+    assert bad.returncode == 2
+
