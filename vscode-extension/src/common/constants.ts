@@ -1,0 +1,11 @@
+export const EXTENSION_NAME = 'Completer';
+export const SERVER_ID = 'completer';
+
+export const COMMANDS = {
+    toggle: 'completer.toggle',
+    restartServer: 'completer.restartServer',
+    showLogs: 'completer.showLogs',
+} as const;
+
+/** Custom request answered by the server with at least `{model: string}`. */
+export const INFO_REQUEST = 'completer/info';

@@ -1,0 +1,374 @@
+// Lifecycle of the language server: resolve the interpreter, check the server is installed, start the
+// client, push settings changes, restart when the interpreter or languages change, keep the status bar
+// current. Everything VS Code-specific is passed in, so this logic is unit-tested with fakes.
+
+import { INFO_REQUEST } from './constants';
+import type { InstallCheck, Interpreter } from './python';
+import { installCommand } from './python';
+import {
+    didChangeConfigurationParams,
+    ExtensionSettings,
+    needsRestart,
+    serverSettingsChanged,
+} from './settings';
+import type { ServerState } from './status';
+
+/** What the manager needs from a language client (see server.ts for the real one). */
+export interface ClientLike {
+    start(): Promise<void>;
+    stop(): Promise<void>;
+    sendNotification(method: string, params: unknown): Promise<void>;
+    sendRequest<R>(method: string, params?: unknown): Promise<R>;
+}
+
+export interface ClientHooks {
+    python: string;
+    getSettings(): ExtensionSettings;
+    onLatency(ms: number): void;
+    /** The client reports it (re)started or stopped on its own, e.g. after a server crash. */
+    onStateChange(state: 'running' | 'stopped'): void;
+}
+
+export interface StatusLike {
+    setEnabled(enabled: boolean): void;
+    setState(state: ServerState, problem?: string): void;
+    setModel(model: string | undefined): void;
+    setLatency(ms: number): void;
+}
+
+export interface Logger {
+    info(message: string): void;
+    warn(message: string): void;
+    error(message: string): void;
+}
+
+export interface ManagerDeps {
+    readSettings(): ExtensionSettings;
+    resolveInterpreter(settings: ExtensionSettings): Promise<Interpreter>;
+    checkInstalled(python: string): Promise<InstallCheck>;
+    createClient(hooks: ClientHooks): ClientLike;
+    status: StatusLike;
+    log: Logger;
+    showError(message: string, ...actions: string[]): Thenable<string | undefined>;
+    /** Persist `completer.enabled`; the resulting configuration change reaches onConfigurationChanged. */
+    writeEnabled(enabled: boolean): Promise<void>;
+    copyToClipboard(text: string): Thenable<void>;
+    showLogs(): void;
+    openSettings(): void;
+    /** The completer repository, when the extension runs from a checkout (for the install command). */
+    repoDir?: string;
+    platform?: NodeJS.Platform;
+    /** Waits before asking completer/info again while the server is still loading its model. */
+    infoRetryDelaysMs?: readonly number[];
+}
+
+export const ACTIONS = {
+    copyInstall: 'Copy Install Command',
+    openSettings: 'Open Settings',
+    showLogs: 'Show Logs',
+    restart: 'Restart Server',
+} as const;
+
+/** The name shown in the status bar: the last path component of the info's model. */
+export function modelLabel(info: unknown): string | undefined {
+    if (!info || typeof info !== 'object') {
+        return undefined;
+    }
+    const model = (info as { model?: unknown }).model;
+    if (typeof model !== 'string' || model.trim() === '') {
+        return undefined;
+    }
+    const parts = model.trim().split(/[\\/]+/).filter((part) => part !== '');
+    return parts.length ? parts[parts.length - 1] : model.trim();
+}
+
+export class ServerManager {
+    private client: ClientLike | undefined;
+    private settings: ExtensionSettings;
+    private queue: Promise<unknown> = Promise.resolve();
+    private interpreter: Interpreter | undefined;
+    private disposed = false;
+    private modelKnown = false;
+    private infoPending = false;
+    private readonly infoRetryDelays: readonly number[];
+
+    constructor(private readonly deps: ManagerDeps) {
+        this.settings = deps.readSettings();
+        this.infoRetryDelays = deps.infoRetryDelaysMs ?? [250, 500, 1000, 2000, 4000, 8000, 15000];
+        deps.status.setEnabled(this.settings.enabled);
+    }
+
+    get currentSettings(): ExtensionSettings {
+        return this.settings;
+    }
+
+    get currentInterpreter(): Interpreter | undefined {
+        return this.interpreter;
+    }
+
+    get isRunning(): boolean {
+        return this.client !== undefined;
+    }
+
+    start(): Promise<void> {
+        return this.enqueue(() => this.startSafely());
+    }
+
+    /** doStart, with any unexpected failure logged and shown instead of rejected. */
+    private async startSafely(): Promise<void> {
+        try {
+            await this.doStart();
+        } catch (err) {
+            const text = errorText(err);
+            this.deps.log.error(`Starting the server failed: ${err instanceof Error && err.stack ? err.stack : text}`);
+            this.deps.status.setState('error', 'the server failed to start');
+            void this.deps
+                .showError(`Completer: the language server failed to start: ${text}`, ACTIONS.showLogs, ACTIONS.restart)
+                .then((choice) => this.onAction(choice));
+        }
+    }
+
+    stop(): Promise<void> {
+        return this.enqueue(() => this.doStop());
+    }
+
+    restart(): Promise<void> {
+        return this.enqueue(async () => {
+            await this.doStop();
+            await this.startSafely();
+        });
+    }
+
+    /** Flip `completer.enabled`; the configuration change then updates the server and the status bar. */
+    async toggle(): Promise<void> {
+        const enabled = !this.settings.enabled;
+        try {
+            await this.deps.writeEnabled(enabled);
+        } catch (err) {
+            this.deps.log.error(`Could not change completer.enabled: ${errorText(err)}`);
+            void this.deps.showError(`Completer: could not turn suggestions ${enabled ? 'on' : 'off'}: ${errorText(err)}`);
+        }
+    }
+
+    /** Call on any change of the `completer` configuration section. */
+    onConfigurationChanged(): Promise<void> {
+        return this.enqueue(async () => {
+            const before = this.settings;
+            const after = this.deps.readSettings();
+            this.settings = after;
+            this.deps.status.setEnabled(after.enabled);
+            if (needsRestart(before, after)) {
+                this.deps.log.info('Python path or languages changed: restarting the server');
+                await this.doStop();
+                await this.startSafely();
+                return;
+            }
+            if (this.client && serverSettingsChanged(before, after)) {
+                const params = didChangeConfigurationParams(after);
+                this.deps.log.info(`Sending settings: ${JSON.stringify(params.settings.completer)}`);
+                try {
+                    await this.client.sendNotification('workspace/didChangeConfiguration', params);
+                } catch (err) {
+                    this.deps.log.error(`Could not send settings: ${errorText(err)}`);
+                }
+                if (before.modelPath !== after.modelPath || before.device !== after.device) {
+                    this.modelKnown = false;
+                    await this.refreshInfo();
+                }
+            }
+        });
+    }
+
+    /** The Python extension's active interpreter changed; matters only when completer.pythonPath is unset. */
+    onInterpreterChanged(): Promise<void> {
+        if (this.settings.pythonPath) {
+            return Promise.resolve();
+        }
+        this.deps.log.info('The Python extension changed the active interpreter: restarting the server');
+        return this.restart();
+    }
+
+    async dispose(): Promise<void> {
+        await this.stop();
+        this.disposed = true;
+    }
+
+    private enqueue<T>(operation: () => Promise<T>): Promise<T> {
+        const next = this.queue.then(operation, operation);
+        this.queue = next.catch(() => undefined);
+        return next;
+    }
+
+    private async doStart(): Promise<void> {
+        if (this.disposed || this.client) {
+            return;
+        }
+        const { status, log } = this.deps;
+        status.setState('starting');
+        status.setModel(undefined);
+        this.modelKnown = false;
+        const interpreter = await this.deps.resolveInterpreter(this.settings);
+        this.interpreter = interpreter;
+        log.info(`Python interpreter: ${interpreter.command} (from ${describeSource(interpreter.source)})`);
+
+        const check = await this.deps.checkInstalled(interpreter.command);
+        if (!check.ok) {
+            this.reportInstallProblem(interpreter.command, check);
+            return;
+        }
+
+        const client = this.deps.createClient({
+            python: interpreter.command,
+            getSettings: () => this.settings,
+            onLatency: (ms) => {
+                status.setLatency(ms);
+                if (!this.modelKnown && !this.infoPending) {
+                    void this.refreshInfo(client, this.infoRetryDelays.length);
+                }
+            },
+            onStateChange: (state) => {
+                if (this.client !== client) {
+                    return;
+                }
+                if (state === 'running') {
+                    status.setState('running');
+                    this.modelKnown = false;
+                    void this.refreshInfo();
+                } else {
+                    status.setState('error', 'the server stopped');
+                }
+            },
+        });
+        this.client = client;
+        try {
+            log.info(`Starting: ${interpreter.command} -m lsp`);
+            await client.start();
+        } catch (err) {
+            this.client = undefined;
+            const text = errorText(err);
+            log.error(`The server failed to start: ${text}`);
+            status.setState('error', 'the server failed to start');
+            try {
+                await client.stop();
+            } catch {
+                // already dead
+            }
+            void this.deps
+                .showError(`Completer: the language server failed to start: ${text}`, ACTIONS.showLogs, ACTIONS.restart)
+                .then((choice) => this.onAction(choice));
+            return;
+        }
+        status.setState('running');
+        await this.refreshInfo();
+    }
+
+    private async doStop(): Promise<void> {
+        const client = this.client;
+        this.client = undefined;
+        if (client) {
+            try {
+                await client.stop();
+            } catch (err) {
+                this.deps.log.warn(`Stopping the server: ${errorText(err)}`);
+            }
+        }
+        this.deps.status.setState('stopped');
+    }
+
+    /**
+     * Ask the server for completer/info and show the model. The server loads its model in the background,
+     * so right after start the answer may not name one yet: then ask again later (and after the next
+     * answered inline completion), unless the server reports why no model could be loaded.
+     */
+    private async refreshInfo(client: ClientLike | undefined = this.client, retry = 0): Promise<void> {
+        if (!client || this.client !== client || (retry > 0 && this.modelKnown)) {
+            return;
+        }
+        let info: unknown;
+        this.infoPending = true;
+        try {
+            info = await client.sendRequest<unknown>(INFO_REQUEST, {});
+        } catch (err) {
+            this.deps.log.warn(`${INFO_REQUEST} failed: ${errorText(err)}`);
+            return;
+        } finally {
+            this.infoPending = false;
+        }
+        if (this.client !== client) {
+            return;
+        }
+        const label = modelLabel(info);
+        const modelError = (info as { model_error?: unknown } | null)?.model_error;
+        if (label) {
+            this.modelKnown = true;
+            this.deps.status.setState('running');
+            this.deps.status.setModel(label);
+            this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
+        } else if (typeof modelError === 'string' && modelError !== '') {
+            this.deps.log.error(`The server has no model: ${modelError}`);
+            this.deps.status.setState('error', `no model loaded: ${modelError}`);
+        } else if (retry < this.infoRetryDelays.length) {
+            const timer = setTimeout(() => void this.refreshInfo(client, retry + 1), this.infoRetryDelays[retry]);
+            timer.unref?.();
+        }
+    }
+
+    private reportInstallProblem(python: string, check: Extract<InstallCheck, { ok: false }>): void {
+        const { status, log } = this.deps;
+        if (check.reason === 'interpreter-missing') {
+            const message =
+                `Completer: cannot run the Python interpreter "${python}" (${check.detail}). ` +
+                'Set "completer.pythonPath" to a Python 3.10+ interpreter, or select one with the Python extension.';
+            log.error(message);
+            status.setState('error', `cannot run ${python}`);
+            void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
+            return;
+        }
+        const command = installCommand(python, this.deps.repoDir, this.deps.platform);
+        const message =
+            `Completer: the language server is not installed for ${python} (${check.detail}). ` +
+            `Install it with: ${command}`;
+        log.error(message);
+        status.setState('error', 'the server is not installed');
+        void this.deps
+            .showError(message, ACTIONS.copyInstall, ACTIONS.openSettings, ACTIONS.showLogs)
+            .then((choice) => this.onAction(choice, command));
+    }
+
+    private onAction(choice: string | undefined, command?: string): void {
+        switch (choice) {
+            case ACTIONS.copyInstall:
+                if (command) {
+                    void this.deps.copyToClipboard(command);
+                }
+                break;
+            case ACTIONS.openSettings:
+                this.deps.openSettings();
+                break;
+            case ACTIONS.showLogs:
+                this.deps.showLogs();
+                break;
+            case ACTIONS.restart:
+                void this.restart();
+                break;
+        }
+    }
+}
+
+function describeSource(source: Interpreter['source']): string {
+    switch (source) {
+        case 'setting':
+            return 'completer.pythonPath';
+        case 'python-extension':
+            return 'the Python extension';
+        default:
+            return 'PATH';
+    }
+}
+
+export function errorText(err: unknown): string {
+    if (err instanceof Error) {
+        return err.message;
+    }
+    return String(err);
+}

@@ -1,0 +1,210 @@
+// Reading the `completer.*` settings and mapping them onto what the server expects.
+// Pure module: no `vscode` import, so the unit and integration tests can use it in plain Node.
+
+export type Device = 'auto' | 'cpu' | 'cuda';
+
+/** Everything the extension reads from the `completer` configuration section. */
+export interface ExtensionSettings {
+    enabled: boolean;
+    pythonPath: string | null;
+    modelPath: string | null;
+    beams: number;
+    maxSuggestions: number;
+    maxTokens: number;
+    device: Device;
+    threads: number;
+    memoryBudgetMb: number;
+    enabledLanguages: string[];
+    completionItems: boolean;
+    inlineCompletions: boolean;
+}
+
+/** What the server receives, as `initializationOptions` and in `workspace/didChangeConfiguration`. */
+export interface ServerSettings {
+    modelPath: string | null;
+    beams: number;
+    maxSuggestions: number;
+    maxTokens: number;
+    device: Device;
+    threads: number;
+    memoryBudgetMb: number;
+    enabledLanguages: string[];
+    completionItems: boolean;
+    inlineCompletions: boolean;
+}
+
+export const CONFIG_SECTION = 'completer';
+
+/** The keys the server understands, in the order it documents them. */
+export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
+    'modelPath',
+    'beams',
+    'maxSuggestions',
+    'maxTokens',
+    'device',
+    'threads',
+    'memoryBudgetMb',
+    'enabledLanguages',
+    'completionItems',
+    'inlineCompletions',
+];
+
+/** Must equal the defaults in package.json's contributes.configuration (a unit test checks). */
+export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
+    enabled: true,
+    pythonPath: null,
+    modelPath: null,
+    beams: 4,
+    maxSuggestions: 3,
+    maxTokens: 24,
+    device: 'auto',
+    threads: 0,
+    memoryBudgetMb: 256,
+    enabledLanguages: ['python'],
+    completionItems: true,
+    inlineCompletions: true,
+});
+
+const INTEGER_RANGES: Record<'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb', [number, number]> = {
+    beams: [1, 16],
+    maxSuggestions: [1, 16],
+    maxTokens: [1, 256],
+    threads: [0, 256],
+    memoryBudgetMb: [1, 65536],
+};
+
+const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
+
+/** The part of vscode.WorkspaceConfiguration that reading settings needs. */
+export interface ConfigReader {
+    get<T>(key: string): T | undefined;
+}
+
+/** Values substituted into path settings. */
+export interface PathVariables {
+    home?: string;
+    workspaceFolder?: string;
+}
+
+/** Expand a leading `~` and `${workspaceFolder}` / `${userHome}`; unknown variables are left alone. */
+export function expandPath(value: string, vars: PathVariables): string {
+    let out = value;
+    if (vars.home && (out === '~' || out.startsWith('~/') || out.startsWith('~\\'))) {
+        out = vars.home + out.slice(1);
+    }
+    if (vars.home) {
+        out = out.split('${userHome}').join(vars.home);
+    }
+    if (vars.workspaceFolder) {
+        out = out.split('${workspaceFolder}').join(vars.workspaceFolder);
+    }
+    return out;
+}
+
+function readPath(value: unknown, vars: PathVariables): string | null {
+    if (typeof value !== 'string') {
+        return null;
+    }
+    const trimmed = value.trim();
+    return trimmed === '' ? null : expandPath(trimmed, vars);
+}
+
+function readBoolean(value: unknown, fallback: boolean): boolean {
+    return typeof value === 'boolean' ? value : fallback;
+}
+
+function readInteger(value: unknown, key: keyof typeof INTEGER_RANGES): number {
+    const [min, max] = INTEGER_RANGES[key];
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+        return DEFAULT_SETTINGS[key];
+    }
+    return Math.min(max, Math.max(min, Math.round(value)));
+}
+
+function readLanguages(value: unknown): string[] {
+    if (!Array.isArray(value)) {
+        return [...DEFAULT_SETTINGS.enabledLanguages];
+    }
+    const seen = new Set<string>();
+    for (const item of value) {
+        if (typeof item === 'string' && item.trim() !== '') {
+            seen.add(item.trim());
+        }
+    }
+    return [...seen];
+}
+
+/** Read and sanitise the settings: wrong types fall back to the default, numbers are clamped to their range. */
+export function readSettings(config: ConfigReader, vars: PathVariables = {}): ExtensionSettings {
+    const device = config.get<string>('device');
+    return {
+        enabled: readBoolean(config.get('enabled'), DEFAULT_SETTINGS.enabled),
+        pythonPath: readPath(config.get('pythonPath'), vars),
+        modelPath: readPath(config.get('modelPath'), vars),
+        beams: readInteger(config.get('beams'), 'beams'),
+        maxSuggestions: readInteger(config.get('maxSuggestions'), 'maxSuggestions'),
+        maxTokens: readInteger(config.get('maxTokens'), 'maxTokens'),
+        device: DEVICES.includes(device as Device) ? (device as Device) : DEFAULT_SETTINGS.device,
+        threads: readInteger(config.get('threads'), 'threads'),
+        memoryBudgetMb: readInteger(config.get('memoryBudgetMb'), 'memoryBudgetMb'),
+        enabledLanguages: readLanguages(config.get('enabledLanguages')),
+        completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
+        inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
+    };
+}
+
+/**
+ * The settings as the server sees them (camelCase keys). When suggestions are toggled off both kinds are
+ * sent as disabled, so the server does no work at all.
+ */
+export function toServerSettings(settings: ExtensionSettings): ServerSettings {
+    return {
+        modelPath: settings.modelPath,
+        beams: settings.beams,
+        maxSuggestions: settings.maxSuggestions,
+        maxTokens: settings.maxTokens,
+        device: settings.device,
+        threads: settings.threads,
+        memoryBudgetMb: settings.memoryBudgetMb,
+        enabledLanguages: [...settings.enabledLanguages],
+        completionItems: settings.enabled && settings.completionItems,
+        inlineCompletions: settings.enabled && settings.inlineCompletions,
+    };
+}
+
+/** `initializationOptions` of the `initialize` request. */
+export function initializationOptions(settings: ExtensionSettings): { completer: ServerSettings } {
+    return { completer: toServerSettings(settings) };
+}
+
+/** Params of `workspace/didChangeConfiguration`: `{settings: {completer: {...}}}`. */
+export function didChangeConfigurationParams(settings: ExtensionSettings): { settings: { completer: ServerSettings } } {
+    return { settings: { completer: toServerSettings(settings) } };
+}
+
+export interface DocumentFilter {
+    scheme: string;
+    language: string;
+}
+
+/** Documents the client syncs and asks suggestions for: files and unsaved editors of the enabled languages. */
+export function documentSelector(languages: readonly string[]): DocumentFilter[] {
+    return languages.flatMap((language) => [
+        { scheme: 'file', language },
+        { scheme: 'untitled', language },
+    ]);
+}
+
+/** Changes that need a new server process (interpreter) or a new client (document selector). */
+export function needsRestart(before: ExtensionSettings, after: ExtensionSettings): boolean {
+    return (
+        before.pythonPath !== after.pythonPath ||
+        before.enabledLanguages.length !== after.enabledLanguages.length ||
+        before.enabledLanguages.some((lang, i) => lang !== after.enabledLanguages[i])
+    );
+}
+
+/** Whether the server-visible settings differ. */
+export function serverSettingsChanged(before: ExtensionSettings, after: ExtensionSettings): boolean {
+    return JSON.stringify(toServerSettings(before)) !== JSON.stringify(toServerSettings(after));
+}

@@ -1,0 +1,91 @@
+// The status bar item: model name, last suggestion latency, and a click that turns suggestions on/off.
+
+import type { StatusBarItem } from 'vscode';
+import { COMMANDS } from './constants';
+import { createStatusBarItem, themeColor } from './vscodeapi';
+
+export type ServerState = 'starting' | 'running' | 'stopped' | 'error';
+
+export class StatusBar {
+    private readonly item: StatusBarItem;
+    private enabled = true;
+    private state: ServerState = 'stopped';
+    private model: string | undefined;
+    private latencyMs: number | undefined;
+    private problem: string | undefined;
+
+    constructor() {
+        this.item = createStatusBarItem('completer.status', 100);
+        this.item.name = 'Completer';
+        this.item.command = COMMANDS.toggle;
+        this.render();
+        this.item.show();
+    }
+
+    setEnabled(enabled: boolean): void {
+        this.enabled = enabled;
+        this.render();
+    }
+
+    setState(state: ServerState, problem?: string): void {
+        this.state = state;
+        this.problem = state === 'error' ? problem : undefined;
+        if (state !== 'running') {
+            this.latencyMs = undefined;
+        }
+        this.render();
+    }
+
+    setModel(model: string | undefined): void {
+        this.model = model;
+        this.render();
+    }
+
+    setLatency(ms: number): void {
+        this.latencyMs = ms;
+        this.render();
+    }
+
+    /** For tests and logs: what the item currently shows. */
+    get text(): string {
+        return this.item.text;
+    }
+
+    dispose(): void {
+        this.item.dispose();
+    }
+
+    private render(): void {
+        const model = this.model ?? 'Completer';
+        const latency = this.latencyMs === undefined ? '' : ` · ${Math.round(this.latencyMs)} ms`;
+        const toggleHint = this.enabled ? 'Click to turn suggestions off.' : 'Click to turn suggestions on.';
+        this.item.backgroundColor = undefined;
+        if (!this.enabled) {
+            this.item.text = `$(circle-slash) ${model}`;
+            this.item.tooltip = `Completer: suggestions are off. ${toggleHint}`;
+            return;
+        }
+        switch (this.state) {
+            case 'starting':
+                this.item.text = `$(sync~spin) ${model}`;
+                this.item.tooltip = `Completer: starting the server… ${toggleHint}`;
+                break;
+            case 'running':
+                this.item.text = `$(sparkle) ${model}${latency}`;
+                this.item.tooltip =
+                    `Completer: model ${model}` +
+                    (this.latencyMs === undefined ? '' : `, last suggestion took ${Math.round(this.latencyMs)} ms`) +
+                    `. ${toggleHint}`;
+                break;
+            case 'error':
+                this.item.text = `$(error) ${model}`;
+                this.item.tooltip = `Completer: ${this.problem ?? 'the server is not running'}. Run "Completer: Show Logs" for details. ${toggleHint}`;
+                this.item.backgroundColor = themeColor('statusBarItem.errorBackground');
+                break;
+            case 'stopped':
+                this.item.text = `$(debug-stop) ${model}`;
+                this.item.tooltip = `Completer: the server is stopped. ${toggleHint}`;
+                break;
+        }
+    }
+}

@@ -1,0 +1,112 @@
+// Entry point: wires the VS Code API (through vscodeapi.ts) to the server manager.
+
+import * as os from 'os';
+import type { ExtensionContext } from 'vscode';
+import { COMMANDS, EXTENSION_NAME } from './common/constants';
+import { ServerManager } from './common/manager';
+import {
+    checkServerInstalled,
+    findRepoDir,
+    PYTHON_EXTENSION_ID,
+    PythonExtensionApi,
+    resolveInterpreter,
+} from './common/python';
+import { createLanguageClient } from './common/server';
+import { CONFIG_SECTION, readSettings } from './common/settings';
+import { StatusBar } from './common/status';
+import {
+    createLogOutputChannel,
+    executeCommand,
+    getConfiguration,
+    getExtension,
+    getWorkspaceFolders,
+    onDidChangeConfiguration,
+    registerCommand,
+    showErrorMessage,
+    updateSetting,
+    writeClipboard,
+} from './common/vscodeapi';
+
+let manager: ServerManager | undefined;
+
+async function getPythonApi(): Promise<PythonExtensionApi | undefined> {
+    const extension = getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
+    if (!extension) {
+        return undefined;
+    }
+    if (!extension.isActive) {
+        await extension.activate();
+    }
+    return extension.exports;
+}
+
+export async function activate(context: ExtensionContext): Promise<ServerManager> {
+    const log = createLogOutputChannel(EXTENSION_NAME);
+    const status = new StatusBar();
+    context.subscriptions.push(log, status);
+
+    const firstFolder = () => getWorkspaceFolders()[0]?.uri;
+    const read = () =>
+        readSettings(getConfiguration(CONFIG_SECTION), { home: os.homedir(), workspaceFolder: firstFolder()?.fsPath });
+
+    const serverManager = new ServerManager({
+        readSettings: read,
+        resolveInterpreter: (settings) =>
+            resolveInterpreter({
+                pythonPath: settings.pythonPath,
+                getPythonApi,
+                resource: firstFolder(),
+                log: (message) => log.warn(message),
+            }),
+        checkInstalled: (python) => checkServerInstalled(python),
+        createClient: (hooks) => createLanguageClient(hooks, log),
+        status,
+        log,
+        showError: showErrorMessage,
+        writeEnabled: (enabled) => updateSetting(CONFIG_SECTION, 'enabled', enabled),
+        copyToClipboard: writeClipboard,
+        showLogs: () => log.show(),
+        openSettings: () => void executeCommand('workbench.action.openSettings', `${CONFIG_SECTION}.`),
+        repoDir: findRepoDir(context.extensionPath),
+    });
+    manager = serverManager;
+
+    context.subscriptions.push(
+        registerCommand(COMMANDS.toggle, () => serverManager.toggle()),
+        registerCommand(COMMANDS.restartServer, () => serverManager.restart()),
+        registerCommand(COMMANDS.showLogs, () => log.show()),
+        onDidChangeConfiguration((event) => {
+            if (event.affectsConfiguration(CONFIG_SECTION)) {
+                void serverManager.onConfigurationChanged();
+            }
+        }),
+        { dispose: () => void serverManager.dispose() },
+    );
+
+    void serverManager.start().then(() => watchPythonInterpreter(context, serverManager, log));
+    return serverManager;
+}
+
+/** Restart when the Python extension's active interpreter changes (used when completer.pythonPath is unset). */
+async function watchPythonInterpreter(
+    context: ExtensionContext,
+    serverManager: ServerManager,
+    log: { warn(message: string): void },
+): Promise<void> {
+    try {
+        const api = await getPythonApi();
+        const subscription = api?.environments.onDidChangeActiveEnvironmentPath?.(() => {
+            void serverManager.onInterpreterChanged();
+        });
+        if (subscription) {
+            context.subscriptions.push(subscription);
+        }
+    } catch (err) {
+        log.warn(`Not following the Python extension's interpreter: ${String(err)}`);
+    }
+}
+
+export async function deactivate(): Promise<void> {
+    await manager?.dispose();
+    manager = undefined;
+}

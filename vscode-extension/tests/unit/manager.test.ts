@@ -1,0 +1,316 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ACTIONS, ClientHooks, ClientLike, ManagerDeps, modelLabel, ServerManager } from '../../src/common/manager';
+import type { InstallCheck, Interpreter } from '../../src/common/python';
+import { DEFAULT_SETTINGS, ExtensionSettings } from '../../src/common/settings';
+
+class FakeClient implements ClientLike {
+    started = false;
+    stopped = false;
+    notifications: { method: string; params: any }[] = [];
+    /** Answers to completer/info before `info` (e.g. while the model loads). */
+    infoSequence: unknown[] = [];
+    requests: { method: string; params: unknown }[] = [];
+    constructor(
+        public hooks: ClientHooks,
+        private failStart = false,
+        public info: unknown = { model: '/models/py-small-v1' },
+    ) {}
+    async start() {
+        if (this.failStart) {
+            throw new Error('server exited with code 1');
+        }
+        this.started = true;
+    }
+    async stop() {
+        this.stopped = true;
+    }
+    async sendNotification(method: string, params: unknown) {
+        this.notifications.push({ method, params });
+    }
+    async sendRequest<R>(method: string, params?: unknown): Promise<R> {
+        this.requests.push({ method, params });
+        return (this.infoSequence.length ? this.infoSequence.shift() : this.info) as R;
+    }
+}
+
+interface SetupOptions {
+    check?: InstallCheck;
+    failStart?: boolean;
+    settings?: Partial<ExtensionSettings>;
+    choice?: string;
+    /** completer/info answers of every client before its final one. */
+    loading?: unknown[];
+}
+
+function setup(options: SetupOptions = {}) {
+    let settings: ExtensionSettings = { ...DEFAULT_SETTINGS, ...options.settings };
+    const clients: FakeClient[] = [];
+    const status = {
+        enabled: true,
+        state: 'stopped',
+        problem: undefined as string | undefined,
+        model: undefined as string | undefined,
+        latency: undefined as number | undefined,
+        setEnabled(v: boolean) {
+            this.enabled = v;
+        },
+        setState(s: string, p?: string) {
+            this.state = s;
+            this.problem = p;
+        },
+        setModel(m: string | undefined) {
+            this.model = m;
+        },
+        setLatency(ms: number) {
+            this.latency = ms;
+        },
+    };
+    const errors: { message: string; actions: string[] }[] = [];
+    const logs: string[] = [];
+    const calls = { clipboard: '', showLogs: 0, openSettings: 0, writes: [] as boolean[] };
+    const deps: ManagerDeps = {
+        readSettings: () => settings,
+        resolveInterpreter: async (s): Promise<Interpreter> =>
+            s.pythonPath ? { command: s.pythonPath, source: 'setting' } : { command: 'python3', source: 'default' },
+        checkInstalled: async () => options.check ?? { ok: true },
+        createClient: (hooks) => {
+            const client = new FakeClient(hooks, options.failStart);
+            client.infoSequence = [...(options.loading ?? [])];
+            clients.push(client);
+            return client;
+        },
+        status,
+        log: { info: (m) => logs.push(m), warn: (m) => logs.push(m), error: (m) => logs.push(m) },
+        showError: async (message, ...actions) => {
+            errors.push({ message, actions });
+            return options.choice;
+        },
+        writeEnabled: async (enabled) => {
+            calls.writes.push(enabled);
+        },
+        copyToClipboard: async (text) => {
+            calls.clipboard = text;
+        },
+        showLogs: () => calls.showLogs++,
+        openSettings: () => calls.openSettings++,
+        repoDir: '/src/completer',
+        platform: 'linux',
+        infoRetryDelaysMs: [1, 1, 1],
+    };
+    const manager = new ServerManager(deps);
+    return {
+        manager,
+        clients,
+        status,
+        errors,
+        logs,
+        calls,
+        change(values: Partial<ExtensionSettings>) {
+            settings = { ...settings, ...values };
+            return manager.onConfigurationChanged();
+        },
+    };
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('server manager', () => {
+    test('starts the client and shows the model', async () => {
+        const { manager, clients, status } = setup();
+        await manager.start();
+        assert.equal(clients.length, 1);
+        assert.equal(clients[0].started, true);
+        assert.equal(clients[0].hooks.python, 'python3');
+        assert.equal(status.state, 'running');
+        assert.equal(status.model, 'py-small-v1');
+        assert.deepEqual(clients[0].requests, [{ method: 'completer/info', params: {} }]);
+        clients[0].hooks.onLatency(25);
+        assert.equal(status.latency, 25);
+        assert.equal(manager.isRunning, true);
+    });
+
+    test('does not start and shows the install command when the server is missing', async () => {
+        const { manager, clients, status, errors, calls } = setup({
+            check: { ok: false, reason: 'not-installed', detail: "No module named 'lsp'" },
+            settings: { pythonPath: '/venv/bin/python' },
+            choice: ACTIONS.copyInstall,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(clients.length, 0);
+        assert.equal(status.state, 'error');
+        assert.equal(errors.length, 1);
+        assert.match(errors[0].message, /not installed for \/venv\/bin\/python/);
+        assert.ok(errors[0].message.includes('/venv/bin/python -m pip install -e /src/completer'));
+        assert.ok(errors[0].actions.includes(ACTIONS.copyInstall));
+        assert.equal(calls.clipboard, '/venv/bin/python -m pip install -e /src/completer');
+    });
+
+    test('names the interpreter when it cannot be run', async () => {
+        const { manager, errors, status, calls } = setup({
+            check: { ok: false, reason: 'interpreter-missing', detail: 'ENOENT' },
+            settings: { pythonPath: '/nope/python' },
+            choice: ACTIONS.openSettings,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(status.state, 'error');
+        assert.match(errors[0].message, /cannot run the Python interpreter "\/nope\/python" \(ENOENT\)/);
+        assert.match(errors[0].message, /completer\.pythonPath/);
+        assert.equal(calls.openSettings, 1);
+    });
+
+    test('reports a server that fails to start', async () => {
+        const { manager, errors, status, clients } = setup({ failStart: true, choice: ACTIONS.showLogs });
+        await manager.start();
+        await tick();
+        assert.equal(status.state, 'error');
+        assert.match(errors[0].message, /failed to start: server exited with code 1/);
+        assert.equal(clients[0].stopped, true);
+        assert.equal(manager.isRunning, false);
+    });
+
+    test('an unexpected failure while starting is shown, not thrown', async () => {
+        const { manager, errors, status } = setup();
+        (manager as any).deps.createClient = () => {
+            throw new Error('vscode API missing');
+        };
+        await manager.start();
+        await tick();
+        assert.equal(status.state, 'error');
+        assert.match(errors[0].message, /failed to start: vscode API missing/);
+        assert.equal(manager.isRunning, false);
+    });
+
+    test('pushes changed settings with workspace/didChangeConfiguration', async () => {
+        const { manager, clients, change } = setup();
+        await manager.start();
+        await change({ beams: 8, maxTokens: 40 });
+        assert.equal(clients.length, 1);
+        assert.equal(clients[0].notifications.length, 1);
+        const { method, params } = clients[0].notifications[0];
+        assert.equal(method, 'workspace/didChangeConfiguration');
+        assert.equal(params.settings.completer.beams, 8);
+        assert.equal(params.settings.completer.maxTokens, 40);
+        assert.ok(!('pythonPath' in params.settings.completer));
+        // Nothing the server sees changed: no notification.
+        await change({});
+        assert.equal(clients[0].notifications.length, 1);
+    });
+
+    test('refreshes the model name when modelPath changes', async () => {
+        const { manager, clients, change, status } = setup();
+        await manager.start();
+        clients[0].info = { model: 'other-model' };
+        await change({ modelPath: '/models/other-model' });
+        assert.equal(clients[0].notifications[0].params.settings.completer.modelPath, '/models/other-model');
+        assert.equal(status.model, 'other-model');
+    });
+
+    test('restarts when pythonPath or the languages change', async () => {
+        const { manager, clients, change } = setup();
+        await manager.start();
+        await change({ pythonPath: '/venv/bin/python' });
+        assert.equal(clients.length, 2);
+        assert.equal(clients[0].stopped, true);
+        assert.equal(clients[1].hooks.python, '/venv/bin/python');
+        assert.equal(clients[1].started, true);
+        await change({ enabledLanguages: ['python', 'javascript'] });
+        assert.equal(clients.length, 3);
+        assert.deepEqual(clients[2].hooks.getSettings().enabledLanguages, ['python', 'javascript']);
+        assert.equal(clients[1].notifications.length, 0);
+    });
+
+    test('toggle writes completer.enabled; the change turns both kinds off on the server', async () => {
+        const { manager, clients, calls, change, status } = setup();
+        await manager.start();
+        await manager.toggle();
+        assert.deepEqual(calls.writes, [false]);
+        await change({ enabled: false });
+        assert.equal(status.enabled, false);
+        const sent = clients[0].notifications[0].params.settings.completer;
+        assert.equal(sent.inlineCompletions, false);
+        assert.equal(sent.completionItems, false);
+        await manager.toggle();
+        assert.deepEqual(calls.writes, [false, true]);
+    });
+
+    test('restart command and interpreter changes', async () => {
+        const { manager, clients } = setup();
+        await manager.start();
+        await manager.restart();
+        assert.equal(clients.length, 2);
+        await manager.onInterpreterChanged();
+        assert.equal(clients.length, 3);
+        const pinned = setup({ settings: { pythonPath: '/p' } });
+        await pinned.manager.start();
+        await pinned.manager.onInterpreterChanged();
+        assert.equal(pinned.clients.length, 1);
+    });
+
+    test('client state changes after start reach the status bar', async () => {
+        const { manager, clients, status } = setup();
+        await manager.start();
+        clients[0].hooks.onStateChange('stopped');
+        assert.equal(status.state, 'error');
+        clients[0].hooks.onStateChange('running');
+        assert.equal(status.state, 'running');
+        await manager.dispose();
+        assert.equal(clients[0].stopped, true);
+        await manager.start();
+        assert.equal(clients.length, 1, 'no start after dispose');
+    });
+
+    test('concurrent operations are serialised', async () => {
+        const { manager, clients } = setup();
+        await Promise.all([manager.start(), manager.start(), manager.restart()]);
+        assert.equal(clients.length, 2);
+        assert.equal(clients.filter((c) => !c.stopped).length, 1);
+    });
+
+    test('asks completer/info again while the server is still loading its model', async () => {
+        const loading = { model_runs: 0, model_error: null };
+        const { manager, clients, status } = setup({ loading: [loading, loading] });
+        await manager.start();
+        assert.equal(status.model, undefined);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(status.model, 'py-small-v1');
+        assert.equal(clients[0].requests.length, 3);
+    });
+
+    test('gives up after the retries and asks again after an answered completion', async () => {
+        const loading = { model_error: null };
+        const { manager, clients, status } = setup({ loading: [loading, loading, loading, loading, loading] });
+        await manager.start();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(clients[0].requests.length, 4, 'first try plus three retries');
+        assert.equal(status.model, undefined);
+        clients[0].hooks.onLatency(30);
+        await tick();
+        assert.equal(clients[0].requests.length, 5);
+        clients[0].hooks.onLatency(30);
+        await tick();
+        assert.equal(status.model, 'py-small-v1');
+        clients[0].hooks.onLatency(30);
+        await tick();
+        assert.equal(clients[0].requests.length, 6, 'no more info requests once the model is known');
+    });
+
+    test('shows why the server has no model', async () => {
+        const { manager, status, logs } = setup({ loading: [{ model_error: 'model.onnx: sha256 mismatch' }] });
+        await manager.start();
+        assert.equal(status.state, 'error');
+        assert.match(String(status.problem), /sha256 mismatch/);
+        assert.ok(logs.some((line) => line.includes('sha256 mismatch')));
+    });
+
+    test('modelLabel', () => {
+        assert.equal(modelLabel({ model: '/home/u/models/py-small/' }), 'py-small');
+        assert.equal(modelLabel({ model: 'C:\\models\\tiny' }), 'tiny');
+        assert.equal(modelLabel({ model: 'builtin' }), 'builtin');
+        assert.equal(modelLabel({ model: '' }), undefined);
+        assert.equal(modelLabel(null), undefined);
+        assert.equal(modelLabel({}), undefined);
+    });
+});

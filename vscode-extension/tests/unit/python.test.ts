@@ -1,0 +1,165 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import {
+    checkServerInstalled,
+    defaultPython,
+    execFileRunner,
+    findRepoDir,
+    installCommand,
+    PythonExtensionApi,
+    resolveInterpreter,
+    RunResult,
+    serverCommand,
+} from '../../src/common/python';
+
+function pythonApi(activePath: string | undefined, executable?: string, fail = false): PythonExtensionApi {
+    return {
+        environments: {
+            getActiveEnvironmentPath: () => (activePath ? { id: 'env', path: activePath } : undefined),
+            resolveEnvironment: async () => {
+                if (fail) {
+                    throw new Error('cannot resolve');
+                }
+                return executable ? { executable: { uri: { fsPath: executable } } } : undefined;
+            },
+        },
+    };
+}
+
+describe('interpreter resolution', () => {
+    test('completer.pythonPath wins over the Python extension', async () => {
+        let asked = false;
+        const result = await resolveInterpreter({
+            pythonPath: '/opt/py/bin/python',
+            getPythonApi: async () => {
+                asked = true;
+                return pythonApi('/venv/bin/python');
+            },
+        });
+        assert.deepEqual(result, { command: '/opt/py/bin/python', source: 'setting' });
+        assert.equal(asked, false);
+    });
+
+    test("the Python extension's active interpreter is used when installed", async () => {
+        const result = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => pythonApi('/venv', '/venv/bin/python'),
+        });
+        assert.deepEqual(result, { command: '/venv/bin/python', source: 'python-extension' });
+    });
+
+    test('falls back to the active path when the environment cannot be resolved', async () => {
+        const logs: string[] = [];
+        const result = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => pythonApi('/venv/bin/python', undefined, true),
+            log: (m) => logs.push(m),
+        });
+        assert.deepEqual(result, { command: '/venv/bin/python', source: 'python-extension' });
+        assert.equal(logs.length, 1);
+    });
+
+    test('python3 on PATH when neither is available', async () => {
+        assert.deepEqual(await resolveInterpreter({ pythonPath: null, platform: 'linux' }), {
+            command: 'python3',
+            source: 'default',
+        });
+        assert.deepEqual(
+            await resolveInterpreter({ pythonPath: null, getPythonApi: async () => undefined, platform: 'darwin' }),
+            { command: 'python3', source: 'default' },
+        );
+        const broken = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => {
+                throw new Error('activation failed');
+            },
+            platform: 'linux',
+            log: () => undefined,
+        });
+        assert.equal(broken.source, 'default');
+        assert.equal(defaultPython('win32'), 'python');
+    });
+
+    test('server command is <python> -m lsp', () => {
+        assert.deepEqual(serverCommand('/venv/bin/python'), { command: '/venv/bin/python', args: ['-m', 'lsp'] });
+    });
+});
+
+describe('install check', () => {
+    const fake = (result: RunResult) => {
+        const calls: string[][] = [];
+        const run = async (command: string, args: string[]) => {
+            calls.push([command, ...args]);
+            return result;
+        };
+        return { run, calls };
+    };
+
+    test('runs `<python> -c "import lsp, completer"`', async () => {
+        const { run, calls } = fake({ code: 0, stdout: '', stderr: '' });
+        assert.deepEqual(await checkServerInstalled('/py', run), { ok: true });
+        assert.deepEqual(calls, [['/py', '-c', 'import lsp, completer']]);
+    });
+
+    test('reports a missing module with the last line of the traceback', async () => {
+        const { run } = fake({
+            code: 1,
+            stdout: '',
+            stderr: "Traceback (most recent call last):\n  File \"<string>\", line 1\nModuleNotFoundError: No module named 'lsp'\n",
+        });
+        assert.deepEqual(await checkServerInstalled('/py', run), {
+            ok: false,
+            reason: 'not-installed',
+            detail: "ModuleNotFoundError: No module named 'lsp'",
+        });
+    });
+
+    test('reports an interpreter that cannot be run', async () => {
+        const result = await checkServerInstalled(path.join(os.tmpdir(), 'no-such-python-here'), execFileRunner);
+        assert.equal(result.ok, false);
+        assert.equal(!result.ok && result.reason, 'interpreter-missing');
+        assert.equal(!result.ok && result.detail, 'ENOENT');
+    });
+
+    test('the real runner reports exit codes', async () => {
+        const result = await execFileRunner(process.execPath, ['-e', 'process.stderr.write("boom\\n"); process.exit(3)']);
+        assert.equal(result.code, 3);
+        assert.equal(result.stderr, 'boom\n');
+    });
+
+    test('install command names the interpreter and the package', () => {
+        assert.equal(installCommand('/venv/bin/python', undefined, 'linux'), '/venv/bin/python -m pip install completer');
+        assert.equal(installCommand('python3', '/src/completer', 'linux'), 'python3 -m pip install -e /src/completer');
+        assert.equal(
+            installCommand('/My Envs/python', '/src/my repo', 'linux'),
+            "'/My Envs/python' -m pip install -e '/src/my repo'",
+        );
+        assert.equal(installCommand('C:\\Program Files\\Python\\python.exe', undefined, 'win32'),
+            '"C:\\Program Files\\Python\\python.exe" -m pip install completer');
+    });
+
+    test('findRepoDir recognises the completer checkout around the extension', () => {
+        const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'completer-repo-'));
+        try {
+            fs.mkdirSync(path.join(repo, 'vscode-extension'));
+            assert.equal(findRepoDir(path.join(repo, 'vscode-extension')), undefined);
+            fs.writeFileSync(path.join(repo, 'pyproject.toml'), '[project]\nname = "other"\n');
+            assert.equal(findRepoDir(path.join(repo, 'vscode-extension')), undefined);
+            fs.writeFileSync(path.join(repo, 'pyproject.toml'), '[project]\nname = "completer"\nversion = "0.1.0"\n');
+            assert.equal(findRepoDir(path.join(repo, 'vscode-extension')), repo);
+        } finally {
+            fs.rmSync(repo, { recursive: true, force: true });
+        }
+    });
+
+    test('findRepoDir finds this repository', () => {
+        const extensionDir = path.resolve(__dirname, '..', '..', '..');
+        const repo = path.dirname(extensionDir);
+        if (fs.existsSync(path.join(repo, 'pyproject.toml'))) {
+            assert.equal(findRepoDir(extensionDir), repo);
+        }
+    });
+});

@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import {
+    DEFAULT_SETTINGS,
+    didChangeConfigurationParams,
+    documentSelector,
+    expandPath,
+    ExtensionSettings,
+    initializationOptions,
+    needsRestart,
+    readSettings,
+    SERVER_SETTING_KEYS,
+    serverSettingsChanged,
+    toServerSettings,
+} from '../../src/common/settings';
+
+const root = path.resolve(__dirname, '..', '..', '..');
+const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+const properties: Record<string, { default: unknown; type: unknown }> = manifest.contributes.configuration.properties;
+
+function reader(values: Record<string, unknown>) {
+    return { get: <T>(key: string) => values[key] as T | undefined };
+}
+
+/** What VS Code's getConfiguration('completer') returns when the user changed nothing. */
+function manifestDefaults(): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [key, schema] of Object.entries(properties)) {
+        out[key.replace(/^completer\./, '')] = schema.default;
+    }
+    return out;
+}
+
+describe('settings', () => {
+    test('defaults in package.json match DEFAULT_SETTINGS', () => {
+        assert.deepEqual(readSettings(reader(manifestDefaults())), { ...DEFAULT_SETTINGS });
+        for (const key of Object.keys(DEFAULT_SETTINGS)) {
+            assert.ok(`completer.${key}` in properties, `package.json lacks completer.${key}`);
+        }
+    });
+
+    test('every server setting is contributed in package.json', () => {
+        for (const key of SERVER_SETTING_KEYS) {
+            assert.ok(`completer.${key}` in properties, key);
+        }
+        assert.deepEqual(properties['completer.modelPath'].type, ['string', 'null']);
+        assert.deepEqual(properties['completer.enabledLanguages'].default, ['python']);
+    });
+
+    test('server settings use exactly the camelCase keys', () => {
+        const server = toServerSettings({ ...DEFAULT_SETTINGS });
+        assert.deepEqual(Object.keys(server).sort(), [...SERVER_SETTING_KEYS].sort());
+        assert.deepEqual(server, {
+            modelPath: null,
+            beams: 4,
+            maxSuggestions: 3,
+            maxTokens: 24,
+            device: 'auto',
+            threads: 0,
+            memoryBudgetMb: 256,
+            enabledLanguages: ['python'],
+            completionItems: true,
+            inlineCompletions: true,
+        });
+        assert.ok(!('pythonPath' in server) && !('enabled' in server));
+    });
+
+    test('user values are mapped through', () => {
+        const settings = readSettings(
+            reader({
+                modelPath: '~/models/small',
+                pythonPath: '${workspaceFolder}/.venv/bin/python',
+                beams: 2,
+                maxSuggestions: 5,
+                maxTokens: 48,
+                device: 'cpu',
+                threads: 2,
+                memoryBudgetMb: 512,
+                enabledLanguages: ['python', 'javascript', 'python'],
+                completionItems: false,
+                inlineCompletions: true,
+            }),
+            { home: '/home/u', workspaceFolder: '/ws' },
+        );
+        assert.equal(settings.pythonPath, '/ws/.venv/bin/python');
+        assert.deepEqual(initializationOptions(settings), {
+            completer: {
+                modelPath: '/home/u/models/small',
+                beams: 2,
+                maxSuggestions: 5,
+                maxTokens: 48,
+                device: 'cpu',
+                threads: 2,
+                memoryBudgetMb: 512,
+                enabledLanguages: ['python', 'javascript'],
+                completionItems: false,
+                inlineCompletions: true,
+            },
+        });
+        assert.deepEqual(didChangeConfigurationParams(settings), { settings: initializationOptions(settings) });
+    });
+
+    test('invalid values fall back to defaults or are clamped', () => {
+        const settings = readSettings(
+            reader({
+                modelPath: '   ',
+                pythonPath: 42,
+                beams: 100,
+                maxSuggestions: 0,
+                maxTokens: 'many',
+                device: 'tpu',
+                threads: -3,
+                memoryBudgetMb: 12.6,
+                enabledLanguages: 'python',
+                completionItems: 'yes',
+                inlineCompletions: null,
+            }),
+        );
+        assert.equal(settings.modelPath, null);
+        assert.equal(settings.pythonPath, null);
+        assert.equal(settings.beams, 16);
+        assert.equal(settings.maxSuggestions, 1);
+        assert.equal(settings.maxTokens, 24);
+        assert.equal(settings.device, 'auto');
+        assert.equal(settings.threads, 0);
+        assert.equal(settings.memoryBudgetMb, 13);
+        assert.deepEqual(settings.enabledLanguages, ['python']);
+        assert.equal(settings.completionItems, true);
+        assert.equal(settings.inlineCompletions, true);
+    });
+
+    test('turning suggestions off tells the server both kinds are off', () => {
+        const off = toServerSettings({ ...DEFAULT_SETTINGS, enabled: false });
+        assert.equal(off.completionItems, false);
+        assert.equal(off.inlineCompletions, false);
+        assert.ok(serverSettingsChanged({ ...DEFAULT_SETTINGS }, { ...DEFAULT_SETTINGS, enabled: false }));
+    });
+
+    test('expandPath', () => {
+        const vars = { home: '/home/u', workspaceFolder: '/ws' };
+        assert.equal(expandPath('~', vars), '/home/u');
+        assert.equal(expandPath('~/x', vars), '/home/u/x');
+        assert.equal(expandPath('a~/x', vars), 'a~/x');
+        assert.equal(expandPath('${userHome}/m', vars), '/home/u/m');
+        assert.equal(expandPath('${workspaceFolder}/m', {}), '${workspaceFolder}/m');
+    });
+
+    test('document selector follows enabledLanguages', () => {
+        assert.deepEqual(documentSelector(['python', 'go']), [
+            { scheme: 'file', language: 'python' },
+            { scheme: 'untitled', language: 'python' },
+            { scheme: 'file', language: 'go' },
+            { scheme: 'untitled', language: 'go' },
+        ]);
+        assert.deepEqual(documentSelector([]), []);
+    });
+
+    test('restart only for python path or language changes', () => {
+        const base: ExtensionSettings = { ...DEFAULT_SETTINGS };
+        assert.ok(needsRestart(base, { ...base, pythonPath: '/usr/bin/python3' }));
+        assert.ok(needsRestart(base, { ...base, enabledLanguages: ['python', 'rust'] }));
+        assert.ok(!needsRestart(base, { ...base, beams: 8, modelPath: '/m', enabled: false }));
+        assert.ok(!serverSettingsChanged(base, { ...base, pythonPath: '/x' }));
+        assert.ok(serverSettingsChanged(base, { ...base, beams: 8 }));
+    });
+});

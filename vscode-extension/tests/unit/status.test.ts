@@ -1,0 +1,73 @@
+import { mock } from './mocks/install';
+import assert from 'node:assert/strict';
+import { beforeEach, describe, test } from 'node:test';
+import { StatusBar } from '../../src/common/status';
+import { StatusBarAlignment, ThemeColor } from './mocks/vscode';
+
+describe('status bar', () => {
+    beforeEach(() => mock.reset());
+
+    test('is a visible toggle on the right', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        assert.equal(mock.statusItems.length, 1);
+        assert.equal(item.visible, true);
+        assert.equal(item.command, 'completer.toggle');
+        assert.equal(item.alignment, StatusBarAlignment.Right);
+        assert.equal(status.text, item.text);
+    });
+
+    test('shows the model name and the last latency', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('starting');
+        assert.match(item.text, /sync~spin/);
+        status.setState('running');
+        status.setModel('py-small-v1');
+        assert.equal(item.text, '$(sparkle) py-small-v1');
+        status.setLatency(41.6);
+        assert.equal(item.text, '$(sparkle) py-small-v1 · 42 ms');
+        assert.match(String(item.tooltip), /py-small-v1/);
+        assert.match(String(item.tooltip), /42 ms/);
+        assert.match(String(item.tooltip), /turn suggestions off/);
+        status.setLatency(7);
+        assert.equal(item.text, '$(sparkle) py-small-v1 · 7 ms');
+    });
+
+    test('shows off when toggled off, and back on', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setModel('m');
+        status.setEnabled(false);
+        assert.equal(item.text, '$(circle-slash) m');
+        assert.match(String(item.tooltip), /off/);
+        assert.match(String(item.tooltip), /turn suggestions on/);
+        status.setEnabled(true);
+        assert.equal(item.text, '$(sparkle) m');
+    });
+
+    test('shows errors with the error background', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('error', 'the server is not installed');
+        assert.match(item.text, /\$\(error\)/);
+        assert.match(String(item.tooltip), /not installed/);
+        assert.ok(item.backgroundColor instanceof ThemeColor);
+        assert.equal((item.backgroundColor as ThemeColor).id, 'statusBarItem.errorBackground');
+        status.setState('running');
+        assert.equal(item.backgroundColor, undefined);
+    });
+
+    test('forgets the latency when the server stops', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setLatency(12);
+        status.setState('stopped');
+        status.setState('running');
+        assert.doesNotMatch(item.text, /ms/);
+        status.dispose();
+        assert.equal(item.disposed, true);
+    });
+});
