@@ -179,6 +179,8 @@ class Engine:
         seen: set[str] = set()
         cursor = len(typed_line)
         for hyp in hypotheses:
+            if not hyp.finished:
+                continue  # cut off at max_tokens: not a whole line
             generated = tokens.decode_bytes(hyp.tokens)
             if not generated.startswith(healed):
                 continue

@@ -7,6 +7,7 @@
 3. The in-graph beam step vs the same search with the beam step in numpy outside the graph.
 4. INT8 vs fp32.
 5. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
+6. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
 Keystrokes replay the typing of real lines of a stdlib module: at each keystroke the text before the
 cursor grows by one character and the engine is asked for suggestions. Typing through is disabled
@@ -186,6 +187,50 @@ class TorchRuntime(Runtime):
                           finished=(tokens == self.newline_id).numpy(), beam_kv=beam_kv)
 
 
+def io_binding_step(engine: Engine, rounds: int = 300) -> dict[str, dict[str, float]]:
+    """One 4-beam step over a ~1,000-token prefix: plain session.run vs IO binding, alternating."""
+    import time
+
+    import onnxruntime as ort
+
+    rt = engine.runtime
+    h, d, p, t, b = rt.n_head, rt.head_dim, engine.bundle.context_length - 32, 8, 4
+    rng = np.random.default_rng(0)
+    feed = {"input_ids": np.ones((b, 1), np.int64), "position_ids": np.array([[p + t]], np.int64),
+            "beam_scores": np.zeros(b, np.float32), "beam_finished": np.zeros(b, bool),
+            "allowed_tokens": np.ones((1, rt.vocab_size), bool), "num_beams": np.array([b], np.int64)}
+    for layer in range(rt.n_layer):
+        feed[f"prefix_key_{layer}"] = rng.standard_normal((1, h, d, p), np.float32)
+        feed[f"prefix_value_{layer}"] = rng.standard_normal((1, h, p, d), np.float32)
+        feed[f"past_key_{layer}"] = rng.standard_normal((b, h, t, d), np.float32)
+        feed[f"past_value_{layer}"] = rng.standard_normal((b, h, t, d), np.float32)
+    session = rt.session
+    binding = session.io_binding()
+    bound = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feed.items() if k.startswith("prefix")}
+
+    def plain() -> None:
+        session.run(None, feed)
+
+    def with_binding() -> None:
+        for name, value in feed.items():
+            if name in bound:
+                binding.bind_ortvalue_input(name, bound[name])
+            else:
+                binding.bind_cpu_input(name, value)
+        for name in rt.output_names:
+            binding.bind_output(name)
+        session.run_with_iobinding(binding)
+        binding.copy_outputs_to_cpu()
+
+    times: dict[str, list[float]] = {"session_run": [], "io_binding": []}
+    for _ in range(rounds):
+        for name, fn in (("session_run", plain), ("io_binding", with_binding)):
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1000)
+    return {k: summary(v) for k, v in times.items()}
+
+
 def no_cache(engine: Engine) -> None:
     for uri in engine.cache.uris():
         engine.cache.drop(uri)
@@ -296,6 +341,9 @@ def main() -> None:
                                                       / results["pytorch"]["engine"]["p50_ms"], 2)
             plot["vs PyTorch (1024)"] = {k: results["pytorch"][k]["p50_ms"] for k in ("engine", "pytorch_eager")}
             print(f"pytorch: {json.dumps(results['pytorch'])}", flush=True)
+
+    results["io_binding"] = io_binding_step(reuse)
+    print(f"io binding: {json.dumps(results['io_binding'])}", flush=True)
 
     results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
     if args.out:

@@ -9,7 +9,6 @@ loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) f
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -21,19 +20,13 @@ import onnx
 from safetensors.numpy import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from completer.bundle import sha256_file as sha256  # noqa: E402
 from onnx_graph import decoder_model  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
 
 FORMAT_VERSION = 1
 RUNTIME_FILES = ("model.onnx", "tokenizer.json")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def newline_id(tokenizer_path: Path) -> int:

@@ -32,7 +32,7 @@ def complete_at(engine: Engine, text: str, line: int, column: int, uri: str = "f
     return engine.complete(uri, line, column)
 
 
-@pytest.mark.parametrize("line,column", [(5, 4), (5, 14), (11, 8), (11, 17), (14, 8), (15, 15), (16, 8)])
+@pytest.mark.parametrize("line,column", [(5, 4), (5, 14), (11, 8), (11, 17), (14, 8), (15, 15), (16, 0)])
 def test_suggestions_are_whole_lines_starting_with_typed_text(engine: Engine, line: int, column: int):
     typed = SAMPLE.split("\n")[line][:column]
     result = complete_at(engine, SAMPLE, line, column)

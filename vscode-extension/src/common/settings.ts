@@ -20,18 +20,7 @@ export interface ExtensionSettings {
 }
 
 /** What the server receives, as `initializationOptions` and in `workspace/didChangeConfiguration`. */
-export interface ServerSettings {
-    modelPath: string | null;
-    beams: number;
-    maxSuggestions: number;
-    maxTokens: number;
-    device: Device;
-    threads: number;
-    memoryBudgetMb: number;
-    enabledLanguages: string[];
-    completionItems: boolean;
-    inlineCompletions: boolean;
-}
+export type ServerSettings = Omit<ExtensionSettings, 'enabled' | 'pythonPath'>;
 
 export const CONFIG_SECTION = 'completer';
 
