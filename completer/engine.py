@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from .beam import SearchRequest, beam_search
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
-from .filters import keep_suggestion
+from .filters import CONTEXT_LINES, keep_suggestion, line_context
 from .runtime import Runtime
 from .text import clean, context_slice, split_lines
 from .tokens import Tokens
@@ -155,7 +155,7 @@ class Engine:
         settings, tokens = self.settings, self.tokens
         line_start = before.rfind("\n") + 1
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
-        previous_line = before[:max(0, line_start - 1)].rsplit("\n", 1)[-1] if line_start else ""
+        context = line_context(before[:line_start - 1].rsplit("\n", CONTEXT_LINES) if line_start else [])
         state = self.cache.get(uri)
         ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
         healed = b""
@@ -186,7 +186,7 @@ class Engine:
                 continue
             inserted = generated[len(healed):].decode("utf-8", errors="ignore").rstrip()
             line = typed_line + inserted
-            if line in seen or not keep_suggestion(line, inserted, after, previous_line):
+            if line in seen or not keep_suggestion(line, inserted, after, context):
                 continue
             seen.add(line)
             suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after),

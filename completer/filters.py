@@ -1,98 +1,147 @@
 """Checks every suggestion passes before it is shown (JetBrains checks each one the same way).
 
 A suggestion is dropped when it adds nothing but whitespace, only repeats the previous line or
-the text already after the cursor, leaves the line's brackets or quotes broken, or is a Python
-statement that cannot end there (`x = `, `self.`, `if x` without its colon). A line may end with
-an opener or a comma (it starts a multi-line construct), and may close a bracket opened on an
-earlier line when the previous line ends with an opener or a comma.
+the text already after the cursor, breaks the brackets or quotes, or is a Python statement that
+cannot end there (`x = `, `self.`, `if x` without its colon). The lines above the cursor decide
+what is allowed: inside an open bracket a line may close it or go on; a line that opens a new
+bracket and leaves it open must end the way multi-line constructs do (an opener, a comma, an
+operator); inside a triple-quoted string anything goes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 PAIRS = {")": "(", "]": "[", "}": "{"}
 OPENERS = set(PAIRS.values())
-CONTINUES = "([{,\\"  # a line ending in one of these goes on below
-DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "@", "~", "!")
+CONTINUES = ("(", "[", "{", ",", "\\")  # a line ending in one of these goes on below
+DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "@", "~", "!", ":")
 DANGLING_KEYWORDS = {"and", "or", "not", "in", "is", "if", "elif", "while", "for", "with", "from", "import", "as",
-                     "def", "class", "lambda", "assert", "del", "async", "await"}
+                     "def", "class", "lambda", "assert", "del", "async", "await", "else"}
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
+CONTEXT_LINES = 40  # how far up the bracket context is read
 
 
-def scan_line(line: str) -> tuple[list[str], int, bool]:
-    """(unclosed openers, unmatched closers, ends inside a single-line string) for one line of Python.
+@dataclass
+class Scan:
+    """The lexical state after some Python text: open brackets, an open triple-quoted string."""
 
-    Brackets inside strings and comments are ignored; a triple-quoted string left open is allowed
-    (docstrings span lines)."""
-    stack, unmatched, open_string, _, _ = _scan(line)
-    return stack, unmatched, open_string
+    stack: list[str] = field(default_factory=list)
+    triple: str | None = None  # the quote of an unclosed triple-quoted string
+    broken: bool = False  # a mismatched or unmatched closer, or an unterminated one-line string
+    min_depth: int = 0  # the lowest bracket depth reached (below the start: closed brackets from above)
+    top_colon: bool = False  # a ':' outside brackets and strings
+    code_end: int = 0  # where the last line's code ends (its comment's '#', or its length)
 
 
-def _scan(line: str) -> tuple[list[str], int, bool, bool, int]:
-    """scan_line's result, whether a ':' occurs outside brackets and strings, and where code ends
-    (the comment's '#', or the line's length)."""
-    stack: list[str] = []
-    unmatched = 0
-    colon = False
-    i, n = 0, len(line)
+def scan(text: str, state: Scan | None = None) -> Scan:
+    """Continue `state` over `text` (one or more lines) and return the new state."""
+    s = Scan(list(state.stack), state.triple) if state else Scan()
+    s.min_depth = len(s.stack)
+    i, n = 0, len(text)
+    s.code_end = n
     while i < n:
-        ch = line[i]
-        if ch == "#":
-            return stack, unmatched, False, colon, i
-        if ch == ":" and not stack:
-            colon = True
-        if ch in "\"'":
-            triple = line[i:i + 3] == ch * 3
-            quote = ch * 3 if triple else ch
-            j = i + len(quote)
-            while j < n and line[j:j + len(quote)] != quote:
-                j += 2 if line[j] == "\\" else 1
-            if j >= n:
-                return stack, unmatched, not triple, colon, n
-            i = j + len(quote)
+        if s.triple:
+            end = text.find(s.triple, i)
+            if end == -1:
+                return s
+            i = end + 3
+            s.triple = None
             continue
-        if ch in OPENERS:
-            stack.append(ch)
+        ch = text[i]
+        if ch == "\n":
+            s.code_end = n
+        elif ch == "#":
+            newline = text.find("\n", i)
+            if newline == -1:
+                s.code_end = i
+                return s
+            i = newline
+            continue
+        elif ch in "\"'":
+            if text.startswith(ch * 3, i):
+                s.triple = ch * 3
+                i += 3
+                continue
+            j = i + 1
+            while j < n and text[j] != ch and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            if j >= n or text[j] == "\n":
+                s.broken = True  # a one-line string left open
+                i = j
+                continue
+            i = j + 1
+            continue
+        elif ch in OPENERS:
+            s.stack.append(ch)
         elif ch in PAIRS:
-            if stack and stack[-1] == PAIRS[ch]:
-                stack.pop()
-            elif stack:
-                return stack, unmatched + 1000, False, colon, n  # mismatched pair: never valid
+            if s.stack and s.stack[-1] == PAIRS[ch]:
+                s.stack.pop()
+                s.min_depth = min(s.min_depth, len(s.stack))
             else:
-                unmatched += 1
+                s.broken = True
+        elif ch == ":" and len(s.stack) == 0:
+            s.top_colon = True
         i += 1
-    return stack, unmatched, False, colon, n
+    return s
 
 
-def balanced_enough(line: str, previous_line: str) -> bool:
-    stack, unmatched, open_string, colon, code_end = _scan(line)
-    if open_string or unmatched >= 1000:
-        return False
-    tail = previous_line.rstrip()
-    continuation = bool(tail) and tail[-1] in CONTINUES
-    if unmatched and not continuation:
-        return False
-    code = line[:code_end].rstrip()
-    if stack:
-        return bool(code) and code[-1] in CONTINUES
-    if unmatched or continuation:
-        return True  # the end of a multi-line construct: its statement began above
-    if not code:
-        return any(ch.isalnum() for ch in line)  # a comment line, if it says something
-    if code.endswith(DANGLING_OPERATORS) and not code.endswith("..."):
+@dataclass(frozen=True)
+class LineContext:
+    """What the lines above say about the cursor's line."""
+
+    start: Scan  # the state at the start of the line
+    previous_line: str
+    continued: bool  # the previous line ends with a backslash
+
+
+def line_context(before_lines: list[str]) -> LineContext:
+    """Context from the lines above the cursor's line (the last CONTEXT_LINES of them)."""
+    recent = before_lines[-CONTEXT_LINES:]
+    state = Scan()
+    for line in recent:  # line by line, so one broken line does not poison the rest
+        state = scan(line + "\n", state)
+        state.broken = False
+    previous = before_lines[-1] if before_lines else ""
+    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"))
+
+
+def statement_can_end(code: str, top_colon: bool) -> bool:
+    """A complete statement's last line: no dangling operator, keyword or missing block colon."""
+    if code.endswith("\\"):
+        return True
+    if code.endswith(DANGLING_OPERATORS) and not code.endswith("...") and not (code.endswith(":") and top_colon):
         return False
     words = code.split()
-    if words and words[-1] in DANGLING_KEYWORDS and not code.endswith("\\"):
+    if words and words[-1] in DANGLING_KEYWORDS:
         return False
     first = words[0].rstrip(":") if words else ""
-    if first in BLOCK_KEYWORDS and not colon and not code.endswith("\\"):
+    return not (first in BLOCK_KEYWORDS and not top_colon)
+
+
+def well_formed(line: str, context: LineContext) -> bool:
+    start = context.start
+    if start.triple:
+        return True  # inside a docstring: prose
+    end = scan(line, start)
+    if end.broken:
         return False
-    return True
+    if end.triple:
+        return True  # opens a multi-line string
+    code = line[:end.code_end].rstrip()
+    if not code:
+        return any(ch.isalnum() for ch in line)  # a comment line, if it says something
+    if len(end.stack) > end.min_depth:  # opened brackets it leaves open: must look like it goes on
+        return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or code.split()[-1] in DANGLING_KEYWORDS
+    if end.stack or start.stack or context.continued:
+        return True  # inside, or closing, a construct that began above
+    return statement_can_end(code, end.top_colon)
 
 
-def keep_suggestion(line: str, inserted: str, after: str, previous_line: str) -> bool:
+def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) -> bool:
     if not inserted.strip():
         return False
     if inserted.strip() == after.strip():
         return False
-    if previous_line.strip() and line.strip() == previous_line.strip():
+    if context.previous_line.strip() and line.strip() == context.previous_line.strip():
         return False
-    return balanced_enough(line, previous_line)
+    return well_formed(line, context)

@@ -57,35 +57,39 @@ def test_token_healing_mid_identifier(engine: Engine):
     assert all(not s.text[:1].isspace() for s in result.suggestions)
 
 
-def test_kv_reuse_matches_cold_runs_over_edits(engine: Engine):
-    edits = [
-        (SAMPLE, 11, 8),
-        (SAMPLE, 11, 12),  # typed further on the line
-        (SAMPLE.replace("import sys\n", "import sys\nimport json\n"), 12, 8),  # an edit above the cursor
-        (SAMPLE.replace("        self.name = name\n", "        self.na\n"), 11, 15),  # a deletion
-        (SAMPLE, 14, 8),
-    ]
-    warm_uri = "file:///warm.py"
-    for i, (text, line, column) in enumerate(edits):
-        engine.open(warm_uri, text)
-        warm = engine.complete(warm_uri, line, column)
-        cold_engine_uri = f"file:///cold-{i}.py"
-        engine.open(cold_engine_uri, text)
-        cold = engine.complete(cold_engine_uri, line, column)
-        engine.close(cold_engine_uri)
-        # INT8 activations are quantized per call, so a prefill run in pieces differs from one run
-        # whole by quantization noise: scores agree closely, and lines wherever scores are not near-tied.
-        warm_lines, cold_lines = [s.line for s in warm.suggestions], [s.line for s in cold.suggestions]
-        cold_scores = [s.score for s in cold.suggestions]
-        assert bool(warm_lines) == bool(cold_lines)
-        separated = len(cold_scores) < 2 or cold_scores[0] - cold_scores[1] > 0.1
-        if cold_lines and separated:
-            assert warm_lines[0] == cold_lines[0]
-            assert warm.suggestions[0].score == pytest.approx(cold_scores[0], abs=0.05)
-        common = [line for line in warm_lines if line in cold_lines]
-        for line in common:
-            assert warm.suggestions[warm_lines.index(line)].score == pytest.approx(
-                cold.suggestions[cold_lines.index(line)].score, abs=0.05)
+EDITS = [
+    (SAMPLE, 11, 8),
+    (SAMPLE, 11, 12),  # typed further on the line
+    (SAMPLE.replace("import sys\n", "import sys\nimport json\n"), 12, 8),  # an edit above the cursor
+    (SAMPLE.replace("        self.name = name\n", "        self.na\n"), 11, 15),  # a deletion
+    (SAMPLE, 14, 8),
+    (SAMPLE, 5, 4),  # the cursor moved up: the cache must shrink
+]
+
+
+def warm_and_cold(engine: Engine):
+    """For each edit: the suggestions of one document edited in place, and of a fresh document."""
+    engine.typing_through = False
+    try:
+        for i, (text, line, column) in enumerate(EDITS):
+            engine.open("file:///warm.py", text)
+            warm = engine.complete("file:///warm.py", line, column)
+            engine.open(f"file:///cold-{i}.py", text)
+            cold = engine.complete(f"file:///cold-{i}.py", line, column)
+            engine.close(f"file:///cold-{i}.py")
+            yield i, warm, cold
+    finally:
+        engine.typing_through = True
+
+
+def test_kv_reuse_int8_agrees_within_quantization_noise(engine: Engine):
+    """INT8 activations are quantized per call, so a prefill run in pieces differs from one run whole
+    by quantization noise; exactness is checked in fp32 below. Here: the same lines score the same."""
+    for i, warm, cold in warm_and_cold(engine):
+        cold_scores = {s.line: s.score for s in cold.suggestions}
+        for s in warm.suggestions:
+            if s.line in cold_scores:
+                assert s.score == pytest.approx(cold_scores[s.line], abs=0.1)
         if i in (1, 3):
             assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens
 
@@ -206,12 +210,8 @@ def fp32_engine(tmp_path_factory, model_dir):
 
 
 def test_kv_reuse_is_exact_in_fp32(fp32_engine: Engine):
-    texts = [SAMPLE[:300], SAMPLE[:340], SAMPLE.replace("import sys", "import sys, json")[:360], SAMPLE[:250]]
-    for i, text in enumerate(texts):
-        fp32_engine.typing_through = False
-        warm = fp32_engine.complete_text("file:///warm.py", text, "")
-        cold = fp32_engine.complete_text(f"file:///cold-{i}.py", text, "")
+    for i, warm, cold in warm_and_cold(fp32_engine):
         assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
         assert [s.score for s in warm.suggestions] == pytest.approx([s.score for s in cold.suggestions], abs=1e-3)
-        if i:
-            assert warm.cached_tokens > 0
+        if i in (1, 3):
+            assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens

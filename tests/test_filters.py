@@ -1,0 +1,47 @@
+"""The checks every suggestion passes, with the lines above the cursor as context."""
+from __future__ import annotations
+
+import pytest
+
+from completer.filters import keep_suggestion, line_context
+
+TOP = line_context([])
+
+
+@pytest.mark.parametrize("line,above,kept", [
+    ("    return x", [], True),
+    ("    x = ", [], False),  # dangling operator
+    ("    self.", [], False),
+    ("    x = y and", [], False),  # dangling keyword
+    ("    if x", [], False),  # block header without its colon
+    ("    if x:", [], True),
+    ("    if x: return y", [], True),
+    ("def f(x) -> int:", [], True),
+    ("    x = a if b else c", [], True),
+    ("    foo(a,", [], True),  # opens a multi-line call
+    ("    total = (a +", [], True),
+    ("    x = foo(a", [], False),  # forgot to close
+    ('    print("a"', [], False),
+    ('    print("a', [], False),  # unterminated string
+    ("    print('#')", [], True),  # a '#' inside a string is no comment
+    ("    foo(]", [], False),  # mismatched pair
+    ("    # explain", [], True),
+    ("    #", [], False),  # an empty comment says nothing
+    ('    """Docstring', [], True),
+    ("    ...", [], True),
+    ("    )", ["foo(", "    a=1,", "    b=2"], True),  # closes a call opened above
+    ("    b=2)", ["x = foo(a,"], True),
+    ("    b=2)", ["x = 1"], False),  # closes nothing
+    ("    c + d", ["x = (a +"], True),  # inside brackets anything goes
+    ("    any prose at all", ['"""Docstring', "more"], True),  # inside a docstring
+    ("    y = 2", ["x = 1 \\"], True),
+])
+def test_well_formed_lines(line: str, above: list[str], kept: bool):
+    assert keep_suggestion(line, line.strip(), "", line_context(above)) is kept
+
+
+def test_repeats_and_whitespace_are_dropped():
+    context = line_context(["    total = compute(a, b)"])
+    assert not keep_suggestion("    total = compute(a, b)", "total = compute(a, b)", "", context)
+    assert not keep_suggestion("    ", "   ", "", TOP)
+    assert not keep_suggestion("    foo(x)", "x)", "x)", TOP)  # only repeats what is after the cursor
