@@ -215,3 +215,18 @@ def test_kv_reuse_is_exact_in_fp32(fp32_engine: Engine):
         assert [s.score for s in warm.suggestions] == pytest.approx([s.score for s in cold.suggestions], abs=1e-3)
         if i in (1, 3):
             assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens
+
+
+def test_io_binding_path_matches_plain_runs(engine: Engine):
+    """The IO-binding path (the one CUDA uses) gives the same suggestions, exercised here on the CPU."""
+    from completer.runtime import Runtime
+
+    bound = Engine()
+    bound.runtime = Runtime(bound.bundle, device="cpu", io_binding=True)
+    for text, line, column in EDITS[:3]:
+        engine.open("file:///plain.py", text)
+        bound.open("file:///plain.py", text)
+        plain_result = engine.complete("file:///plain.py", line, column)
+        bound_result = bound.complete("file:///plain.py", line, column)
+        assert [s.line for s in bound_result.suggestions] == [s.line for s in plain_result.suggestions]
+        assert bound.runtime.calls > 0
