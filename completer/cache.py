@@ -20,6 +20,7 @@ class DocumentState:
     values: list[np.ndarray] = field(default_factory=list)  # per layer [1, H, P, D]
     last_answer: object | None = None  # the engine's memory for typing through
     token_memo: tuple[str, list[int]] = ("", [])  # (text up to the cursor's line, its tokens)
+    context_memo: tuple[str, object] = ("", None)  # (text up to the cursor's line, its filters.LineContext)
 
     @property
     def nbytes(self) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from .beam import SearchRequest, beam_search
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
-from .filters import CONTEXT_LINES, keep_suggestion, line_context
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
 from .runtime import Runtime
 from .text import clean, context_slice, split_lines
 from .tokens import Tokens
@@ -143,6 +143,14 @@ class Engine:
             state.token_memo = (head, self.tokens.encode(head))
         return state.token_memo[1] + self.tokens.encode(text[line_start:])
 
+    @staticmethod
+    def _line_context(state: DocumentState, head: str) -> LineContext:
+        """The filters' view of the lines above the cursor, recomputed only when they change."""
+        if state.context_memo[0] != head or state.context_memo[1] is None:
+            lines = head[:-1].rsplit("\n", CONTEXT_LINES) if head else []
+            state.context_memo = (head, line_context(lines))
+        return state.context_memo[1]  # type: ignore[return-value]
+
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         full_line = before[before.rfind("\n") + 1:]
         if len(full_line) + len(after) > MAX_LINE_CHARS:
@@ -155,8 +163,8 @@ class Engine:
         settings, tokens = self.settings, self.tokens
         line_start = before.rfind("\n") + 1
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
-        context = line_context(before[:line_start - 1].rsplit("\n", CONTEXT_LINES) if line_start else [])
         state = self.cache.get(uri)
+        context = self._line_context(state, before[:line_start])
         ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
         healed = b""
         if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):

@@ -18,7 +18,8 @@ DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">"
 DANGLING_KEYWORDS = {"and", "or", "not", "in", "is", "if", "elif", "while", "for", "with", "from", "import", "as",
                      "def", "class", "lambda", "assert", "del", "async", "await", "else"}
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
-CONTEXT_LINES = 40  # how far up the bracket context is read
+CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
+ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 
 
 @dataclass
@@ -95,10 +96,18 @@ class LineContext:
 
 
 def line_context(before_lines: list[str]) -> LineContext:
-    """Context from the lines above the cursor's line (the last CONTEXT_LINES of them)."""
+    """Context from the lines above the cursor's line.
+
+    Scanning starts at the last top-level `def`, `class`, decorator or import (never inside a
+    string or bracket), so a docstring's closing quotes are not mistaken for opening ones."""
     recent = before_lines[-CONTEXT_LINES:]
+    start = 0
+    for index in range(len(recent) - 1, -1, -1):
+        if recent[index].startswith(ANCHORS):
+            start = index
+            break
     state = Scan()
-    for line in recent:  # line by line, so one broken line does not poison the rest
+    for line in recent[start:]:  # line by line, so one broken line does not poison the rest
         state = scan(line + "\n", state)
         state.broken = False
     previous = before_lines[-1] if before_lines else ""

@@ -112,16 +112,28 @@ def test_cancellation_stops_within_one_step(engine: Engine):
         engine.complete("file:///c.py", 11, 8, is_cancelled=flag.is_set)
 
 
+def first_answered(engine: Engine, uri: str) -> tuple[str, int, int, object]:
+    """A cursor in SAMPLE-based text where the model offers a line of 3+ characters."""
+    texts = [SAMPLE + "\n\ndef main():\n    ", SAMPLE, SAMPLE + "\n\nif __name__ == "]
+    for text in texts:
+        lines = text.split("\n")
+        for line in range(len(lines) - 1, 0, -1):
+            column = len(lines[line]) - len(lines[line].lstrip()) if lines[line].strip() else len(lines[line])
+            result = complete_at(engine, text, line, column, uri)
+            if result.suggestions and len(result.suggestions[0].text) >= 3:
+                return text, line, column, result
+    raise AssertionError("the model offered no line anywhere in the sample")
+
+
 def test_typing_through_runs_no_model(engine: Engine):
     uri = "file:///through.py"
-    text = SAMPLE + "\n\ndef main():\n    "
-    lines = text.split("\n")
-    first = complete_at(engine, text, len(lines) - 1, 4, uri)
-    assert first.suggestions
+    text, line, column, first = first_answered(engine, uri)
     best = first.suggestions[0]
     typed = best.text[:2]
+    lines = text.split("\n")
+    lines[line] = lines[line][:column] + typed + lines[line][column:]
     runs = engine.model_runs
-    again = complete_at(engine, text + typed, len(lines) - 1, 4 + len(typed), uri)
+    again = complete_at(engine, "\n".join(lines), line, column + len(typed), uri)
     assert engine.model_runs == runs, "typing through must not run the model"
     assert again.model_runs == 0 and again.suggestions[0].line == best.line
     assert again.suggestions[0].text == best.text[len(typed):]

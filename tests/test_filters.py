@@ -45,3 +45,13 @@ def test_repeats_and_whitespace_are_dropped():
     assert not keep_suggestion("    total = compute(a, b)", "total = compute(a, b)", "", context)
     assert not keep_suggestion("    ", "   ", "", TOP)
     assert not keep_suggestion("    foo(x)", "x)", "x)", TOP)  # only repeats what is after the cursor
+
+
+def test_docstring_far_above_does_not_flip_string_state():
+    """Context scanning starts at a top-level anchor, so closing quotes are never read as opening."""
+    body = ["class A:", "    def f(self):", '        """Say hi.', "", "        More words.", '        """']
+    body += [f"        x{i} = {i}" for i in range(60)]
+    context = line_context(body)
+    assert not context.start.triple and not context.start.stack
+    assert not keep_suggestion("    def close_handlers)", "def close_handlers)", "", context)
+    assert keep_suggestion("    def close_handlers(self):", "def close_handlers(self):", "", context)
