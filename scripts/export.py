@@ -126,6 +126,8 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     if corpus_summary is not None and corpus_summary.exists():
         summary = json.loads(corpus_summary.read_text())
         training["corpus"] = {split: summary[split] for split in ("train", "val")}
+        training["corpus"].update(rejected=summary.get("rejected", {}), duplicates=summary.get("duplicates", 0),
+                                  sources=len(summary.get("origins", {})))
         tokens_file = corpus_summary.parent / "tokens.json"
         if tokens_file.exists():
             training["corpus_tokens"] = json.loads(tokens_file.read_text())
@@ -135,6 +137,52 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     return manifest
 
 
+def replace_section(text: str, key: str, body: str) -> str:
+    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
+    if start not in text or end not in text:
+        return text
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + body.strip() + "\n" + end + rest.split(end, 1)[1]
+
+
+def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
+    """Write the data and training sections of MODEL.md from the manifest, so the card stays true."""
+    card = out / "MODEL.md"
+    if not card.exists():
+        return
+    training = manifest.get("training", {})
+    corpus = training.get("corpus", {})
+    tokens = training.get("corpus_tokens", {})
+    data = ["| split | files | lines | MB | tokens |", "|---|---|---|---|---|"]
+    for split in ("train", "val"):
+        if split in corpus:
+            c = corpus[split]
+            data.append(f"| {split} | {c['files']:,} | {c['lines']:,} | {c['bytes'] / 1e6:.1f} | "
+                        f"{tokens.get(split, 0):,} |")
+    if "sources" in corpus:
+        rejected = ", ".join(f"{n} {why}" for why, n in sorted(corpus["rejected"].items()))
+        data.append(f"\nFrom {corpus['sources']} sources (the stdlib and each pinned release); dropped: {rejected}, "
+                    f"and {corpus['duplicates']} duplicates.")
+    arch = manifest["architecture"]
+    last = training.get("last_eval", {})
+    seen = training.get("tokens") or 0
+    lines = [
+        f"* {training.get('parameters', 0):,} parameters ({arch['n_layer']} layers, {arch['n_head']} heads, width "
+        f"{arch['n_embd']}, vocabulary {arch['vocab_size']:,}, context {arch['context_length']:,}).",
+        f"* {training.get('steps', 0):,} AdamW steps of 8 × 1,024 tokens: {seen:,} tokens seen, "
+        f"{seen / max(1, tokens.get('train', seen)):.2f} epochs of the training split (no token repeated).",
+        f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token, next-token accuracy "
+        f"{100 * last.get('val_accuracy', float('nan')):.1f} %.",
+        f"* INT8 `model.onnx` {manifest['files']['model.onnx']['bytes'] / 1e6:.2f} MB vs fp32 ONNX "
+        f"{manifest['fp32_onnx_bytes'] / 1e6:.2f} MB (ratio "
+        f"{manifest['files']['model.onnx']['bytes'] / manifest['fp32_onnx_bytes']:.3f}).",
+    ]
+    if note:
+        lines.append(f"* {note}")
+    text = replace_section(card.read_text(), "data", "\n".join(data))
+    card.write_text(replace_section(text, "training", "\n".join(lines)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, default=None, help="dir with model.safetensors + config.json")
@@ -142,12 +190,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="bundle dir, e.g. models/python-small")
     parser.add_argument("--fp32-out", type=Path, default=None)
     parser.add_argument("--name", default=None)
+    parser.add_argument("--training-note", default="", help="a sentence for the model card (budget, hardware)")
     args = parser.parse_args()
     checkpoint = args.checkpoint or cache_dir() / "checkpoints" / "run"
     tokenizer = args.tokenizer or corpus_dir() / "tokenizer.json"
     fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
     manifest = export(checkpoint, args.out, tokenizer, fp32_out, args.name or args.out.name,
                       corpus_dir() / "summary.json")
+    fill_model_card(args.out, manifest, args.training_note)
     model_bytes = manifest["files"]["model.onnx"]["bytes"]
     print(f"{args.out}: model.onnx {model_bytes / 1e6:.2f} MB INT8 vs fp32 {manifest['fp32_onnx_bytes'] / 1e6:.2f} MB"
           f" (ratio {model_bytes / manifest['fp32_onnx_bytes']:.3f}); fp32 graph at {fp32_out}")

@@ -89,7 +89,7 @@ def test_kv_reuse_int8_agrees_within_quantization_noise(engine: Engine):
         cold_scores = {s.line: s.score for s in cold.suggestions}
         for s in warm.suggestions:
             if s.line in cold_scores:
-                assert s.score == pytest.approx(cold_scores[s.line], abs=0.1)
+                assert s.score == pytest.approx(cold_scores[s.line], rel=0.05, abs=0.1)
         if i in (1, 3):
             assert warm.cached_tokens > 0 and warm.new_tokens < cold.new_tokens
 
