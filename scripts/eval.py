@@ -123,7 +123,7 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
 
 def markdown(results: dict[str, dict], command: str) -> str:
     rows = ["| model | exact@1 | exact@5 | edit sim (completion) | edit sim (whole line) | exact@1 line start |"
-            " exact@1 mid-line | answered | median latency |",
+            " exact@1 mid-line | answered | median latency (new position, with prefill) |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         rows.append(f"| {name} | {r['exact_match_at_1']} % | {r['exact_match_at_5']} % | {r['edit_similarity']} % | "
