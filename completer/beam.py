@@ -9,15 +9,11 @@ shrinks as beams finish. The beams share the document's prefix KV; only their su
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from .runtime import Runtime
 from .tokens import Tokens
-from .types import Cancelled
-
-CancelCheck = Callable[[], bool] | None
+from .types import CancelCheck, Cancelled
 
 
 @dataclass
@@ -45,7 +41,7 @@ def _allowed(tokens: Tokens, remaining: list[bytes]) -> np.ndarray | None:
     return np.stack(rows)  # [B, V]
 
 
-def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancelled: CancelCheck = None
+def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancelled: CancelCheck | None = None
                 ) -> list[Hypothesis]:
     live_seqs: list[list[int]] = [[]]
     live_scores = np.zeros(1, dtype=np.float32)

@@ -18,7 +18,7 @@ from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
 from .runtime import Runtime
-from .text import clean, context_slice, split_lines
+from .text import MAX_LINE_CHARS, clean, context_slice, split_lines
 from .tokens import Tokens
 from .types import CancelCheck, Cancelled, CompletionResult, EngineSettings, Suggestion
 
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 MAX_CONTEXT_CHARS = 32768  # far more text than the context window holds
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
-MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 
 
 @dataclass
@@ -90,7 +89,7 @@ class Engine:
         self.documents[uri] = split_lines(text)
 
     def update(self, uri: str, text: str) -> None:
-        self.documents[uri] = split_lines(text)
+        self.open(uri, text)
 
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)

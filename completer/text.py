@@ -8,6 +8,7 @@ while the user types.
 from __future__ import annotations
 
 CLIP_LINE_STEP = 64
+MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 
 
 def clean(text: str) -> str:

@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
-from completer.text import clean, context_slice
+from completer.text import MAX_LINE_CHARS, clean, context_slice
 from completer.types import EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
@@ -34,11 +34,6 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
-MAX_CURSOR_COLUMN = 10_000
-"""Past this column (minified code, data blobs) the line is no code a model completes: answer empty
-at once rather than tokenizing megabytes on every keystroke."""
-MAX_AFTER_CHARS = 4_096
-"""The rest of the line only matters to the engine's filters; a huge tail is not worth shipping."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
@@ -193,12 +188,12 @@ class CompleterServer(LanguageServer):
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
-        if target.column > MAX_CURSOR_COLUMN:
+        if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
             return []
         sliced = context_slice(doc.lines, target.line_no, target.column)
         if sliced is None:
             return []
-        before, after = clean(sliced[0]), clean(sliced[1][:MAX_AFTER_CHARS])
+        before, after = clean(sliced[0]), clean(sliced[1])
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)
         result: Any = None
         for attempt in range(2):  # a worker that died under us gets one retry on its successor

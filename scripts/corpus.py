@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
-import io
 import json
 import subprocess
 import sys

@@ -73,7 +73,7 @@ def quantize(fp32_path: Path, int8_path: Path) -> None:
 
 
 def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: int, training: dict,
-                   name: str) -> dict:
+                   name: str, fusions: dict[str, int]) -> dict:
     manifest_path = out / "manifest.json"
     previous = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest = {
@@ -87,6 +87,7 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
         "kv_layout": {"prefix_key": "[1, H, D, P]", "prefix_value": "[1, H, P, D]", "past": "[B, H, T, D]"},
         "quantization": "onnxruntime dynamic INT8 (QInt8 weights) of weight MatMuls and embeddings",
         "fp32_onnx_bytes": fp32_bytes,
+        "graph_fusions": fusions,
         "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size} for f in RUNTIME_FILES},
         "training": training,
         "eval": previous.get("eval", {}),
@@ -131,10 +132,7 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
         tokens_file = corpus_summary.parent / "tokens.json"
         if tokens_file.exists():
             training["corpus_tokens"] = json.loads(tokens_file.read_text())
-    manifest = write_manifest(out, config, nl, fp32_out.stat().st_size, training, name)
-    manifest["graph_fusions"] = fusions
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name, fusions)
 
 
 def replace_section(text: str, key: str, body: str) -> str:

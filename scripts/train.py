@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -183,8 +182,8 @@ def main() -> None:
         state["tokens"] += x.numel()
         state["cursor"] = stream.cursor
         bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}", tok_s=f"{state['tokens'] / 1:.2e}" if False else
-                        f"{x.numel() * step_in_run / max(1e-9, time.time() - start):.0f}")
+        bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}",
+                        tok_s=f"{x.numel() * step_in_run / max(1e-9, time.time() - start):.0f}")
         if state["step"] % args.eval_every == 0:
             metrics = evaluate(model, data / "val.bin", block, args.eval_batches, args.batch_size)
             record = {"step": state["step"], "tokens": state["tokens"], "train_loss": loss.item(), "lr": lr,

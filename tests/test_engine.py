@@ -201,24 +201,19 @@ def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
 def fp32_engine(tmp_path_factory, model_dir):
     """The committed weights exported to an fp32 graph: KV reuse must then match cold runs exactly."""
     import json
-    import shutil
 
     import onnx
     from safetensors.numpy import load_file
 
-    from export import sha256
+    from eval import fp32_bundle
     from onnx_graph import decoder_model
 
     target = tmp_path_factory.mktemp("fp32")
     manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
-    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(target / "model.onnx"))
-    shutil.copyfile(model_dir / "tokenizer.json", target / "tokenizer.json")
-    for name in manifest["files"]:
-        manifest["files"][name] = {"sha256": sha256(target / name), "bytes": (target / name).stat().st_size}
-    (target / "manifest.json").write_text(json.dumps(manifest))
-    return Engine(EngineSettings(model_path=str(target)))
+    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(target / "fp32.onnx"))
+    return Engine(EngineSettings(model_path=str(fp32_bundle(model_dir, target / "fp32.onnx", target / "bundle"))))
 
 
 def test_kv_reuse_is_exact_in_fp32(fp32_engine: Engine):
