@@ -62,8 +62,11 @@ def cmd_complete(args: argparse.Namespace) -> int:
     result = engine.complete(uri, line - 1, col - 1)
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score} for s in result.suggestions],
-                   "latency_ms": round(result.latency_ms, 2)}
+                   "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped}
         print(json.dumps(payload))
+    elif result.skipped:
+        print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
+        return 1
     else:
         for s in result.suggestions:
             print(f"{s.score:8.3f}  {s.line}")

@@ -18,9 +18,10 @@ from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
 from .runtime import Runtime
-from .text import MAX_LINE_CHARS, clean, context_slice, split_lines
+from .text import MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
 from .tokens import Tokens
-from .types import CancelCheck, Cancelled, CompletionResult, EngineSettings, Suggestion
+from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
+                    EngineSettings, Suggestion)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class Engine:
         lines = self.documents.get(uri)
         sliced = context_slice(lines, line, column, MAX_CONTEXT_CHARS) if lines is not None else None
         if sliced is None:
-            return CompletionResult()
+            return CompletionResult(skipped=SKIPPED_OUTSIDE)
         before, after = sliced
         return self.complete_text(uri, before, after, is_cancelled)
 
@@ -153,7 +154,9 @@ class Engine:
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         full_line = before[before.rfind("\n") + 1:]
         if len(full_line) + len(after) > MAX_LINE_CHARS:
-            return CompletionResult()
+            return CompletionResult(skipped=SKIPPED_LONG_LINE)
+        if looks_binary(before):
+            return CompletionResult(skipped=SKIPPED_BINARY)
         before, at_start = clip_before(before)
         after = after.split("\n", 1)[0].split("\r", 1)[0]
         through = self._typed_through(uri, before, after)

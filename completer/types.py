@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
+from .text import MAX_LINE_CHARS
+
 CancelCheck = Callable[[], bool]
 """Polled between beam steps; returning True abandons the search with `Cancelled`."""
 
@@ -30,6 +32,11 @@ class Suggestion:
         return asdict(self)
 
 
+SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
+SKIPPED_OUTSIDE = "the position is outside the document"
+SKIPPED_BINARY = "the text before the cursor looks binary (mostly control characters or undecodable bytes)"
+
+
 @dataclass
 class CompletionResult:
     suggestions: list[Suggestion] = field(default_factory=list)
@@ -37,10 +44,12 @@ class CompletionResult:
     model_runs: int = 0  # ONNX calls this request made (0 when served by typing through)
     cached_tokens: int = 0  # context tokens whose KV was reused
     new_tokens: int = 0  # context tokens that had to be run
+    skipped: str = ""  # why the model was not asked: one of the SKIPPED_* reasons, or "" when it was
 
     def to_dict(self) -> dict[str, Any]:
         return {"suggestions": [s.to_dict() for s in self.suggestions], "latency_ms": self.latency_ms,
-                "model_runs": self.model_runs, "cached_tokens": self.cached_tokens, "new_tokens": self.new_tokens}
+                "model_runs": self.model_runs, "cached_tokens": self.cached_tokens, "new_tokens": self.new_tokens,
+                "skipped": self.skipped}
 
 
 @dataclass

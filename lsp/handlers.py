@@ -53,6 +53,7 @@ def register(server: CompleterServer) -> None:
     def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.searches.document_changed(uri)
+        ls.binary_documents.discard(uri)
         if ls.documents.close(uri) is not None:
             ls.worker.notify_close(uri)
 

@@ -18,7 +18,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
-from completer.text import MAX_LINE_CHARS, clean, context_slice
+from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary
+from completer.types import SKIPPED_BINARY
 from completer.types import EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
@@ -77,6 +78,7 @@ class CompleterServer(LanguageServer):
         self.worker = WorkerClient(lambda: engine_dict(self.settings), log_level, worker_log_file)
         self.searches = SearchScheduler(self.worker)
         self.stats = Stats()
+        self.binary_documents: set[str] = set()  # logged once each, forgotten on close
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self.log_handler = LspLogHandler(self._send_log)
@@ -192,6 +194,11 @@ class CompleterServer(LanguageServer):
             return []
         sliced = context_slice(doc.lines, target.line_no, target.column)
         if sliced is None:
+            return []
+        if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
+            if target.uri not in self.binary_documents:
+                self.binary_documents.add(target.uri)
+                log.warning("no completions in %s: %s", target.uri, SKIPPED_BINARY)
             return []
         before, after = clean(sliced[0]), clean(sliced[1])
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)

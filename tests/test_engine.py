@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from completer.engine import Engine
-from completer.types import Cancelled, EngineSettings
+from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled, EngineSettings
 
 SAMPLE = '''import os
 import sys
@@ -162,6 +162,26 @@ def test_bad_input_gives_clean_result(engine: Engine, text: str, line: int, colu
     result = complete_at(engine, text, line, column, "file:///bad.py")
     for s in result.suggestions:
         assert "\x00" not in s.text
+
+
+def test_binary_text_is_refused_with_a_reason_but_latin1_source_is_completed(engine: Engine, model_dir):
+    weights = (model_dir / "model.onnx").read_bytes()
+    binary = weights[len(weights) // 2:][:20_000].decode("utf-8", "replace")  # INT8 weights read as text
+    runs = engine.model_runs
+    result = engine.complete_text("file:///model.onnx", binary, "")
+    assert result.skipped == SKIPPED_BINARY and not result.suggestions and engine.model_runs == runs
+    # a Latin-1 file read as UTF-8 has U+FFFD in its comments and strings but is still source code
+    latin1 = ("# Société Générale, café crème, naïve résumé\n" + SAMPLE).encode("latin-1").decode("utf-8", "replace")
+    assert "\ufffd" in latin1
+    result = complete_at(engine, latin1, 6, 4, "file:///latin1.py")
+    assert not result.skipped and result.suggestions
+
+
+def test_positions_without_suggestions_say_why(engine: Engine):
+    assert complete_at(engine, SAMPLE, 500, 0).skipped == SKIPPED_OUTSIDE
+    long_line = "x = [" + "1, " * 2000
+    assert complete_at(engine, long_line, 0, 10, "file:///long.py").skipped == SKIPPED_LONG_LINE
+    assert complete_at(engine, SAMPLE, 5, 4).skipped == ""
 
 
 def test_ten_megabyte_document(engine: Engine):

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from completer.text import split_lines
 from lsp.rawclient import RawClient
-from lsp_support import SAMPLE_TEXT, SERVER_CMD, server_env
+from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, server_env
 
 URI = "file:///work/sample.py"
 
@@ -138,6 +139,29 @@ def test_huge_document_and_nul_characters(raw: RawClient):
     raw.send_raw(json.dumps({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
         "uri": "file:///work/sur.py", "languageId": "python", "version": 1, "text": "x = '\ud800'\n    "}}}).encode())
     assert "result" in raw.completion("file:///work/sur.py", 1, 4)
+    _still_serving(raw)
+
+
+def test_binary_document_gets_no_completions_and_one_log_line(raw: RawClient):
+    raw.initialize()
+    _ready(raw)
+    weights = (REPO / "models" / "python-small" / "model.onnx").read_bytes()
+    blob = weights[len(weights) // 2:][:50_000].decode("utf-8", "replace")  # INT8 weights opened as text
+    uri = "file:///work/blob.py"
+    raw.open(uri, blob)
+    last = len(split_lines(blob)) - 1
+    for _ in range(3):
+        assert raw.completion(uri, last, 0)["result"]["items"] == []
+
+    def about_blob(message: dict) -> bool:
+        return message.get("method") == "window/logMessage" and "blob.py" in message["params"]["message"]
+
+    logged = raw.wait_for(about_blob)
+    assert "binary" in logged["params"]["message"] and logged["params"]["type"] == 2  # Warning
+    assert sum(map(about_blob, list(raw.notifications))) == 1
+    raw.open("file:///work/sample.py", SAMPLE_TEXT)  # source code next to it still completes
+    assert any(raw.completion("file:///work/sample.py", line, col)["result"]["items"]
+               for line, col in candidate_positions())
     _still_serving(raw)
 
 

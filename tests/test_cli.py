@@ -1,0 +1,90 @@
+"""The `completer` command line, run as a real process on the committed model: its answers,
+and a clear message with a non-zero exit code for every input it cannot serve."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SOURCE = '''import os
+
+
+def read_config(path):
+    with open(path) as handle:
+        return handle.read()
+'''
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "completer", *args], capture_output=True, text=True, check=False,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "config.py"
+    path.write_text(SOURCE)
+    return path
+
+
+def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
+    typed = "    with open("
+    done = run("complete", f"{source}:5:{len(typed) + 1}", "--json")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["suggestions"] and payload["skipped"] == ""
+    for suggestion in payload["suggestions"]:
+        assert suggestion["line"].startswith(typed) and suggestion["line"] == typed + suggestion["text"]
+    plain = run("complete", f"{source}:5:{len(typed) + 1}")
+    assert plain.returncode == 0
+    for row in plain.stdout.splitlines():  # "  -1.234  <line>"
+        assert re.fullmatch(r" *-?\d+\.\d{3}  (.*)", row)[1].startswith(typed), row
+    assert "suggestions in" in plain.stderr
+
+
+def test_demo_and_info_run_on_the_embedded_model():
+    demo = run("demo")
+    assert demo.returncode == 0, demo.stderr
+    assert "model python-small" in demo.stdout and "actual:" in demo.stdout
+    info = run("info")
+    assert info.returncode == 0, info.stderr
+    details = json.loads(info.stdout)
+    assert details["model"] == "python-small" and "CPUExecutionProvider" in details["providers"]
+    assert details["runtime_bundle_bytes"] <= 25 * 1024 * 1024
+
+
+def test_unservable_positions_and_files_get_a_clear_message(source: Path, tmp_path: Path):
+    cases = {
+        "config.py:3": (f"{source}:3", "FILE:LINE:COL"),
+        "zero column": (f"{source}:3:0", "1-based"),
+        "missing file": (f"{tmp_path / 'nope.py'}:1:1", "cannot read"),
+        "past the end": (f"{source}:99:1", "outside the document"),
+    }
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(bytes(range(256)) * 64)
+    cases["binary file"] = (f"{blob}:1:1000", "looks binary")
+    for name, (position, message) in cases.items():
+        done = run("complete", position)
+        assert done.returncode != 0, name
+        assert message in done.stderr, (name, done.stderr)
+        assert "Traceback" not in done.stderr, name
+
+
+def test_corrupt_model_is_refused_naming_the_file(model_dir: Path, source: Path, tmp_path: Path):
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+        shutil.copyfile(model_dir / name, bundle / name)
+    data = bytearray((bundle / "model.onnx").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (bundle / "model.onnx").write_bytes(bytes(data))
+    done = run("complete", f"{source}:5:9", "--model", str(bundle))
+    assert done.returncode == 2
+    assert "model error" in done.stderr and "model.onnx" in done.stderr and "Traceback" not in done.stderr
+    done = run("info", "--model", str(tmp_path / "nowhere"))
+    assert done.returncode == 2 and "not found" in done.stderr
