@@ -164,11 +164,13 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
     arch = manifest["architecture"]
     last = training.get("last_eval", {})
     seen = training.get("tokens") or 0
+    repeated = seen - tokens.get("train", seen)
+    repeats = f"{repeated:,} tokens seen twice" if repeated > 0 else "no token repeated"
     lines = [
         f"* {training.get('parameters', 0):,} parameters ({arch['n_layer']} layers, {arch['n_head']} heads, width "
         f"{arch['n_embd']}, vocabulary {arch['vocab_size']:,}, context {arch['context_length']:,}).",
         f"* {training.get('steps', 0):,} AdamW steps of 8 × 1,024 tokens: {seen:,} tokens seen, "
-        f"{seen / max(1, tokens.get('train', seen)):.2f} epochs of the training split (no token repeated).",
+        f"{seen / max(1, tokens.get('train', seen)):.2f} epochs of the training split ({repeats}).",
         f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token, next-token accuracy "
         f"{100 * last.get('val_accuracy', float('nan')):.1f} %.",
         f"* INT8 `model.onnx` {manifest['files']['model.onnx']['bytes'] / 1e6:.2f} MB vs fp32 ONNX "
