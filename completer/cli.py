@@ -29,11 +29,11 @@ def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
 
 def _settings(args: argparse.Namespace) -> EngineSettings:
     settings = EngineSettings(model_path=args.model, threads=args.threads, device=args.device)
-    if getattr(args, "beams", None):
+    if getattr(args, "beams", None) is not None:
         settings.beams = args.beams
-    if getattr(args, "max_tokens", None):
+    if getattr(args, "max_tokens", None) is not None:
         settings.max_tokens = args.max_tokens
-    if getattr(args, "suggestions", None):
+    if getattr(args, "suggestions", None) is not None:
         settings.max_suggestions = args.suggestions
     settings.validate()
     return settings
@@ -64,13 +64,13 @@ def cmd_complete(args: argparse.Namespace) -> int:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score} for s in result.suggestions],
                    "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped}
         print(json.dumps(payload))
-    elif result.skipped:
-        print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
-        return 1
-    else:
+    elif not result.skipped:
         for s in result.suggestions:
             print(f"{s.score:8.3f}  {s.line}")
         print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms)", file=sys.stderr)
+    if result.skipped:
+        print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
+        return 1
     return 0
 
 

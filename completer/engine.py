@@ -62,8 +62,16 @@ class Engine:
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
     @staticmethod
+    def _check_fits(settings: EngineSettings, bundle: Bundle) -> None:
+        """The generated line and at least one context token must fit in the model's positions."""
+        if settings.max_tokens + 2 > bundle.context_length:
+            raise ValueError(f"max_tokens must be below {bundle.context_length - 1} for this model "
+                             f"(its context is {bundle.context_length} tokens)")
+
+    @staticmethod
     def _load(settings: EngineSettings) -> tuple[Bundle, Tokens, Runtime]:
         bundle = load_bundle(settings.model_path)
+        Engine._check_fits(settings, bundle)
         tokens = Tokens(bundle.tokenizer_path)
         runtime = Runtime(bundle, device=settings.device, threads=settings.threads)
         return bundle, tokens, runtime
@@ -81,6 +89,8 @@ class Engine:
             self._runs_before_reload += self.runtime.calls
             self.bundle, self.tokens, self.runtime = bundle, tokens, runtime
             self.cache = DocumentCache(settings.memory_budget_mb * 1024 * 1024)
+        else:
+            self._check_fits(settings, self.bundle)
         self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
         self.settings = settings
         self.cache.enforce_budget()
@@ -130,7 +140,7 @@ class Engine:
         typed = before[len(last.before):]
         if not typed or "\n" in typed:
             return None
-        kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed))
+        kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed), end=s.end + len(typed))
                 for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
         return CompletionResult(suggestions=kept) if kept else None
 
@@ -175,9 +185,10 @@ class Engine:
         if not ids:
             ids = [tokens.end_of_text_id]
         limit = min(settings.context_tokens or self.bundle.context_length,
-                    self.bundle.context_length) - settings.max_tokens - 1
+                    self.bundle.context_length) - settings.max_tokens - 1  # >= 1: _check_fits
         if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
-            ids = ids[math.ceil((len(ids) - limit) / WINDOW_SLIDE_TOKENS) * WINDOW_SLIDE_TOKENS:]
+            slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
+            ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         runs_before = self.runtime.calls

@@ -33,6 +33,9 @@ class Suggestion:
 
 
 SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
+MIN_CONTEXT_TOKENS = 64
+"""A window must hold the generated line plus some context; fewer tokens would only guess."""
+
 SKIPPED_OUTSIDE = "the position is outside the document"
 SKIPPED_BINARY = "the text before the cursor looks binary (mostly control characters or undecodable bytes)"
 
@@ -79,8 +82,9 @@ class EngineSettings:
             raise ValueError("threads must be between 0 and 256")
         if not 1 <= self.memory_budget_mb <= 65536:
             raise ValueError("memory_budget_mb must be between 1 and 65536")
-        if self.context_tokens < 0:
-            raise ValueError("context_tokens must be >= 0")
+        if self.context_tokens and self.context_tokens < self.max_tokens + MIN_CONTEXT_TOKENS:
+            raise ValueError(f"context_tokens must be 0 (the model's whole context) or at least "
+                             f"max_tokens + {MIN_CONTEXT_TOKENS} = {self.max_tokens + MIN_CONTEXT_TOKENS}")
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -53,7 +53,7 @@ def register(server: CompleterServer) -> None:
     def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.searches.document_changed(uri)
-        ls.binary_documents.discard(uri)
+        ls.skips_noted = {noted for noted in ls.skips_noted if noted[0] != uri}
         if ls.documents.close(uri) is not None:
             ls.worker.notify_close(uri)
 

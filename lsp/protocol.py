@@ -2,14 +2,15 @@
 
 pygls 2.1.1 drops a request whose params fail to deserialize without any reply (the client
 waits forever), answers malformed JSON with a window/showMessage popup instead of a JSON-RPC
-parse error, silently ignores requests after `shutdown`, and logs a traceback for every
-cancelled request. This subclass fixes those, and takes document sync away from pygls'
-workspace (see `lsp.documents` for why).
+parse error, silently ignores requests after `shutdown`, logs a traceback for every cancelled
+request, and keeps the future of every notification forever. This subclass fixes those, and
+takes document sync away from pygls' workspace (see `lsp.documents` for why).
 """
 from __future__ import annotations
 
 import json
 import logging
+from functools import partial
 from typing import Any
 
 import attrs
@@ -117,6 +118,23 @@ class CompleterProtocol(LanguageServerProtocol):
                 message="Invalid Request: the server is shutting down"))
             return
         super().handle_message(message)
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:
+        """pygls files the future of every notification and generator step under a fresh id and
+        never removes it: one leaked future per keystroke. Forget each future once it is done."""
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is not None:
+            future.add_done_callback(partial(self._forget_future, msg_id))
+
+    def _forget_future(self, msg_id: Any, future: Any) -> None:
+        if self._request_futures.get(msg_id) is future:
+            del self._request_futures[msg_id]
+
+    @property
+    def requests_in_flight(self) -> int:
+        return len(self._request_futures)
 
     # -- responses ---------------------------------------------------------------------------------
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:

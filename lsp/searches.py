@@ -36,10 +36,20 @@ class SearchScheduler:
         self._worker = worker
         self._inflight: dict[Hashable, _Search] = {}
         self._recent: dict[str, tuple[Hashable, Any]] = {}
+        self._changes: dict[str, int] = {}  # document_changed calls per document
         self.abandoned = 0  # searches stopped because of an edit or a cancel
 
-    async def run(self, key: Hashable, uri: str, before: str, after: str, ready_timeout: float) -> Any:
-        """The engine result for `key`; raises ContentModified, WorkerError or CancelledError."""
+    def changes(self, uri: str) -> int:
+        """A counter that moves with every edit of `uri`: a request notes it before its first await."""
+        return self._changes.get(uri, 0)
+
+    async def run(self, key: Hashable, uri: str, before: str, after: str, ready_timeout: float,
+                  changes: int | None = None) -> Any:
+        """The engine result for `key`; raises ContentModified, WorkerError or CancelledError.
+
+        `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
+        edit since then (even one that lands while we wait for the worker) makes the text stale."""
+        expected = self.changes(uri) if changes is None else changes
         recent = self._recent.get(uri)
         if recent is not None and recent[0] == key:
             return recent[1]
@@ -50,6 +60,8 @@ class SearchScheduler:
 
                 raise WorkerError("unavailable", "the inference worker is not ready")
             search = self._inflight.get(key)  # someone may have started it while we waited
+        if search is None and self.changes(uri) != expected:
+            raise ContentModified(uri)
         if search is None:
             job_id, future = self._worker.submit("complete", uri=uri, before=before, after=after)
             search = _Search(key, uri, job_id, future)
@@ -81,6 +93,7 @@ class SearchScheduler:
     def document_changed(self, uri: str) -> None:
         """Fail every running search of `uri` with ContentModified and stop it in the worker."""
         self._recent.pop(uri, None)
+        self._changes[uri] = self._changes.get(uri, 0) + 1
         for search in [s for s in self._inflight.values() if s.uri == uri]:
             self._abandon(search)
             if not search.future.done():

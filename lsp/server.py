@@ -19,8 +19,7 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary
-from completer.types import SKIPPED_BINARY
-from completer.types import EngineSettings
+from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
 from lsp.completions import LineSuggestion, suggested_lines
@@ -29,6 +28,7 @@ from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type
 from lsp.protocol import CompleterProtocol, is_parse_error
 from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
+from lsp.transport import serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class CompleterServer(LanguageServer):
         self.worker = WorkerClient(lambda: engine_dict(self.settings), log_level, worker_log_file)
         self.searches = SearchScheduler(self.worker)
         self.stats = Stats()
-        self.binary_documents: set[str] = set()  # logged once each, forgotten on close
+        self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self.log_handler = LspLogHandler(self._send_log)
@@ -131,9 +131,13 @@ class CompleterServer(LanguageServer):
         assert self._config_lock is not None
         async with self._config_lock:
             error = await self.worker.start()
-            if error and self.settings.engine != EngineSettings():
-                self.show(f"cannot load the model with the configured settings ({error}); using the defaults")
-                self.settings = dataclasses.replace(self.settings, engine=EngineSettings())
+            defaults = EngineSettings()
+            for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
+                if not error or fallback == self.settings.engine:
+                    continue
+                self.show(f"cannot load the model with the configured settings ({error}); "
+                          f"using the default {'model' if fallback != defaults else 'settings'}")
+                self.settings = dataclasses.replace(self.settings, engine=fallback)
                 error = await self.worker.configure(engine_dict(self.settings))
             if error:
                 self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
@@ -161,8 +165,13 @@ class CompleterServer(LanguageServer):
             new = self._merge(changes, "didChangeConfiguration")
             if new.engine != old.engine:
                 error = await self.worker.configure(engine_dict(new))
+                kept = _with_model_of(new.engine, old.engine)
+                if error and kept != old.engine:  # the model would not load: apply the other keys
+                    self.show(f"model settings not applied, keeping the loaded model: {error}")
+                    new = dataclasses.replace(new, engine=kept)
+                    error = await self.worker.configure(engine_dict(new))
                 if error:
-                    self.show(f"settings not applied, keeping the previous model settings: {error}")
+                    self.show(f"settings not applied, keeping the previous ones: {error}")
                     new = dataclasses.replace(new, engine=old.engine)
             if new != old:
                 self.settings = new
@@ -191,21 +200,19 @@ class CompleterServer(LanguageServer):
         if doc is None:
             return []
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
-            return []
+            return self._skip(target.uri, SKIPPED_LONG_LINE, logging.INFO)
         sliced = context_slice(doc.lines, target.line_no, target.column)
         if sliced is None:
             return []
         if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
-            if target.uri not in self.binary_documents:
-                self.binary_documents.add(target.uri)
-                log.warning("no completions in %s: %s", target.uri, SKIPPED_BINARY)
-            return []
+            return self._skip(target.uri, SKIPPED_BINARY, logging.WARNING)
         before, after = clean(sliced[0]), clean(sliced[1])
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)
+        changes = self.searches.changes(target.uri)
         result: Any = None
         for attempt in range(2):  # a worker that died under us gets one retry on its successor
             try:
-                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT)
+                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes)
                 break
             except asyncio.CancelledError:
                 self.stats.cancelled += 1
@@ -238,6 +245,13 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         return lines
 
+    def _skip(self, uri: str, reason: str, level: int) -> list[LineSuggestion]:
+        """No suggestions, for a reason the user may wonder about: logged once per document."""
+        if (uri, reason) not in self.skips_noted:
+            self.skips_noted.add((uri, reason))
+            log.log(level, "no completions in %s where %s", uri, reason)
+        return []
+
     # -- completer/info ---------------------------------------------------------------------------
     async def info(self) -> dict[str, Any]:
         """engine.info() plus the server's own state, for status bars and bug reports."""
@@ -256,10 +270,16 @@ class CompleterServer(LanguageServer):
             "log_file": str(self.log_file) if self.log_file else None,
             "settings": self.settings.to_camel(),
             "searches_abandoned": self.searches.abandoned,
+            "requests_in_flight": self.protocol.requests_in_flight,  # type: ignore[attr-defined]
             "searches_stopped_in_worker": self.worker.cancelled_in_worker,
             **dataclasses.asdict(self.stats),
         }
         return out
+
+
+def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:
+    """`settings` with the keys that choose and load the model (path, device, threads) from `source`."""
+    return dataclasses.replace(settings, model_path=source.model_path, device=source.device, threads=source.threads)
 
 
 def _private_stdio() -> tuple[Any, Any]:
@@ -284,7 +304,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
     log.info("completer language server %s (pid %d), log file %s", __version__, os.getpid(), log_file)
     try:
         if args.tcp:
-            server.start_tcp("127.0.0.1", args.port)
+            serve_tcp_once(server, args.port)
         else:
             stdin, stdout = _private_stdio()
             server.start_io(stdin, stdout)

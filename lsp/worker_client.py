@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 RESTART_DELAYS = (0.0, 0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Delay before the n-th restart within CRASH_WINDOW seconds: immediate at first, then backing off."""
 CRASH_WINDOW = 60.0
+INIT_TIMEOUT = 120.0
+"""Loading a model takes well under a second on the CPU; a worker silent this long is hung (a driver,
+a disk) and is killed, so it cannot hold the settings lock forever. Its replacement backs off."""
 
 
 class WorkerError(Exception):
@@ -84,16 +87,29 @@ class WorkerClient:
         if self._log_file:
             cmd += ["--log-file", self._log_file]
         started = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
-            limit=framing.MAX_FRAME_BYTES,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+                limit=framing.MAX_FRAME_BYTES,
+            )
+        except OSError as exc:  # nothing will exit, so nothing would restart it: retry from here
+            self.model_error = f"cannot start the inference worker ({sys.executable}): {exc}"
+            log.error("%s", self.model_error)
+            if not self._stopping:
+                self._spawn(self._start_later())
+            return self.model_error
         self._proc = proc
         self.started_at = time.monotonic()
         self._spawn(self._read_loop(proc))
         log.info("started inference worker pid %d", proc.pid)
         try:
-            reply = await self._call_on(proc, "init", settings=self._engine_settings())
+            reply = await asyncio.wait_for(self._call_on(proc, "init", settings=self._engine_settings()),
+                                           INIT_TIMEOUT)
+        except asyncio.TimeoutError:
+            self.model_error = f"the inference worker did not load the model within {INIT_TIMEOUT:.0f} s"
+            log.error("%s; killing pid %d", self.model_error, proc.pid)
+            proc.kill()  # its reader sees the exit and starts a replacement, with back-off
+            return self.model_error
         except WorkerError as exc:
             self.info = {}
             self.model_error = exc.message
@@ -212,10 +228,7 @@ class WorkerClient:
         if self._stopping:
             log.info("worker pid %d exited (%s)", proc.pid, code)
             return
-        now = time.monotonic()
-        self._deaths.append(now)
-        recent = sum(1 for t in self._deaths if now - t < CRASH_WINDOW)
-        delay = RESTART_DELAYS[min(recent, len(RESTART_DELAYS)) - 1]
+        delay = self._next_restart_delay()
         log.warning("inference worker pid %d died (exit code %s); restarting%s", proc.pid, code,
                     f" in {delay:.1f} s" if delay else "")
         if delay:
@@ -227,6 +240,19 @@ class WorkerClient:
             await self.start()
         except Exception:
             log.exception("could not restart the inference worker")
+
+    def _next_restart_delay(self) -> float:
+        """Count a death; restarts are immediate at first and back off when deaths come quickly."""
+        now = time.monotonic()
+        self._deaths.append(now)
+        recent = sum(1 for t in self._deaths if now - t < CRASH_WINDOW)
+        return RESTART_DELAYS[min(recent, len(RESTART_DELAYS)) - 1]
+
+    async def _start_later(self) -> None:
+        await asyncio.sleep(max(1.0, self._next_restart_delay()))
+        if not self._stopping and self.pid is None:
+            self.restarts += 1
+            await self.start()
 
     # -- jobs --------------------------------------------------------------------------------------
     async def wait_ready(self, timeout: float) -> bool:

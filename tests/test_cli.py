@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from completer.types import SKIPPED_OUTSIDE
+
 SOURCE = '''import os
 
 
@@ -69,10 +71,19 @@ def test_unservable_positions_and_files_get_a_clear_message(source: Path, tmp_pa
     blob.write_bytes(bytes(range(256)) * 64)
     cases["binary file"] = (f"{blob}:1:1000", "looks binary")
     for name, (position, message) in cases.items():
+        if name == "past the end":  # --json says why too, and exits 1 as well
+            done = run("complete", position, "--json")
+            assert done.returncode == 1 and json.loads(done.stdout)["skipped"] == SKIPPED_OUTSIDE
         done = run("complete", position)
         assert done.returncode != 0, name
         assert message in done.stderr, (name, done.stderr)
         assert "Traceback" not in done.stderr, name
+
+
+def test_out_of_range_options_are_refused(source: Path):
+    for option in ("--beams", "--max-tokens", "--suggestions"):
+        done = run("complete", f"{source}:5:9", option, "0")
+        assert done.returncode == 2 and "must be between" in done.stderr, (option, done.stderr)
 
 
 def test_corrupt_model_is_refused_naming_the_file(model_dir: Path, source: Path, tmp_path: Path):

@@ -1,12 +1,14 @@
 """The engine on the committed bundle: whole lines, healing, KV reuse, cancellation, typing through."""
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 
 from completer.engine import Engine
-from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled, EngineSettings
+from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled,
+                             EngineSettings)
 
 SAMPLE = '''import os
 import sys
@@ -25,6 +27,15 @@ class Greeter:
         print("Hello, " + self.name)
         return self.name
 '''
+
+
+@pytest.fixture(autouse=True)
+def no_swallowed_errors(caplog):
+    """complete_text turns internal errors into empty answers; a test must not pass through one."""
+    yield
+    records = caplog.get_records("call")
+    failures = [r.getMessage() for r in records if r.name == "completer.engine" and r.levelno >= logging.ERROR]
+    assert not failures, failures
 
 
 def complete_at(engine: Engine, text: str, line: int, column: int, uri: str = "file:///t.py"):
@@ -143,10 +154,12 @@ def test_crlf_tabs_and_no_trailing_newline(engine: Engine):
     crlf = SAMPLE.replace("\n", "\r\n").rstrip()
     result = complete_at(engine, crlf, 11, 8, "file:///crlf.py")
     assert result.suggestions
-    assert all("\r" not in s.line and s.line.startswith("        ") for s in result.suggestions)
+    line_length = len(SAMPLE.split("\n")[11])
+    assert all("\r" not in s.line and s.end == line_length for s in result.suggestions)
     tabbed = "class A:\n\tdef f(self):\n\t\treturn 1\n\tdef g(self):\n\t\t"
     result = complete_at(engine, tabbed, 4, 2, "file:///tabs.py")
-    assert all(s.line.startswith("\t\t") for s in result.suggestions)
+    assert result.suggestions  # the model sees spaces; columns and lines stay in the document's tabs
+    assert all(s.start == 2 and s.text[:1] not in (" ", "\t") for s in result.suggestions)
 
 
 @pytest.mark.parametrize("text,line,column", [
@@ -159,9 +172,12 @@ def test_crlf_tabs_and_no_trailing_newline(engine: Engine):
     ("\x00" * 100, 0, 50),
 ])
 def test_bad_input_gives_clean_result(engine: Engine, text: str, line: int, column: int):
-    result = complete_at(engine, text, line, column, "file:///bad.py")
+    result = complete_at(engine, text, line, column, "file:///bad.py")  # and logs no error (fixture)
+    lines = text.replace("\r", "").split("\n")
+    if not 0 <= line < len(lines) or column < 0:
+        assert result.skipped == SKIPPED_OUTSIDE
     for s in result.suggestions:
-        assert "\x00" not in s.text
+        assert "\x00" not in s.text and s.line == lines[line][:s.start] + s.text
 
 
 def test_binary_text_is_refused_with_a_reason_but_latin1_source_is_completed(engine: Engine, model_dir):
@@ -184,12 +200,24 @@ def test_positions_without_suggestions_say_why(engine: Engine):
     assert complete_at(engine, SAMPLE, 5, 4).skipped == ""
 
 
+def test_short_context_windows_still_complete():
+    """contextTokens just above its minimum: the window slides in small steps, never to nothing."""
+    with pytest.raises(ValueError, match="context_tokens"):
+        EngineSettings(context_tokens=40).validate()
+    short = Engine(EngineSettings(context_tokens=24 + MIN_CONTEXT_TOKENS))
+    text = SAMPLE * 6
+    line = len(text.split("\n")) - 4  # "        print(...)" deep in the file: far past the window
+    for column in (8, 13, 14):
+        result = complete_at(short, text, line, column, "file:///short.py")
+        assert result.suggestions and result.cached_tokens + result.new_tokens <= MIN_CONTEXT_TOKENS
+
+
 def test_ten_megabyte_document(engine: Engine):
     text = ("def f(x):\n    return x * 2\n\n" * 400_000)[:10_000_000] + "\ndef g(y):\n    "
     lines = text.split("\n")
     result = complete_at(engine, text, len(lines) - 1, 4, "file:///huge.py")
     assert result.latency_ms < 5000
-    assert all(s.line.startswith("    ") for s in result.suggestions)
+    assert result.suggestions and result.new_tokens < 1100  # only the clipped window was encoded
     engine.close("file:///huge.py")
 
 

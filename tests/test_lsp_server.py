@@ -25,6 +25,7 @@ from lsp_support import (
     info,
     inline_params,
     open_doc,
+    plain,
     server_env,
     wait_ready,
 )
@@ -217,6 +218,8 @@ async def test_unopened_document_and_positions_off_the_end_get_empty_results(cli
     # a column past the end of a line is clamped to the line end, as LSP asks
     line, col, _ = await first_completing_position(client, URI)
     result = await client.text_document_completion_async(completion_params(URI, line, 10_000))
+    at_end = await client.text_document_completion_async(completion_params(URI, line, len(SAMPLE_LINES[line])))
+    assert [plain(i) for i in result.items] == [plain(i) for i in at_end.items]
     for item in result.items:
         assert item.text_edit.new_text.startswith(SAMPLE_LINES[line])
 
@@ -249,7 +252,7 @@ async def test_valid_settings_change_applies(client: LanguageClient):
     assert state["settings"]["max_suggestions"] == 1 and state["settings"]["beams"] == 2  # the engine's view
     change_doc(client, URI, 2, (0, 0), (0, 0), "")  # a new edit: no cached answer
     result = await client.text_document_completion_async(completion_params(URI, line, col))
-    assert len(result.items) <= 1
+    assert len(result.items) == 1  # this position had suggestions before
     # the settings object itself (no "completer" wrapper) works too
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": 8}))
     await _wait_for(lambda: _settings_are(client, maxTokens=8, maxSuggestions=1))
@@ -276,11 +279,11 @@ async def test_invalid_settings_warn_and_keep_the_old_values(client: LanguageCli
 
     before = await info(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"completer": {"modelPath": "/nonexistent/model/bundle"}}))
+        settings={"completer": {"modelPath": "/nonexistent/model/bundle", "beams": 3}}))
     await _wait_for(_async(lambda: any("model" in m.message for m in client.messages[3:])))
-    after = await info(client)
+    after = await _wait_for(lambda: _settings_are(client, beams=3))  # the other key still applies
     assert after["model_path"] == before["model_path"] and after["model_error"] is None
-    assert after["server"]["settings"]["modelPath"] is None
+    assert after["server"]["settings"]["modelPath"] is None and after["settings"]["beams"] == 3
     open_doc(client, URI, SAMPLE_TEXT)
     await first_completing_position(client, URI)  # the old model still serves
 
@@ -289,6 +292,15 @@ def _async(fn):
     async def wrapper():
         return fn()
     return wrapper
+
+
+async def test_unloadable_model_at_startup_falls_back_but_keeps_other_settings(bare_client: LanguageClient):
+    await _start(bare_client, types.InitializeParams(capabilities=VSCODE, initialization_options={
+        "completer": {"modelPath": "/nonexistent/model/bundle", "maxSuggestions": 2, "beams": 3}}))
+    state = await _wait_for(lambda: _settings_are(bare_client, maxSuggestions=2, beams=3, modelPath=None))
+    assert state["model"] and state["model_error"] is None
+    assert state["settings"]["max_suggestions"] == 2 and state["settings"]["beams"] == 3
+    await _wait_for(_async(lambda: any("default model" in m.message for m in bare_client.messages)))
 
 
 async def test_initialization_options_and_feature_switches(bare_client: LanguageClient):

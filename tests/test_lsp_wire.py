@@ -34,7 +34,8 @@ def _ready(client: RawClient) -> None:
 
 def _still_serving(client: RawClient) -> None:
     response = client.request("completer/info", timeout=10)
-    assert response["result"]["model"], response
+    assert "result" in response, response
+    _ready(client)  # and its worker has (or, right after initialize, soon has) the model
 
 
 def test_requests_before_initialize_are_rejected_then_served(raw: RawClient):
@@ -133,6 +134,12 @@ def test_huge_document_and_nul_characters(raw: RawClient):
     assert "result" in raw.completion("file:///work/min.py", 0, len(line), timeout=30)
     assert "result" in raw.completion("file:///work/min.py", 0, 5, timeout=30)
     assert time.monotonic() - started < 5
+
+    def about_min(message: dict) -> bool:
+        return message.get("method") == "window/logMessage" and "min.py" in message["params"]["message"]
+
+    assert "longer than" in raw.wait_for(about_min)["params"]["message"]
+    assert sum(map(about_min, list(raw.notifications))) == 1  # once per document, not per request
     # a document that is nothing but NULs, and lone surrogates from a JSON escape
     raw.open("file:///work/nul.py", "\x00" * 5000 + "\n\x00\x00import \x00")
     assert "result" in raw.completion("file:///work/nul.py", 1, 3)
@@ -165,6 +172,34 @@ def test_binary_document_gets_no_completions_and_one_log_line(raw: RawClient):
     _still_serving(raw)
 
 
+def test_an_edit_while_the_worker_boots_makes_the_waiting_request_stale(raw: RawClient):
+    """The request waits for the worker (it is still loading the model); the edit that arrives
+    meanwhile must not let the old text be searched and answered."""
+    raw.initialize()
+    raw.open(URI, SAMPLE_TEXT)
+    waiting = raw.request_nowait("textDocument/completion",
+                                 {"textDocument": {"uri": URI}, "position": {"line": 3, "character": 4}})
+    raw.change(URI, 2, (3, 4), (3, 4), "x")
+    response = raw.wait(waiting, timeout=60)
+    assert response.get("error", {}).get("code") == -32801, response  # ContentModified
+    _ready(raw)
+    assert "result" in raw.completion(URI, 3, 5)
+
+
+def test_notifications_leave_nothing_behind(raw: RawClient):
+    """A long session of keystrokes must not grow the server's table of futures."""
+    raw.initialize()
+    _ready(raw)
+    raw.open(URI, SAMPLE_TEXT)
+    for version in range(2, 302):
+        raw.change(URI, version, (0, 0), (0, 0), "#" if version % 2 else "")
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"beams": 3}}})
+    raw.notify("textDocument/didClose", {"textDocument": {"uri": URI}})
+    server = raw.request("completer/info")["result"]["server"]
+    assert server["open_documents"] == 0
+    assert server["requests_in_flight"] <= 1, server  # at most the info request itself
+
+
 def test_requests_after_shutdown_are_refused_and_exit_code_is_zero(raw: RawClient):
     raw.initialize()
     raw.open(URI, SAMPLE_TEXT)
@@ -194,30 +229,38 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_tcp_transport_binds_loopback_only():
+def test_tcp_transport_binds_loopback_only_and_serves_one_client():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port), "--log-level", "DEBUG"],
                             env=server_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def listening() -> list[str]:
+        rows = open("/proc/net/tcp").read().splitlines()[1:] + open("/proc/net/tcp6").read().splitlines()[1:]
+        return [row.split()[1] for row in rows if row.split()[1].endswith(f":{port:04X}") and row.split()[3] == "0A"]
+
     try:
         deadline = time.monotonic() + 20
-        while True:
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=1)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
-                time.sleep(0.1)
-        listening = [line for line in open("/proc/net/tcp").read().splitlines()[1:]
-                     if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"]
-        assert listening and all(row.split()[1].startswith("0100007F:") for row in listening), listening
+        while not listening():
+            assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+            time.sleep(0.1)
+        assert all(address.startswith("0100007F:") for address in listening()), listening()
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         with sock:
             body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
             sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
             reply = _read_message(sock)
             assert reply["id"] == 1 and "completionProvider" in reply["result"]["capabilities"]
+            # the first client has the server: nobody else may connect and take over its replies
+            assert not listening()
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "completer/info"}).encode()
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            assert _read_message(sock)["id"] == 2
+        assert proc.wait(20) == 1  # the client went away without shutdown/exit
     finally:
         proc.kill()
         proc.wait()

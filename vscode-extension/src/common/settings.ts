@@ -14,6 +14,7 @@ export interface ExtensionSettings {
     device: Device;
     threads: number;
     memoryBudgetMb: number;
+    contextTokens: number;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -33,6 +34,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'device',
     'threads',
     'memoryBudgetMb',
+    'contextTokens',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -49,17 +51,21 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     device: 'auto',
     threads: 0,
     memoryBudgetMb: 256,
+    contextTokens: 0,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
 });
 
-const INTEGER_RANGES: Record<'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb', [number, number]> = {
+type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens';
+
+const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     beams: [1, 16],
     maxSuggestions: [1, 16],
     maxTokens: [1, 256],
     threads: [0, 256],
     memoryBudgetMb: [1, 65536],
+    contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
 };
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
@@ -136,6 +142,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         device: DEVICES.includes(device as Device) ? (device as Device) : DEFAULT_SETTINGS.device,
         threads: readInteger(config.get('threads'), 'threads'),
         memoryBudgetMb: readInteger(config.get('memoryBudgetMb'), 'memoryBudgetMb'),
+        contextTokens: readInteger(config.get('contextTokens'), 'contextTokens'),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -155,6 +162,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         device: settings.device,
         threads: settings.threads,
         memoryBudgetMb: settings.memoryBudgetMb,
+        contextTokens: settings.contextTokens,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -60,6 +60,7 @@ describe('settings', () => {
             device: 'auto',
             threads: 0,
             memoryBudgetMb: 256,
+            contextTokens: 0,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -78,6 +79,7 @@ describe('settings', () => {
                 device: 'cpu',
                 threads: 2,
                 memoryBudgetMb: 512,
+                contextTokens: 512,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -94,6 +96,7 @@ describe('settings', () => {
                 device: 'cpu',
                 threads: 2,
                 memoryBudgetMb: 512,
+                contextTokens: 512,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -113,6 +116,7 @@ describe('settings', () => {
                 device: 'tpu',
                 threads: -3,
                 memoryBudgetMb: 12.6,
+                contextTokens: -5,
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -126,6 +130,7 @@ describe('settings', () => {
         assert.equal(settings.device, 'auto');
         assert.equal(settings.threads, 0);
         assert.equal(settings.memoryBudgetMb, 13);
+        assert.equal(settings.contextTokens, 0);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
