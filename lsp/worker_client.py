@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 RESTART_DELAYS = (0.0, 0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Delay before the n-th restart within CRASH_WINDOW seconds: immediate at first, then backing off."""
 CRASH_WINDOW = 60.0
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+WORKER_BOOT = "import sys; sys.path[0] = {root!r}; from lsp.worker import main; sys.exit(main(sys.argv[1:]))"
+"""The worker's entry. `python -m lsp.worker` would put the working directory (the user's project)
+first on the import path, and a project with its own `lsp/` or `completer/` would run instead."""
 INIT_TIMEOUT = 120.0
 """Loading a model takes well under a second on the CPU; a worker silent this long is hung (a driver,
 a disk) and is killed, so it cannot hold the settings lock forever. Its replacement backs off."""
@@ -80,16 +84,13 @@ class WorkerClient:
         """Spawn a worker and load the model; returns the model error message, if any."""
         ready = self._event()
         ready.clear()
-        env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        cmd = [sys.executable, "-m", "lsp.worker", "--log-level", self._log_level]
+        cmd = [sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--log-level", self._log_level]
         if self._log_file:
             cmd += ["--log-file", self._log_file]
         started = time.perf_counter()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+                *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 limit=framing.MAX_FRAME_BYTES,
             )
         except OSError as exc:  # nothing will exit, so nothing would restart it: retry from here

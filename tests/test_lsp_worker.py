@@ -34,3 +34,15 @@ async def test_a_worker_that_cannot_be_spawned_is_retried(client: WorkerClient, 
     monkeypatch.undo()
     assert await client.wait_ready(60)
     assert client.restarts == 1 and client.info.get("model")
+
+
+async def test_the_worker_never_imports_from_the_working_directory(client: WorkerClient, monkeypatch, tmp_path):
+    """Editors start the server in the user's project; its own `lsp/` must not replace ours."""
+    marker = tmp_path / "hijacked"
+    for package in ("lsp", "completer"):
+        (tmp_path / package).mkdir()
+        for module in ("__init__.py", "worker.py"):
+            (tmp_path / package / module).write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    assert await client.start() is None
+    assert client.info.get("model") and not marker.exists()

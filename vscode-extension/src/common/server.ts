@@ -24,7 +24,14 @@ export function createLanguageClient(hooks: ClientHooks, outputChannel: LogOutpu
         command,
         args,
         transport: TransportKind.stdio,
-        options: { env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8' } },
+        options: {
+            // `python -m lsp` puts its working directory first on the import path. The client would use the
+            // first workspace folder, so a workspace with its own `lsp/` or `completer/` package would run
+            // instead of the server. Start from the extension's own directory, and on Python 3.11+ keep the
+            // working directory off the path altogether.
+            cwd: __dirname,
+            env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONIOENCODING: 'utf-8', PYTHONSAFEPATH: '1' },
+        },
     };
     const clientOptions: LanguageClientOptions = {
         documentSelector: documentSelector(hooks.getSettings().enabledLanguages),

@@ -95,6 +95,10 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         assert.equal(client.id, 'completer');
         assert.equal(client.serverOptions.command, goodPython);
         assert.deepEqual(client.serverOptions.args, ['-m', 'lsp']);
+        // never from the workspace folder, whose own `lsp/` package `python -m lsp` would import
+        assert.ok(path.isAbsolute(client.serverOptions.options.cwd));
+        assert.ok(!fs.existsSync(path.join(client.serverOptions.options.cwd, 'lsp')));
+        assert.equal(client.serverOptions.options.env.PYTHONSAFEPATH, '1');
         assert.deepEqual(client.clientOptions.documentSelector, [
             { scheme: 'file', language: 'python' },
             { scheme: 'untitled', language: 'python' },
