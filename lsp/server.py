@@ -51,6 +51,7 @@ class Stats:
     last_latency_ms: float | None = None  # request received -> answer ready, in the server
     last_engine_latency_ms: float | None = None  # the engine's own figure for that search
     last_model_runs: int | None = None
+    last_context_tokens: int | None = None  # tokens before the cursor the model attended to
     last_suggestions: int | None = None
 
 
@@ -242,6 +243,8 @@ class CompleterServer(LanguageServer):
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
         self.stats.last_model_runs = engine.get("model_runs")
+        if engine.get("model_runs"):  # typing through reuses the previous search's context
+            self.stats.last_context_tokens = (engine.get("cached_tokens") or 0) + (engine.get("new_tokens") or 0)
         self.stats.last_suggestions = len(lines)
         return lines
 

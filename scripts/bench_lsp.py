@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> dict:
         current = ""  # the cursor line typed so far
         version = 1
         latencies: list[float] = []
+        contexts: list[int | None] = []  # the context the last search ran at, after each keystroke (untimed)
         with_items = hits = 0
         for ch in to_type:
             version += 1
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> dict:
                 "textDocument": {"uri": uri}, "position": {"line": line, "character": col_units}})
             response = client.wait(msg_id, timeout=60)
             latencies.append((client.arrival.pop(msg_id) - sent) * 1000)
+            contexts.append(client.request("completer/info")["result"]["server"]["last_context_tokens"])
             items = (response.get("result") or {}).get("items") or []
             if items:
                 with_items += 1
@@ -103,6 +105,7 @@ def run(args: argparse.Namespace) -> dict:
     return {
         "file": str(path), "start_line": start_line, "keystrokes": len(latencies), "latencies": latencies,
         "with_items": with_items, "top1_hits": hits, "info": info,
+        "context_tokens": [c for c in contexts if c is not None],
     }
 
 
@@ -112,10 +115,13 @@ def report(result: dict, argv: list[str]) -> str:
     info = result["info"]
     server = info.get("server", {})
     name = Path(result["file"]).name
+    contexts = result["context_tokens"] or [0]
     rows = [
-        "| file | keystrokes | p50 ms | p95 ms | max ms | mean ms | replies with lines | top line = actual line |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {name} (from line {result['start_line'] + 1}) | {result['keystrokes']} | {percentile(lat, 0.5):.1f} "
+        "| file | keystrokes | context tokens | p50 ms | p95 ms | max ms | mean ms | replies with lines "
+        "| top line = actual line |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        f"| {name} (from line {result['start_line'] + 1}) | {result['keystrokes']} "
+        f"| {min(contexts)}–{max(contexts)} (median {statistics.median(contexts):.0f}) | {percentile(lat, 0.5):.1f} "
         f"| {percentile(lat, 0.95):.1f} | {max(lat):.1f} | {statistics.fmean(lat):.1f} "
         f"| {100 * result['with_items'] / n:.0f}% | {100 * result['top1_hits'] / n:.0f}% |",
     ]

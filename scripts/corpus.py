@@ -3,7 +3,8 @@
 The corpus is regenerable and large, so it lives in the user cache dir, never in git.
 Files are deduplicated, generated/minified/huge files are dropped, and the train/validation
 split is by file group, deterministically, so near-copies of one module (a vendored urllib3
-and urllib3 itself) never straddle the split.
+and urllib3 itself) never straddle the split. Copies the group key misses (setuptools/_distutils
+vs the stdlib's distutils) are caught by `copy_key`, and eval.py leaves them out.
 """
 from __future__ import annotations
 
@@ -131,6 +132,23 @@ def normalise(text: str) -> str:
 def group_key(path: str) -> str:
     """The last two path parts: copies of one module vendored elsewhere share it."""
     return "/".join(path.split("/")[-2:])
+
+
+VENDOR_DIRS = frozenset({"_vendor", "vendor", "_vendored", "vendored", "extern", "_extern", "externals"})
+
+
+def copy_key(path: str) -> str:
+    """A coarser key than group_key, for spotting copies that group_key misses: the path below any
+    vendor directory, leading underscores dropped, last two parts. So setuptools/_distutils/version.py
+    and the stdlib's distutils/version.py, or pip/_vendor/six.py and six.py, share one. eval.py skips
+    validation files whose copy_key also names a training file (the split itself stays on group_key,
+    which the shipped model was trained with)."""
+    parts = path.split("/")
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] in VENDOR_DIRS:
+            parts = parts[index + 1:]
+            break
+    return "/".join(part.lstrip("_") or part for part in parts[-2:])
 
 
 def is_validation(path: str) -> bool:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from export import sha256  # noqa: E402
+from corpus import copy_key  # noqa: E402
+from export import replace_section, sha256  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
 
 from completer.engine import Engine  # noqa: E402
@@ -39,15 +40,31 @@ class Position:
     kind: str  # "line-start" or "mid-line"
 
 
-def sample_positions(val_path: Path, count: int, seed: int = 0) -> tuple[dict[str, str], list[Position]]:
+def training_copy_keys(train_path: Path) -> set[str]:
+    """corpus.copy_key of every training file, read from the paths alone (the texts are 200 MB)."""
+    keys = set()
+    with open(train_path) as handle:
+        for line in handle:
+            start = line.index('"path": ') + len('"path": ')
+            keys.add(copy_key(json.loads(line[start:line.index('", "text": ', start) + 1])))
+    return keys
+
+
+def sample_positions(val_path: Path, count: int, seed: int = 0, skip: set[str] = frozenset()
+                     ) -> tuple[dict[str, str], list[Position]]:
+    """Positions in validation files, minus files whose copy_key is in `skip` (copies of training files).
+    Files are keyed by origin and path: two releases may both hold a setup.py."""
     files: dict[str, str] = {}
     candidates: list[tuple[str, int, str]] = []
     with open(val_path) as handle:
         for row in map(json.loads, handle):
-            files[row["path"]] = row["text"]
+            if copy_key(row["path"]) in skip:
+                continue
+            key = f"{row['origin']}:{row['path']}"
+            files[key] = row["text"]
             for index, line in enumerate(row["text"].split("\n")):
                 if len(line.strip()) >= MIN_CODE_CHARS:
-                    candidates.append((row["path"], index, line))
+                    candidates.append((key, index, line))
     rng = random.Random(seed)
     rng.shuffle(candidates)
     positions = []
@@ -121,7 +138,7 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
     return into
 
 
-def markdown(results: dict[str, dict], command: str) -> str:
+def markdown(results: dict[str, dict], command: str, files: int, skipped: int) -> str:
     rows = ["| model | exact@1 | exact@5 | edit sim (completion) | edit sim (whole line) | exact@1 line start |"
             " exact@1 mid-line | answered | median latency (new position, with prefill) |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -130,7 +147,9 @@ def markdown(results: dict[str, dict], command: str) -> str:
                     f"{r['line_edit_similarity']} % | {r['exact_match_at_1_line_start']} % | "
                     f"{r['exact_match_at_1_mid_line']} % | {r['answered']} % | {r['median_latency_ms']} ms |")
     positions = next(iter(results.values()))["positions"]
-    return f"Command: `{command}`\n\n{positions} validation positions (half line start, half mid-line).\n\n" + "\n".join(rows)
+    return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
+            f"files; {skipped} more validation files were skipped as copies of training files "
+            f"(`corpus.copy_key`).\n\n" + "\n".join(rows))
 
 
 def main() -> None:
@@ -138,12 +157,17 @@ def main() -> None:
     parser.add_argument("--bundle", type=Path, default=REPO_ROOT / "models" / "python-small")
     parser.add_argument("--fp32-onnx", type=Path, default=None, help="fp32 graph from export.py")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
+    parser.add_argument("--train", type=Path, default=None, help="training jsonl (its copies are skipped)")
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
-    files, positions = sample_positions(args.val or corpus_dir() / "val.jsonl", args.positions)
+    data = corpus_dir()
+    skip = training_copy_keys(args.train or data / "train.jsonl")
+    files, positions = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
+    with open(args.val or data / "val.jsonl") as handle:
+        skipped = sum(copy_key(json.loads(row)["path"]) in skip for row in handle)
     results = {}
     started = time.time()
     results["INT8 (shipped)"] = evaluate(args.bundle, files, positions, args.beams)
@@ -151,21 +175,18 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"] = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions, args.beams)
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
-    table = markdown(results, command.strip())
+    table = markdown(results, command.strip(), len(files), skipped)
     print(table)
     print(f"\n({time.time() - started:.0f} s)")
     if args.update_model_card:
         manifest_path = args.bundle / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
-        manifest["eval"] = {"command": command.strip(), "beams": args.beams, "results": results}
+        manifest["eval"] = {"command": command.strip(), "beams": args.beams, "results": results,
+                            "model_sha256": manifest["files"]["model.onnx"]["sha256"]}
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         card = args.bundle / "MODEL.md"
         if card.exists():
-            text = card.read_text()
-            start, end = "<!-- eval:start -->", "<!-- eval:end -->"
-            if start in text and end in text:
-                head, rest = text.split(start, 1)
-                card.write_text(head + start + "\n" + table + "\n" + end + rest.split(end, 1)[1])
+            card.write_text(replace_section(card.read_text(), "eval", table))
 
 
 if __name__ == "__main__":

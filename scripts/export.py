@@ -75,7 +75,6 @@ def quantize(fp32_path: Path, int8_path: Path) -> None:
 def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: int, training: dict,
                    name: str, fusions: dict[str, int]) -> dict:
     manifest_path = out / "manifest.json"
-    previous = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -90,7 +89,7 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
         "graph_fusions": fusions,
         "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size} for f in RUNTIME_FILES},
         "training": training,
-        "eval": previous.get("eval", {}),
+        "eval": {},  # results belong to one model.onnx: eval.py measures the new one
     }
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -169,7 +168,7 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
     lines = [
         f"* {training.get('parameters', 0):,} parameters ({arch['n_layer']} layers, {arch['n_head']} heads, width "
         f"{arch['n_embd']}, vocabulary {arch['vocab_size']:,}, context {arch['context_length']:,}).",
-        f"* {training.get('steps', 0):,} AdamW steps of 8 × 1,024 tokens: {seen:,} tokens seen, "
+        f"* {training.get('steps', 0):,} AdamW steps: {seen:,} tokens seen, "
         f"{seen / max(1, tokens.get('train', seen)):.2f} epochs of the training split ({repeats}).",
         f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token, next-token accuracy "
         f"{100 * last.get('val_accuracy', float('nan')):.1f} %.",
@@ -180,6 +179,8 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
     if note:
         lines.append(f"* {note}")
     text = replace_section(card.read_text(), "data", "\n".join(data))
+    text = replace_section(text, "eval", "Not measured yet for this `model.onnx`: run "
+                                         "`python scripts/eval.py --positions 1000 --update-model-card`.")
     card.write_text(replace_section(text, "training", "\n".join(lines)))
 
 

@@ -59,9 +59,11 @@ def save_checkpoint(out: Path, model: GPT, opt: torch.optim.AdamW, state: dict) 
             state.setdefault("adam_steps", {})[name] = float(s["step"])
     save_file(moments, str(out / "optimizer.safetensors.tmp"))
     (out / "config.json").write_text(json.dumps(model.cfg.to_dict(), indent=1))
-    (out / "model.safetensors.tmp").replace(out / "model.safetensors")
-    (out / "optimizer.safetensors.tmp").replace(out / "optimizer.safetensors")
-    (out / "train_state.json").write_text(json.dumps(state, indent=1))
+    (out / "train_state.json.tmp").write_text(json.dumps(state, indent=1))
+    # Everything is on disk before anything is swapped in; the three renames leave no window a
+    # resume would notice short of a kill between two of them.
+    for name in ("model.safetensors", "optimizer.safetensors", "train_state.json"):
+        (out / f"{name}.tmp").replace(out / name)
 
 
 def load_model(directory: Path) -> GPT:
@@ -78,7 +80,7 @@ def restore_optimizer(directory: Path, model: GPT, opt: torch.optim.AdamW, state
     moments = load_file(str(path))
     for name, p in model.named_parameters():
         if f"{name}.exp_avg" in moments:
-            opt.state[p] = {"step": torch.tensor(state["adam_steps"][name]),
+            opt.state[p] = {"step": torch.tensor(state.get("adam_steps", {}).get(name, 1.0)),
                             "exp_avg": moments[f"{name}.exp_avg"], "exp_avg_sq": moments[f"{name}.exp_avg_sq"]}
 
 
@@ -134,6 +136,9 @@ def main() -> None:
     data = args.data or corpus_dir()
     out = args.out or cache_dir() / "checkpoints" / "run"
     state: dict = {"step": 0, "tokens": 0, "cursor": 0, "history": []}
+    if (out / "train_state.json").exists() and args.init is not None:
+        raise SystemExit(f"{out} already holds a run to resume; pass a fresh --out to start from {args.init}, "
+                         f"or drop --init to resume {out}")
     if (out / "train_state.json").exists():
         model = load_model(out)
         state = json.loads((out / "train_state.json").read_text())

@@ -91,3 +91,19 @@ def test_newline_finishes_a_beam(session):
     assert_same(out, beam_step(*args, newline_id=NEWLINE))
     by_token = dict(zip(out[0].tolist(), out[3].tolist()))
     assert by_token[NEWLINE] is True and by_token[11] is False
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_benchmarks_numpy_step_does_the_references_work(seed):
+    """bench_engine's numpy side (argpartition) must compute the same step as the reference, or the
+    in-graph vs numpy comparison would not be like for like."""
+    from bench_engine import fast_numpy_beam_step
+
+    rng = np.random.default_rng(seed)
+    k = 4
+    logits = rng.normal(size=(k, VOCAB)).astype(np.float32) * 3
+    scores = -rng.random(k).astype(np.float32) * 5
+    finished = np.array([False, True, False, False])
+    allowed = rng.random((k, VOCAB)) > 0.3
+    assert_same(fast_numpy_beam_step(logits, scores, finished, allowed, k, NEWLINE),
+                beam_step(logits, scores, finished, allowed, k, NEWLINE))
