@@ -149,6 +149,9 @@ def well_formed(line: str, context: LineContext) -> bool:
 def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) -> bool:
     if not inserted.strip():
         return False
+    typed = line[:len(line) - len(inserted)]
+    if typed and not typed.strip() and inserted[:1] in (" ", "\t"):
+        return False  # the indentation is typed (or auto-indented): do not indent deeper than it
     if inserted.strip() == after.strip():
         return False
     if context.previous_line.strip() and line.strip() == context.previous_line.strip():

@@ -55,3 +55,11 @@ def test_docstring_far_above_does_not_flip_string_state():
     assert not context.start.triple and not context.start.stack
     assert not keep_suggestion("    def close_handlers)", "def close_handlers)", "", context)
     assert keep_suggestion("    def close_handlers(self):", "def close_handlers(self):", "", context)
+
+
+def test_typed_indentation_is_not_deepened():
+    assert not keep_suggestion("        return x", "    return x", "", TOP)  # typed 4 spaces, would add 4 more
+    assert not keep_suggestion("\t\treturn x", "\treturn x", "", TOP)
+    assert keep_suggestion("    return x", "return x", "", TOP)
+    assert keep_suggestion("        return x", "        return x", "", TOP)  # nothing typed: indent freely
+    assert keep_suggestion("    x = 1", " 1", "", TOP)  # mid-line, a leading space is just a space
