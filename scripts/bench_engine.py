@@ -66,7 +66,8 @@ def keystroke_script(engine: Engine, text: str, context_tokens: int) -> list[tup
                 if len(lines[start].strip()) > 10:
                     script.append(("\n".join(lines[:start]) + "\n", lines[start]))
                 start += 1
-            return [(b[-_chars_for(engine, b, context_tokens - len(engine.tokens.encode(line))):], line)
+            # half-typed words can take a few more tokens than the finished line: keep a margin
+            return [(b[-_chars_for(engine, b, context_tokens - len(engine.tokens.encode(line)) - 8):], line)
                     for b, line in script]
     raise SystemExit(f"{SOURCE} is shorter than {context_tokens} tokens")
 
