@@ -165,13 +165,13 @@ class Engine:
         full_line = before[before.rfind("\n") + 1:]
         if len(full_line) + len(after) > MAX_LINE_CHARS:
             return CompletionResult(skipped=SKIPPED_LONG_LINE)
-        if looks_binary(before):
-            return CompletionResult(skipped=SKIPPED_BINARY)
         before, at_start = clip_before(before)
         after = after.split("\n", 1)[0].split("\r", 1)[0]
         through = self._typed_through(uri, before, after)
-        if through is not None:
+        if through is not None:  # extends an answer given for text that was not binary
             return through
+        if looks_binary(before):
+            return CompletionResult(skipped=SKIPPED_BINARY)
         settings, tokens = self.settings, self.tokens
         line_start = before.rfind("\n") + 1
         typed_line = full_line  # the whole typed line, even when the context clipped inside it

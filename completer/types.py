@@ -32,10 +32,10 @@ class Suggestion:
         return asdict(self)
 
 
-SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
 MIN_CONTEXT_TOKENS = 64
 """A window must hold the generated line plus some context; fewer tokens would only guess."""
 
+SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
 SKIPPED_OUTSIDE = "the position is outside the document"
 SKIPPED_BINARY = "the text before the cursor looks binary (mostly control characters or undecodable bytes)"
 

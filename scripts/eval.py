@@ -51,14 +51,17 @@ def training_copy_keys(train_path: Path) -> set[str]:
 
 
 def sample_positions(val_path: Path, count: int, seed: int = 0, skip: set[str] = frozenset()
-                     ) -> tuple[dict[str, str], list[Position]]:
-    """Positions in validation files, minus files whose copy_key is in `skip` (copies of training files).
-    Files are keyed by origin and path: two releases may both hold a setup.py."""
+                     ) -> tuple[dict[str, str], list[Position], int]:
+    """Positions in validation files, minus files whose copy_key is in `skip` (copies of training files),
+    and how many files that left out. Files are keyed by origin and path: two releases may both hold a
+    setup.py."""
     files: dict[str, str] = {}
     candidates: list[tuple[str, int, str]] = []
+    skipped = 0
     with open(val_path) as handle:
         for row in map(json.loads, handle):
             if copy_key(row["path"]) in skip:
+                skipped += 1
                 continue
             key = f"{row['origin']}:{row['path']}"
             files[key] = row["text"]
@@ -75,7 +78,7 @@ def sample_positions(val_path: Path, count: int, seed: int = 0, skip: set[str] =
         else:
             positions.append(Position(path, index, rng.randint(indent + 1, len(line.rstrip()) - 1), "mid-line"))
     positions.sort(key=lambda p: (p.path, p.line))
-    return files, positions
+    return files, positions, skipped
 
 
 def edit_similarity(a: str, b: str) -> float:
@@ -165,9 +168,7 @@ def main() -> None:
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     data = corpus_dir()
     skip = training_copy_keys(args.train or data / "train.jsonl")
-    files, positions = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
-    with open(args.val or data / "val.jsonl") as handle:
-        skipped = sum(copy_key(json.loads(row)["path"]) in skip for row in handle)
+    files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
     results = {}
     started = time.time()
     results["INT8 (shipped)"] = evaluate(args.bundle, files, positions, args.beams)

@@ -32,6 +32,16 @@ def _ready(client: RawClient) -> None:
         time.sleep(0.05)
 
 
+def _logged_once(client: RawClient, name: str) -> dict:
+    """The one window/logMessage that names `name`, however many requests led to it."""
+    def about(message: dict) -> bool:
+        return message.get("method") == "window/logMessage" and name in message["params"]["message"]
+
+    logged = client.wait_for(about)
+    assert sum(map(about, list(client.notifications))) == 1
+    return logged
+
+
 def _still_serving(client: RawClient) -> None:
     response = client.request("completer/info", timeout=10)
     assert "result" in response, response
@@ -134,12 +144,7 @@ def test_huge_document_and_nul_characters(raw: RawClient):
     assert "result" in raw.completion("file:///work/min.py", 0, len(line), timeout=30)
     assert "result" in raw.completion("file:///work/min.py", 0, 5, timeout=30)
     assert time.monotonic() - started < 5
-
-    def about_min(message: dict) -> bool:
-        return message.get("method") == "window/logMessage" and "min.py" in message["params"]["message"]
-
-    assert "longer than" in raw.wait_for(about_min)["params"]["message"]
-    assert sum(map(about_min, list(raw.notifications))) == 1  # once per document, not per request
+    assert "longer than" in _logged_once(raw, "min.py")["params"]["message"]  # once per document
     # a document that is nothing but NULs, and lone surrogates from a JSON escape
     raw.open("file:///work/nul.py", "\x00" * 5000 + "\n\x00\x00import \x00")
     assert "result" in raw.completion("file:///work/nul.py", 1, 3)
@@ -160,12 +165,8 @@ def test_binary_document_gets_no_completions_and_one_log_line(raw: RawClient):
     for _ in range(3):
         assert raw.completion(uri, last, 0)["result"]["items"] == []
 
-    def about_blob(message: dict) -> bool:
-        return message.get("method") == "window/logMessage" and "blob.py" in message["params"]["message"]
-
-    logged = raw.wait_for(about_blob)
+    logged = _logged_once(raw, "blob.py")
     assert "binary" in logged["params"]["message"] and logged["params"]["type"] == 2  # Warning
-    assert sum(map(about_blob, list(raw.notifications))) == 1
     raw.open("file:///work/sample.py", SAMPLE_TEXT)  # source code next to it still completes
     assert any(raw.completion("file:///work/sample.py", line, col)["result"]["items"]
                for line, col in candidate_positions())
