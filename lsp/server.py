@@ -167,7 +167,7 @@ class CompleterServer(LanguageServer):
             if new.engine != old.engine:
                 error = await self.worker.configure(engine_dict(new))
                 kept = _with_model_of(new.engine, old.engine)
-                if error and kept != old.engine:  # the model would not load: apply the other keys
+                if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
                     self.show(f"model settings not applied, keeping the loaded model: {error}")
                     new = dataclasses.replace(new, engine=kept)
                     error = await self.worker.configure(engine_dict(new))
