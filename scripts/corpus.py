@@ -156,11 +156,28 @@ def is_validation(path: str) -> bool:
     return int.from_bytes(digest[:4], "big") % 100 < VALIDATION_PERCENT
 
 
-def build(out: Path, download_dir: Path | None, include_stdlib: bool = True) -> dict:
+def content_digest(text: str) -> str:
+    """Equal for files that differ only in whitespace: the deduplication key."""
+    return hashlib.sha1("".join(text.split()).encode()).hexdigest()
+
+
+def corpus_digests(corpus: Path) -> set[str]:
+    """The content digests of every file in an existing corpus, so a new shard leaves them out."""
+    digests = set()
+    for split in ("train", "val"):
+        with open(corpus / f"{split}.jsonl") as handle:
+            digests.update(content_digest(json.loads(line)["text"]) for line in handle)
+    return digests
+
+
+def build(out: Path, download_dir: Path | None, include_stdlib: bool = True,
+          seen: set[str] | None = None) -> dict:
+    """Filter, deduplicate and split the sources into out/{train,val}.jsonl. `seen` holds digests of
+    files already in another shard: they count as duplicates, so no shard repeats another's files."""
     sources: list[Iterator[SourceFile]] = [stdlib_files()] if include_stdlib else []
     if download_dir is not None and download_dir.is_dir():
         sources += [archive_files(a) for a in sorted(download_dir.iterdir()) if a.is_file()]
-    seen: set[str] = set()
+    seen = set() if seen is None else set(seen)
     stats: dict = {"train": {"files": 0, "lines": 0, "bytes": 0}, "val": {"files": 0, "lines": 0, "bytes": 0},
                    "rejected": {}, "duplicates": 0, "origins": {}}
     with open(out / "train.jsonl", "w") as train, open(out / "val.jsonl", "w") as val:
@@ -173,7 +190,7 @@ def build(out: Path, download_dir: Path | None, include_stdlib: bool = True) -> 
                     stats["rejected"][reason] = stats["rejected"].get(reason, 0) + 1
                     continue
                 text = normalise(item.text)
-                digest = hashlib.sha1("".join(text.split()).encode()).hexdigest()
+                digest = content_digest(text)
                 if digest in seen:
                     stats["duplicates"] += 1
                     continue
@@ -194,14 +211,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="corpus dir (default: user cache dir)")
     parser.add_argument("--stdlib-only", action="store_true", help="skip the PyPI releases")
+    parser.add_argument("--no-stdlib", action="store_true", help="only the PyPI releases (for a further shard)")
+    parser.add_argument("--packages", type=Path, default=PACKAGE_LIST, help="the pinned releases to fetch")
+    parser.add_argument("--dedup-against", type=Path, action="append", default=[], metavar="CORPUS",
+                        help="an existing corpus dir whose files this one must not repeat (repeatable)")
     args = parser.parse_args()
+    if args.stdlib_only and args.no_stdlib:
+        raise SystemExit("--stdlib-only and --no-stdlib leave nothing to build")
     out = args.out or corpus_dir()
     out.mkdir(parents=True, exist_ok=True)
     download_dir = out / "downloads"
     download_dir.mkdir(exist_ok=True)
     if not args.stdlib_only:
-        download(read_pins(), download_dir)
-    stats = build(out, None if args.stdlib_only else download_dir)
+        download(read_pins(args.packages), download_dir)
+    seen: set[str] = set()
+    for other in args.dedup_against:
+        if other.resolve() == out.resolve():
+            raise SystemExit(f"--dedup-against {other} is the corpus being built")
+        seen |= corpus_digests(other)
+    stats = build(out, None if args.stdlib_only else download_dir, include_stdlib=not args.no_stdlib, seen=seen)
     for split in ("train", "val"):
         s = stats[split]
         print(f"{split}: {s['files']} files, {s['lines']} lines, {s['bytes'] / 1e6:.1f} MB")

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import copy_key  # noqa: E402
 from export import replace_section, sha256  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
+from shards import corpus_shards  # noqa: E402
 
 from completer.engine import Engine  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
@@ -160,14 +161,17 @@ def main() -> None:
     parser.add_argument("--bundle", type=Path, default=REPO_ROOT / "models" / "python-small")
     parser.add_argument("--fp32-onnx", type=Path, default=None, help="fp32 graph from export.py")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
-    parser.add_argument("--train", type=Path, default=None, help="training jsonl (its copies are skipped)")
+    parser.add_argument("--train", type=Path, action="append", default=None,
+                        help="training jsonl whose copies are skipped (repeatable; default: every corpus shard's)")
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     data = corpus_dir()
-    skip = training_copy_keys(args.train or data / "train.jsonl")
+    skip: set[str] = set()
+    for train_path in args.train or [shard / "train.jsonl" for shard in corpus_shards().values()]:
+        skip |= training_copy_keys(train_path)
     files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
     results = {}
     started = time.time()

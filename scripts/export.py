@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import sha256_file as sha256  # noqa: E402
 from onnx_graph import decoder_model  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
+from shards import corpus_shards, shard_cursors  # noqa: E402
 
 FORMAT_VERSION = 1
 RUNTIME_FILES = ("model.onnx", "tokenizer.json")
@@ -96,7 +97,7 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
 
 
 def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: str,
-           corpus_summary: Path | None = None) -> dict:
+           corpora: dict[str, Path] | None = None) -> dict:
     config = json.loads((checkpoint / "config.json").read_text())
     weights = load_file(str(checkpoint / "model.safetensors"))
     nl = newline_id(tokenizer)
@@ -116,22 +117,38 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
         shutil.copyfile(checkpoint / file, training_dir / file)
     state_path = checkpoint / "train_state.json"
     training: dict = {"parameters": int(sum(np.prod(v.shape) for v in weights.values()))}
+    cursors: dict[str, int] = {}
+    block = config["context_length"]
     if state_path.exists():
         state = json.loads(state_path.read_text())
-        slim = {k: state[k] for k in ("step", "tokens", "cursor") if k in state}
-        slim["history"] = state.get("history", [])[-1:]
+        cursors = dict(shard_cursors(state))
+        block = state.get("block", block)
+        slim = {"step": state.get("step"), "tokens": state.get("tokens"), "block": block, "cursors": cursors,
+                "history": state.get("history", [])[-1:]}
         (training_dir / "train_state.json").write_text(json.dumps(slim, indent=1))
         training.update(steps=state.get("step"), tokens=state.get("tokens"),
                         last_eval=(state.get("history") or [{}])[-1])
-    if corpus_summary is not None and corpus_summary.exists():
-        summary = json.loads(corpus_summary.read_text())
-        training["corpus"] = {split: summary[split] for split in ("train", "val")}
-        training["corpus"].update(rejected=summary.get("rejected", {}), duplicates=summary.get("duplicates", 0),
-                                  sources=len(summary.get("origins", {})))
-        tokens_file = corpus_summary.parent / "tokens.json"
-        if tokens_file.exists():
-            training["corpus_tokens"] = json.loads(tokens_file.read_text())
+    corpora = corpora or {}
+    trained_on = [name for name in sorted(corpora) if cursors.get(name)] or sorted(corpora)
+    shards = [shard_record(corpora[name], cursors.get(name, 0) * block) for name in trained_on]
+    if shards:
+        training["corpus_shards"] = shards
     return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name, fusions)
+
+
+def shard_record(corpus: Path, tokens_seen: int) -> dict:
+    """What the manifest says of one corpus shard: its splits, what was dropped, its token counts, and
+    how many of its training tokens this model saw (windows consumed times the window length)."""
+    record: dict = {"name": corpus.name, "tokens_seen": tokens_seen}
+    summary_path, tokens_path = corpus / "summary.json", corpus / "tokens.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        record.update({split: summary[split] for split in ("train", "val")})
+        record.update(rejected=summary.get("rejected", {}), duplicates=summary.get("duplicates", 0),
+                      sources=len(summary.get("origins", {})))
+    if tokens_path.exists():
+        record["tokens"] = json.loads(tokens_path.read_text())
+    return record
 
 
 def replace_section(text: str, key: str, body: str) -> str:
@@ -142,34 +159,46 @@ def replace_section(text: str, key: str, body: str) -> str:
     return head + start + "\n" + body.strip() + "\n" + end + rest.split(end, 1)[1]
 
 
+def repeats_text(shards: list[dict]) -> str:
+    """How many epochs of each shard training took, and how many tokens it saw more than once."""
+    parts, repeated = [], 0
+    for shard in shards:
+        size = shard.get("tokens", {}).get("train", 0)
+        if size and shard["tokens_seen"]:
+            parts.append(f"{shard['tokens_seen'] / size:.2f} epochs of `{shard['name']}`")
+            repeated += max(0, shard["tokens_seen"] - size)
+    if not parts:
+        return "no shard recorded"
+    return ", ".join(parts) + (f" ({repeated:,} of those tokens were repeats)" if repeated else " (no token repeated)")
+
+
 def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
     """Write the data and training sections of MODEL.md from the manifest, so the card stays true."""
     card = out / "MODEL.md"
     if not card.exists():
         return
     training = manifest.get("training", {})
-    corpus = training.get("corpus", {})
-    tokens = training.get("corpus_tokens", {})
-    data = ["| split | files | lines | MB | tokens |", "|---|---|---|---|---|"]
-    for split in ("train", "val"):
-        if split in corpus:
-            c = corpus[split]
-            data.append(f"| {split} | {c['files']:,} | {c['lines']:,} | {c['bytes'] / 1e6:.1f} | "
-                        f"{tokens.get(split, 0):,} |")
-    if "sources" in corpus:
-        rejected = ", ".join(f"{n} {why}" for why, n in sorted(corpus["rejected"].items()))
-        data.append(f"\nFrom {corpus['sources']} sources (the stdlib and each pinned release); dropped: {rejected}, "
-                    f"and {corpus['duplicates']} duplicates.")
+    shards = training.get("corpus_shards", [])
+    data = ["| shard | split | files | lines | MB | tokens | tokens trained on |", "|---|---|---|---|---|---|---|"]
+    for shard in shards:
+        for split in ("train", "val"):
+            if split in shard:
+                c = shard[split]
+                seen_here = f"{shard['tokens_seen']:,}" if split == "train" else "(held out)"
+                data.append(f"| {shard['name']} | {split} | {c['files']:,} | {c['lines']:,} | {c['bytes'] / 1e6:.1f} | "
+                            f"{shard.get('tokens', {}).get(split, 0):,} | {seen_here} |")
+    for shard in shards:
+        if "sources" in shard:
+            rejected = ", ".join(f"{n} {why}" for why, n in sorted(shard["rejected"].items()))
+            data.append(f"\n`{shard['name']}`: from {shard['sources']} sources; dropped {rejected}, and "
+                        f"{shard['duplicates']} duplicates (of its own files or of an earlier shard's).")
     arch = manifest["architecture"]
     last = training.get("last_eval", {})
     seen = training.get("tokens") or 0
-    repeated = seen - tokens.get("train", seen)
-    repeats = f"{repeated:,} tokens seen twice" if repeated > 0 else "no token repeated"
     lines = [
         f"* {training.get('parameters', 0):,} parameters ({arch['n_layer']} layers, {arch['n_head']} heads, width "
         f"{arch['n_embd']}, vocabulary {arch['vocab_size']:,}, context {arch['context_length']:,}).",
-        f"* {training.get('steps', 0):,} AdamW steps: {seen:,} tokens seen, "
-        f"{seen / max(1, tokens.get('train', seen)):.2f} epochs of the training split ({repeats}).",
+        f"* {training.get('steps', 0):,} AdamW steps: {seen:,} tokens seen; {repeats_text(shards)}.",
         f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token, next-token accuracy "
         f"{100 * last.get('val_accuracy', float('nan')):.1f} %.",
         f"* INT8 `model.onnx` {manifest['files']['model.onnx']['bytes'] / 1e6:.2f} MB vs fp32 ONNX "
@@ -197,7 +226,7 @@ def main() -> None:
     tokenizer = args.tokenizer or corpus_dir() / "tokenizer.json"
     fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
     manifest = export(checkpoint, args.out, tokenizer, fp32_out, args.name or args.out.name,
-                      corpus_dir() / "summary.json")
+                      corpus_shards())
     fill_model_card(args.out, manifest, args.training_note)
     model_bytes = manifest["files"]["model.onnx"]["bytes"]
     print(f"{args.out}: model.onnx {model_bytes / 1e6:.2f} MB INT8 vs fp32 {manifest['fp32_onnx_bytes'] / 1e6:.2f} MB"

@@ -20,3 +20,4 @@ def corpus_dir() -> Path:
     path = cache_dir() / "corpus"
     path.mkdir(parents=True, exist_ok=True)
     return path
+

@@ -83,11 +83,16 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--sample-mb", type=int, default=60, help="corpus MB to learn merges from")
     parser.add_argument("--out", type=Path, default=None, help="tokenizer.json path (default: corpus dir)")
+    parser.add_argument("--encode-with", type=Path, default=None, metavar="TOKENIZER_JSON",
+                        help="encode with this existing tokenizer instead of training one: a further shard "
+                             "must keep the ids the model was trained on")
     args = parser.parse_args()
     corpus = args.corpus or corpus_dir()
-    tokenizer = train(corpus, args.vocab_size, args.sample_mb)
-    out = args.out or corpus / "tokenizer.json"
-    tokenizer.save(str(out))
+    if args.encode_with is not None:
+        tokenizer = Tokenizer.from_file(str(args.encode_with))
+    else:
+        tokenizer = train(corpus, args.vocab_size, args.sample_mb)
+        tokenizer.save(str(args.out or corpus / "tokenizer.json"))
     assert tokenizer.get_vocab_size() <= 65535, "token ids are stored as uint16"
     counts = {split: encode_split(tokenizer, corpus / f"{split}.jsonl", corpus / f"{split}.bin")
               for split in ("train", "val")}

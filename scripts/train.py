@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
+from shards import shard_cursors  # noqa: E402
 
 
 class TokenStream:
@@ -108,11 +111,28 @@ def learning_rate(step_in_run: int, elapsed: float, budget: float, peak: float, 
     return peak * warm * (1 - 0.9 * progress)
 
 
+def install_stop_handler() -> Callable[[], bool]:
+    """SIGTERM or Ctrl-C ends the run after the current step, with a checkpoint, so a background
+    run can be stopped (to free the cores for a benchmark, or to switch data) without losing work."""
+    requested = [False]
+
+    def request(signum: int, frame: object) -> None:
+        requested[0] = True
+
+    signal.signal(signal.SIGTERM, request)
+    signal.signal(signal.SIGINT, request)
+    return lambda: requested[0]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="checkpoint dir (default: cache dir/checkpoints/run)")
     p.add_argument("--init", type=Path, default=None, help="start from these weights (e.g. the committed bundle's)")
-    p.add_argument("--data", type=Path, default=None, help="dir with train.bin/val.bin")
+    p.add_argument("--data", type=Path, default=None,
+                   help="corpus shard whose train.bin to train on (default: the first shard, cache dir/corpus)")
+    p.add_argument("--val-data", type=Path, default=None,
+                   help="dir whose val.bin gives the logged validation loss (default: --data); pass the first "
+                        "shard when training on a later one, so the losses stay comparable across runs")
     p.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget of this run")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--n-layer", type=int, default=4)
@@ -134,8 +154,9 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     data = args.data or corpus_dir()
+    val_data = args.val_data or data
     out = args.out or cache_dir() / "checkpoints" / "run"
-    state: dict = {"step": 0, "tokens": 0, "cursor": 0, "history": []}
+    state: dict = {"step": 0, "tokens": 0, "cursors": {}, "history": []}
     if (out / "train_state.json").exists() and args.init is not None:
         raise SystemExit(f"{out} already holds a run to resume; pass a fresh --out to start from {args.init}, "
                          f"or drop --init to resume {out}")
@@ -162,16 +183,23 @@ def main() -> None:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
     restore_optimizer(out if (out / "optimizer.safetensors").exists() else (args.init or out), model, opt, state)
+    cursors = shard_cursors(state)
+    state["block"] = block  # a cursor counts windows of this many tokens
     stream = TokenStream(data / "train.bin", block)
-    stream.cursor = state["cursor"]
+    stream.cursor = cursors.get(data.name, 0)
+    print(f"training on {data / 'train.bin'} from window {stream.cursor:,} (epoch {stream.epoch:.2f})")
     budget = args.minutes * 60
     start = last_save = time.time()
     step_in_run = 0
     bar = tqdm(desc="train", unit="step")
     model.train()
+    stop_requested = install_stop_handler()
     while True:
         elapsed = time.time() - start
         if elapsed >= budget or (args.max_steps is not None and step_in_run >= args.max_steps):
+            break
+        if stop_requested():
+            tqdm.write("stop requested: saving the checkpoint")
             break
         lr = learning_rate(step_in_run, elapsed, budget, args.lr, args.warmup, args.decay_fraction)
         for group in opt.param_groups:
@@ -185,21 +213,21 @@ def main() -> None:
         step_in_run += 1
         state["step"] += 1
         state["tokens"] += x.numel()
-        state["cursor"] = stream.cursor
+        cursors[data.name] = stream.cursor
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", lr=f"{lr:.1e}",
                         tok_s=f"{x.numel() * step_in_run / max(1e-9, time.time() - start):.0f}")
         if state["step"] % args.eval_every == 0:
-            metrics = evaluate(model, data / "val.bin", block, args.eval_batches, args.batch_size)
+            metrics = evaluate(model, val_data / "val.bin", block, args.eval_batches, args.batch_size)
             record = {"step": state["step"], "tokens": state["tokens"], "train_loss": loss.item(), "lr": lr,
-                      "epoch": stream.epoch, **metrics}
+                      "data": data.name, "epoch": stream.epoch, "val_data": val_data.name, **metrics}
             state["history"].append(record)
             tqdm.write(json.dumps(record))
         if time.time() - last_save > args.save_every_minutes * 60:
             save_checkpoint(out, model, opt, state)
             last_save = time.time()
     bar.close()
-    metrics = evaluate(model, data / "val.bin", block, args.eval_batches, args.batch_size)
+    metrics = evaluate(model, val_data / "val.bin", block, args.eval_batches, args.batch_size)
     state["history"].append({"step": state["step"], "tokens": state["tokens"], "final": True, **metrics})
     save_checkpoint(out, model, opt, state)
     print(json.dumps(state["history"][-1]))

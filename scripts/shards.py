@@ -1,0 +1,28 @@
+"""Corpus shards: the first corpus ("corpus") plus later ones ("corpus-2", ...) built from releases the
+earlier ones lack, so training can go on past an epoch without repeating tokens. A training state
+keeps one cursor per shard, by the shard dir's name."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paths import cache_dir  # noqa: E402
+
+FIRST_SHARD = "corpus"
+
+
+def corpus_shards() -> dict[str, Path]:
+    """Every built shard in the cache dir by name, the first shard first."""
+    root = cache_dir()
+    found = [root / FIRST_SHARD] + sorted(root.glob(f"{FIRST_SHARD}-*"), key=lambda p: (len(p.name), p.name))
+    return {path.name: path for path in found if (path / "summary.json").exists()}
+
+
+def shard_cursors(state: dict) -> dict[str, int]:
+    """The state's cursors (windows consumed) by shard name. A state from before shards kept one
+    "cursor", into the first shard; it moves into "cursors" here."""
+    cursors = state.setdefault("cursors", {})
+    if "cursor" in state:
+        cursors.setdefault(FIRST_SHARD, state.pop("cursor"))
+    return cursors
