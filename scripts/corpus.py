@@ -219,6 +219,11 @@ def main() -> None:
     if args.stdlib_only and args.no_stdlib:
         raise SystemExit("--stdlib-only and --no-stdlib leave nothing to build")
     out = args.out or corpus_dir()
+    for other in args.dedup_against:
+        if other.resolve() == out.resolve():
+            raise SystemExit(f"--dedup-against {other} is the corpus being built")
+        if not (other / "train.jsonl").exists():
+            raise SystemExit(f"--dedup-against {other}: no train.jsonl there (build that corpus first)")
     out.mkdir(parents=True, exist_ok=True)
     download_dir = out / "downloads"
     download_dir.mkdir(exist_ok=True)
@@ -226,8 +231,6 @@ def main() -> None:
         download(read_pins(args.packages), download_dir)
     seen: set[str] = set()
     for other in args.dedup_against:
-        if other.resolve() == out.resolve():
-            raise SystemExit(f"--dedup-against {other} is the corpus being built")
         seen |= corpus_digests(other)
     stats = build(out, None if args.stdlib_only else download_dir, include_stdlib=not args.no_stdlib, seen=seen)
     for split in ("train", "val"):

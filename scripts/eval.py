@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import copy_key  # noqa: E402
 from export import replace_section, sha256  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
-from shards import corpus_shards  # noqa: E402
+from shards import corpus_shards, shard_cursors  # noqa: E402
 
 from completer.engine import Engine  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
@@ -49,6 +49,17 @@ def training_copy_keys(train_path: Path) -> set[str]:
             start = line.index('"path": ') + len('"path": ')
             keys.add(copy_key(json.loads(line[start:line.index('", "text": ', start) + 1])))
     return keys
+
+
+def trained_shards(bundle: Path) -> list[Path]:
+    """The corpus shards the bundle's training state has cursors into (every built shard when it has no
+    state), so the positions change only when the model's training data does."""
+    shards = corpus_shards()
+    state_path = bundle / "training" / "train_state.json"
+    if not state_path.exists():
+        return list(shards.values())
+    cursors = shard_cursors(json.loads(state_path.read_text()))
+    return [path for name, path in shards.items() if cursors.get(name)]
 
 
 def sample_positions(val_path: Path, count: int, seed: int = 0, skip: set[str] = frozenset()
@@ -162,7 +173,8 @@ def main() -> None:
     parser.add_argument("--fp32-onnx", type=Path, default=None, help="fp32 graph from export.py")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
     parser.add_argument("--train", type=Path, action="append", default=None,
-                        help="training jsonl whose copies are skipped (repeatable; default: every corpus shard's)")
+                        help="training jsonl whose copies are skipped (repeatable; default: those of the corpus "
+                             "shards the bundle was trained on)")
     parser.add_argument("--positions", type=int, default=1000)
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
@@ -170,7 +182,7 @@ def main() -> None:
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     data = corpus_dir()
     skip: set[str] = set()
-    for train_path in args.train or [shard / "train.jsonl" for shard in corpus_shards().values()]:
+    for train_path in args.train or [shard / "train.jsonl" for shard in trained_shards(args.bundle)]:
         skip |= training_copy_keys(train_path)
     files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
     results = {}

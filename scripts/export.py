@@ -129,7 +129,10 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
         training.update(steps=state.get("step"), tokens=state.get("tokens"),
                         last_eval=(state.get("history") or [{}])[-1])
     corpora = corpora or {}
-    trained_on = [name for name in sorted(corpora) if cursors.get(name)] or sorted(corpora)
+    missing = [name for name in cursors if cursors[name] and name not in corpora]
+    if missing:
+        print(f"warning: the run trained on shards not found here, left out of the manifest: {missing}")
+    trained_on = [name for name in corpora if cursors.get(name)] or list(corpora)
     shards = [shard_record(corpora[name], cursors.get(name, 0) * block) for name in trained_on]
     if shards:
         training["corpus_shards"] = shards

@@ -16,8 +16,10 @@ def cache_dir() -> Path:
     return root
 
 
+CORPUS_NAME = "corpus"  # the first corpus shard's dir; later shards add "-2", "-3"...
+
+
 def corpus_dir() -> Path:
-    path = cache_dir() / "corpus"
+    path = cache_dir() / CORPUS_NAME
     path.mkdir(parents=True, exist_ok=True)
     return path
-

@@ -7,16 +7,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paths import cache_dir  # noqa: E402
-
-FIRST_SHARD = "corpus"
+from paths import CORPUS_NAME, corpus_dir  # noqa: E402
 
 
 def corpus_shards() -> dict[str, Path]:
-    """Every built shard in the cache dir by name, the first shard first."""
-    root = cache_dir()
-    found = [root / FIRST_SHARD] + sorted(root.glob(f"{FIRST_SHARD}-*"), key=lambda p: (len(p.name), p.name))
-    return {path.name: path for path in found if (path / "summary.json").exists()}
+    """Every built shard in the cache dir by name, in order: the first shard, then corpus-2, corpus-3..."""
+    first = corpus_dir()
+    later = sorted(first.parent.glob(f"{first.name}-*"), key=lambda p: (len(p.name), p.name))
+    return {path.name: path for path in [first, *later] if (path / "summary.json").exists()}
 
 
 def shard_cursors(state: dict) -> dict[str, int]:
@@ -24,5 +22,5 @@ def shard_cursors(state: dict) -> dict[str, int]:
     "cursor", into the first shard; it moves into "cursors" here."""
     cursors = state.setdefault("cursors", {})
     if "cursor" in state:
-        cursors.setdefault(FIRST_SHARD, state.pop("cursor"))
+        cursors.setdefault(CORPUS_NAME, state.pop("cursor"))
     return cursors

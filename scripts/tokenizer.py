@@ -88,6 +88,8 @@ def main() -> None:
                              "must keep the ids the model was trained on")
     args = parser.parse_args()
     corpus = args.corpus or corpus_dir()
+    if args.encode_with is not None and args.out is not None:
+        raise SystemExit("--encode-with encodes with an existing tokenizer; --out names a new one to train")
     if args.encode_with is not None:
         tokenizer = Tokenizer.from_file(str(args.encode_with))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import time
@@ -23,6 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
 from shards import shard_cursors  # noqa: E402
+
+
+def inputs_and_targets(windows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    chunk = torch.from_numpy(np.stack(windows))  # (B, T+1)
+    return chunk[:, :-1], chunk[:, 1:]  # (B, T) each: targets are the inputs shifted by one
 
 
 class TokenStream:
@@ -42,8 +48,7 @@ class TokenStream:
         return np.asarray(self.data[start:start + self.block + 1], dtype=np.int64)
 
     def batch(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = torch.from_numpy(np.stack([self.window() for _ in range(size)]))  # (B, T+1)
-        return chunk[:, :-1], chunk[:, 1:]
+        return inputs_and_targets([self.window() for _ in range(size)])
 
     @property
     def epoch(self) -> float:
@@ -52,8 +57,9 @@ class TokenStream:
 
 class ShardMix:
     """Windows drawn from several corpus shards in fixed proportions within this run. Each window comes
-    from the shard furthest behind its share of the windows drawn so far, so the order is fixed by the
-    shards' cursors at the start of the run and needs no state of its own."""
+    from the shard furthest behind its share of the windows this run drew, so each shard's cursor
+    says exactly where it stands; a resumed run starts its proportions afresh (off by at most one
+    window per resume)."""
 
     def __init__(self, shards: dict[str, tuple[TokenStream, float]]) -> None:
         self.shards = shards
@@ -65,8 +71,7 @@ class ShardMix:
             name = min(self.shards, key=lambda n: (self.drawn[n] + 1) / self.shards[n][1])
             self.drawn[name] += 1
             rows.append(self.shards[name][0].window())
-        chunk = torch.from_numpy(np.stack(rows))  # (B, T+1)
-        return chunk[:, :-1], chunk[:, 1:]
+        return inputs_and_targets(rows)
 
     def cursors(self) -> dict[str, int]:
         return {name: stream.cursor for name, (stream, _) in self.shards.items()}
@@ -82,7 +87,7 @@ def parse_shard(spec: str) -> tuple[Path, float]:
         value = float(weight)
     except ValueError:
         return Path(spec), 1.0
-    if not value > 0:
+    if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{spec}: the weight must be above 0")
     return Path(path), value
 
@@ -156,6 +161,8 @@ def install_stop_handler() -> Callable[[], bool]:
 
     def request(signum: int, frame: object) -> None:
         requested[0] = True
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a second Ctrl-C or SIGTERM stops at once
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     signal.signal(signal.SIGTERM, request)
     signal.signal(signal.SIGINT, request)
@@ -196,7 +203,7 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     data = args.data or [(corpus_dir(), 1.0)]
-    if len({path.name for path, _ in data}) != len(data):
+    if len({path.resolve().name for path, _ in data}) != len(data):
         raise SystemExit("each --data shard needs its own dir name: the cursors are kept by name")
     val_data = args.val_data or data[0][0]
     out = args.out or cache_dir() / "checkpoints" / "run"
@@ -228,6 +235,9 @@ def main() -> None:
                             lr=args.lr, betas=(0.9, 0.95))
     restore_optimizer(out if (out / "optimizer.safetensors").exists() else (args.init or out), model, opt, state)
     cursors = shard_cursors(state)
+    if state.get("block", block) != block:
+        raise SystemExit(f"{out} was trained on windows of {state['block']} tokens; resume it with --block "
+                         f"{state['block']}, since its cursors count those windows")
     state["block"] = block  # a cursor counts windows of this many tokens
     streams = {}
     for path, weight in data:

@@ -59,17 +59,20 @@ def train_on_second_shard_until_stopped(checkpoint: Path, shard: Path, first_sha
            "--out", str(checkpoint), "--batch-size", "8", "--lr", "1e-3", "--warmup", "5", "--eval-every", "1000",
            "--eval-batches", "1", "--minutes", "30", "--save-every-minutes", "0"]
     state_path = checkpoint / "train_state.json"
-    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while json.loads(state_path.read_text())["step"] < 63:
-            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()[-2000:] if run.poll() else ""
-            time.sleep(0.2)
-        run.send_signal(signal.SIGTERM)
-        _, stderr = run.communicate(timeout=60)
-    finally:
-        run.kill()
-    assert run.returncode == 0, stderr[-2000:]
+    log = checkpoint.parent / "second-shard.log"
+    with open(log, "w") as sink:
+        run = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while json.loads(state_path.read_text())["step"] < 63:
+                assert run.poll() is None, log.read_text()[-2000:]
+                assert time.monotonic() < deadline, "no training step within 120 s"
+                time.sleep(0.2)
+            run.send_signal(signal.SIGTERM)
+            run.wait(timeout=60)
+        finally:
+            run.kill()
+    assert run.returncode == 0, log.read_text()[-2000:]
     state = json.loads(state_path.read_text())
     assert state["history"][-1].get("final"), "the stopped run ran its final evaluation and saved"
     windows = (state["step"] - 60) * 8
