@@ -196,8 +196,8 @@ def main() -> None:
     p.add_argument("--save-every-minutes", type=float, default=5.0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="bf16 autocasts the forward pass (weights, AdamW and validation stay fp32); about 1.45x "
-                        "the steps per second on CPUs with AVX512-BF16")
+                   help="bf16 autocasts the forward pass (weights, AdamW and validation stay fp32); 1.58x the "
+                        "steps per second on an AVX512-BF16 CPU (scripts/bench_train.py)")
     args = p.parse_args()
 
     torch.manual_seed(0)
