@@ -202,8 +202,8 @@ def main() -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    data = args.data or [(corpus_dir(), 1.0)]
-    if len({path.resolve().name for path, _ in data}) != len(data):
+    data = [(path.resolve(), weight) for path, weight in args.data or [(corpus_dir(), 1.0)]]  # "." has a name
+    if len({path.name for path, _ in data}) != len(data):
         raise SystemExit("each --data shard needs its own dir name: the cursors are kept by name")
     val_data = args.val_data or data[0][0]
     out = args.out or cache_dir() / "checkpoints" / "run"
