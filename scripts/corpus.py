@@ -218,6 +218,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.stdlib_only and args.no_stdlib:
         raise SystemExit("--stdlib-only and --no-stdlib leave nothing to build")
+    if not args.stdlib_only and not args.packages.is_file():
+        raise SystemExit(f"--packages {args.packages}: no such file")
     out = args.out or corpus_dir()
     for other in args.dedup_against:
         if other.resolve() == out.resolve():

@@ -91,6 +91,8 @@ def main() -> None:
     if args.encode_with is not None and args.out is not None:
         raise SystemExit("--encode-with encodes with an existing tokenizer; --out names a new one to train")
     if args.encode_with is not None:
+        if not args.encode_with.is_file():
+            raise SystemExit(f"--encode-with {args.encode_with}: no such tokenizer file")
         tokenizer = Tokenizer.from_file(str(args.encode_with))
     else:
         tokenizer = train(corpus, args.vocab_size, args.sample_mb)

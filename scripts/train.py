@@ -206,6 +206,10 @@ def main() -> None:
     if len({path.name for path, _ in data}) != len(data):
         raise SystemExit("each --data shard needs its own dir name: the cursors are kept by name")
     val_data = args.val_data or data[0][0]
+    for needed in [path / "train.bin" for path, _ in data] + [val_data / "val.bin"]:
+        if not needed.exists():
+            raise SystemExit(f"{needed} is missing: build that corpus shard with scripts/corpus.py, then encode it "
+                             f"with scripts/tokenizer.py")
     out = args.out or cache_dir() / "checkpoints" / "run"
     state: dict = {"step": 0, "tokens": 0, "cursors": {}, "history": []}
     if (out / "train_state.json").exists() and args.init is not None:
