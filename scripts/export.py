@@ -125,9 +125,11 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
         block = state.get("block", block)
         slim = {"step": state.get("step"), "tokens": state.get("tokens"), "block": block, "cursors": cursors,
                 "history": state.get("history", [])[-1:]}
-        (training_dir / "train_state.json").write_text(json.dumps(slim, indent=1))
         training.update(steps=state.get("step"), tokens=state.get("tokens"),
                         last_eval=(state.get("history") or [{}])[-1])
+        if "grown" in state:  # grow.py deepened it: say from what, and when
+            slim["grown"] = training["grown"] = state["grown"]
+        (training_dir / "train_state.json").write_text(json.dumps(slim, indent=1))
     corpora = corpora or {}
     missing = [name for name in cursors if cursors[name] and name not in corpora]
     if missing:
@@ -176,7 +178,8 @@ def repeats_text(shards: list[dict]) -> str:
 
 
 def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
-    """Write the data and training sections of MODEL.md from the manifest, so the card stays true."""
+    """Write MODEL.md's architecture, data and training sections from the manifest, and mark its eval
+    section stale, so the card stays true to the bundle beside it."""
     card = out / "MODEL.md"
     if not card.exists():
         return
@@ -208,9 +211,18 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
         f"{manifest['fp32_onnx_bytes'] / 1e6:.2f} MB (ratio "
         f"{manifest['files']['model.onnx']['bytes'] / manifest['fp32_onnx_bytes']:.3f}).",
     ]
+    for grown in training.get("grown", []):
+        lines.append(f"* Deepened from {grown['n_layer']} to {grown['n_layer'] * grown['factor']} layers by "
+                     f"`scripts/grow.py` at step {grown['step']:,} ({grown['tokens']:,} tokens), each block followed "
+                     f"by {grown['factor'] - 1} cop{'y' if grown['factor'] == 2 else 'ies'} of itself with zeroed output "
+                     f"projections, then trained on.")
     if note:
         lines.append(f"* {note}")
-    text = replace_section(card.read_text(), "data", "\n".join(data))
+    shape = (f"{arch['n_layer']} layers, {arch['n_head']} heads, width {arch['n_embd']}, MLP {4 * arch['n_embd']}, "
+             f"learned positions over a {arch['context_length']:,}-token context, tied\ninput/output embeddings, "
+             f"pre-LayerNorm, exact GELU, no biases in linear layers.")
+    text = replace_section(card.read_text(), "arch", shape)
+    text = replace_section(text, "data", "\n".join(data))
     text = replace_section(text, "eval", "Not measured yet for this `model.onnx`: run "
                                          "`python scripts/eval.py --positions 1000 --update-model-card`.")
     card.write_text(replace_section(text, "training", "\n".join(lines)))
