@@ -2,12 +2,14 @@
 
     python scripts/bench_train.py
 
-One step is train.py's: forward and loss on a batch of 8 windows of 1,024 tokens, backward, AdamW.
+One step is train.py's on the shipped model's shape (models/python-small/training/config.json): forward
+and loss on a batch of 8 windows of 1,024 tokens, backward, AdamW.
 Random token ids stand in for the corpus, which does not change the arithmetic.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -17,6 +19,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
+from paths import REPO_ROOT  # noqa: E402
+
+SHIPPED_CONFIG = REPO_ROOT / "models" / "python-small" / "training" / "config.json"
 
 
 def main() -> None:
@@ -26,7 +31,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=8192, context_length=1024, n_layer=4, n_head=6, n_embd=192)
+    cfg = GPTConfig(**json.loads(SHIPPED_CONFIG.read_text()))
+    print(f"shape: {cfg.n_layer} layers, {cfg.n_head} heads, width {cfg.n_embd}")
     model = GPT(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randint(0, cfg.vocab_size, (8, cfg.context_length))  # (B, T)
