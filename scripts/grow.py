@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
+from train import fresh_state  # noqa: E402
 
 RESIDUAL_OUTPUTS = ("attn.proj.weight", "mlp.proj.weight")  # what a block adds to the residual stream
 
@@ -58,7 +59,7 @@ def grow(source: Path, out: Path, factor: int) -> GPTConfig:
     grown_cfg = GPTConfig(**{**cfg.to_dict(), "n_layer": cfg.n_layer * factor})
     grown = deepen(weights, cfg.n_layer, factor)
     GPT(grown_cfg).load_state_dict(grown)
-    state: dict = {"step": 0, "tokens": 0, "cursors": {}, "history": []}  # train.py's fresh state
+    state = fresh_state()
     if (source / "train_state.json").exists():
         state.update(json.loads((source / "train_state.json").read_text()))
     state.pop("adam_steps", None)  # the moments stay behind, so their step counts do too
