@@ -6,11 +6,17 @@ INT8 and fp32 side by side, through the real engine (token healing, beam search,
 Cursor positions are drawn deterministically from validation files the model never saw: half at
 the start of a line (after its indentation), half mid-line. The text before the cursor is the
 context; the rest of the line is what the model must produce.
+
+Each rate comes with the half-width of its 95 % interval (normal approximation): at 1,000 positions
+exact@1 near 20 % is about ±2.5 points, so smaller gaps between two runs are not shown to be real.
+INT8 and fp32 run on the same positions, so their difference gets a paired interval, which is
+much narrower.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
 import statistics
@@ -27,10 +33,12 @@ from export import replace_section, sha256  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
+from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import Engine  # noqa: E402
-from completer.types import EngineSettings  # noqa: E402
+from completer.types import EngineSettings, ModelError  # noqa: E402
 
 MIN_CODE_CHARS = 4
+Z_95 = 1.96  # the normal quantile of a two-sided 95 % interval
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,22 @@ def edit_similarity(a: str, b: str) -> float:
     return 1 - previous[-1] / max(len(a), len(b))
 
 
-def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int) -> dict:
+def mean_ci95(values: list[float]) -> tuple[float, float]:
+    """The mean and the half-width of its 95 % interval (normal approximation; inf below two values)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, math.inf
+    return mean, Z_95 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def percent(values: list[float]) -> tuple[float, float]:
+    mean, half_width = mean_ci95(values)
+    return round(100 * mean, 2), round(100 * half_width, 2)
+
+
+def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int
+             ) -> tuple[dict, dict[str, list[float]]]:
+    """The summary, and each position's outcome per metric (for paired comparisons)."""
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
@@ -128,17 +151,21 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         stats["latency"].append(result.latency_ms)
         stats["has_suggestion"].append(float(bool(predicted)))
         by_kind[pos.kind].append(exact1)
-    return {
-        "positions": len(positions),
-        "exact_match_at_1": round(100 * statistics.mean(stats["exact1"]), 2),
-        "exact_match_at_5": round(100 * statistics.mean(stats["exact5"]), 2),
-        "edit_similarity": round(100 * statistics.mean(stats["edit_sim"]), 2),
-        "line_edit_similarity": round(100 * statistics.mean(stats["line_edit_sim"]), 2),
-        "exact_match_at_1_line_start": round(100 * statistics.mean(by_kind["line-start"]), 2),
-        "exact_match_at_1_mid_line": round(100 * statistics.mean(by_kind["mid-line"]), 2),
-        "answered": round(100 * statistics.mean(stats["has_suggestion"]), 2),
-        "median_latency_ms": round(statistics.median(stats["latency"]), 2),
-    }
+    summary: dict = {"positions": len(positions)}
+    for key, values in (("exact_match_at_1", stats["exact1"]), ("exact_match_at_5", stats["exact5"]),
+                        ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),
+                        ("exact_match_at_1_line_start", by_kind["line-start"]),
+                        ("exact_match_at_1_mid_line", by_kind["mid-line"])):
+        summary[key], summary[f"{key}_ci95"] = percent(values)
+    summary["answered"] = round(100 * statistics.mean(stats["has_suggestion"]), 2)
+    summary["median_latency_ms"] = round(statistics.median(stats["latency"]), 2)
+    return summary, stats
+
+
+def paired_difference(a: list[float], b: list[float]) -> tuple[float, float]:
+    """a - b over the same positions, in points, with its 95 % half-width: the positions' own difficulty
+    cancels, so this is far tighter than the two separate intervals."""
+    return percent([x - y for x, y in zip(a, b, strict=True)])
 
 
 def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
@@ -153,24 +180,34 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
     return into
 
 
-def markdown(results: dict[str, dict], command: str, files: int, skipped: int) -> str:
+def with_ci(result: dict, key: str) -> str:
+    return f"{result[key]} % ± {result[key + '_ci95']}"
+
+
+def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
+             differences: dict[str, tuple[float, float]]) -> str:
     rows = ["| model | exact@1 | exact@5 | edit sim (completion) | edit sim (whole line) | exact@1 line start |"
             " exact@1 mid-line | answered | median latency (new position, with prefill) |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
-        rows.append(f"| {name} | {r['exact_match_at_1']} % | {r['exact_match_at_5']} % | {r['edit_similarity']} % | "
-                    f"{r['line_edit_similarity']} % | {r['exact_match_at_1_line_start']} % | "
-                    f"{r['exact_match_at_1_mid_line']} % | {r['answered']} % | {r['median_latency_ms']} ms |")
+        rows.append(f"| {name} | {with_ci(r, 'exact_match_at_1')} | {with_ci(r, 'exact_match_at_5')} | "
+                    f"{with_ci(r, 'edit_similarity')} | {with_ci(r, 'line_edit_similarity')} | "
+                    f"{with_ci(r, 'exact_match_at_1_line_start')} | {with_ci(r, 'exact_match_at_1_mid_line')} | "
+                    f"{r['answered']} % | {r['median_latency_ms']} ms |")
     positions = next(iter(results.values()))["positions"]
     return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
             f"files; {skipped} more validation files were skipped as copies of training files "
-            f"(`corpus.copy_key`).\n\n" + "\n".join(rows))
+            f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
+            + "".join(f"\n\n{name} exact@1 on the same positions: {diff:+} ± {half_width} points (95 %, paired)."
+                      for name, (diff, half_width) in differences.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", type=Path, default=REPO_ROOT / "models" / "python-small")
     parser.add_argument("--fp32-onnx", type=Path, default=None, help="fp32 graph from export.py")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="an earlier bundle to run on the same positions, for the paired exact@1 gain")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
     parser.add_argument("--train", type=Path, action="append", default=None,
                         help="training jsonl whose copies are skipped (repeatable; default: those of the corpus "
@@ -180,25 +217,40 @@ def main() -> None:
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
+    for bundle in filter(None, (args.bundle, args.baseline)):
+        try:
+            load_bundle(bundle)  # a missing or corrupt bundle fails here, not after minutes of evaluation
+        except ModelError as error:
+            sys.exit(f"eval.py: {error}")
     data = corpus_dir()
     skip: set[str] = set()
     for train_path in args.train or [shard / "train.jsonl" for shard in trained_shards(args.bundle)]:
         skip |= training_copy_keys(train_path)
     files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
+    if not positions:
+        sys.exit(f"eval.py: no cursor positions: {skipped} validation files were all skipped as copies of "
+                 "training files, or had no code lines")
     results = {}
     started = time.time()
-    results["INT8 (shipped)"] = evaluate(args.bundle, files, positions, args.beams)
+    results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams)
+    differences: dict[str, tuple[float, float]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
-            results["fp32"] = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions, args.beams)
+            results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
+                                             args.beams)
+        differences["INT8 − fp32"] = paired_difference(int8["exact1"], fp32["exact1"])
+    if args.baseline:
+        results["baseline (INT8)"], baseline = evaluate(args.baseline, files, positions, args.beams)
+        differences["INT8 − baseline"] = paired_difference(int8["exact1"], baseline["exact1"])
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
-    table = markdown(results, command.strip(), len(files), skipped)
+    table = markdown(results, command.strip(), len(files), skipped, differences)
     print(table)
     print(f"\n({time.time() - started:.0f} s)")
     if args.update_model_card:
         manifest_path = args.bundle / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
         manifest["eval"] = {"command": command.strip(), "beams": args.beams, "results": results,
+                            "paired_exact_match_at_1": {name: list(d) for name, d in differences.items()},
                             "model_sha256": manifest["files"]["model.onnx"]["sha256"]}
         manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
         card = args.bundle / "MODEL.md"

@@ -1,0 +1,103 @@
+"""scripts/eval.py: its intervals, and a whole run through the real engine on the committed bundle."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from eval import Z_95, mean_ci95, paired_difference
+
+SOURCE = '''import os
+
+
+def read_config(path):
+    """Read the whole file."""
+    with open(path) as handle:
+        return handle.read()
+
+
+def write_config(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+'''
+
+
+def test_binomial_interval_matches_the_textbook_formula():
+    outcomes = [1.0] * 40 + [0.0] * 160
+    mean, half_width = mean_ci95(outcomes)
+    assert mean == pytest.approx(0.2)
+    assert half_width == pytest.approx(Z_95 * math.sqrt(0.2 * 0.8 / 199), rel=1e-9)  # sample variance: n - 1
+
+
+def test_one_value_has_no_interval():
+    assert mean_ci95([1.0]) == (1.0, math.inf)
+
+
+def test_paired_difference_cancels_what_both_share():
+    hard = [1.0, 0.0] * 50
+    assert paired_difference(hard, hard) == (0.0, 0.0)
+    one_better = hard[:-1] + [1.0]  # one more hit on the same positions
+    diff, half_width = paired_difference(one_better, hard)
+    assert diff == pytest.approx(1.0)
+    assert 0 < half_width < mean_ci95(hard)[1] * 100  # far tighter than either rate's own interval
+
+
+def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model_dir):
+    import onnx
+    from safetensors.numpy import load_file
+
+    from onnx_graph import decoder_model
+
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    config = json.loads((model_dir / "training" / "config.json").read_text())
+    weights = load_file(str(model_dir / "training" / "model.safetensors"))
+    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(tmp_path / "fp32.onnx"))
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    before = (model_dir / "manifest.json").read_bytes()
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"),
+                          "--train", str(tmp_path / "train.jsonl"), "--fp32-onnx", str(tmp_path / "fp32.onnx"),
+                          "--positions", "6"], capture_output=True, text=True, timeout=300,
+                         cwd=model_dir.parent.parent)
+    assert run.returncode == 0, run.stderr
+    assert "6 positions" in run.stdout
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in run.stdout.splitlines() if line.startswith(("| INT8", "| fp32"))}
+    assert set(rows) == {"INT8 (shipped)", "fp32"}
+    for cells in rows.values():
+        exact1, half_width = (float(part.rstrip(" %")) for part in cells[0].split("±"))
+        p = exact1 / 100
+        assert half_width == pytest.approx(round(100 * Z_95 * math.sqrt(p * (1 - p) * 6 / 5) / math.sqrt(6), 2),
+                                           abs=0.01)
+    assert "INT8 − fp32 exact@1 on the same positions:" in run.stdout
+    assert (model_dir / "manifest.json").read_bytes() == before, "no --update-model-card: the bundle is untouched"
+
+
+def test_baseline_on_the_same_positions_gives_a_paired_gain(tmp_path, model_dir):
+    """The committed bundle against itself: every position agrees, so the gain is exactly zero. (First, a
+    validation file that is a copy of a training file leaves no positions: a clear refusal.)"""
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"),
+                          "--train", str(tmp_path / "val.jsonl"), "--fp32-onnx", "none", "--baseline", str(model_dir),
+                          "--positions", "4"],
+                         capture_output=True, text=True, timeout=300, cwd=model_dir.parent.parent)
+    assert run.returncode != 0 and "no cursor positions: 1 validation files were all skipped" in run.stderr
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"),
+                          "--train", str(tmp_path / "train.jsonl"), "--fp32-onnx", "none",
+                          "--baseline", str(model_dir), "--positions", "4"],
+                         capture_output=True, text=True, timeout=300, cwd=model_dir.parent.parent)
+    assert run.returncode == 0, run.stderr
+    assert "INT8 − baseline exact@1 on the same positions: +0.0 ± 0.0 points" in run.stdout
+
+
+def test_missing_baseline_is_refused_before_any_evaluation(tmp_path, model_dir):
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--baseline", str(tmp_path / "nowhere"),
+                          "--fp32-onnx", "none"], capture_output=True, text=True, timeout=120,
+                         cwd=model_dir.parent.parent)
+    assert run.returncode != 0
+    assert "model bundle not found" in run.stderr and "nowhere" in run.stderr
+    assert "Traceback" not in run.stderr
