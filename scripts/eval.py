@@ -156,7 +156,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
                         ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),
                         ("exact_match_at_1_line_start", by_kind["line-start"]),
                         ("exact_match_at_1_mid_line", by_kind["mid-line"])):
-        summary[key], summary[f"{key}_ci95"] = percent(values)
+        summary[key], summary[f"{key}_ci95"] = percent(values) if values else (None, None)  # no such positions
     summary["answered"] = round(100 * statistics.mean(stats["has_suggestion"]), 2)
     summary["median_latency_ms"] = round(statistics.median(stats["latency"]), 2)
     return summary, stats
@@ -181,7 +181,7 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
 
 
 def with_ci(result: dict, key: str) -> str:
-    return f"{result[key]} % ± {result[key + '_ci95']}"
+    return "n/a" if result[key] is None else f"{result[key]} % ± {result[key + '_ci95']}"
 
 
 def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
