@@ -10,7 +10,8 @@ context; the rest of the line is what the model must produce.
 Each rate comes with the half-width of its 95 % interval (normal approximation): at 1,000 positions
 exact@1 near 20 % is about ±2.5 points, so smaller gaps between two runs are not shown to be real.
 INT8 and fp32 run on the same positions, so their difference gets a paired interval, which is
-much narrower.
+much narrower; `--baseline` does the same for an earlier bundle (skipping the training files of
+both).
 """
 from __future__ import annotations
 
@@ -114,17 +115,17 @@ def edit_similarity(a: str, b: str) -> float:
     return 1 - previous[-1] / max(len(a), len(b))
 
 
-def mean_ci95(values: list[float]) -> tuple[float, float]:
-    """The mean and the half-width of its 95 % interval (normal approximation; inf below two values)."""
+def mean_ci95(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the half-width of its 95 % interval (normal approximation; None below two values)."""
     mean = statistics.fmean(values)
     if len(values) < 2:
-        return mean, math.inf
+        return mean, None
     return mean, Z_95 * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def percent(values: list[float]) -> tuple[float, float]:
+def percent(values: list[float]) -> tuple[float, float | None]:
     mean, half_width = mean_ci95(values)
-    return round(100 * mean, 2), round(100 * half_width, 2)
+    return round(100 * mean, 2), None if half_width is None else round(100 * half_width, 2)
 
 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int
@@ -157,15 +158,16 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
                         ("exact_match_at_1_line_start", by_kind["line-start"]),
                         ("exact_match_at_1_mid_line", by_kind["mid-line"])):
         summary[key], summary[f"{key}_ci95"] = percent(values) if values else (None, None)  # no such positions
-    summary["answered"] = round(100 * statistics.mean(stats["has_suggestion"]), 2)
+    summary["answered"], summary["answered_ci95"] = percent(stats["has_suggestion"])
     summary["median_latency_ms"] = round(statistics.median(stats["latency"]), 2)
     return summary, stats
 
 
-def paired_difference(a: list[float], b: list[float]) -> tuple[float, float]:
-    """a - b over the same positions, in points, with its 95 % half-width: the positions' own difficulty
-    cancels, so this is far tighter than the two separate intervals."""
-    return percent([x - y for x, y in zip(a, b, strict=True)])
+def paired_difference(a: list[float], b: list[float]) -> tuple[float, float | None, int]:
+    """a - b over the same positions, in points, with its 95 % half-width and how many positions differ:
+    the positions' own difficulty cancels, so this is far tighter than the two separate intervals."""
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    return (*percent(diffs), sum(d != 0 for d in diffs))
 
 
 def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
@@ -181,11 +183,14 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
 
 
 def with_ci(result: dict, key: str) -> str:
-    return "n/a" if result[key] is None else f"{result[key]} % ± {result[key + '_ci95']}"
+    value, half_width = result[key], result[key + "_ci95"]
+    if value is None:
+        return "n/a"
+    return f"{value} %" if half_width is None else f"{value} % ± {half_width}"
 
 
 def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
-             differences: dict[str, tuple[float, float]]) -> str:
+             differences: dict[str, tuple[float, float | None, int]]) -> str:
     rows = ["| model | exact@1 | exact@5 | edit sim (completion) | edit sim (whole line) | exact@1 line start |"
             " exact@1 mid-line | answered | median latency (new position, with prefill) |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -193,13 +198,14 @@ def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
         rows.append(f"| {name} | {with_ci(r, 'exact_match_at_1')} | {with_ci(r, 'exact_match_at_5')} | "
                     f"{with_ci(r, 'edit_similarity')} | {with_ci(r, 'line_edit_similarity')} | "
                     f"{with_ci(r, 'exact_match_at_1_line_start')} | {with_ci(r, 'exact_match_at_1_mid_line')} | "
-                    f"{r['answered']} % | {r['median_latency_ms']} ms |")
+                    f"{with_ci(r, 'answered')} | {r['median_latency_ms']} ms |")
     positions = next(iter(results.values()))["positions"]
     return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
             f"files; {skipped} more validation files were skipped as copies of training files "
             f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
-            + "".join(f"\n\n{name} exact@1 on the same positions: {diff:+} ± {half_width} points (95 %, paired)."
-                      for name, (diff, half_width) in differences.items()))
+            + "".join(f"\n\n{name} exact@1 on the same positions: {diff:+} ± {half_width} points (95 %, paired; "
+                      f"the two differ at {differing} of {positions} positions)."
+                      for name, (diff, half_width, differing) in differences.items()))
 
 
 def main() -> None:
@@ -212,10 +218,14 @@ def main() -> None:
     parser.add_argument("--train", type=Path, action="append", default=None,
                         help="training jsonl whose copies are skipped (repeatable; default: those of the corpus "
                              "shards the bundle was trained on)")
-    parser.add_argument("--positions", type=int, default=1000)
+    parser.add_argument("--positions", type=int, default=1000, help="cursor positions, at least 1")
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
+    if args.positions < 1:
+        parser.error("--positions must be at least 1")
+    if args.baseline and args.update_model_card:
+        parser.error("--baseline does not go with --update-model-card: the card records this bundle's own run")
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     for bundle in filter(None, (args.bundle, args.baseline)):
         try:
@@ -224,12 +234,13 @@ def main() -> None:
             sys.exit(f"eval.py: {error}")
     data = corpus_dir()
     skip: set[str] = set()
-    for train_path in args.train or [shard / "train.jsonl" for shard in trained_shards(args.bundle)]:
+    trained = {*trained_shards(args.bundle), *(trained_shards(args.baseline) if args.baseline else ())}
+    for train_path in args.train or [shard / "train.jsonl" for shard in sorted(trained)]:
         skip |= training_copy_keys(train_path)
     files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
     if not positions:
-        sys.exit(f"eval.py: no cursor positions: {skipped} validation files were all skipped as copies of "
-                 "training files, or had no code lines")
+        sys.exit(f"eval.py: no cursor positions: no validation file has a code line left after skipping "
+                 f"{skipped} copies of training files")
     results = {}
     started = time.time()
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams)
@@ -250,9 +261,10 @@ def main() -> None:
         manifest_path = args.bundle / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
         manifest["eval"] = {"command": command.strip(), "beams": args.beams, "results": results,
-                            "paired_exact_match_at_1": {name: list(d) for name, d in differences.items()},
+                            "paired_exact_match_at_1": {name: dict(zip(("points", "ci95", "differing"), d))
+                                                        for name, d in differences.items()},
                             "model_sha256": manifest["files"]["model.onnx"]["sha256"]}
-        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+        manifest_path.write_text(json.dumps(manifest, indent=1, allow_nan=False) + "\n")
         card = args.bundle / "MODEL.md"
         if card.exists():
             card.write_text(replace_section(card.read_text(), "eval", table))

@@ -33,15 +33,16 @@ def test_binomial_interval_matches_the_textbook_formula():
 
 
 def test_one_value_has_no_interval():
-    assert mean_ci95([1.0]) == (1.0, math.inf)
+    assert mean_ci95([1.0]) == (1.0, None)
 
 
 def test_paired_difference_cancels_what_both_share():
     hard = [1.0, 0.0] * 50
-    assert paired_difference(hard, hard) == (0.0, 0.0)
+    assert paired_difference(hard, hard) == (0.0, 0.0, 0)
     one_better = hard[:-1] + [1.0]  # one more hit on the same positions
-    diff, half_width = paired_difference(one_better, hard)
-    assert diff == pytest.approx(1.0)
+    diff, half_width, differing = paired_difference(one_better, hard)
+    assert diff == pytest.approx(1.0) and differing == 1
+    assert paired_difference(hard, one_better)[0] == pytest.approx(-1.0)
     assert 0 < half_width < mean_ci95(hard)[1] * 100  # far tighter than either rate's own interval
 
 
@@ -72,7 +73,9 @@ def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model
         p = exact1 / 100
         assert half_width == pytest.approx(round(100 * Z_95 * math.sqrt(p * (1 - p) * 6 / 5) / math.sqrt(6), 2),
                                            abs=0.01)
-    assert "INT8 − fp32 exact@1 on the same positions:" in run.stdout
+    paired = next(line for line in run.stdout.splitlines() if line.startswith("INT8 − fp32 exact@1"))
+    int8_exact1, fp32_exact1 = (float(rows[name][0].split(" %")[0]) for name in ("INT8 (shipped)", "fp32"))
+    assert float(paired.split(": ")[1].split(" ±")[0]) == pytest.approx(int8_exact1 - fp32_exact1, abs=0.01)
     assert (model_dir / "manifest.json").read_bytes() == before, "no --update-model-card: the bundle is untouched"
 
 
@@ -84,14 +87,45 @@ def test_baseline_on_the_same_positions_gives_a_paired_gain(tmp_path, model_dir)
                           "--train", str(tmp_path / "val.jsonl"), "--fp32-onnx", "none", "--baseline", str(model_dir),
                           "--positions", "4"],
                          capture_output=True, text=True, timeout=300, cwd=model_dir.parent.parent)
-    assert run.returncode != 0 and "no cursor positions: 1 validation files were all skipped" in run.stderr
+    assert run.returncode != 0 and "no cursor positions" in run.stderr and "skipping 1 copies" in run.stderr
     (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
     run = subprocess.run([sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"),
                           "--train", str(tmp_path / "train.jsonl"), "--fp32-onnx", "none",
                           "--baseline", str(model_dir), "--positions", "4"],
                          capture_output=True, text=True, timeout=300, cwd=model_dir.parent.parent)
     assert run.returncode == 0, run.stderr
-    assert "INT8 − baseline exact@1 on the same positions: +0.0 ± 0.0 points" in run.stdout
+    assert ("INT8 − baseline exact@1 on the same positions: +0.0 ± 0.0 points (95 %, paired; the two differ at 0 "
+            "of 4 positions)") in run.stdout
+
+
+def test_one_position_card_has_no_interval_and_stays_strict_json(tmp_path, model_dir):
+    """One position has no interval and only one kind: the card says so and manifest.json stays valid JSON."""
+    import shutil
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("model.onnx", "tokenizer.json", "manifest.json", "MODEL.md"):
+        shutil.copyfile(model_dir / name, bundle / name)
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    command = [sys.executable, "scripts/eval.py", "--bundle", str(bundle), "--val", str(tmp_path / "val.jsonl"),
+               "--train", str(tmp_path / "train.jsonl"), "--fp32-onnx", "none", "--positions", "1"]
+    refused = subprocess.run(command + ["--update-model-card", "--baseline", str(model_dir)], capture_output=True,
+                             text=True, timeout=120, cwd=model_dir.parent.parent)
+    assert refused.returncode == 2 and "--baseline does not go with --update-model-card" in refused.stderr
+    run = subprocess.run(command + ["--update-model-card"], capture_output=True, text=True, timeout=300,
+                         cwd=model_dir.parent.parent)
+    assert run.returncode == 0, run.stderr
+
+    def no_constants(name):
+        raise AssertionError(f"{name} in manifest.json")
+
+    manifest = json.loads((bundle / "manifest.json").read_text(), parse_constant=no_constants)
+    result = manifest["eval"]["results"]["INT8 (shipped)"]
+    assert result["positions"] == 1 and result["exact_match_at_1_ci95"] is None
+    assert result["exact_match_at_1_mid_line"] is None  # the one position is at a line start
+    row = next(line for line in (bundle / "MODEL.md").read_text().splitlines() if line.startswith("| INT8"))
+    assert "±" not in row and "| n/a |" in row
 
 
 def test_missing_baseline_is_refused_before_any_evaluation(tmp_path, model_dir):
