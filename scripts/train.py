@@ -258,15 +258,21 @@ def main() -> None:
     budget = args.minutes * 60
     start = last_save = time.time()
     step_in_run = 0
+    tokens_at_start = state["tokens"]
     bar = tqdm(desc="train", unit="step")
     model.train()
     stop_requested = install_stop_handler()
     while True:
         elapsed = time.time() - start
-        if elapsed >= budget or (args.max_steps is not None and step_in_run >= args.max_steps):
+        if elapsed >= budget:
+            stopped = "budget"
+            break
+        if args.max_steps is not None and step_in_run >= args.max_steps:
+            stopped = "max_steps"
             break
         if stop_requested():
             tqdm.write("stop requested: saving the checkpoint")
+            stopped = "signal"
             break
         lr = learning_rate(step_in_run, elapsed, budget, args.lr, args.warmup, args.decay_fraction)
         for group in opt.param_groups:
@@ -295,8 +301,11 @@ def main() -> None:
             save_checkpoint(out, model, opt, state)
             last_save = time.time()
     bar.close()
+    seconds = round(time.time() - start, 1)
     metrics = evaluate(model, val_data / "val.bin", block, args.eval_batches, args.batch_size)
-    state["history"].append({"step": state["step"], "tokens": state["tokens"], "final": True, **metrics})
+    state["history"].append({"step": state["step"], "tokens": state["tokens"], "final": True, "stopped": stopped,
+                             "seconds": seconds, "tokens_this_run": state["tokens"] - tokens_at_start,
+                             **metrics})
     save_checkpoint(out, model, opt, state)
     print(json.dumps(state["history"][-1]))
 

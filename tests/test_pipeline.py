@@ -75,6 +75,7 @@ def train_on_second_shard_until_stopped(checkpoint: Path, shard: Path, first_sha
     assert run.returncode == 0, log.read_text()[-2000:]
     state = json.loads(state_path.read_text())
     assert state["history"][-1].get("final"), "the stopped run ran its final evaluation and saved"
+    assert state["history"][-1]["stopped"] == "signal"
     windows = (state["step"] - 60) * 8
     from_first = state["cursors"][first_shard.name] - 60 * 8
     assert state["cursors"][shard.name] + from_first == windows and abs(from_first - windows / 4) <= 1
@@ -105,6 +106,7 @@ def test_pipeline_end_to_end(tmp_path: Path):
     assert done.returncode == 0, done.stderr[-2000:]
     state = json.loads((checkpoint / "train_state.json").read_text())
     assert state["step"] == 60 and state["history"][-1]["val_loss"] < 4.0
+    assert state["history"][-1]["stopped"] == "max_steps" and state["history"][-1]["tokens_this_run"] == 60 * 8 * 64
 
     bundle_dir = tmp_path / "bundle"
     manifest = export.export(checkpoint, bundle_dir, tmp_path / "tokenizer.json", tmp_path / "fp32.onnx", "tiny",

@@ -10,6 +10,7 @@ import pytest
 
 import corpus
 import tokenizer as tokenizer_script
+from scaling import absolute_paths
 from test_pipeline import tiny_wheel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,45 +30,62 @@ def tiny_corpus(tmp_path_factory) -> tuple[Path, int]:
     return root, tok.get_vocab_size()
 
 
-def scaling(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+def scaling(*args: str, timeout: int = 240, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "scripts" / "scaling.py"), *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, cwd=cwd)
 
 
 def test_sweep_trains_each_shape_then_reuses_finished_runs(tmp_path, tiny_corpus):
     data, vocab = tiny_corpus
     runs = tmp_path / "runs"
-    (runs / "2x2x32").mkdir(parents=True)
-    (runs / "2x2x32" / "leftover").write_text("an interrupted run")
-    args = ["--shapes", "1x2x32,2x2x32", "--max-steps", "12", "--minutes", "10", "--dir", str(runs),
-            "--out", str(tmp_path / "table.md"), "--", "--data", str(data), "--context", "64", "--vocab-size",
-            str(vocab), "--batch-size", "4", "--lr", "1e-2", "--warmup", "2", "--eval-batches", "1"]
-    first = scaling(*args)
+    train_options = ["--data", data.name, "--context", "64", "--vocab-size", str(vocab), "--batch-size", "4",
+                     "--lr", "1e-2", "--warmup", "2", "--eval-batches", "1"]
+    args = ["--shapes", "1x2x32,2x2x32", "--minutes", "0.05", "--dir", str(runs), "--out", str(tmp_path / "table.md"),
+            "--", *train_options]
+    first = scaling(*args, cwd=data.parent)  # --data relative to the working dir
     assert first.returncode == 0, first.stderr[-2000:]
-    assert first.stdout.count(": training (") == 2
-    assert not (runs / "2x2x32" / "leftover").exists(), "a partial run is started over"
+    assert first.stdout.count(": training for 0.05 minutes") == 2
     results = {name: json.loads((runs / name / "result.json").read_text()) for name in ("1x2x32", "2x2x32")}
-    assert all(r["complete"] and r["steps"] == 12 and r["tokens"] == 12 * 4 * 64 for r in results.values())
+    assert all(r["complete"] and r["steps"] > 0 and r["tokens"] == r["steps"] * 4 * 64 for r in results.values())
+    assert all(2.5 <= r["minutes"] * 60 < 6 and r["tokens_per_s"] > 0 for r in results.values())
     assert results["2x2x32"]["parameters"] > results["1x2x32"]["parameters"]
     table = (tmp_path / "table.md").read_text()
-    assert "| 1x2x32 |" in table and "| 2x2x32 |" in table and "--max-steps 12" in table
+    assert "| 1x2x32 |" in table and "| 2x2x32 |" in table and "--minutes 0.05" in table
 
-    again = scaling(*args)
+    absolute = [str(data) if a == data.name else a for a in args]
+    again = scaling(*absolute)  # the same sweep, from another dir, with the data dir spelled out
     assert again.returncode == 0, again.stderr[-2000:]
-    assert again.stdout.count("reusing the finished run") == 2 and ": training (" not in again.stdout
-    assert (tmp_path / "table.md").read_text() == table
+    assert again.stdout.count("reusing the finished run") == 2 and ": training for" not in again.stdout
 
-    changed = scaling(*["5e-3" if a == "1e-2" else "1x2x32" if a == "1x2x32,2x2x32" else a for a in args])
+    cut_short = json.loads((runs / "2x2x32" / "result.json").read_text())
+    (runs / "2x2x32" / "result.json").write_text(json.dumps({**cut_short, "complete": False}))
+    redo = scaling(*absolute)
+    assert redo.returncode == 0, redo.stderr[-2000:]
+    assert "1x2x32: reusing" in redo.stdout and "2x2x32: training for" in redo.stdout
+    final = json.loads((runs / "2x2x32" / "checkpoint" / "train_state.json").read_text())["history"][-1]
+    assert final["tokens"] == final["tokens_this_run"], "the redone run started from scratch, not from the checkpoint"
+
+    changed = scaling(*["5e-3" if a == "1e-2" else a for a in absolute])  # another learning rate: new runs
     assert changed.returncode == 0, changed.stderr[-2000:]
-    assert ": training (" in changed.stdout, "other train.py options make a new run"
+    assert changed.stdout.count(": training for") == 2
+
+
+def test_data_dirs_are_made_absolute_in_every_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert absolute_paths(["--data", "c:2", "--data=d", "--val-data", "v", "--lr", "1e-3"]) == [
+        "--data", f"{tmp_path}/c:2", f"--data={tmp_path}/d", "--val-data", f"{tmp_path}/v", "--lr", "1e-3"]
 
 
 @pytest.mark.parametrize("args, message", [
     (["--shapes", "4x6"], "is not LAYERSxHEADSxWIDTH"),
     (["--shapes", "4x5x192"], "is not a multiple of 5 heads"),
+    (["--shapes", "4x6x192", "--minutes", "0"], "--minutes must be above 0"),
     (["--shapes", "4x6x192", "--", "--n-layer", "2"], "--n-layer is set by scaling.py itself"),
+    (["--shapes", "4x6x192", "--", "--minutes=2"], "--minutes=2 is set by scaling.py itself"),
+    (["--shapes", "4x6x192", "--", "--ini", "x"], "--ini is set by scaling.py itself"),
+    (["--shapes", "4x6x192", "--", "--dir", "x"], "--dir is scaling.py's own option: put it before --"),
 ])
 def test_bad_sweeps_are_refused_before_any_run(tmp_path, args, message):
-    done = scaling(*args, "--dir", str(tmp_path / "runs"), timeout=60)
+    done = scaling("--dir", str(tmp_path / "runs"), *args, timeout=60)
     assert done.returncode == 2 and message in done.stderr
     assert not (tmp_path / "runs").exists()
