@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
-from train import fresh_state  # noqa: E402
+from train import fresh_state, load_model  # noqa: E402
 
 RESIDUAL_OUTPUTS = ("attn.proj.weight", "mlp.proj.weight")  # what a block adds to the residual stream
 
@@ -49,13 +49,12 @@ def grow(source: Path, out: Path, factor: int) -> GPTConfig:
             raise SystemExit(f"{source / needed} is missing: --from takes a checkpoint dir written by train.py")
     if out.exists():
         raise SystemExit(f"{out} already exists; pick a fresh --out")
-    cfg = GPTConfig(**json.loads((source / "config.json").read_text()))
-    weights = load_file(str(source / "model.safetensors"))
     try:
-        GPT(cfg).load_state_dict(weights)  # every tensor of the source, each of the shape its config says
+        model = load_model(source)  # every tensor of the source, each of the shape its config says
     except RuntimeError as error:
         raise SystemExit(f"{source}: model.safetensors does not match its config.json: "
                          f"{str(error).splitlines()[0]}") from None
+    cfg, weights = model.cfg, model.state_dict()
     grown_cfg = GPTConfig(**{**cfg.to_dict(), "n_layer": cfg.n_layer * factor})
     grown = deepen(weights, cfg.n_layer, factor)
     GPT(grown_cfg).load_state_dict(grown)

@@ -21,11 +21,13 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paths import cache_dir, corpus_dir  # noqa: E402
+from shards import parse_shard  # noqa: E402
 
 TRAIN = Path(__file__).resolve().parent / "train.py"
 SET_HERE = ("--n-layer", "--n-head", "--n-embd", "--out", "--init", "--minutes", "--max-steps")  # train.py's
@@ -77,37 +79,44 @@ def check_forwarded(forwarded: list[str]) -> str | None:
     return None
 
 
+def dir_values(forwarded: list[str]) -> Iterator[tuple[int, str, str, str]]:
+    """(token index, option, prefix, value) of each forwarded dir option: `--data=X` is one token with the
+    prefix `--data=`, `--data X` two."""
+    for index, token in enumerate(forwarded):
+        name, equals, value = token.partition("=")
+        if name not in PATH_OPTIONS:
+            continue
+        if equals:
+            yield index, name, f"{name}=", value
+        elif index + 1 < len(forwarded):
+            yield index + 1, name, "", forwarded[index + 1]
+
+
+def split_dir(option: str, value: str) -> tuple[Path, str]:
+    """The dir in an option's value and what follows it (`:WEIGHT` for --data, read as train.py reads it)."""
+    if option != "--data":
+        return Path(value), ""
+    directory, _ = parse_shard(value)
+    return directory, "" if directory == Path(value) else ":" + value.rpartition(":")[2]
+
+
 def absolute_paths(forwarded: list[str]) -> list[str]:
     """The forwarded options with the data dirs made absolute, so the same sweep matches from any dir."""
-    result, expect_path = [], False
-    for token in forwarded:
-        name, has_value, value = token.partition("=")
-        if expect_path or (has_value and name in PATH_OPTIONS):
-            raw = token if expect_path else value
-            path, colon, weight = raw.rpartition(":") if ":" in raw else (raw, "", "")
-            resolved = str(Path(path).resolve()) + colon + weight
-            token = resolved if expect_path else f"{name}={resolved}"
-            expect_path = False
-        elif token in PATH_OPTIONS:
-            expect_path = True
-        result.append(token)
+    result = list(forwarded)
+    for index, option, prefix, value in dir_values(forwarded):
+        directory, suffix = split_dir(option, value)
+        result[index] = f"{prefix}{directory.resolve()}{suffix}"
     return result
 
 
 def data_fingerprint(forwarded: list[str]) -> dict[str, int]:
     """Sizes of the token files the runs read: a rebuilt corpus at the same path is different data."""
-    dirs = [corpus_dir()] if not any(t.split("=")[0] == "--data" for t in forwarded) else []
-    for index, token in enumerate(forwarded):
-        name, has_value, value = token.partition("=")
-        if name in PATH_OPTIONS:
-            raw = value if has_value else (forwarded[index + 1] if index + 1 < len(forwarded) else "")
-            dirs.append(Path(raw.rpartition(":")[0] if ":" in raw else raw))
-    sizes = {}
-    for directory in dirs:
-        for split in ("train.bin", "val.bin"):
-            if (directory / split).exists():
-                sizes[str(directory / split)] = (directory / split).stat().st_size
-    return sizes
+    found = [(option, split_dir(option, value)[0]) for _, option, _, value in dir_values(forwarded)]
+    dirs = [directory for _, directory in found]
+    if not any(option == "--data" for option, _ in found):
+        dirs.append(corpus_dir())  # train.py's default shard
+    return {str(directory / split): (directory / split).stat().st_size
+            for directory in dirs for split in ("train.bin", "val.bin") if (directory / split).exists()}
 
 
 def parameter_count(weights: Path) -> int:
@@ -183,7 +192,10 @@ def main() -> None:
         shapes = parse_shapes(args.shapes)
     except ValueError as error:
         parser.error(str(error))
-    forwarded = absolute_paths(forwarded)
+    try:
+        forwarded = absolute_paths(forwarded)
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
     root = args.dir or cache_dir() / "scaling"
     results = []
     for index, shape in enumerate(shapes, 1):

@@ -3,6 +3,8 @@ earlier ones lack, so training can go on past an epoch without repeating tokens.
 keeps one cursor per shard, by the shard dir's name."""
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -24,3 +26,15 @@ def shard_cursors(state: dict) -> dict[str, int]:
     if "cursor" in state:
         cursors.setdefault(CORPUS_NAME, state.pop("cursor"))
     return cursors
+
+
+def parse_shard(spec: str) -> tuple[Path, float]:
+    """"DIR" or "DIR:WEIGHT" (weight > 0, default 1); a colon not followed by a number is part of DIR."""
+    path, _, weight = spec.rpartition(":")
+    try:
+        value = float(weight)
+    except ValueError:
+        return Path(spec), 1.0
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{spec}: the weight must be above 0")
+    return Path(path), value

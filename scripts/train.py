@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import signal
 import sys
 import time
@@ -23,7 +22,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
-from shards import shard_cursors  # noqa: E402
+from shards import parse_shard, shard_cursors  # noqa: E402
 
 
 def inputs_and_targets(windows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,18 +77,6 @@ class ShardMix:
 
     def epochs(self) -> dict[str, float]:
         return {name: round(stream.epoch, 4) for name, (stream, _) in self.shards.items()}
-
-
-def parse_shard(spec: str) -> tuple[Path, float]:
-    """"DIR" or "DIR:WEIGHT" (weight > 0, default 1); a colon not followed by a number is part of DIR."""
-    path, _, weight = spec.rpartition(":")
-    try:
-        value = float(weight)
-    except ValueError:
-        return Path(spec), 1.0
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"{spec}: the weight must be above 0")
-    return Path(path), value
 
 
 def fresh_state() -> dict:

@@ -84,6 +84,7 @@ def test_data_dirs_are_made_absolute_in_every_spelling(tmp_path, monkeypatch):
     (["--shapes", "4x6x192", "--", "--minutes=2"], "--minutes=2 is set by scaling.py itself"),
     (["--shapes", "4x6x192", "--", "--ini", "x"], "--ini is set by scaling.py itself"),
     (["--shapes", "4x6x192", "--", "--dir", "x"], "--dir is scaling.py's own option: put it before --"),
+    (["--shapes", "4x6x192", "--", "--data", "c:0"], "c:0: the weight must be above 0"),
 ])
 def test_bad_sweeps_are_refused_before_any_run(tmp_path, args, message):
     done = scaling("--dir", str(tmp_path / "runs"), *args, timeout=60)
