@@ -43,7 +43,8 @@ def second_shard(first: Path, tok) -> Path:
             zf.writestr(f"more/calc_{m}.py", f'"""Calc {m}."""\nimport math\n\n{body}')
         zf.writestr("more/copied.py", json.loads((first / "train.jsonl").open().readline())["text"])
     shard = downloads.parent
-    stats = corpus.build(shard, downloads, include_stdlib=False, seen=corpus.corpus_digests(first))
+    stats = corpus.build(shard, [downloads / "more-0.1-py3-none-any.whl"], include_stdlib=False,
+                         seen=corpus.corpus_digests(first))
     assert stats["duplicates"] == 1, "the copy of a first-shard file is left out"
     assert stats["train"]["files"] + stats["val"]["files"] == 30
     for split in ("train", "val"):
@@ -81,11 +82,23 @@ def train_on_second_shard_until_stopped(checkpoint: Path, shard: Path, first_sha
     assert state["cursors"][shard.name] + from_first == windows and abs(from_first - windows / 4) <= 1
 
 
+def test_only_pinned_archives_enter_the_corpus(tmp_path: Path):
+    """A release dropped from the list, or the old version of a re-pinned one, is not built from."""
+    for name in ("tiny-0.1-py3-none-any.whl", "tiny-0.0-py3-none-any.whl", "Old_Project-2.0-py3-none-any.whl",
+                 "python-dateutil-2.9.0.tar.gz", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    archives, missing, stale = corpus.pinned_archives(["python_dateutil==2.9.0", "Tiny==0.1", "absent==1.0"],
+                                                      tmp_path)
+    assert [a.name for a in archives] == ["python-dateutil-2.9.0.tar.gz", "tiny-0.1-py3-none-any.whl"]
+    assert missing == ["absent==1.0"]
+    assert [a.name for a in stale] == ["Old_Project-2.0-py3-none-any.whl", "notes.txt", "tiny-0.0-py3-none-any.whl"]
+
+
 def test_pipeline_end_to_end(tmp_path: Path):
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     tiny_wheel(downloads / "tiny-0.1-py3-none-any.whl")
-    stats = corpus.build(tmp_path, downloads, include_stdlib=False)
+    stats = corpus.build(tmp_path, [downloads / "tiny-0.1-py3-none-any.whl"], include_stdlib=False)
     assert stats["rejected"].get("generated") == 1 and stats["rejected"].get("not python 3") == 1
     assert stats["train"]["files"] + stats["val"]["files"] == 60
 

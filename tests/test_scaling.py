@@ -21,7 +21,7 @@ def tiny_corpus(tmp_path_factory) -> tuple[Path, int]:
     root = tmp_path_factory.mktemp("scaling-corpus")
     (root / "downloads").mkdir()
     tiny_wheel(root / "downloads" / "tiny-0.1-py3-none-any.whl")
-    corpus.build(root, root / "downloads", include_stdlib=False)
+    corpus.build(root, [root / "downloads" / "tiny-0.1-py3-none-any.whl"], include_stdlib=False)
     tok = tokenizer_script.train(root, vocab_size=320, sample_mb=5)
     for split in ("train", "val"):
         tokenizer_script.encode_split(tok, root / f"{split}.jsonl", root / f"{split}.bin")
