@@ -60,7 +60,8 @@ def optimize(fp32_path: Path, config: dict) -> dict[str, int]:
 
 def quantize(fp32_path: Path, int8_path: Path) -> None:
     """Dynamic INT8 of the weight MatMuls and the embedding Gathers only: activation-by-activation
-    products (attention scores) and the beam step's Gathers stay fp32."""
+    products (attention scores) and the beam step's Gathers stay fp32. Per channel: one scale per
+    output column costs 0.4 % of the file and closed most of the INT8-vs-fp32 gap (MODEL.md)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(fp32_path))
@@ -68,7 +69,7 @@ def quantize(fp32_path: Path, int8_path: Path) -> None:
     chosen = [n.name for n in model.graph.node
               if (n.op_type == "MatMul" and n.input[1] in weights) or (n.op_type == "Gather" and n.input[0] in weights
                                                                         and n.input[0].startswith(("wte", "wpe")))]
-    quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=False,
+    quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
                      nodes_to_quantize=chosen, op_types_to_quantize=["MatMul", "Gather"],
                      extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
