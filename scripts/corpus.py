@@ -48,6 +48,8 @@ def read_pins(path: Path = PACKAGE_LIST) -> list[str]:
     pins = []
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
+        if line and "==" not in line:
+            raise SystemExit(f"{path}: {line!r} is not pinned; each line needs name==version")
         if line:
             pins.append(line)
     return pins
@@ -83,7 +85,8 @@ def pinned_archives(pins: list[str], download_dir: Path) -> tuple[list[Path], li
     found: dict[str, Path] = {}
     stale: list[Path] = []
     for archive in sorted(p for p in download_dir.iterdir() if p.is_file()):
-        pin = wanted.get(archive_release(archive))  # type: ignore[arg-type]
+        release = archive_release(archive)
+        pin = wanted.get(release) if release else None
         if pin is None or pin in found:
             stale.append(archive)
         else:

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import corpus
 import export
@@ -92,6 +93,13 @@ def test_only_pinned_archives_enter_the_corpus(tmp_path: Path):
     assert [a.name for a in archives] == ["python-dateutil-2.9.0.tar.gz", "tiny-0.1-py3-none-any.whl"]
     assert missing == ["absent==1.0"]
     assert [a.name for a in stale] == ["Old_Project-2.0-py3-none-any.whl", "notes.txt", "tiny-0.0-py3-none-any.whl"]
+
+
+def test_an_unpinned_requirement_is_refused(tmp_path: Path):
+    listing = tmp_path / "packages.txt"
+    listing.write_text("tiny==0.1  # MIT\nloose>=1.0  # MIT\n")
+    with pytest.raises(SystemExit, match="'loose>=1.0' is not pinned"):
+        corpus.read_pins(listing)
 
 
 def test_pipeline_end_to_end(tmp_path: Path):
