@@ -8,7 +8,9 @@ shrinks as beams finish. The beams share the document's prefix KV; only their su
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .runtime import Runtime
@@ -32,6 +34,13 @@ class SearchRequest:
     beams: int
     max_tokens: int
     margin: float = 8.0
+    deadline: float | None = None  # time.perf_counter() value after which no further step starts
+
+
+@dataclass
+class SearchResult:
+    hypotheses: list[Hypothesis] = field(default_factory=list)  # best first
+    out_of_time: bool = False  # stopped at the deadline while some beam was still live
 
 
 def _allowed(tokens: Tokens, remaining: list[bytes]) -> np.ndarray | None:
@@ -42,7 +51,7 @@ def _allowed(tokens: Tokens, remaining: list[bytes]) -> np.ndarray | None:
 
 
 def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancelled: CancelCheck | None = None
-                ) -> list[Hypothesis]:
+                ) -> SearchResult:
     live_seqs: list[list[int]] = [[]]
     live_scores = np.zeros(1, dtype=np.float32)
     remaining = [req.healed]
@@ -53,6 +62,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     step = 0
     seqs: list[list[int]] = []
     scores: list[float] = []
+    out_of_time = False
     for step in range(req.max_tokens):
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
@@ -81,6 +91,9 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             break
         if ranked and best_live < ranked[0] - req.margin:
             break
+        if req.deadline is not None and time.perf_counter() >= req.deadline:
+            out_of_time = True
+            break
         index = np.asarray(keep, dtype=np.int64)
         past = [(k[index], v[index]) for k, v in out.beam_kv]
         live_seqs, remaining = seqs, rems
@@ -89,4 +102,4 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     if keep and step == req.max_tokens - 1:
         finished += [Hypothesis(s, float(sc), False) for s, sc in zip(seqs, scores)]
     finished.sort(key=lambda h: -h.score)
-    return finished
+    return SearchResult(finished, out_of_time)

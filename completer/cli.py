@@ -33,6 +33,8 @@ def _settings(args: argparse.Namespace) -> EngineSettings:
         settings.beams = args.beams
     if getattr(args, "max_tokens", None) is not None:
         settings.max_tokens = args.max_tokens
+    if getattr(args, "search_budget_ms", None) is not None:
+        settings.search_budget_ms = args.search_budget_ms
     if getattr(args, "suggestions", None) is not None:
         settings.max_suggestions = args.suggestions
     settings.validate()
@@ -62,12 +64,14 @@ def cmd_complete(args: argparse.Namespace) -> int:
     result = engine.complete(uri, line - 1, col - 1)
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score} for s in result.suggestions],
-                   "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped}
+                   "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
+                   "out_of_time": result.out_of_time}
         print(json.dumps(payload))
     elif not result.skipped:
         for s in result.suggestions:
             print(f"{s.score:8.3f}  {s.line}")
-        print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms)", file=sys.stderr)
+        cut = ", search budget ran out" if result.out_of_time else ""
+        print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
     if result.skipped:
         print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
         return 1
@@ -123,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--beams", type=int, default=None)
     complete.add_argument("--max-tokens", type=int, default=None)
     complete.add_argument("--suggestions", type=int, default=None)
+    complete.add_argument("--search-budget-ms", type=int, default=None,
+                          help="stop the beam search this long after the request (0: no limit)")
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.set_defaults(func=cmd_complete)
     demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")

@@ -162,6 +162,8 @@ class Engine:
         return state.context_memo[1]  # type: ignore[return-value]
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
+        budget_ms = self.settings.search_budget_ms
+        deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
         if len(full_line) + len(after) > MAX_LINE_CHARS:
             return CompletionResult(skipped=SKIPPED_LONG_LINE)
@@ -194,12 +196,12 @@ class Engine:
         runs_before = self.runtime.calls
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                                beams=settings.beams, max_tokens=settings.max_tokens)
-        hypotheses = beam_search(self.runtime, tokens, request, is_cancelled)
+                                beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline)
+        search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
         cursor = len(typed_line)
-        for hyp in hypotheses:
+        for hyp in search.hypotheses:
             if not hyp.finished:
                 continue  # cut off at max_tokens: not a whole line
             generated = tokens.decode_bytes(hyp.tokens)
@@ -217,7 +219,7 @@ class Engine:
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
-                                cached_tokens=reused, new_tokens=new)
+                                cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
 
     # Introspection -------------------------------------------------------------------------
     def info(self) -> dict:

@@ -48,11 +48,12 @@ class CompletionResult:
     cached_tokens: int = 0  # context tokens whose KV was reused
     new_tokens: int = 0  # context tokens that had to be run
     skipped: str = ""  # why the model was not asked: one of the SKIPPED_* reasons, or "" when it was
+    out_of_time: bool = False  # the search budget ran out first: only lines finished by then were offered
 
     def to_dict(self) -> dict[str, Any]:
         return {"suggestions": [s.to_dict() for s in self.suggestions], "latency_ms": self.latency_ms,
                 "model_runs": self.model_runs, "cached_tokens": self.cached_tokens, "new_tokens": self.new_tokens,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "out_of_time": self.out_of_time}
 
 
 @dataclass
@@ -67,6 +68,7 @@ class EngineSettings:
     threads: int = 0  # intra-op threads; 0 lets onnxruntime choose
     memory_budget_mb: int = 256  # KV caches across documents, LRU-evicted past this
     context_tokens: int = 0  # 0 means the manifest's context length
+    search_budget_ms: int = 0  # 0: no limit; else no beam step starts this long after the request came in
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -82,6 +84,8 @@ class EngineSettings:
             raise ValueError("threads must be between 0 and 256")
         if not 1 <= self.memory_budget_mb <= 65536:
             raise ValueError("memory_budget_mb must be between 1 and 65536")
+        if not 0 <= self.search_budget_ms <= 60000:
+            raise ValueError("search_budget_ms must be between 0 (no limit) and 60000")
         if self.context_tokens and self.context_tokens < self.max_tokens + MIN_CONTEXT_TOKENS:
             raise ValueError(f"context_tokens must be 0 (the model's whole context) or at least "
                              f"max_tokens + {MIN_CONTEXT_TOKENS} = {self.max_tokens + MIN_CONTEXT_TOKENS}")

@@ -53,6 +53,7 @@ class Stats:
     last_model_runs: int | None = None
     last_context_tokens: int | None = None  # tokens before the cursor the model attended to
     last_suggestions: int | None = None
+    out_of_time: int = 0  # searches cut short by searchBudgetMs
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,7 @@ class CompleterServer(LanguageServer):
         if engine.get("model_runs"):  # typing through reuses the previous search's context
             self.stats.last_context_tokens = (engine.get("cached_tokens") or 0) + (engine.get("new_tokens") or 0)
         self.stats.last_suggestions = len(lines)
+        self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
 
     def _skip(self, uri: str, reason: str, level: int) -> list[LineSuggestion]:

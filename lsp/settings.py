@@ -23,6 +23,7 @@ ENGINE_KEYS: dict[str, str] = {
     "threads": "threads",
     "memoryBudgetMb": "memory_budget_mb",
     "contextTokens": "context_tokens",
+    "searchBudgetMs": "search_budget_ms",
 }
 SERVER_KEYS: dict[str, str] = {
     "enabledLanguages": "enabled_languages",

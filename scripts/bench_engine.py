@@ -4,11 +4,13 @@
 
 1. Per-keystroke latency, KV reuse vs full recompute, at 128 and 512 tokens of context and at the full
    window (1,024 positions minus max_tokens + 1: 999 tokens). Each row reports the context it really ran at.
-2. Typing through the last suggestion (no model call).
-3. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
-4. INT8 vs fp32.
-5. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
-6. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
+2. At the full window, no search budget vs `--search-budget-ms` (40): latency, searches cut short, and
+   keystrokes whose top line changes.
+3. Typing through the last suggestion (no model call).
+4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
+5. INT8 vs fp32.
+6. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
+7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
 Keystrokes replay the typing of real lines of a stdlib module: at each keystroke the text before the
 cursor grows by one character and the engine is asked for suggestions. Typing through is disabled
@@ -36,7 +38,7 @@ from paths import REPO_ROOT, cache_dir  # noqa: E402
 
 from completer.engine import Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
-from completer.types import EngineSettings  # noqa: E402
+from completer.types import CompletionResult, EngineSettings  # noqa: E402
 
 SOURCE = Path(argparse.__file__)  # a long, real, permissively licensed module (PSF)
 TYPED_LINES = 3  # lines typed per context size
@@ -86,8 +88,9 @@ def _chars_for(engine: Engine, before: str, tokens: int) -> int:
 
 CONTEXT_SEEN: list[int] = []
 """Context tokens (cached + newly run) of every timed keystroke, to report what was really measured."""
-RUNS_SEEN: dict[str, list[int]] = {}
-"""ONNX calls of every timed keystroke by engine: a keystroke's latency is mostly its beam steps."""
+RESULTS_SEEN: dict[str, list[CompletionResult]] = {}
+"""Every timed keystroke's result by engine: its ONNX calls (a keystroke's latency is mostly its beam
+steps), whether the search budget cut it short, and its top suggestion."""
 
 
 def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: dict[str, Callable[[Engine], None]]
@@ -95,8 +98,8 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
     """Type each line one character at a time; engines alternate on every keystroke."""
     times: dict[str, list[float]] = {name: [] for name in engines}
     CONTEXT_SEEN.clear()
-    RUNS_SEEN.clear()
-    RUNS_SEEN.update({name: [] for name in engines})
+    RESULTS_SEEN.clear()
+    RESULTS_SEEN.update({name: [] for name in engines})
     for n, (before, line) in enumerate(script):
         uri = f"file:///bench-{n}.py"
         for engine in engines.values():
@@ -107,8 +110,26 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
                 result = engine.complete_text(uri, before + line[:end], "")
                 times[name].append(result.latency_ms)
                 CONTEXT_SEEN.append(result.cached_tokens + result.new_tokens)
-                RUNS_SEEN[name].append(result.model_runs)
+                RESULTS_SEEN[name].append(result)
     return times
+
+
+def search_budget(settings: Callable[..., EngineSettings], script: list[tuple[str, str]], budget_ms: int
+                  ) -> dict:
+    """No budget vs `budget_ms`, alternating per keystroke: the latency tail it removes, how many
+    searches it cuts short, and how many keystrokes then get another top line (or none)."""
+    names = ("no_budget", f"budget_{budget_ms}ms")
+    engines = {names[0]: Engine(settings()), names[1]: Engine(settings(search_budget_ms=budget_ms))}
+    for e in engines.values():
+        e.typing_through = False
+    times = replay(engines, script, {})
+    out: dict = {k: summary(v) for k, v in times.items()}
+    out["context_tokens"] = context_range()
+    top = {name: [r.suggestions[0].line if r.suggestions else None for r in RESULTS_SEEN[name]] for name in names}
+    out["cut_short"] = sum(r.out_of_time for r in RESULTS_SEEN[names[1]])
+    out["top_line_changed"] = sum(a != b for a, b in zip(top[names[0]], top[names[1]]))
+    out["top_line_lost"] = sum(a is not None and b is None for a, b in zip(top[names[0]], top[names[1]]))
+    return out
 
 
 def context_range() -> dict[str, int]:
@@ -292,6 +313,8 @@ def main() -> None:
     parser.add_argument("--fp32-onnx", type=Path, default=None)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--contexts", default="128,512,1024")
+    parser.add_argument("--search-budget-ms", type=int, default=40,
+                        help="compare no budget with this searchBudgetMs at the full window (0: skip)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
     args = parser.parse_args()
@@ -308,7 +331,7 @@ def main() -> None:
         times = replay({"kv_reuse": reuse, "recompute": recompute}, script, {"recompute": no_cache})
         results[f"context_{n}"] = {k: summary(v) for k, v in times.items()}
         results[f"context_{n}"]["context_tokens"] = context_range()
-        runs = RUNS_SEEN["kv_reuse"]
+        runs = [r.model_runs for r in RESULTS_SEEN["kv_reuse"]]
         results[f"context_{n}"]["kv_reuse_model_runs"] = {"p50": percentile(runs, 50), "p95": percentile(runs, 95),
                                                           "max": max(runs)}
         results[f"context_{n}"]["speedup_p50"] = round(results[f"context_{n}"]["recompute"]["p50_ms"]
@@ -318,6 +341,9 @@ def main() -> None:
         print(f"context {n}: {json.dumps(results[f'context_{n}'])}", flush=True)
 
     long_script = keystroke_script(reuse, text, window_limit(reuse))  # the full window
+    if args.search_budget_ms:
+        results["search_budget"] = search_budget(settings, long_script, args.search_budget_ms)
+        print(f"search budget: {json.dumps(results['search_budget'])}", flush=True)
     through = Engine(settings())
     times = []
     for n, (before, line) in enumerate(long_script):

@@ -128,10 +128,10 @@ def percent(values: list[float]) -> tuple[float, float | None]:
     return round(100 * mean, 2), None if half_width is None else round(100 * half_width, 2)
 
 
-def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int
-             ) -> tuple[dict, dict[str, list[float]]]:
+def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
+             max_tokens: int = EngineSettings.max_tokens) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons)."""
-    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5))
+    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -220,6 +220,8 @@ def main() -> None:
                              "shards the bundle was trained on)")
     parser.add_argument("--positions", type=int, default=1000, help="cursor positions, at least 1")
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
+    parser.add_argument("--max-tokens", type=int, default=EngineSettings.max_tokens,
+                        help="the engine's token limit per line (its default unless set)")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.positions < 1:
@@ -243,15 +245,15 @@ def main() -> None:
                  f"{skipped} copies of training files")
     results = {}
     started = time.time()
-    results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams)
+    results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens)
     differences: dict[str, tuple[float, float]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
-                                             args.beams)
+                                             args.beams, args.max_tokens)
         differences["INT8 − fp32"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
-        results["baseline (INT8)"], baseline = evaluate(args.baseline, files, positions, args.beams)
+        results["baseline (INT8)"], baseline = evaluate(args.baseline, files, positions, args.beams, args.max_tokens)
         differences["INT8 − baseline"] = paired_difference(int8["exact1"], baseline["exact1"])
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
     table = markdown(results, command.strip(), len(files), skipped, differences)

@@ -39,7 +39,7 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
     done = run("complete", f"{source}:5:{len(typed) + 1}", "--json")
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
-    assert payload["suggestions"] and payload["skipped"] == ""
+    assert payload["suggestions"] and payload["skipped"] == "" and payload["out_of_time"] is False
     for suggestion in payload["suggestions"]:
         assert suggestion["line"].startswith(typed) and suggestion["line"] == typed + suggestion["text"]
     plain = run("complete", f"{source}:5:{len(typed) + 1}")
@@ -47,6 +47,8 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
     for row in plain.stdout.splitlines():  # "  -1.234  <line>"
         assert re.fullmatch(r" *-?\d+\.\d{3}  (.*)", row)[1].startswith(typed), row
     assert "suggestions in" in plain.stderr
+    refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
+    assert refused.returncode == 2 and "search_budget_ms" in refused.stderr
 
 
 def test_demo_and_info_run_on_the_embedded_model():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -124,6 +125,26 @@ def test_cancellation_stops_within_one_step(engine: Engine):
     flag.set()
     with pytest.raises(Cancelled):
         engine.complete("file:///c.py", 11, 8, is_cancelled=flag.is_set)
+
+
+def test_search_budget_cuts_the_search_short_and_says_so(engine: Engine):
+    """With a 1 ms budget the prefill alone uses it up: one beam step runs, then the search stops and
+    the result says so. The same cursor with no budget searches on and is not flagged."""
+    text = SAMPLE * 4 + "\n\ndef main():\n    "  # about 350 tokens to prefill: far more than 1 ms
+    line, column = text.count("\n"), 4
+    unlimited = complete_at(engine, text, line, column, "file:///budget-off.py")
+    assert not unlimited.out_of_time and unlimited.new_tokens > 300
+    old = engine.settings
+    engine.configure(replace(old, search_budget_ms=1))
+    try:
+        budgeted = complete_at(engine, text, line, column, "file:///budget-on.py")
+    finally:
+        engine.configure(old)
+    assert budgeted.out_of_time
+    assert budgeted.new_tokens == unlimited.new_tokens
+    assert budgeted.model_runs < unlimited.model_runs  # the same prefill, fewer beam steps
+    with pytest.raises(ValueError, match="search_budget_ms"):
+        EngineSettings(search_budget_ms=-1).validate()
 
 
 def first_answered(engine: Engine, uri: str) -> tuple[str, int, int, object]:

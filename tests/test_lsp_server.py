@@ -288,6 +288,24 @@ async def test_invalid_settings_warn_and_keep_the_old_values(client: LanguageCli
     await first_completing_position(client, URI)  # the old model still serves
 
 
+async def test_search_budget_setting_reaches_the_engine(client: LanguageClient):
+    """searchBudgetMs applies, a too-short budget is counted in completer/info, and a bad value warns."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"searchBudgetMs": 1}}))
+    state = await _wait_for(lambda: _settings_are(client, searchBudgetMs=1))
+    assert state["settings"]["search_budget_ms"] == 1 and state["server"]["out_of_time"] == 0
+    text = SAMPLE_TEXT * 4  # about 1,000 tokens to prefill: far more than 1 ms
+    open_doc(client, URI, text)
+    lines = text.split("\n")
+    line = max(i for i, code in enumerate(lines) if code.startswith("    with open("))  # in the last copy
+    await client.text_document_completion_async(completion_params(URI, line, 4))  # a line to write
+    assert (await info(client))["server"]["out_of_time"] == 1
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"searchBudgetMs": -5}}))
+    await _wait_for(_async(lambda: any("searchBudgetMs" in m.message for m in client.messages)))
+    assert (await info(client))["server"]["settings"]["searchBudgetMs"] == 1
+
+
 def _async(fn):
     async def wrapper():
         return fn()

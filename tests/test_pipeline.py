@@ -146,7 +146,7 @@ def test_pipeline_end_to_end(tmp_path: Path):
     extend_prefix(state_doc, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state_doc.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=b"",
                             beams=3, max_tokens=12)
-    hypotheses = beam_search(engine.runtime, engine.tokens, request)
+    hypotheses = beam_search(engine.runtime, engine.tokens, request).hypotheses
     assert hypotheses and hypotheses[0].finished, "the best beam reaches the newline"
     text = engine.tokens.decode_bytes(hypotheses[0].tokens).decode()
     assert text and "\n" not in text

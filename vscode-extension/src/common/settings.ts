@@ -15,6 +15,7 @@ export interface ExtensionSettings {
     threads: number;
     memoryBudgetMb: number;
     contextTokens: number;
+    searchBudgetMs: number;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -35,6 +36,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'threads',
     'memoryBudgetMb',
     'contextTokens',
+    'searchBudgetMs',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -52,12 +54,14 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     threads: 0,
     memoryBudgetMb: 256,
     contextTokens: 0,
+    searchBudgetMs: 0,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
 });
 
-type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens';
+type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens'
+    | 'searchBudgetMs';
 
 const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     beams: [1, 16],
@@ -66,6 +70,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     threads: [0, 256],
     memoryBudgetMb: [1, 65536],
     contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
+    searchBudgetMs: [0, 60000],
 };
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
@@ -143,6 +148,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         threads: readInteger(config.get('threads'), 'threads'),
         memoryBudgetMb: readInteger(config.get('memoryBudgetMb'), 'memoryBudgetMb'),
         contextTokens: readInteger(config.get('contextTokens'), 'contextTokens'),
+        searchBudgetMs: readInteger(config.get('searchBudgetMs'), 'searchBudgetMs'),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -163,6 +169,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         threads: settings.threads,
         memoryBudgetMb: settings.memoryBudgetMb,
         contextTokens: settings.contextTokens,
+        searchBudgetMs: settings.searchBudgetMs,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -61,6 +61,7 @@ describe('settings', () => {
             threads: 0,
             memoryBudgetMb: 256,
             contextTokens: 0,
+            searchBudgetMs: 0,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -80,6 +81,7 @@ describe('settings', () => {
                 threads: 2,
                 memoryBudgetMb: 512,
                 contextTokens: 512,
+                searchBudgetMs: 40,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -97,6 +99,7 @@ describe('settings', () => {
                 threads: 2,
                 memoryBudgetMb: 512,
                 contextTokens: 512,
+                searchBudgetMs: 40,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -117,6 +120,7 @@ describe('settings', () => {
                 threads: -3,
                 memoryBudgetMb: 12.6,
                 contextTokens: -5,
+                searchBudgetMs: 1e9,
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -131,6 +135,7 @@ describe('settings', () => {
         assert.equal(settings.threads, 0);
         assert.equal(settings.memoryBudgetMb, 13);
         assert.equal(settings.contextTokens, 0);
+        assert.equal(settings.searchBudgetMs, 60000);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
