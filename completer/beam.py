@@ -34,6 +34,7 @@ class SearchRequest:
     beams: int
     max_tokens: int
     margin: float = 8.0
+    indent_only: bool = False  # the typed line is only indentation: what follows it must be code
     deadline: float | None = None  # time.perf_counter() value after which no further step starts
 
 
@@ -43,10 +44,13 @@ class SearchResult:
     out_of_time: bool = False  # stopped at the deadline while some beam was still live
 
 
-def _allowed(tokens: Tokens, remaining: list[bytes]) -> np.ndarray | None:
-    if not any(remaining):
+def _allowed(tokens: Tokens, remaining: list[bytes], guarded: list[bool]) -> np.ndarray | None:
+    """The first-token mask [B, V]: spell the typed bytes still owed (token healing) and, on a line of
+    typed indentation, go on with code rather than deeper indentation, which the filters would drop."""
+    if not any(remaining) and not any(guarded):
         return None
-    rows = [tokens.allowed_for(r) if r else np.ones(tokens.vocab_size, dtype=bool) for r in remaining]
+    rows = [tokens.allowed_for(r, then_code=g) if r else tokens.starts_code if g
+            else np.ones(tokens.vocab_size, dtype=bool) for r, g in zip(remaining, guarded)]
     return np.stack(rows)  # [B, V]
 
 
@@ -55,6 +59,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     live_seqs: list[list[int]] = [[]]
     live_scores = np.zeros(1, dtype=np.float32)
     remaining = [req.healed]
+    guarded = [req.indent_only]  # per beam: still at the typed indentation
     past = runtime.empty_past(1)
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
@@ -67,8 +72,8 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
-                          allowed=_allowed(tokens, remaining), num_beams=req.beams)
-        keep, seqs, scores, rems = [], [], [], []
+                          allowed=_allowed(tokens, remaining, guarded), num_beams=req.beams)
+        keep, seqs, scores, rems, guards = [], [], [], [], []
         for j in range(len(out.tokens)):
             score = float(out.scores[j])
             if not np.isfinite(score):
@@ -83,6 +88,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             seqs.append(live_seqs[parent] + [token])
             scores.append(score)
             rems.append(rem[len(piece):] if len(piece) < len(rem) else b"")
+            guards.append(guarded[parent] and len(piece) <= len(rem))
         if not keep or step == req.max_tokens - 1:
             break
         best_live = max(scores)
@@ -96,7 +102,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             break
         index = np.asarray(keep, dtype=np.int64)
         past = [(k[index], v[index]) for k, v in out.beam_kv]
-        live_seqs, remaining = seqs, rems
+        live_seqs, remaining, guarded = seqs, rems, guards
         live_scores = np.asarray(scores, dtype=np.float32)
         step_input = out.tokens[index][:, None].astype(np.int64)
     if keep and step == req.max_tokens - 1:

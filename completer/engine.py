@@ -196,7 +196,8 @@ class Engine:
         runs_before = self.runtime.calls
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                                beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline)
+                                beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
+                                indent_only=bool(typed_line) and not typed_line.strip())
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()

@@ -9,6 +9,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 END_OF_TEXT = "<|endoftext|>"
+BLANK_BYTES = b" \t\r\n"  # what cannot start the code of a line
 
 
 @lru_cache(maxsize=1)
@@ -47,6 +48,7 @@ class Tokens:
         self._sorted_ids = np.asarray(order, dtype=np.int64)
         self._sorted_bytes = [self.token_bytes[i] for i in order]
         self._by_bytes: dict[bytes, int] = {b: i for i, b in enumerate(self.token_bytes) if b}
+        self.starts_code = np.asarray([bool(b) and b[0] not in BLANK_BYTES for b in self.token_bytes])  # [V]
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -54,15 +56,19 @@ class Tokens:
     def decode_bytes(self, ids: list[int]) -> bytes:
         return b"".join(self.token_bytes[i] for i in ids)
 
-    def allowed_for(self, remaining: bytes) -> np.ndarray:
+    def allowed_for(self, remaining: bytes, then_code: bool = False) -> np.ndarray:
         """Mask [V] of tokens that may come next while `remaining` typed bytes are still unspelled:
-        tokens that start with all of it, or that are a non-empty prefix of it."""
+        tokens that start with all of it, or that are a non-empty prefix of it. With `then_code`,
+        a token that goes past `remaining` must go on with code, not more whitespace."""
         mask = np.zeros(self.vocab_size, dtype=bool)
         lo = bisect.bisect_left(self._sorted_bytes, remaining)
         hi = lo
+        end = len(remaining)
         while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(remaining):
+            piece = self._sorted_bytes[hi]
+            if not (then_code and len(piece) > end and piece[end] in BLANK_BYTES):
+                mask[self._sorted_ids[hi]] = True
             hi += 1
-        mask[self._sorted_ids[lo:hi]] = True
         for end in range(1, len(remaining)):
             idx = self._by_bytes.get(remaining[:end])
             if idx is not None:

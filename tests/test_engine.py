@@ -69,6 +69,37 @@ def test_token_healing_mid_identifier(engine: Engine):
     assert all(not s.text[:1].isspace() for s in result.suggestions)
 
 
+DEDENTED = [  # a line of typed indentation below a deeper block
+    SAMPLE + "\n\ndef check(empty):\n    if empty:\n        values = []\n    ",
+    SAMPLE + "\n\ndef load(path):\n    try:\n        with open(path) as handle:\n            return handle.read()\n    ",
+    SAMPLE + "\n\ndef main():\n    for arg in sys.argv[1:]:\n        print(read_config(arg))\n    ",
+]
+
+
+@pytest.mark.parametrize("text", DEDENTED)
+def test_typed_indentation_below_a_deeper_block_gets_lines_at_that_indentation(engine: Engine, text: str):
+    """The model's likeliest next tokens there are the deeper block's indentation, which the filters
+    drop. The search must spend its beams on code at the typed indentation: before it did, these
+    cursors got one line or none."""
+    lines = text.split("\n")
+    result = complete_at(engine, text, len(lines) - 1, 4, "file:///dedented.py")
+    assert len(result.suggestions) >= 2, result.suggestions
+    assert all(s.line.startswith("    ") and s.text[:1].strip() for s in result.suggestions)
+
+
+def test_after_typed_indentation_the_first_token_mask_asks_for_code(engine: Engine):
+    tokens = engine.tokens
+    indent, deeper = tokens.encode("\n    ")[-1], tokens.encode("\n        ")[-1]
+    assert tokens.token_bytes[indent] == b"    " and tokens.token_bytes[deeper] == b"        "
+    assert tokens.allowed_for(b"    ")[deeper] and not tokens.allowed_for(b"    ", then_code=True)[deeper]
+    mask = tokens.allowed_for(b"    ", then_code=True)
+    assert mask[indent]
+    for token in mask.nonzero()[0]:  # a piece of the indentation, or all of it and then code
+        piece = tokens.token_bytes[token]
+        assert b"    ".startswith(piece) or (piece.startswith(b"    ") and piece[4:5] not in b" \t\r\n")
+    assert not tokens.starts_code[tokens.newline_id] and not tokens.starts_code[indent]
+
+
 EDITS = [
     (SAMPLE, 11, 8),
     (SAMPLE, 11, 12),  # typed further on the line
