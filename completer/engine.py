@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from .beam import SearchRequest, beam_search
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
-from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .runtime import Runtime
 from .text import MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
 from .tokens import Tokens
@@ -197,7 +197,7 @@ class Engine:
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
-                                indent_only=bool(typed_line) and not typed_line.strip())
+                                indent_only=only_indentation(typed_line))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()

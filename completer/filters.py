@@ -146,11 +146,17 @@ def well_formed(line: str, context: LineContext) -> bool:
     return statement_can_end(code, end.top_colon)
 
 
+def only_indentation(typed: str) -> bool:
+    """The typed part of the line is indentation alone: what follows must not indent deeper. The beam
+    search's first-token mask and `keep_suggestion` both apply this rule."""
+    return bool(typed) and not typed.strip()
+
+
 def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) -> bool:
     if not inserted.strip():
         return False
     typed = line[:len(line) - len(inserted)]
-    if typed and not typed.strip() and inserted[:1] in (" ", "\t"):
+    if only_indentation(typed) and inserted[:1] in (" ", "\t"):
         return False  # the indentation is typed (or auto-indented): do not indent deeper than it
     if inserted.strip() == after.strip():
         return False

@@ -63,12 +63,15 @@ class Tokens:
         mask = np.zeros(self.vocab_size, dtype=bool)
         lo = bisect.bisect_left(self._sorted_bytes, remaining)
         hi = lo
-        end = len(remaining)
         while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(remaining):
-            piece = self._sorted_bytes[hi]
-            if not (then_code and len(piece) > end and piece[end] in BLANK_BYTES):
-                mask[self._sorted_ids[hi]] = True
             hi += 1
+        mask[self._sorted_ids[lo:hi]] = True
+        if then_code:  # the range holds only tokens that start with the typed indentation: a few
+            size = len(remaining)
+            for at in range(lo, hi):
+                piece = self._sorted_bytes[at]
+                if len(piece) > size and piece[size] in BLANK_BYTES:
+                    mask[self._sorted_ids[at]] = False
         for end in range(1, len(remaining)):
             idx = self._by_bytes.get(remaining[:end])
             if idx is not None:
