@@ -3,7 +3,9 @@
 Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search);
 the search stops when no live beam is left, when every live beam scores below the k-th finished
 one (log-probabilities only fall, so none could enter), when the best live beam trails the best
-finished one by more than a margin, or at the token limit. Only live beams are run, so the batch
+finished one by more than a margin, or at the token limit. A beam whose line has run on past any
+real line's length (a banner of `=` extending itself) is dropped at once rather than carried to
+the token limit, where it would be dropped anyway. Only live beams are run, so the batch
 shrinks as beams finish. The beams share the document's prefix KV; only their suffixes move.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SearchRequest:
     max_tokens: int
     margin: float = 8.0
     indent_only: bool = False  # the typed line is only indentation: what follows it must be code
+    max_new_bytes: int | None = None  # a beam that generates more than this has run on: drop it
     deadline: float | None = None  # time.perf_counter() value after which no further step starts
 
 
@@ -60,6 +63,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     live_scores = np.zeros(1, dtype=np.float32)
     remaining = [req.healed]
     guarded = [req.indent_only]  # per beam: still at the typed indentation
+    lengths = [0]  # per beam: bytes generated so far
     past = runtime.empty_past(1)
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
@@ -73,7 +77,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             raise Cancelled()
         out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
                           allowed=_allowed(tokens, remaining, guarded), num_beams=req.beams)
-        keep, seqs, scores, rems, guards = [], [], [], [], []
+        keep, seqs, scores, rems, guards, lens = [], [], [], [], [], []
         for j in range(len(out.tokens)):
             score = float(out.scores[j])
             if not np.isfinite(score):
@@ -83,12 +87,16 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
                 finished.append(Hypothesis(live_seqs[parent], score, True))
                 continue
             piece = tokens.token_bytes[token]
+            length = lengths[parent] + len(piece)
+            if req.max_new_bytes is not None and length > req.max_new_bytes:
+                continue
             rem = remaining[parent]
             keep.append(j)
             seqs.append(live_seqs[parent] + [token])
             scores.append(score)
             rems.append(rem[len(piece):] if len(piece) < len(rem) else b"")
             guards.append(guarded[parent] and len(piece) <= len(rem))
+            lens.append(length)
         if not keep or step == req.max_tokens - 1:
             break
         best_live = max(scores)
@@ -102,7 +110,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             break
         index = np.asarray(keep, dtype=np.int64)
         past = [(k[index], v[index]) for k, v in out.beam_kv]
-        live_seqs, remaining, guarded = seqs, rems, guards
+        live_seqs, remaining, guarded, lengths = seqs, rems, guards, lens
         live_scores = np.asarray(scores, dtype=np.float32)
         step_input = out.tokens[index][:, None].astype(np.int64)
     if keep and step == req.max_tokens - 1:

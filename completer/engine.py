@@ -18,7 +18,7 @@ from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .runtime import Runtime
-from .text import MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
+from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
                     EngineSettings, Suggestion)
@@ -197,7 +197,8 @@ class Engine:
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
-                                indent_only=only_indentation(typed_line))
+                                indent_only=only_indentation(typed_line),
+                                max_new_bytes=MAX_INSERTED_BYTES + len(healed))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()

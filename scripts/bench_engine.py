@@ -5,7 +5,7 @@
 1. Per-keystroke latency, KV reuse vs full recompute, at 128 and 512 tokens of context and at the full
    window (1,024 positions minus max_tokens + 1: 999 tokens). Each row reports the context it really ran at.
 2. At the full window, no search budget vs `--search-budget-ms` (40): latency, searches cut short, and
-   keystrokes whose top line changes.
+   keystrokes whose top line changes; and the default beam width vs `--beams` (8): latency and ONNX calls.
 3. Typing through the last suggestion (no model call).
 4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
 5. INT8 vs fp32.
@@ -114,22 +114,41 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
     return times
 
 
-def search_budget(settings: Callable[..., EngineSettings], script: list[tuple[str, str]], budget_ms: int
-                  ) -> dict:
-    """No budget vs `budget_ms`, alternating per keystroke: the latency tail it removes, how many
-    searches it cuts short, and how many keystrokes then get another top line (or none)."""
-    names = ("no_budget", f"budget_{budget_ms}ms")
-    engines = {names[0]: Engine(settings()), names[1]: Engine(settings(search_budget_ms=budget_ms))}
+def compare_settings(engines: dict[str, Engine], script: list[tuple[str, str]]) -> dict:
+    """Two engines alternating per keystroke: latency, ONNX calls, and how many keystrokes get another
+    top line (or none) from the second."""
     for e in engines.values():
         e.typing_through = False
     times = replay(engines, script, {})
     out: dict = {k: summary(v) for k, v in times.items()}
     out["context_tokens"] = context_range()
-    top = {name: [r.suggestions[0].line if r.suggestions else None for r in RESULTS_SEEN[name]] for name in names}
-    out["cut_short"] = sum(r.out_of_time for r in RESULTS_SEEN[names[1]])
-    out["top_line_changed"] = sum(a != b for a, b in zip(top[names[0]], top[names[1]]))
-    out["top_line_lost"] = sum(a is not None and b is None for a, b in zip(top[names[0]], top[names[1]]))
+    a, b = engines
+    for name in (a, b):
+        runs = [r.model_runs for r in RESULTS_SEEN[name]]
+        out[name]["model_runs"] = {"p50": percentile(runs, 50), "p95": percentile(runs, 95), "max": max(runs)}
+    top = {name: [r.suggestions[0].line if r.suggestions else None for r in RESULTS_SEEN[name]] for name in (a, b)}
+    out["top_line_changed"] = sum(x != y for x, y in zip(top[a], top[b]))
+    out["top_line_lost"] = sum(x is not None and y is None for x, y in zip(top[a], top[b]))
     return out
+
+
+def search_budget(settings: Callable[..., EngineSettings], script: list[tuple[str, str]], budget_ms: int
+                  ) -> dict:
+    """No budget vs `budget_ms`: the latency tail it removes, how many searches it cuts short, and how
+    many keystrokes then get another top line (or none)."""
+    budgeted = f"budget_{budget_ms}ms"
+    out = compare_settings({"no_budget": Engine(settings()), budgeted: Engine(settings(search_budget_ms=budget_ms))},
+                           script)
+    out["cut_short"] = sum(r.out_of_time for r in RESULTS_SEEN[budgeted])
+    return out
+
+
+def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, str]], beams: int) -> dict:
+    """The default beam width vs `beams`: what a wider search costs per keystroke (eval.py measures what
+    it buys)."""
+    default = EngineSettings.beams
+    return compare_settings({f"beams_{default}": Engine(settings()), f"beams_{beams}": Engine(settings(beams=beams))},
+                            script)
 
 
 def context_range() -> dict[str, int]:
@@ -315,6 +334,8 @@ def main() -> None:
     parser.add_argument("--contexts", default="128,512,1024")
     parser.add_argument("--search-budget-ms", type=int, default=40,
                         help="compare no budget with this searchBudgetMs at the full window (0: skip)")
+    parser.add_argument("--beams", type=int, default=8,
+                        help="compare the default beam width with this one at the full window (0: skip)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
     args = parser.parse_args()
@@ -344,6 +365,9 @@ def main() -> None:
     if args.search_budget_ms:
         results["search_budget"] = search_budget(settings, long_script, args.search_budget_ms)
         print(f"search budget: {json.dumps(results['search_budget'])}", flush=True)
+    if args.beams:
+        results["beam_width"] = beam_width(settings, long_script, args.beams)
+        print(f"beam width: {json.dumps(results['beam_width'])}", flush=True)
     through = Engine(settings())
     times = []
     for n, (before, line) in enumerate(long_script):

@@ -1,13 +1,17 @@
 """The engine on the committed bundle: whole lines, healing, KV reuse, cancellation, typing through."""
 from __future__ import annotations
 
+import argparse
 import logging
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import completer.engine as engine_module
 from completer.engine import Engine
+from completer.text import MAX_INSERTED_BYTES
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled,
                              EngineSettings)
 
@@ -176,6 +180,25 @@ def test_search_budget_cuts_the_search_short_and_says_so(engine: Engine):
     assert budgeted.model_runs < unlimited.model_runs  # the same prefill, fewer beam steps
     with pytest.raises(ValueError, match="search_budget_ms"):
         EngineSettings(search_budget_ms=-1).validate()
+
+
+def test_a_beam_that_runs_on_past_any_real_line_is_dropped_at_once(engine: Engine, monkeypatch):
+    """Below a comment banner in argparse, the model extends `# ===` with 32-character runs of `=`
+    at almost no cost: with no length limit those beams reach the token limit and are then dropped
+    as unfinished lines. With the limit they are dropped as soon as they pass it."""
+    lines = Path(argparse.__file__).read_text().split("\n")
+    banner = next(i for i, line in enumerate(lines) if line.startswith("# ====="))
+    head = "\n".join(lines[:banner]) + "\n"
+    runs = {}
+    for limit in (10**6, MAX_INSERTED_BYTES):
+        monkeypatch.setattr(engine_module, "MAX_INSERTED_BYTES", limit)
+        uri = f"file:///run-on-{limit}.py"
+        engine.complete_text(uri, head, "")  # prefill, so only beam steps are counted below
+        result = engine.complete_text(uri, head + "# ===", "")
+        runs[limit] = result.model_runs
+        assert all(len(s.text.encode()) <= limit for s in result.suggestions)
+    assert runs[10**6] >= engine.settings.max_tokens
+    assert runs[MAX_INSERTED_BYTES] < engine.settings.max_tokens / 2
 
 
 def first_answered(engine: Engine, uri: str) -> tuple[str, int, int, object]:
