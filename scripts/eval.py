@@ -11,7 +11,8 @@ Each rate comes with the half-width of its 95 % interval (normal approximation):
 exact@1 near 20 % is about ±2.5 points, so smaller gaps between two runs are not shown to be real.
 INT8 and fp32 run on the same positions, so their difference gets a paired interval, which is
 much narrower; `--baseline` does the same for an earlier bundle (skipping the training files of
-both).
+both), and `--baseline-beams` runs the baseline at another beam width, so one bundle against itself
+shows what a wider search buys.
 """
 from __future__ import annotations
 
@@ -203,7 +204,7 @@ def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
     return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
             f"files; {skipped} more validation files were skipped as copies of training files "
             f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
-            + "".join(f"\n\n{name} exact@1 on the same positions: {diff:+} ± {half_width} points (95 %, paired; "
+            + "".join(f"\n\n{name} on the same positions: {diff:+} ± {half_width} points (95 %, paired; "
                       f"the two differ at {differing} of {positions} positions)."
                       for name, (diff, half_width, differing) in differences.items()))
 
@@ -215,6 +216,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="an earlier bundle to run on the same positions, for the paired exact@1 gain")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
+    parser.add_argument("--baseline-beams", type=int, default=None,
+                        help="the baseline's beam width (default --beams): with the same bundle as --baseline, "
+                             "what a wider search buys")
     parser.add_argument("--train", type=Path, action="append", default=None,
                         help="training jsonl whose copies are skipped (repeatable; default: those of the corpus "
                              "shards the bundle was trained on)")
@@ -226,6 +230,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.positions < 1:
         parser.error("--positions must be at least 1")
+    if not 1 <= args.beams <= 16 or (args.baseline_beams is not None and not 1 <= args.baseline_beams <= 16):
+        parser.error("--beams and --baseline-beams must be between 1 and 16")
+    if args.baseline_beams is not None and not args.baseline:
+        parser.error("--baseline-beams needs --baseline")
     if args.baseline and args.update_model_card:
         parser.error("--baseline does not go with --update-model-card: the card records this bundle's own run")
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
@@ -251,10 +259,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens)
-        differences["INT8 − fp32"] = paired_difference(int8["exact1"], fp32["exact1"])
+        differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
-        results["baseline (INT8)"], baseline = evaluate(args.baseline, files, positions, args.beams, args.max_tokens)
-        differences["INT8 − baseline"] = paired_difference(int8["exact1"], baseline["exact1"])
+        baseline_beams = args.baseline_beams or args.beams
+        name = "baseline (INT8)" if baseline_beams == args.beams else f"baseline (INT8, {baseline_beams} beam{'s' * (baseline_beams != 1)})"
+        results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
+        for metric, label in (("exact1", "exact@1"), ("exact5", "exact@5")):
+            differences[f"INT8 − baseline {label}"] = paired_difference(int8[metric], baseline[metric])
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
     table = markdown(results, command.strip(), len(files), skipped, differences)
     print(table)

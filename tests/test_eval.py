@@ -98,6 +98,28 @@ def test_baseline_on_the_same_positions_gives_a_paired_gain(tmp_path, model_dir)
             "of 4 positions)") in run.stdout
 
 
+def test_baseline_beams_compares_two_beam_widths_of_one_bundle(tmp_path, model_dir):
+    """The same bundle at 4 beams against 1 beam: the baseline row names its width, and each paired
+    difference is the difference of the two rows' rates."""
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    command = [sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"), "--train",
+               str(tmp_path / "train.jsonl"), "--fp32-onnx", "none", "--positions", "8", "--beams", "4"]
+    refused = subprocess.run(command + ["--baseline-beams", "1"], capture_output=True, text=True, timeout=120,
+                             cwd=model_dir.parent.parent)
+    assert refused.returncode == 2 and "--baseline-beams needs --baseline" in refused.stderr
+    run = subprocess.run(command + ["--baseline", str(model_dir), "--baseline-beams", "1"], capture_output=True,
+                         text=True, timeout=300, cwd=model_dir.parent.parent)
+    assert run.returncode == 0, run.stderr
+    rows = {line.split("|")[1].strip(): [float(cell.split(" %")[0]) for cell in line.split("|")[2:4]]
+            for line in run.stdout.splitlines() if line.startswith(("| INT8", "| baseline"))}
+    assert set(rows) == {"INT8 (shipped)", "baseline (INT8, 1 beam)"}
+    for column, label in enumerate(("exact@1", "exact@5")):
+        paired = next(line for line in run.stdout.splitlines() if line.startswith(f"INT8 − baseline {label}"))
+        gain = rows["INT8 (shipped)"][column] - rows["baseline (INT8, 1 beam)"][column]
+        assert float(paired.split(": ")[1].split(" ±")[0]) == pytest.approx(gain, abs=0.01)
+
+
 def test_one_position_card_has_no_interval_and_stays_strict_json(tmp_path, model_dir):
     """One position has no interval and only one kind: the card says so and manifest.json stays valid JSON."""
     import shutil
