@@ -10,6 +10,7 @@ operator); inside a triple-quoted string anything goes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 PAIRS = {")": "(", "]": "[", "}": "{"}
 OPENERS = set(PAIRS.values())
@@ -20,6 +21,7 @@ DANGLING_KEYWORDS = {"and", "or", "not", "in", "is", "if", "elif", "while", "for
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
+DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
 
 
 @dataclass
@@ -99,19 +101,24 @@ def line_context(before_lines: list[str]) -> LineContext:
     """Context from the lines above the cursor's line.
 
     Scanning starts at the last top-level `def`, `class`, decorator or import (never inside a
-    string or bracket), so a docstring's closing quotes are not mistaken for opening ones."""
+    string or bracket), so a docstring's closing quotes are not mistaken for opening ones. Deep in a
+    long class the window holds none; it then starts at the last method or decorator instead, which
+    is outside a string unless a docstring quotes code."""
     recent = before_lines[-CONTEXT_LINES:]
-    start = 0
-    for index in range(len(recent) - 1, -1, -1):
-        if recent[index].startswith(ANCHORS):
-            start = index
-            break
+    start = _last(recent, lambda line: line.startswith(ANCHORS))
+    if start is None and len(before_lines) > len(recent):
+        start = _last(recent, lambda line: line.lstrip().startswith(DEFINITIONS))
+    start = start or 0
     state = Scan()
     for line in recent[start:]:  # line by line, so one broken line does not poison the rest
         state = scan(line + "\n", state)
         state.broken = False
     previous = before_lines[-1] if before_lines else ""
     return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"))
+
+
+def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
+    return next((i for i in range(len(lines) - 1, -1, -1) if matches(lines[i])), None)
 
 
 def statement_can_end(code: str, top_colon: bool) -> bool:

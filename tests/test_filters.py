@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from completer.filters import keep_suggestion, line_context
+from completer.filters import CONTEXT_LINES, keep_suggestion, line_context
 
 TOP = line_context([])
 
@@ -55,6 +55,22 @@ def test_docstring_far_above_does_not_flip_string_state():
     assert not context.start.triple and not context.start.stack
     assert not keep_suggestion("    def close_handlers)", "def close_handlers)", "", context)
     assert keep_suggestion("    def close_handlers(self):", "def close_handlers(self):", "", context)
+
+
+def test_deep_in_a_long_class_a_docstring_is_still_known():
+    """More than CONTEXT_LINES lines of methods: no top-level anchor is left in the window, so scanning
+    starts at the last method. A numpy-style underline in its docstring is prose, not a dangling
+    operator; after the docstring closes, code is checked again."""
+    method = ["    def f(self):", '        """Say hi.', "", "        Notes", "        -----", "        Words.",
+              '        """', "        return 1", ""]
+    body = ["class A:"] + method * (CONTEXT_LINES // len(method) + 2)
+    docstring = body[:-5]  # up to and including "        Notes"
+    assert len(docstring) > CONTEXT_LINES and docstring[-1] == "        Notes"
+    assert line_context(docstring).start.triple == '"""'
+    assert keep_suggestion("        -----", "-----", "", line_context(docstring))
+    after = line_context(body[:-1])  # the method's last line, after its docstring closed
+    assert not after.start.triple
+    assert not keep_suggestion("        x = foo(a", "x = foo(a", "", after)
 
 
 def test_typed_indentation_is_not_deepened():
