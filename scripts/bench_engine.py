@@ -339,8 +339,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
     args = parser.parse_args()
-    if args.beams and (not 1 <= args.beams <= 16 or args.beams == EngineSettings.beams):
-        parser.error(f"--beams must be 0 (skip) or 1-16 other than the default, {EngineSettings.beams}")
+    if args.beams:
+        try:
+            EngineSettings(beams=args.beams).validate()  # the engine's own range, with its message
+        except ValueError as error:
+            parser.error(str(error))
+        if args.beams == EngineSettings.beams:
+            parser.error(f"--beams must differ from the default, {EngineSettings.beams} (0 skips the comparison)")
     settings = lambda **kw: EngineSettings(model_path=str(args.bundle), threads=args.threads, **kw)  # noqa: E731
     text = SOURCE.read_text()
     results: dict[str, dict] = {}

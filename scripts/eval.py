@@ -230,8 +230,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.positions < 1:
         parser.error("--positions must be at least 1")
-    if not 1 <= args.beams <= 16 or (args.baseline_beams is not None and not 1 <= args.baseline_beams <= 16):
-        parser.error("--beams and --baseline-beams must be between 1 and 16")
+    for beams in (args.beams, args.baseline_beams):
+        if beams is None:
+            continue
+        try:
+            EngineSettings(beams=beams).validate()  # the engine's own range, with its message
+        except ValueError as error:
+            parser.error(str(error))
     if args.baseline_beams is not None and not args.baseline:
         parser.error("--baseline-beams needs --baseline")
     if args.baseline and args.update_model_card:
@@ -262,7 +267,8 @@ def main() -> None:
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
-        name = "baseline (INT8)" if baseline_beams == args.beams else f"baseline (INT8, {baseline_beams} beam{'s' * (baseline_beams != 1)})"
+        width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
+        name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
         for metric, label in (("exact1", "exact@1"), ("exact5", "exact@5")):
             differences[f"INT8 − baseline {label}"] = paired_difference(int8[metric], baseline[metric])
