@@ -12,7 +12,8 @@ exact@1 near 20 % is about ±2.5 points, so smaller gaps between two runs are no
 INT8 and fp32 run on the same positions, so their difference gets a paired interval, which is
 much narrower; `--baseline` does the same for an earlier bundle (skipping the training files of
 both), and `--baseline-beams` runs the baseline at another beam width, so one bundle against itself
-shows what a wider search buys.
+shows what a wider search buys. Against a baseline, whole-line edit similarity gets a paired difference
+too: a run can make the best line exact more often yet leave the wrong ones further off.
 """
 from __future__ import annotations
 
@@ -270,7 +271,7 @@ def main() -> None:
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
-        for metric, label in (("exact1", "exact@1"), ("exact5", "exact@5")):
+        for metric, label in (("exact1", "exact@1"), ("exact5", "exact@5"), ("line_edit_sim", "edit sim (whole line)")):
             differences[f"INT8 − baseline {label}"] = paired_difference(int8[metric], baseline[metric])
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
     table = markdown(results, command.strip(), len(files), skipped, differences)
