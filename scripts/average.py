@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
-from train import evaluate, fresh_state  # noqa: E402
+from train import carried_state, evaluate, write_weights_checkpoint  # noqa: E402
 
 
 def mean_weights(sources: list[Path]) -> tuple[GPTConfig, dict[str, torch.Tensor]]:
@@ -56,26 +55,18 @@ def average(sources: list[Path], out: Path, val: Path | None = None, batches: in
     its train state."""
     if out.exists():
         raise SystemExit(f"{out} already exists; pick a fresh --out")
+    if val is not None and not val.is_file():
+        raise SystemExit(f"{val} is missing: --val takes the val.bin that corpus.py and tokenizer.py wrote")
     cfg, weights = mean_weights(sources)
     model = GPT(cfg)
     model.load_state_dict(weights)
-    state = fresh_state()
-    last_state = sources[-1] / "train_state.json"
-    if last_state.exists():
-        state.update(json.loads(last_state.read_text()))
-    state.pop("adam_steps", None)  # the moments stay behind, so their step counts do too
+    state = carried_state(sources[-1])
     record: dict = {"step": state["step"], "tokens": state["tokens"], "averaged": [s.resolve().name for s in sources]}
     if val is not None:
         record.update(evaluate(model, val, state.get("block", cfg.context_length), batches, batch_size))
     state["history"] = [*state.get("history", []), record]
     state.setdefault("averaged", []).append(record["averaged"])
-    staging = out.with_name(out.name + ".partial")  # renamed into place: no half-written checkpoint
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(staging / "model.safetensors"))
-    (staging / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
-    (staging / "train_state.json").write_text(json.dumps(state, indent=1))
-    staging.rename(out)
+    write_weights_checkpoint(out, weights, cfg, state)
     return state
 
 

@@ -11,17 +11,14 @@ was; the AdamW moments do not (new parameters have none), so train the result wi
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import sys
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
-from train import fresh_state, load_model  # noqa: E402
+from train import carried_state, load_model, write_weights_checkpoint  # noqa: E402
 
 RESIDUAL_OUTPUTS = ("attn.proj.weight", "mlp.proj.weight")  # what a block adds to the residual stream
 
@@ -58,21 +55,10 @@ def grow(source: Path, out: Path, factor: int) -> GPTConfig:
     grown_cfg = GPTConfig(**{**cfg.to_dict(), "n_layer": cfg.n_layer * factor})
     grown = deepen(weights, cfg.n_layer, factor)
     GPT(grown_cfg).load_state_dict(grown)
-    state = fresh_state()
-    if (source / "train_state.json").exists():
-        state.update(json.loads((source / "train_state.json").read_text()))
-    state.pop("adam_steps", None)  # the moments stay behind, so their step counts do too
+    state = carried_state(source)
     state.setdefault("grown", []).append({"from": source.resolve().name, "n_layer": cfg.n_layer, "factor": factor,
                                           "step": state["step"] or 0, "tokens": state["tokens"] or 0})
-    # Built beside `out` and renamed into place, so a crash never leaves a half-written checkpoint that
-    # train.py --init would start from with its cursors at zero.
-    staging = out.with_name(out.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    save_file({name: tensor.contiguous() for name, tensor in grown.items()}, str(staging / "model.safetensors"))
-    (staging / "config.json").write_text(json.dumps(grown_cfg.to_dict(), indent=1))
-    (staging / "train_state.json").write_text(json.dumps(state, indent=1))
-    staging.rename(out)
+    write_weights_checkpoint(out, grown, grown_cfg, state)
     return grown_cfg
 
 

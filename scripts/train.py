@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import sys
 import time
@@ -102,6 +103,29 @@ def save_checkpoint(out: Path, model: GPT, opt: torch.optim.AdamW, state: dict) 
     # resume would notice short of a kill between two of them.
     for name in ("model.safetensors", "optimizer.safetensors", "train_state.json"):
         (out / f"{name}.tmp").replace(out / name)
+
+
+def carried_state(source: Path) -> dict:
+    """The train state of the checkpoint in `source` (tokens seen, shard cursors, history), for new weights
+    made from it without an optimizer (grown or averaged): its AdamW step counts stay behind with the
+    moments, which do not fit the new weights."""
+    state = fresh_state()
+    if (source / "train_state.json").exists():
+        state.update(json.loads((source / "train_state.json").read_text()))
+    state.pop("adam_steps", None)
+    return state
+
+
+def write_weights_checkpoint(out: Path, weights: dict[str, torch.Tensor], cfg: GPTConfig, state: dict) -> None:
+    """A checkpoint with no optimizer file, built beside `out` and renamed into place, so a crash never
+    leaves a half-written one that train.py --init would start from with its cursors at zero."""
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    save_file({name: tensor.contiguous() for name, tensor in weights.items()}, str(staging / "model.safetensors"))
+    (staging / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+    (staging / "train_state.json").write_text(json.dumps(state, indent=1))
+    staging.rename(out)
 
 
 def load_model(directory: Path) -> GPT:

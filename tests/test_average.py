@@ -57,6 +57,8 @@ def test_checkpoints_of_another_shape_or_a_single_one_are_refused(tmp_path: Path
         average([tmp_path / "a", tmp_path / "wide"], tmp_path / "out")
     with pytest.raises(SystemExit, match="at least two"):
         average([tmp_path / "a"], tmp_path / "out")
+    with pytest.raises(SystemExit, match="val.bin is missing"):
+        average([tmp_path / "a", tmp_path / "a"], tmp_path / "out", val=tmp_path / "val.bin")
     with pytest.raises(SystemExit, match="config.json is missing"):
         average([tmp_path / "a", tmp_path / "nothing"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
