@@ -1,12 +1,14 @@
 """Beam search to the end of the line, one ONNX call per step with the beam step inside the graph.
 
-Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search);
-the search stops when no live beam is left, when every live beam scores below the k-th finished
-one (log-probabilities only fall, so none could enter), when the best live beam trails the best
-finished one by more than a margin, or at the token limit. A beam whose line has run on past any
-real line's length (a banner of `=` extending itself) is dropped at once rather than carried to
-the token limit, where it would be dropped anyway. Only live beams are run, so the batch
-shrinks as beams finish. The beams share the document's prefix KV; only their suffixes move.
+Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search).
+Each step the graph proposes twice as many candidates as there are beams, so a line that ends
+does not take a beam's place: a candidate that ends among the best `beams` is kept as finished,
+and the best candidates that go on fill all the beams. The search stops when no live beam is left, when every live beam scores below
+the k-th finished one (log-probabilities only fall, so none could enter), when the best live beam
+trails the best finished one by more than a margin, or at the token limit. A beam whose line has
+run on past any real line's length (a banner of `=` extending itself) is dropped at once rather
+than carried to the token limit, where it would be dropped anyway. The beams share the
+document's prefix KV; only their suffixes move.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ import numpy as np
 from .runtime import Runtime
 from .tokens import Tokens
 from .types import CancelCheck, Cancelled
+
+CANDIDATES_PER_BEAM = 2  # a beam ends in one token, so `beams` that go on are nearly always among twice as many
 
 
 @dataclass
@@ -76,15 +80,18 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
-                          allowed=_allowed(tokens, remaining, guarded), num_beams=req.beams)
+                          allowed=_allowed(tokens, remaining, guarded), num_beams=CANDIDATES_PER_BEAM * req.beams)
         keep, seqs, scores, rems, guards, lens = [], [], [], [], [], []
-        for j in range(len(out.tokens)):
+        for j in range(len(out.tokens)):  # best first
             score = float(out.scores[j])
             if not np.isfinite(score):
                 continue
             parent, token = int(out.parents[j]), int(out.tokens[j])
             if token in stop_ids:
-                finished.append(Hypothesis(live_seqs[parent], score, True))
+                if j < req.beams:  # among the best `beams`, as in plain beam search: the rest would favour short lines
+                    finished.append(Hypothesis(live_seqs[parent], score, True))
+                continue
+            if len(keep) == req.beams:
                 continue
             piece = tokens.token_bytes[token]
             length = lengths[parent] + len(piece)

@@ -5,7 +5,8 @@
 1. Per-keystroke latency, KV reuse vs full recompute, at 128 and 512 tokens of context and at the full
    window (1,024 positions minus max_tokens + 1: 999 tokens). Each row reports the context it really ran at.
 2. At the full window, no search budget vs `--search-budget-ms` (40): latency, searches cut short, and
-   keystrokes whose top line changes; and the default beam width vs `--beams` (8): latency and ONNX calls.
+   keystrokes whose top line changes; the default beam width vs `--beams` (8): latency and ONNX calls;
+   and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
 3. Typing through the last suggestion (no model call).
 4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
 5. INT8 vs fp32.
@@ -36,6 +37,7 @@ from export import quantize  # noqa: E402
 from onnx_graph import decoder_model  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
 
+from completer import beam  # noqa: E402
 from completer.engine import Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
 from completer.types import CompletionResult, EngineSettings  # noqa: E402
@@ -114,12 +116,13 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
     return times
 
 
-def compare_settings(engines: dict[str, Engine], script: list[tuple[str, str]]) -> dict:
+def compare_settings(engines: dict[str, Engine], script: list[tuple[str, str]],
+                     prepare: dict[str, Callable[[Engine], None]] | None = None) -> dict:
     """Two engines alternating per keystroke: latency, ONNX calls, and how many keystrokes get another
     top line (or none) from the second."""
     for e in engines.values():
         e.typing_through = False
-    times = replay(engines, script, {})
+    times = replay(engines, script, prepare or {})
     out: dict = {k: summary(v) for k, v in times.items()}
     out["context_tokens"] = context_range()
     a, b = engines
@@ -149,6 +152,21 @@ def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, 
     default = EngineSettings.beams
     return compare_settings({f"beams_{default}": Engine(settings()), f"beams_{beams}": Engine(settings(beams=beams))},
                             script)
+
+
+def full_beams(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
+    """Plain beam search, where a line that ends takes its beam's place (one candidate per beam each
+    step), vs the engine's search, which keeps the beams full (twice as many candidates): what keeping
+    them full costs per keystroke (eval.py --paired-with measures what it buys)."""
+    def candidates(per_beam: int) -> Callable[[Engine], None]:
+        return lambda engine: setattr(beam, "CANDIDATES_PER_BEAM", per_beam)
+
+    kept = beam.CANDIDATES_PER_BEAM
+    try:
+        return compare_settings({"plain_beams": Engine(settings()), "full_beams": Engine(settings())}, script,
+                                {"plain_beams": candidates(1), "full_beams": candidates(kept)})
+    finally:
+        beam.CANDIDATES_PER_BEAM = kept
 
 
 def context_range() -> dict[str, int]:
@@ -375,6 +393,8 @@ def main() -> None:
     if args.beams:
         results["beam_width"] = beam_width(settings, long_script, args.beams)
         print(f"beam width: {json.dumps(results['beam_width'])}", flush=True)
+    results["full_beams"] = full_beams(settings, long_script)
+    print(f"full beams: {json.dumps(results['full_beams'])}", flush=True)
     through = Engine(settings())
     times = []
     for n, (before, line) in enumerate(long_script):

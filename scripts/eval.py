@@ -14,6 +14,9 @@ much narrower; `--baseline` does the same for an earlier bundle (skipping the tr
 both), and `--baseline-beams` runs the baseline at another beam width, so one bundle against itself
 shows what a wider search buys. Against a baseline, whole-line edit similarity gets a paired difference
 too: a run can make the best line exact more often yet leave the wrong ones further off.
+`--outcomes-out` and `--paired-with` give the same paired view across a change of the engine's code:
+run once before the change, once after; `--compare NEW OLD` pairs two saved runs without running
+anything.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ from completer.engine import Engine  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
 
 MIN_CODE_CHARS = 4
+PAIRED_METRICS = (("exact1", "exact@1"), ("exact5", "exact@5"), ("line_edit_sim", "edit sim (whole line)"))
 Z_95 = 1.96  # the normal quantile of a two-sided 95 % interval
 
 
@@ -77,20 +81,21 @@ def sample_positions(val_path: Path, count: int, seed: int = 0, skip: set[str] =
                      ) -> tuple[dict[str, str], list[Position], int]:
     """Positions in validation files, minus files whose copy_key is in `skip` (copies of training files),
     and how many files that left out. Files are keyed by origin and path: two releases may both hold a
-    setup.py."""
+    setup.py. They are taken in key order, so the positions depend on which files the split holds, not
+    on the order corpus.py wrote them in (which changed once, when it began to follow the pinned list)."""
     files: dict[str, str] = {}
-    candidates: list[tuple[str, int, str]] = []
     skipped = 0
     with open(val_path) as handle:
         for row in map(json.loads, handle):
             if copy_key(row["path"]) in skip:
                 skipped += 1
                 continue
-            key = f"{row['origin']}:{row['path']}"
-            files[key] = row["text"]
-            for index, line in enumerate(row["text"].split("\n")):
-                if len(line.strip()) >= MIN_CODE_CHARS:
-                    candidates.append((key, index, line))
+            files[f"{row['origin']}:{row['path']}"] = row["text"]
+    candidates: list[tuple[str, int, str]] = []
+    for key in sorted(files):
+        for index, line in enumerate(files[key].split("\n")):
+            if len(line.strip()) >= MIN_CODE_CHARS:
+                candidates.append((key, index, line))
     rng = random.Random(seed)
     rng.shuffle(candidates)
     positions = []
@@ -172,6 +177,37 @@ def paired_difference(a: list[float], b: list[float]) -> tuple[float, float | No
     return (*percent(diffs), sum(d != 0 for d in diffs))
 
 
+def load_outcomes(path: Path) -> tuple[list, dict[str, list[float]]]:
+    """The positions and per-position outcomes that --outcomes-out saved."""
+    try:
+        saved = json.loads(path.read_text())
+        return saved["positions"], {metric: saved["outcomes"][metric] for metric, _ in PAIRED_METRICS}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"eval.py: {path}: not outcomes written by --outcomes-out ({error})")
+
+
+def read_outcomes(path: Path, positions: list[Position]) -> dict[str, list[float]]:
+    """Outcomes saved by --outcomes-out, refused unless they are for exactly these positions."""
+    saved_positions, outcomes = load_outcomes(path)
+    if saved_positions != [[p.path, p.line, p.column, p.kind] for p in positions]:
+        sys.exit(f"eval.py: --paired-with {path}: its positions are not this run's (another --positions, --val "
+                 f"or training data?)")
+    return outcomes
+
+
+def compare_saved(new: Path, old: Path) -> str:
+    """Paired differences of two saved runs on the same positions, with no model run."""
+    (new_positions, new_outcomes), (old_positions, old_outcomes) = load_outcomes(new), load_outcomes(old)
+    if new_positions != old_positions:
+        sys.exit(f"eval.py: --compare: {new} and {old} are not for the same positions")
+    lines = []
+    for metric, label in PAIRED_METRICS:
+        diff, half_width, differing = paired_difference(new_outcomes[metric], old_outcomes[metric])
+        lines.append(f"{new.name} − {old.name} {label} on the same positions: {diff:+} ± {half_width} points "
+                     f"(95 %, paired; the two differ at {differing} of {len(new_positions)} positions).")
+    return "\n\n".join(lines)
+
+
 def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
     """A throwaway bundle identical to the INT8 one but with the fp32 graph."""
     into.mkdir(parents=True, exist_ok=True)
@@ -227,8 +263,18 @@ def main() -> None:
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
     parser.add_argument("--max-tokens", type=int, default=EngineSettings.max_tokens,
                         help="the engine's token limit per line (its default unless set)")
+    parser.add_argument("--outcomes-out", type=Path, default=None,
+                        help="write each position's outcomes here (JSON), for a later --paired-with")
+    parser.add_argument("--paired-with", type=Path, default=None,
+                        help="outcomes written by an earlier --outcomes-out on the same positions: paired differences "
+                             "across a change of code, where --baseline compares two bundles under the same code")
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("NEW", "OLD"), default=None,
+                        help="print the paired differences of two --outcomes-out files and stop (runs no model)")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
+    if args.compare:
+        print(compare_saved(*args.compare))
+        return
     if args.positions < 1:
         parser.error("--positions must be at least 1")
     for beams in (args.beams, args.baseline_beams):
@@ -257,6 +303,7 @@ def main() -> None:
     if not positions:
         sys.exit(f"eval.py: no cursor positions: no validation file has a code line left after skipping "
                  f"{skipped} copies of training files")
+    earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
     results = {}
     started = time.time()
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens)
@@ -271,9 +318,15 @@ def main() -> None:
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
-        for metric, label in (("exact1", "exact@1"), ("exact5", "exact@5"), ("line_edit_sim", "edit sim (whole line)")):
+        for metric, label in PAIRED_METRICS:
             differences[f"INT8 − baseline {label}"] = paired_difference(int8[metric], baseline[metric])
+    if earlier is not None:
+        for metric, label in PAIRED_METRICS:
+            differences[f"INT8 − {args.paired_with.name} {label}"] = paired_difference(int8[metric], earlier[metric])
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
+    if args.outcomes_out:
+        args.outcomes_out.write_text(json.dumps({"command": command.strip(), "positions": [
+            [p.path, p.line, p.column, p.kind] for p in positions], "outcomes": int8}) + "\n")
     table = markdown(results, command.strip(), len(files), skipped, differences)
     print(table)
     print(f"\n({time.time() - started:.0f} s)")

@@ -198,6 +198,25 @@ def test_a_beam_whose_addition_passes_the_length_limit_is_dropped_at_once(engine
     assert runs[8] < runs[MAX_INSERTED_BYTES], runs
 
 
+def test_a_line_that_ends_does_not_take_a_beams_place(engine: Engine, monkeypatch):
+    """Every beam step after the first runs all the beams, even after some lines have ended (they are
+    kept as finished lines), so ending lines do not narrow the search that is still going on."""
+    batches: list[int] = []
+    run = engine.runtime.run
+
+    def recording_run(input_ids, *args, **kwargs):
+        if kwargs.get("scores") is not None:  # a beam step (prefill passes no scores)
+            batches.append(input_ids.shape[0])
+        return run(input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(engine.runtime, "run", recording_run)
+    beams = engine.settings.beams
+    result = engine.complete_text("file:///beams-stay-full.py", SAMPLE + "\n\ndef main():\n    ", "")
+    assert len(result.suggestions) >= 2, "lines ended during the search"
+    assert len(batches) >= 3 and batches[0] == 1, batches
+    assert batches[1:] == [beams] * (len(batches) - 1), batches
+
+
 def first_answered(engine: Engine, uri: str) -> tuple[str, int, int, object]:
     """A cursor in SAMPLE-based text where the model offers a line of 3+ characters."""
     texts = [SAMPLE + "\n\ndef main():\n    ", SAMPLE, SAMPLE + "\n\nif __name__ == "]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from eval import Z_95, mean_ci95, paired_difference
+from eval import Z_95, mean_ci95, paired_difference, sample_positions
 
 SOURCE = '''import os
 
@@ -44,6 +44,16 @@ def test_paired_difference_cancels_what_both_share():
     assert diff == pytest.approx(1.0) and differing == 1
     assert paired_difference(hard, one_better)[0] == pytest.approx(-1.0)
     assert 0 < half_width < mean_ci95(hard)[1] * 100  # far tighter than either rate's own interval
+
+
+def test_positions_do_not_depend_on_the_order_corpus_py_wrote_the_files_in(tmp_path):
+    rows = [{"origin": origin, "path": "pkg/config.py", "text": SOURCE.replace("path", name)}
+            for origin, name in (("a-1.0.whl", "where"), ("b-2.0.whl", "target"), ("stdlib", "filename"))]
+    drawn = []
+    for order in (rows, rows[::-1]):
+        (tmp_path / "val.jsonl").write_text("".join(json.dumps(row) + "\n" for row in order))
+        drawn.append(sample_positions(tmp_path / "val.jsonl", 12))
+    assert drawn[0] == drawn[1] and len(drawn[0][1]) == 12
 
 
 def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model_dir):
@@ -118,6 +128,50 @@ def test_baseline_beams_compares_two_beam_widths_of_one_bundle(tmp_path, model_d
         paired = next(line for line in run.stdout.splitlines() if line.startswith(f"INT8 − baseline {label}"))
         gain = rows["INT8 (shipped)"][column] - rows["baseline (INT8, 1 beam)"][column]
         assert float(paired.split(": ")[1].split(" ±")[0]) == pytest.approx(gain, abs=0.02)  # both rounded
+
+
+def test_outcomes_saved_by_one_run_give_paired_differences_in_a_later_one(tmp_path, model_dir):
+    """--outcomes-out then --paired-with, as across a change of the engine's code; here the change is the
+    beam width. Each paired difference is the difference of the two runs' rates, and outcomes for other
+    positions are refused."""
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    command = [sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"), "--train",
+               str(tmp_path / "train.jsonl"), "--fp32-onnx", "none"]
+    saved, four = tmp_path / "one-beam.json", tmp_path / "four-beams.json"
+    runs = {}
+    for beams, extra in (("1", ["--outcomes-out", str(saved)]),
+                         ("4", ["--paired-with", str(saved), "--outcomes-out", str(four)])):
+        runs[beams] = subprocess.run(command + ["--positions", "8", "--beams", beams] + extra, capture_output=True,
+                                     text=True, timeout=300, cwd=model_dir.parent.parent)
+        assert runs[beams].returncode == 0, runs[beams].stderr
+    rates = {beams: [float(cell.split(" %")[0]) for cell in next(
+        line for line in run.stdout.splitlines() if line.startswith("| INT8")).split("|")[2:6]]
+        for beams, run in runs.items()}
+    for column, label in ((0, "exact@1"), (1, "exact@5"), (3, "edit sim (whole line)")):
+        paired = next(line for line in runs["4"].stdout.splitlines() if line.startswith(f"INT8 − one-beam.json {label}"))
+        assert float(paired.split(": ")[1].split(" ±")[0]) == pytest.approx(rates["4"][column] - rates["1"][column],
+                                                                            abs=0.02)
+    compared = subprocess.run([sys.executable, "scripts/eval.py", "--compare", str(four), str(saved)],
+                              capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert compared.returncode == 0, compared.stderr
+    paired_lines = [line.split(" ", 3)[3] for line in runs["4"].stdout.splitlines() if " − one-beam.json " in line]
+    assert [line.split(" ", 3)[3] for line in compared.stdout.splitlines() if line] == paired_lines
+    assert len(paired_lines) == 3 and compared.stdout.startswith("four-beams.json − one-beam.json exact@1")
+    shorter = json.loads(four.read_text())
+    shorter["positions"] = shorter["positions"][:-1]
+    (tmp_path / "shorter.json").write_text(json.dumps(shorter))
+    mismatched = subprocess.run([sys.executable, "scripts/eval.py", "--compare", str(tmp_path / "shorter.json"),
+                                 str(saved)], capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert mismatched.returncode != 0 and "not for the same positions" in mismatched.stderr
+    other = subprocess.run(command + ["--positions", "6", "--paired-with", str(saved)], capture_output=True, text=True,
+                           timeout=120, cwd=model_dir.parent.parent)
+    assert other.returncode != 0 and "its positions are not this run's" in other.stderr
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    junk = subprocess.run(command + ["--paired-with", str(tmp_path / "junk.json")], capture_output=True, text=True,
+                          timeout=120, cwd=model_dir.parent.parent)
+    assert junk.returncode != 0 and "not outcomes written by --outcomes-out" in junk.stderr
+    assert "Traceback" not in other.stderr + junk.stderr
 
 
 def test_one_position_card_has_no_interval_and_stays_strict_json(tmp_path, model_dir):
