@@ -3,9 +3,10 @@
 Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search).
 Each step the graph proposes twice as many candidates as there are beams, so a line that ends
 does not take a beam's place: a candidate that ends among the best `beams` is kept as finished,
-and the best candidates that go on fill all the beams. The search stops when no live beam is left, when every live beam scores below
-the k-th finished one (log-probabilities only fall, so none could enter), when the best live beam
-trails the best finished one by more than a margin, or at the token limit. A beam whose line has
+and the best candidates that go on fill all the beams. The search stops when no live beam is
+left, when every live beam scores below the k-th finished one (log-probabilities only fall, so
+none could enter), when the best live beam trails the best finished one by more than a margin, or
+at the token limit. A beam whose line has
 run on past any real line's length (a banner of `=` extending itself) is dropped at once rather
 than carried to the token limit, where it would be dropped anyway. The beams share the
 document's prefix KV; only their suffixes move.
@@ -21,7 +22,7 @@ from .runtime import Runtime
 from .tokens import Tokens
 from .types import CancelCheck, Cancelled
 
-CANDIDATES_PER_BEAM = 2  # a beam ends in one token, so `beams` that go on are nearly always among twice as many
+CANDIDATES_PER_BEAM = 2  # a beam ends in one token: `beams` that go on are nearly always among twice as many
 
 
 @dataclass
@@ -88,7 +89,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
                 continue
             parent, token = int(out.parents[j]), int(out.tokens[j])
             if token in stop_ids:
-                if j < req.beams:  # among the best `beams`, as in plain beam search: the rest would favour short lines
+                if j < req.beams:  # as in plain beam search: lines ranked lower would favour short ones
                     finished.append(Hypothesis(live_seqs[parent], score, True))
                 continue
             if len(keep) == req.beams:

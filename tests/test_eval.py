@@ -149,7 +149,8 @@ def test_outcomes_saved_by_one_run_give_paired_differences_in_a_later_one(tmp_pa
         line for line in run.stdout.splitlines() if line.startswith("| INT8")).split("|")[2:6]]
         for beams, run in runs.items()}
     for column, label in ((0, "exact@1"), (1, "exact@5"), (3, "edit sim (whole line)")):
-        paired = next(line for line in runs["4"].stdout.splitlines() if line.startswith(f"INT8 − one-beam.json {label}"))
+        paired = next(line for line in runs["4"].stdout.splitlines()
+                      if line.startswith(f"INT8 − one-beam.json {label}"))
         assert float(paired.split(": ")[1].split(" ±")[0]) == pytest.approx(rates["4"][column] - rates["1"][column],
                                                                             abs=0.02)
     compared = subprocess.run([sys.executable, "scripts/eval.py", "--compare", str(four), str(saved)],
