@@ -6,10 +6,9 @@ does not take a beam's place: a candidate that ends among the best `beams` is ke
 and the best candidates that go on fill all the beams. The search stops when no live beam is
 left, when every live beam scores below the k-th finished one (log-probabilities only fall, so
 none could enter), when the best live beam trails the best finished one by more than a margin, or
-at the token limit. A beam whose line has
-run on past any real line's length (a banner of `=` extending itself) is dropped at once rather
-than carried to the token limit, where it would be dropped anyway. The beams share the
-document's prefix KV; only their suffixes move.
+at the token limit. A beam whose line has run on past any real line's length (a banner of `=`
+extending itself) is dropped at once rather than carried to the token limit, where it would be
+dropped anyway. The beams share the document's prefix KV; only their suffixes move.
 """
 from __future__ import annotations
 

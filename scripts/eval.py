@@ -177,6 +177,23 @@ def paired_difference(a: list[float], b: list[float]) -> tuple[float, float | No
     return (*percent(diffs), sum(d != 0 for d in diffs))
 
 
+def paired_differences(name: str, new: dict[str, list[float]], old: dict[str, list[float]]
+                       ) -> dict[str, tuple[float, float | None, int]]:
+    """`name` − ... for each of PAIRED_METRICS, keyed as the report prints them."""
+    return {f"{name} {label}": paired_difference(new[metric], old[metric]) for metric, label in PAIRED_METRICS}
+
+
+def paired_sentence(name: str, difference: tuple[float, float | None, int], positions: int) -> str:
+    diff, half_width, differing = difference
+    return (f"{name} on the same positions: {diff:+} ± {half_width} points (95 %, paired; "
+            f"the two differ at {differing} of {positions} positions).")
+
+
+def position_rows(positions: list[Position]) -> list[list]:
+    """Positions as --outcomes-out saves them (JSON lists)."""
+    return [[p.path, p.line, p.column, p.kind] for p in positions]
+
+
 def load_outcomes(path: Path) -> tuple[list, dict[str, list[float]]]:
     """The positions and per-position outcomes that --outcomes-out saved."""
     try:
@@ -189,7 +206,7 @@ def load_outcomes(path: Path) -> tuple[list, dict[str, list[float]]]:
 def read_outcomes(path: Path, positions: list[Position]) -> dict[str, list[float]]:
     """Outcomes saved by --outcomes-out, refused unless they are for exactly these positions."""
     saved_positions, outcomes = load_outcomes(path)
-    if saved_positions != [[p.path, p.line, p.column, p.kind] for p in positions]:
+    if saved_positions != position_rows(positions):
         sys.exit(f"eval.py: --paired-with {path}: its positions are not this run's (another --positions, --val "
                  f"or training data?)")
     return outcomes
@@ -200,12 +217,8 @@ def compare_saved(new: Path, old: Path) -> str:
     (new_positions, new_outcomes), (old_positions, old_outcomes) = load_outcomes(new), load_outcomes(old)
     if new_positions != old_positions:
         sys.exit(f"eval.py: --compare: {new} and {old} are not for the same positions")
-    lines = []
-    for metric, label in PAIRED_METRICS:
-        diff, half_width, differing = paired_difference(new_outcomes[metric], old_outcomes[metric])
-        lines.append(f"{new.name} − {old.name} {label} on the same positions: {diff:+} ± {half_width} points "
-                     f"(95 %, paired; the two differ at {differing} of {len(new_positions)} positions).")
-    return "\n\n".join(lines)
+    differences = paired_differences(f"{new.name} − {old.name}", new_outcomes, old_outcomes)
+    return "\n\n".join(paired_sentence(name, d, len(new_positions)) for name, d in differences.items())
 
 
 def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
@@ -241,9 +254,7 @@ def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
     return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
             f"files; {skipped} more validation files were skipped as copies of training files "
             f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
-            + "".join(f"\n\n{name} on the same positions: {diff:+} ± {half_width} points (95 %, paired; "
-                      f"the two differ at {differing} of {positions} positions)."
-                      for name, (diff, half_width, differing) in differences.items()))
+            + "".join(f"\n\n{paired_sentence(name, d, positions)}" for name, d in differences.items()))
 
 
 def main() -> None:
@@ -288,6 +299,10 @@ def main() -> None:
         parser.error("--baseline-beams needs --baseline")
     if args.baseline and args.update_model_card:
         parser.error("--baseline does not go with --update-model-card: the card records this bundle's own run")
+    if args.paired_with and args.update_model_card:
+        parser.error("--paired-with does not go with --update-model-card: the card records this bundle's own run")
+    if args.outcomes_out and not args.outcomes_out.parent.is_dir():
+        parser.error(f"--outcomes-out {args.outcomes_out}: no such directory")  # before minutes of evaluation
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     for bundle in filter(None, (args.bundle, args.baseline)):
         try:
@@ -307,7 +322,7 @@ def main() -> None:
     results = {}
     started = time.time()
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens)
-    differences: dict[str, tuple[float, float]] = {}
+    differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
@@ -318,18 +333,16 @@ def main() -> None:
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
-        for metric, label in PAIRED_METRICS:
-            differences[f"INT8 − baseline {label}"] = paired_difference(int8[metric], baseline[metric])
+        differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
-        for metric, label in PAIRED_METRICS:
-            differences[f"INT8 − {args.paired_with.name} {label}"] = paired_difference(int8[metric], earlier[metric])
+        differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))
     command = "python scripts/eval.py " + " ".join(sys.argv[1:])
-    if args.outcomes_out:
-        args.outcomes_out.write_text(json.dumps({"command": command.strip(), "positions": [
-            [p.path, p.line, p.column, p.kind] for p in positions], "outcomes": int8}) + "\n")
     table = markdown(results, command.strip(), len(files), skipped, differences)
     print(table)
     print(f"\n({time.time() - started:.0f} s)")
+    if args.outcomes_out:  # after the table is out: a write that fails loses no results
+        args.outcomes_out.write_text(json.dumps({"command": command.strip(), "positions": position_rows(positions),
+                                                 "outcomes": int8}) + "\n")
     if args.update_model_card:
         manifest_path = args.bundle / "manifest.json"
         manifest = json.loads(manifest_path.read_text())

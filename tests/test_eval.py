@@ -173,6 +173,9 @@ def test_outcomes_saved_by_one_run_give_paired_differences_in_a_later_one(tmp_pa
                           timeout=120, cwd=model_dir.parent.parent)
     assert junk.returncode != 0 and "not outcomes written by --outcomes-out" in junk.stderr
     assert "Traceback" not in other.stderr + junk.stderr
+    nowhere = subprocess.run(command + ["--outcomes-out", str(tmp_path / "no-dir" / "x.json")], capture_output=True,
+                             text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert nowhere.returncode == 2 and "no such directory" in nowhere.stderr  # refused before any evaluation
 
 
 def test_one_position_card_has_no_interval_and_stays_strict_json(tmp_path, model_dir):
