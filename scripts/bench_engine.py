@@ -7,11 +7,18 @@
 2. At the full window, no search budget vs `--search-budget-ms` (40): latency, searches cut short, and
    keystrokes whose top line changes; the default beam width vs `--beams` (8): latency and ONNX calls;
    and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
+   Also at the full window: each document's KV prefilled in one model run vs in two, INT8 and fp32
+   (how much the suggestions depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
 4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
 5. INT8 vs fp32.
 6. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
 7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
+
+With `--candidate BUNDLE` it only times that bundle against `--bundle` at the full window, typing
+the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
+time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
+INT8 noise still moves a few searches by a step or two.
 
 Keystrokes replay the typing of real lines of a stdlib module: at each keystroke the text before the
 cursor grows by one character and the engine is asked for suggestions. Typing through is disabled
@@ -95,15 +102,18 @@ RESULTS_SEEN: dict[str, list[CompletionResult]] = {}
 steps), whether the search budget cut it short, and its top suggestion."""
 
 
-def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: dict[str, Callable[[Engine], None]]
-           ) -> dict[str, list[float]]:
-    """Type each line one character at a time; engines alternate on every keystroke."""
+def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: dict[str, Callable[[Engine], None]],
+           documents: str = "bench") -> dict[str, list[float]]:
+    """Type each line one character at a time; engines alternate on every keystroke. Each replay that
+    should start from fresh caches names its own `documents`: the scripts all begin at the top of the
+    same module, so a document reused from another replay would keep its KV for their common prefix,
+    computed in other runs (see prefill_chunks)."""
     times: dict[str, list[float]] = {name: [] for name in engines}
     CONTEXT_SEEN.clear()
     RESULTS_SEEN.clear()
     RESULTS_SEEN.update({name: [] for name in engines})
     for n, (before, line) in enumerate(script):
-        uri = f"file:///bench-{n}.py"
+        uri = f"file:///{documents}-{n}.py"
         for engine in engines.values():
             engine.complete_text(uri, before, "")  # the document is open and warm before typing starts
         for end in range(1, len(line) + 1):
@@ -117,18 +127,20 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
 
 
 def compare_settings(engines: dict[str, Engine], script: list[tuple[str, str]],
-                     prepare: dict[str, Callable[[Engine], None]] | None = None) -> dict:
+                     prepare: dict[str, Callable[[Engine], None]] | None = None, documents: str = "bench") -> dict:
     """Two engines alternating per keystroke: latency, ONNX calls, and how many keystrokes get another
     top line (or none) from the second."""
     for e in engines.values():
         e.typing_through = False
-    times = replay(engines, script, prepare or {})
+    times = replay(engines, script, prepare or {}, documents)
     out: dict = {k: summary(v) for k, v in times.items()}
     out["context_tokens"] = context_range()
     a, b = engines
     for name in (a, b):
         runs = [r.model_runs for r in RESULTS_SEEN[name]]
         out[name]["model_runs"] = {"p50": percentile(runs, 50), "p95": percentile(runs, 95), "max": max(runs)}
+        out[name]["ms_per_model_run_p50"] = round(percentile(
+            [r.latency_ms / r.model_runs for r in RESULTS_SEEN[name] if r.model_runs], 50), 3)
     top = {name: [r.suggestions[0].line if r.suggestions else None for r in RESULTS_SEEN[name]] for name in (a, b)}
     out["top_line_changed"] = sum(x != y for x, y in zip(top[a], top[b]))
     out["top_line_lost"] = sum(x is not None and y is None for x, y in zip(top[a], top[b]))
@@ -167,6 +179,26 @@ def full_beams(settings: Callable[..., EngineSettings], script: list[tuple[str, 
                                 {"plain_beams": candidates(1), "full_beams": candidates(kept)})
     finally:
         beam.CANDIDATES_PER_BEAM = kept
+
+
+def prefill_chunks(model_path: str, threads: int, script: list[tuple[str, str]]) -> dict:
+    """The same keystrokes with each document's KV prefilled in one model run vs in two (its first half
+    when opened, the rest when extended, as when a file grows or the cache kept an earlier version's
+    prefix). Dynamic INT8 quantizes a run's activations with one scale per tensor, so a token's KV
+    depends on which tokens shared its run; an fp32 graph gives the same KV either way."""
+    settings = EngineSettings(model_path=model_path, threads=threads)
+    one, two = Engine(settings), Engine(settings)
+    second_runs = []
+    for n, (before, _) in enumerate(script):
+        cut = before.rfind("\n", 0, len(before) // 2) + 1  # a line start near the middle
+        two.complete_text(f"file:///chunks-{n}.py", before[:cut], "")
+        opened = two.complete_text(f"file:///chunks-{n}.py", before, "")
+        second_runs.append({"reused": opened.cached_tokens, "new": opened.new_tokens})
+    out = compare_settings({"one_run": one, "two_runs": two}, script, documents="chunks")
+    out["two_runs"]["prefill_second_run"] = second_runs
+    out["model_runs_changed"] = sum(a.model_runs != b.model_runs
+                                    for a, b in zip(RESULTS_SEEN["one_run"], RESULTS_SEEN["two_runs"]))
+    return out
 
 
 def context_range() -> dict[str, int]:
@@ -354,6 +386,9 @@ def main() -> None:
                         help="compare no budget with this searchBudgetMs at the full window (0: skip)")
     parser.add_argument("--beams", type=int, default=8,
                         help="compare the default beam width with this one at the full window (0: skip)")
+    parser.add_argument("--candidate", type=Path, default=None,
+                        help="only time this other bundle (a grown shape, say) against --bundle at the full window")
+    parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
     args = parser.parse_args()
@@ -369,12 +404,26 @@ def main() -> None:
     results: dict[str, dict] = {}
     plot: dict[str, dict[str, float]] = {}
 
+    if args.candidate:
+        base = Engine(settings())
+        candidate = Engine(EngineSettings(model_path=str(args.candidate), threads=args.threads))
+        results["candidate"] = compare_settings({"bundle": base, "candidate": candidate},
+                                                keystroke_script(base, text, window_limit(base)) * args.rounds)
+        results["candidate"]["ratio_per_model_run_p50"] = round(results["candidate"]["candidate"]["ms_per_model_run_p50"]
+                                                                / results["candidate"]["bundle"]["ms_per_model_run_p50"], 3)
+        results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
+        print(f"candidate: {json.dumps(results['candidate'])}", flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=1) + "\n")
+        return
+
     reuse, recompute = Engine(settings()), Engine(settings())
     for e in (reuse, recompute):
         e.typing_through = False
     for n in [int(c) for c in args.contexts.split(",")]:
         script = keystroke_script(reuse, text, n)
-        times = replay({"kv_reuse": reuse, "recompute": recompute}, script, {"recompute": no_cache})
+        times = replay({"kv_reuse": reuse, "recompute": recompute}, script, {"recompute": no_cache},
+                       documents=f"context-{n}")
         results[f"context_{n}"] = {k: summary(v) for k, v in times.items()}
         results[f"context_{n}"]["context_tokens"] = context_range()
         runs = [r.model_runs for r in RESULTS_SEEN["kv_reuse"]]
@@ -395,6 +444,8 @@ def main() -> None:
         print(f"beam width: {json.dumps(results['beam_width'])}", flush=True)
     results["full_beams"] = full_beams(settings, long_script)
     print(f"full beams: {json.dumps(results['full_beams'])}", flush=True)
+    results["prefill_chunks"] = {"int8": prefill_chunks(str(args.bundle), args.threads, long_script)}
+    print(f"prefill chunks, INT8: {json.dumps(results['prefill_chunks']['int8'])}", flush=True)
     through = Engine(settings())
     times = []
     for n, (before, line) in enumerate(long_script):
@@ -438,6 +489,8 @@ def main() -> None:
             results["precision"]["context_tokens"] = context_range()
             plot["precision (full window)"] = {k: results["precision"][k]["p50_ms"] for k in times}
             print(f"precision: {json.dumps(results['precision'])}", flush=True)
+            results["prefill_chunks"]["fp32"] = prefill_chunks(str(tmp / "fp32"), args.threads, long_script)
+            print(f"prefill chunks, fp32: {json.dumps(results['prefill_chunks']['fp32'])}", flush=True)
 
         try:
             import torch  # noqa: F401

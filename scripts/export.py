@@ -80,7 +80,8 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
-        "architecture": {k: config[k] for k in ("n_layer", "n_head", "n_embd", "vocab_size", "context_length")},
+        "architecture": {**{k: config[k] for k in ("n_layer", "n_head", "n_embd", "vocab_size", "context_length")},
+                         **({"mlp_width": config["mlp_width"]} if config.get("mlp_width") else {})},
         "context_length": config["context_length"],
         "vocab_size": config["vocab_size"],
         "newline_token_id": tokenizer_newline,
@@ -213,13 +214,20 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
         f"{manifest['files']['model.onnx']['bytes'] / manifest['fp32_onnx_bytes']:.3f}).",
     ]
     for grown in training.get("grown", []):
-        lines.append(f"* Deepened from {grown['n_layer']} to {grown['n_layer'] * grown['factor']} layers by "
-                     f"`scripts/grow.py` at step {grown['step']:,} ({grown['tokens']:,} tokens), each block followed "
-                     f"by {grown['factor'] - 1} cop{'y' if grown['factor'] == 2 else 'ies'} of itself with zeroed output "
-                     f"projections, then trained on.")
+        what, how = [], []
+        if grown["factor"] > 1:
+            what.append(f"Deepened from {grown['n_layer']} to {grown['n_layer'] * grown['factor']} layers")
+            how.append(f"each block followed by {grown['factor'] - 1} cop{'y' if grown['factor'] == 2 else 'ies'} "
+                       f"of itself with zeroed output projections")
+        if grown.get("mlp_width"):
+            what.append(f"{'its' if what else 'Its'} MLPs widened from {grown['mlp_from']:,} to "
+                        f"{grown['mlp_width']:,} hidden units")
+            how.append("the new units with zeroed output weights")
+        lines.append(f"* {' and '.join(what)} by `scripts/grow.py` at step {grown['step']:,} "
+                     f"({grown['tokens']:,} tokens), {'; '.join(how)}, then trained on.")
     if note:
         lines.append(f"* {note}")
-    shape = (f"{arch['n_layer']} layers, {arch['n_head']} heads, width {arch['n_embd']}, MLP {4 * arch['n_embd']}, "
+    shape = (f"{arch['n_layer']} layers, {arch['n_head']} heads, width {arch['n_embd']}, MLP {arch.get('mlp_width') or 4 * arch['n_embd']}, "
              f"learned positions over a {arch['context_length']:,}-token context, tied\ninput/output embeddings, "
              f"pre-LayerNorm, exact GELU, no biases in linear layers.")
     text = replace_section(card.read_text(), "arch", shape)

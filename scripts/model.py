@@ -21,10 +21,15 @@ class GPTConfig:
     n_head: int = 6
     n_embd: int = 192
     dropout: float = 0.0
+    mlp_width: int | None = None  # hidden units of each MLP; None: 4 * n_embd, as in GPT-2
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def mlp_hidden(self) -> int:
+        return self.mlp_width or 4 * self.n_embd
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -53,8 +58,8 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
-        self.fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False)
-        self.proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False)
+        self.fc = nn.Linear(cfg.n_embd, cfg.mlp_hidden, bias=False)
+        self.proj = nn.Linear(cfg.mlp_hidden, cfg.n_embd, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj(F.gelu(self.fc(x)))  # exact (erf) GELU, as the ONNX graph computes it

@@ -379,3 +379,16 @@ def test_io_binding_path_matches_plain_runs(engine: Engine):
         bound_result = bound.complete("file:///plain.py", line, column)
         assert [s.line for s in bound_result.suggestions] == [s.line for s in plain_result.suggestions]
         assert bound.runtime.calls > 0
+
+
+def test_the_benchmarks_two_run_prefill_changes_nothing_in_fp32(fp32_engine: Engine):
+    """bench_engine's prefill_chunks blames INT8 for the keystrokes that change when a document's KV
+    was prefilled in two runs; that holds only if, in fp32, its two-run engine changes nothing."""
+    import bench_engine
+
+    script = bench_engine.keystroke_script(fp32_engine, bench_engine.SOURCE.read_text(), 256)[:1]
+    out = bench_engine.prefill_chunks(str(fp32_engine.bundle.path), 0, script)
+    assert out["one_run"]["n"] == out["two_runs"]["n"] == len(script[0][1])
+    assert out["top_line_changed"] == 0 and out["model_runs_changed"] == 0
+    second = out["two_runs"]["prefill_second_run"][0]
+    assert second["reused"] > 50 and second["new"] > 50, "the document's KV really came from two runs"

@@ -135,3 +135,49 @@ def test_the_model_card_says_the_model_was_grown(tmp_path: Path):
             "followed by 1 copy of itself") in card
     assert "8 layers, 6 heads, width 192, MLP 768, learned positions over a 1,024-token context" in card
     assert "OLD-SHAPE" not in card and "OLD-TRAINING" not in card
+
+
+def test_widened_mlps_compute_what_the_old_ones_did(tmp_path: Path):
+    old = trained_looking_checkpoint(tmp_path / "old")
+    grown_cfg = grow(tmp_path / "old", tmp_path / "wide", factor=1, mlp_width=6 * TINY.n_embd)
+    wide = load_model(tmp_path / "wide")
+    assert grown_cfg.mlp_hidden == 6 * TINY.n_embd and grown_cfg.n_layer == TINY.n_layer and wide.cfg == grown_cfg
+    assert wide.num_params() == old.num_params() + TINY.n_layer * 2 * 2 * TINY.n_embd * TINY.n_embd
+    new_units = wide.blocks[0].mlp.fc.weight[4 * TINY.n_embd:]
+    assert new_units.abs().sum() > 0, "the new units need input weights, or their gradients stay zero"
+    idx = torch.randint(0, TINY.vocab_size, (2, TINY.context_length))
+    with torch.no_grad():
+        torch.testing.assert_close(wide(idx), old(idx), rtol=0, atol=1e-5)
+    loss, _ = wide.loss(idx[:, :-1], idx[:, 1:])
+    loss.backward()
+    assert wide.blocks[0].mlp.proj.weight.grad[:, 4 * TINY.n_embd:].abs().sum() > 0, "the new units must learn"
+    state = json.loads((tmp_path / "wide" / "train_state.json").read_text())
+    assert state["grown"][-1]["mlp_from"] == 4 * TINY.n_embd and state["grown"][-1]["mlp_width"] == 6 * TINY.n_embd
+
+    deeper_and_wider = grow(tmp_path / "old", tmp_path / "both", factor=2, mlp_width=5 * TINY.n_embd)
+    both = load_model(tmp_path / "both")
+    assert deeper_and_wider.n_layer == 2 * TINY.n_layer and deeper_and_wider.mlp_hidden == 5 * TINY.n_embd
+    with torch.no_grad():
+        torch.testing.assert_close(both(idx), old(idx), rtol=0, atol=1e-5)
+    with pytest.raises(SystemExit, match="must exceed"):
+        grow(tmp_path / "wide", tmp_path / "narrower", factor=1, mlp_width=4 * TINY.n_embd)
+
+
+def test_the_model_card_says_the_mlps_were_widened(tmp_path: Path):
+    import export
+
+    (tmp_path / "MODEL.md").write_text("<!-- arch:start -->\n<!-- arch:end -->\n<!-- training:start -->\n"
+                                       "<!-- training:end -->\n")
+    manifest = {"architecture": {"n_layer": 8, "n_head": 6, "n_embd": 192, "vocab_size": 8192,
+                                 "context_length": 1024, "mlp_width": 1536},
+                "files": {"model.onnx": {"bytes": 2}}, "fp32_onnx_bytes": 8,
+                "training": {"parameters": 5, "steps": 20, "tokens": 2000,
+                             "grown": [{"from": "run", "n_layer": 4, "factor": 2, "step": 15545, "tokens": 127344640},
+                                       {"from": "python-small", "n_layer": 8, "factor": 1, "step": 39162,
+                                        "tokens": 320815104, "mlp_from": 768, "mlp_width": 1536}]}}
+    export.fill_model_card(tmp_path, manifest)
+    card = (tmp_path / "MODEL.md").read_text()
+    assert "Deepened from 4 to 8 layers by `scripts/grow.py` at step 15,545" in card
+    assert ("Its MLPs widened from 768 to 1,536 hidden units by `scripts/grow.py` at step 39,162 (320,815,104 "
+            "tokens), the new units with zeroed output weights, then trained on.") in card
+    assert "8 layers, 6 heads, width 192, MLP 1536," in card
