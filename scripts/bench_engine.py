@@ -31,6 +31,7 @@ import json
 import statistics
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -45,9 +46,10 @@ from onnx_graph import decoder_model  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
 
 from completer import beam  # noqa: E402
+from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
-from completer.types import CompletionResult, EngineSettings  # noqa: E402
+from completer.types import CompletionResult, EngineSettings, ModelError  # noqa: E402
 
 SOURCE = Path(argparse.__file__)  # a long, real, permissively licensed module (PSF)
 TYPED_LINES = 3  # lines typed per context size
@@ -199,6 +201,25 @@ def prefill_chunks(model_path: str, threads: int, script: list[tuple[str, str]])
     out["model_runs_changed"] = sum(a.model_runs != b.model_runs
                                     for a, b in zip(RESULTS_SEEN["one_run"], RESULTS_SEEN["two_runs"]))
     return out
+
+
+def candidate(settings: Callable[..., EngineSettings], bundle: Path, text: str, rounds: int) -> dict:
+    """The shipped bundle vs another (a grown shape, say) on the full-window lines typed `rounds` times:
+    latency, and the time per model run, which does not depend on how many steps each search took."""
+    base = Engine(settings())
+    other = Engine(replace(settings(), model_path=str(bundle)))
+    out = compare_settings({"bundle": base, "candidate": other},
+                           keystroke_script(base, text, window_limit(base)) * rounds)
+    out["ratio_per_model_run_p50"] = round(out["candidate"]["ms_per_model_run_p50"]
+                                           / out["bundle"]["ms_per_model_run_p50"], 3)
+    return out
+
+
+def write_results(results: dict, out: Path | None) -> None:
+    """The results with the command that produced them, as JSON in `out` (if given)."""
+    results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
 
 
 def context_range() -> dict[str, int]:
@@ -399,22 +420,25 @@ def main() -> None:
             parser.error(str(error))
         if args.beams == EngineSettings.beams:
             parser.error(f"--beams must differ from the default, {EngineSettings.beams} (0 skips the comparison)")
+    if args.candidate:
+        if args.svg:
+            parser.error("--svg charts the full benchmark; --candidate writes only --out")
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        for bundle in (args.bundle, args.candidate):
+            try:
+                load_bundle(bundle)  # a missing or corrupt bundle is refused before any timing
+            except ModelError as error:
+                parser.error(str(error))
     settings = lambda **kw: EngineSettings(model_path=str(args.bundle), threads=args.threads, **kw)  # noqa: E731
     text = SOURCE.read_text()
     results: dict[str, dict] = {}
     plot: dict[str, dict[str, float]] = {}
 
     if args.candidate:
-        base = Engine(settings())
-        candidate = Engine(EngineSettings(model_path=str(args.candidate), threads=args.threads))
-        results["candidate"] = compare_settings({"bundle": base, "candidate": candidate},
-                                                keystroke_script(base, text, window_limit(base)) * args.rounds)
-        results["candidate"]["ratio_per_model_run_p50"] = round(results["candidate"]["candidate"]["ms_per_model_run_p50"]
-                                                                / results["candidate"]["bundle"]["ms_per_model_run_p50"], 3)
-        results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
+        results["candidate"] = candidate(settings, args.candidate, text, args.rounds)
         print(f"candidate: {json.dumps(results['candidate'])}", flush=True)
-        if args.out:
-            args.out.write_text(json.dumps(results, indent=1) + "\n")
+        write_results(results, args.out)
         return
 
     reuse, recompute = Engine(settings()), Engine(settings())
@@ -513,9 +537,7 @@ def main() -> None:
     results["io_binding"] = io_binding_step(reuse)
     print(f"io binding: {json.dumps(results['io_binding'])}", flush=True)
 
-    results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    write_results(results, args.out)
     if args.svg:
         args.svg.write_text(svg_bars(plot, "Per-keystroke latency, p50 (lower is better)"))
 

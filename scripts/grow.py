@@ -24,11 +24,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model import GPT, GPTConfig  # noqa: E402
+from model import GPT, INIT_STD, GPTConfig  # noqa: E402
 from train import carried_state, load_model, write_weights_checkpoint  # noqa: E402
 
 RESIDUAL_OUTPUTS = ("attn.proj.weight", "mlp.proj.weight")  # what a block adds to the residual stream
-INIT_STD = 0.02  # model.py's initialisation of a linear layer's weights
 
 
 def deepen(weights: dict[str, torch.Tensor], n_layer: int, factor: int) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+INIT_STD = 0.02  # GPT-2's initialisation of linear and embedding weights
 
 @dataclass
 class GPTConfig:
@@ -89,12 +90,12 @@ class GPT(nn.Module):
         self.apply(self._init_weights)
         for name, p in self.named_parameters():  # GPT-2's scaled init of residual projections
             if name.endswith("proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+                nn.init.normal_(p, mean=0.0, std=INIT_STD / math.sqrt(2 * cfg.n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
