@@ -124,3 +124,20 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         finished += [Hypothesis(s, float(sc), False) for s, sc in zip(seqs, scores)]
     finished.sort(key=lambda h: -h.score)
     return SearchResult(finished, out_of_time)
+
+
+def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], position: int, last_token: int,
+                 continuation: list[int]) -> float:
+    """The log-probability the search would give `continuation`, taken step by step through the same graph.
+    The graph masks after its log-softmax, so a mask that allows one token reads that token's log-probability."""
+    past = runtime.empty_past(1)
+    step_input = np.asarray([[last_token]], dtype=np.int64)  # [1, 1]
+    score = np.zeros(1, dtype=np.float32)
+    for step, token in enumerate(continuation):
+        allowed = np.zeros((1, runtime.vocab_size), dtype=bool)
+        allowed[0, token] = True
+        out = runtime.run(step_input, position + step, prefix, past, scores=score, allowed=allowed, num_beams=1)
+        score = out.scores[:1].astype(np.float32)
+        past = [(k[:1], v[:1]) for k, v in out.beam_kv]
+        step_input = np.asarray([[token]], dtype=np.int64)
+    return float(score[0])

@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from .beam import SearchRequest, beam_search
+from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
@@ -161,6 +161,24 @@ class Engine:
             state.context_memo = (head, line_context(lines))
         return state.context_memo[1]  # type: ignore[return-value]
 
+    def _context_ids(self, state: DocumentState, before: str, at_start: bool) -> tuple[list[int], bytes]:
+        """The context's token ids, the last one backed off for token healing (its bytes returned: the first
+        generated tokens must spell them), inside the model's window."""
+        tokens = self.tokens
+        ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
+        healed = b""
+        if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):
+            healed = tokens.token_bytes[ids[-1]]  # token healing: regenerate the last token
+            ids = ids[:-1]
+        if not ids:
+            ids = [tokens.end_of_text_id]
+        limit = min(self.settings.context_tokens or self.bundle.context_length,
+                    self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
+        if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
+            slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
+            ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
+        return ids, healed
+
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
@@ -179,18 +197,7 @@ class Engine:
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
-        ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
-        healed = b""
-        if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):
-            healed = tokens.token_bytes[ids[-1]]  # token healing: regenerate the last token
-            ids = ids[:-1]
-        if not ids:
-            ids = [tokens.end_of_text_id]
-        limit = min(settings.context_tokens or self.bundle.context_length,
-                    self.bundle.context_length) - settings.max_tokens - 1  # >= 1: _check_fits
-        if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
-            slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
-            ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
+        ids, healed = self._context_ids(state, before, at_start)
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         runs_before = self.runtime.calls
@@ -222,6 +229,34 @@ class Engine:
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
+
+    def line_score(self, uri: str, before: str, rest: str) -> float | None:
+        """The log-probability the beam search would give the line ending in `rest` (then a newline) at the
+        cursor after `before`: evaluation compares it with the suggestions' scores to tell a line the search
+        missed from one the model ranks low. None when the search could not produce it: more tokens than
+        `max_tokens`, or a context the engine does not complete. The filters are not asked (`would_offer`)."""
+        typed_line = before[before.rfind("\n") + 1:]
+        before, at_start = clip_before(before)
+        if looks_binary(before) or "\n" in rest or len(typed_line) + len(rest) > MAX_LINE_CHARS:
+            return None
+        state = self.cache.get(uri)
+        ids, healed = self._context_ids(state, before, at_start)
+        try:
+            tail = healed.decode("utf-8") + rest
+        except UnicodeDecodeError:  # the healed token ends inside a character
+            return None
+        continuation = self.tokens.encode(clean(tail)) + [self.tokens.newline_id]
+        if len(continuation) > self.settings.max_tokens:
+            return None
+        extend_prefix(state, self.runtime, ids[:-1])
+        return forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation)
+
+    def would_offer(self, uri: str, before: str, rest: str) -> bool:
+        """Whether the filters let the line ending in `rest` through at the cursor after `before`."""
+        typed_line = before[before.rfind("\n") + 1:]
+        before, _ = clip_before(before)
+        context = self._line_context(self.cache.get(uri), before[:before.rfind("\n") + 1])
+        return keep_suggestion(typed_line + rest, rest, "", context)
 
     # Introspection -------------------------------------------------------------------------
     def info(self) -> dict:

@@ -16,7 +16,9 @@ shows what a wider search buys. Against a baseline, whole-line edit similarity g
 too: a run can make the best line exact more often yet leave the wrong ones further off.
 `--outcomes-out` and `--paired-with` give the same paired view across a change of the engine's code:
 run once before the change, once after; `--compare NEW OLD` pairs two saved runs without running
-anything.
+anything. `--search-errors` asks, for each line missing from the first five, whether the model
+scores it above the fifth suggestion (the search lost it) or below (the model ranks it low), to show
+how much of the gap a better search could close at most.
 """
 from __future__ import annotations
 
@@ -135,13 +137,30 @@ def percent(values: list[float]) -> tuple[float, float | None]:
     return round(100 * mean, 2), None if half_width is None else round(100 * half_width, 2)
 
 
+def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float]) -> str:
+    """Why a line is not among the first five: "search" when the engine's own score of it beats the fifth
+    suggestion's (or the last one's, when there are fewer), so a wider search would find it, if perhaps behind
+    other lines it also finds;
+    "model" when the model scores it lower; "filtered" when the filters would drop it; "too long" when it
+    takes more tokens than the search may generate. The score is of the line's own tokenization, a lower
+    bound over all of them, so "search" is never claimed wrongly by the tokenization."""
+    if not engine.would_offer(uri, before, rest):
+        return "filtered"
+    score = engine.line_score(uri, before, rest)
+    if score is None:
+        return "too long"
+    return "search" if not scores or score > scores[:5][-1] else "model"
+
+
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
-             max_tokens: int = EngineSettings.max_tokens) -> tuple[dict, dict[str, list[float]]]:
+             max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False
+             ) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons)."""
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
+    misses: dict[str, int] = {"search": 0, "model": 0, "filtered": 0, "too long": 0}
     lines_cache = {path: text.split("\n") for path, text in files.items()}
     for pos in positions:
         lines = lines_cache[pos.path]
@@ -159,6 +178,9 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         stats["latency"].append(result.latency_ms)
         stats["has_suggestion"].append(float(bool(predicted)))
         by_kind[pos.kind].append(exact1)
+        if search_errors and actual not in predicted[:5]:
+            misses[missed_line_class(engine, pos.path, before, expected_rest,
+                                     [s.score for s in result.suggestions])] += 1
     summary: dict = {"positions": len(positions)}
     for key, values in (("exact_match_at_1", stats["exact1"]), ("exact_match_at_5", stats["exact5"]),
                         ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),
@@ -167,6 +189,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         summary[key], summary[f"{key}_ci95"] = percent(values) if values else (None, None)  # no such positions
     summary["answered"], summary["answered_ci95"] = percent(stats["has_suggestion"])
     summary["median_latency_ms"] = round(statistics.median(stats["latency"]), 2)
+    if search_errors:
+        summary["exact5_misses"] = misses
     return summary, stats
 
 
@@ -251,10 +275,24 @@ def markdown(results: dict[str, dict], command: str, files: int, skipped: int,
                     f"{with_ci(r, 'exact_match_at_1_line_start')} | {with_ci(r, 'exact_match_at_1_mid_line')} | "
                     f"{with_ci(r, 'answered')} | {r['median_latency_ms']} ms |")
     positions = next(iter(results.values()))["positions"]
-    return (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
-            f"files; {skipped} more validation files were skipped as copies of training files "
-            f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
-            + "".join(f"\n\n{paired_sentence(name, d, positions)}" for name, d in differences.items()))
+    report = (f"Command: `{command}`\n\n{positions} positions (half line start, half mid-line) in {files} validation "
+              f"files; {skipped} more validation files were skipped as copies of training files "
+              f"(`corpus.copy_key`). Each rate is ± the half-width of its 95 % interval.\n\n" + "\n".join(rows)
+              + "".join(f"\n\n{paired_sentence(name, d, positions)}" for name, d in differences.items()))
+    for name, r in results.items():
+        if "exact5_misses" in r:
+            report += f"\n\n{name}: {misses_sentence(r['exact5_misses'], positions)}"
+    return report
+
+
+def misses_sentence(misses: dict[str, int], positions: int) -> str:
+    total = sum(misses.values())
+    return (f"of the {total} positions whose line is not among the first five, the engine scores the actual line "
+            f"above the fifth suggestion (or the last, when there are fewer) at {misses['search']} "
+            f"({100 * misses['search'] / positions:.1f} % of all positions: the most a wider search could add to "
+            f"exact@5, since it may also find other lines that outrank the actual one), and below it at "
+            f"{misses['model']}; the filters would drop it at {misses['filtered']}, and at {misses['too long']} it "
+            f"takes more tokens than the search may generate.")
 
 
 def main() -> None:
@@ -281,6 +319,9 @@ def main() -> None:
                              "across a change of code, where --baseline compares two bundles under the same code")
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("NEW", "OLD"), default=None,
                         help="print the paired differences of two --outcomes-out files and stop (runs no model)")
+    parser.add_argument("--search-errors", action="store_true",
+                        help="for each line missing from the first five, tell whether the search lost it (the model "
+                             "scores it above the fifth suggestion) or the model ranks it low")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
@@ -321,7 +362,8 @@ def main() -> None:
     earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
     results = {}
     started = time.time()
-    results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens)
+    results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
+                                               args.search_errors)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:

@@ -392,3 +392,61 @@ def test_the_benchmarks_two_run_prefill_changes_nothing_in_fp32(fp32_engine: Eng
     assert out["top_line_changed"] == 0 and out["model_runs_changed"] == 0
     second = out["two_runs"]["prefill_second_run"][0]
     assert second["reused"] > 50 and second["new"] > 50, "the document's KV really came from two runs"
+
+
+def search_at(engine: Engine, uri: str, before: str, beams: int):
+    """The engine's own context preparation and beam search for `before`, with the raw hypotheses."""
+    from completer.beam import SearchRequest, beam_search
+    from completer.cache import extend_prefix
+
+    state = engine.cache.get(uri)
+    ids, healed = engine._context_ids(state, before, True)
+    extend_prefix(state, engine.runtime, ids[:-1])
+    request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
+                            beams=beams, max_tokens=engine.settings.max_tokens)
+    return state, ids, healed, beam_search(engine.runtime, engine.tokens, request)
+
+
+@pytest.mark.parametrize("line,column", [(5, 4), (11, 17), (15, 15)])
+def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, line: int, column: int):
+    """Forcing a hypothesis' tokens through the graph one by one gives the score the search gave it
+    (fp32, where a row's result does not depend on the rows beside it)."""
+    from completer.beam import forced_score
+
+    before = "\n".join(SAMPLE.split("\n")[:line] + [SAMPLE.split("\n")[line][:column]])
+    state, ids, _, search = search_at(fp32_engine, "file:///forced.py", before, beams=3)
+    finished = [h for h in search.hypotheses if h.finished]
+    assert len(finished) >= 2
+    for hyp in finished:
+        forced = forced_score(fp32_engine.runtime, state.prefix(), len(ids) - 1, ids[-1],
+                              hyp.tokens + [fp32_engine.tokens.newline_id])
+        assert forced == pytest.approx(hyp.score, abs=1e-3)
+
+
+def test_line_score_is_the_search_score_of_the_lines_own_tokens(fp32_engine: Engine):
+    tokens = fp32_engine.tokens
+    lines = SAMPLE.split("\n")
+    compared = 0
+    for line, column in ((5, 4), (11, 17), (14, 8), (15, 15)):
+        before = "\n".join(lines[:line] + [lines[line][:column]])
+        _, _, healed, search = search_at(fp32_engine, "file:///scored.py", before, beams=3)
+        for hyp in (h for h in search.hypotheses if h.finished):
+            inserted = tokens.decode_bytes(hyp.tokens)[len(healed):].decode()
+            if tokens.encode((healed + inserted.encode()).decode()) != hyp.tokens or inserted != inserted.rstrip():
+                continue  # the search spelled it another way: line_score scores the line's own tokens
+            assert fp32_engine.line_score("file:///scored.py", before, inserted) == pytest.approx(hyp.score, abs=1e-3)
+            compared += 1
+    assert compared >= 4
+
+
+def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):
+    lines = SAMPLE.split("\n")
+    before = "\n".join(lines[:12] + ["        "])  # below `self.name = name`
+    assert not engine.would_offer("file:///none.py", before, "self.name = name")  # repeats the line above
+    assert not engine.would_offer("file:///none.py", before, "self.name = (name")  # leaves a bracket open
+    assert engine.would_offer("file:///none.py", before, "self.greeting = None")
+    assert engine.line_score("file:///none.py", before, " + ".join(f"v{i}" for i in range(40))) is None  # too long
+    assert engine.line_score("file:///none.py", before, "x = 1\ny = 2") is None  # not one line
+    assert engine.line_score("file:///none.py", before, "x" * 5000) is None  # past the longest line
+    score = engine.line_score("file:///none.py", before, "self.greeting = None")
+    assert score is not None and -60 < score < 0

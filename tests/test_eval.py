@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -215,3 +216,28 @@ def test_missing_baseline_is_refused_before_any_evaluation(tmp_path, model_dir):
     assert run.returncode != 0
     assert "model bundle not found" in run.stderr and "nowhere" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_search_errors_split_every_miss_into_search_model_filtered_or_too_long(tmp_path, model_dir, engine):
+    from eval import missed_line_class
+
+    before = SOURCE.split("write_config")[0] + "write_config(path, text):\n    "
+    assert missed_line_class(engine, "file:///miss.py", before, "with open(path) as out:", []) == "search"
+    assert missed_line_class(engine, "file:///miss.py", before, "with open(path) as out:", [0.0]) == "model"
+    assert missed_line_class(engine, "file:///miss.py", before, "x = " + " + ".join("abcdefghijklmnop"), [-1.0]) \
+        == "too long"
+    assert missed_line_class(engine, "file:///miss.py", before, "with open(path", [-1.0]) == "filtered"
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
+    (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--val", str(tmp_path / "val.jsonl"), "--train",
+                          str(tmp_path / "train.jsonl"), "--fp32-onnx", "none", "--positions", "10", "--beams", "1",
+                          "--search-errors"], capture_output=True, text=True, timeout=300, cwd=model_dir.parent.parent)
+    assert run.returncode == 0, run.stderr
+    exact5 = float(next(line for line in run.stdout.splitlines() if line.startswith("| INT8")).split("|")[3]
+                   .split(" %")[0])
+    sentence = next(line for line in run.stdout.splitlines() if line.startswith("INT8 (shipped): of the "))
+    missed = int(re.search(r"of the (\d+) positions", sentence).group(1))
+    search, model, filtered, too_long = (int(n) for n in re.findall(r"\bat (\d+)\b", sentence))
+    positions = int(re.search(r"(\d+) positions \(half", run.stdout).group(1))
+    assert missed == round(positions * (1 - exact5 / 100)) == search + model + filtered + too_long
+    assert missed > 0
