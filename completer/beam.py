@@ -129,7 +129,9 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
 def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], position: int, last_token: int,
                  continuation: list[int]) -> float:
     """The log-probability the search would give `continuation`, taken step by step through the same graph.
-    The graph masks after its log-softmax, so a mask that allows one token reads that token's log-probability."""
+    The graph masks after its log-softmax, so a mask that allows one token reads that token's log-probability.
+    Exact in fp32; with INT8 a step's activation scale depends on the rows beside it, so a search that ran
+    several beams may have scored the same tokens slightly differently (docs/architecture.md, section 6)."""
     past = runtime.empty_past(1)
     step_input = np.asarray([[last_token]], dtype=np.int64)  # [1, 1]
     score = np.zeros(1, dtype=np.float32)
