@@ -138,12 +138,11 @@ def percent(values: list[float]) -> tuple[float, float | None]:
 
 
 def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float]) -> str:
-    """Why a line is not among the first five: "search" when the engine's own score of it beats the fifth
-    suggestion's (or the last one's, when there are fewer), so a wider search would find it, if perhaps behind
-    other lines it also finds;
-    "model" when the model scores it lower; "filtered" when the filters would drop it; "too long" when it
-    takes more tokens than the search may generate. The score is of the line's own tokenization, a lower
-    bound over all of them, so "search" is never claimed wrongly by the tokenization."""
+    """Why a line is not among the first five. "search": the engine's own score of it beats the fifth
+    suggestion's (or the last one's when there are fewer, or there is none), so a wider search would find
+    it, if perhaps behind other lines it also finds. "model": the model scores it lower. "filtered": the
+    filters would drop it. "too long": it takes more tokens than the search may generate. The score is of
+    the line's own tokenization, a lower bound over all of them, so no tokenization makes "search" wrong."""
     if not engine.would_offer(uri, before, rest):
         return "filtered"
     score = engine.line_score(uri, before, rest)
