@@ -367,13 +367,14 @@ def main() -> None:
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
-                                             args.beams, args.max_tokens)
+                                             args.beams, args.max_tokens, args.search_errors)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
-        results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens)
+        results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
+                                           args.search_errors)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))
