@@ -249,7 +249,9 @@ class Engine:
         if len(continuation) > self.settings.max_tokens:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
-        return forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation)
+        score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation)
+        self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
+        return score
 
     def would_offer(self, uri: str, before: str, rest: str) -> bool:
         """Whether the filters let the line ending in `rest` through at the cursor after `before`."""

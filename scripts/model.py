@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 INIT_STD = 0.02  # GPT-2's initialisation of linear and embedding weights
 
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 8192
