@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .tokens import Tokens
 from .types import CancelCheck, Cancelled
@@ -43,6 +44,7 @@ class SearchRequest:
     indent_only: bool = False  # the typed line is only indentation: what follows it must be code
     max_new_bytes: int | None = None  # a beam that generates more than this has run on: drop it
     deadline: float | None = None  # time.perf_counter() value after which no further step starts
+    repeats: DocumentRepeats | None = None  # the context's own repeats, mixed into each step (None: the model alone)
 
 
 @dataclass
@@ -80,7 +82,8 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
-                          allowed=_allowed(tokens, remaining, guarded), num_beams=CANDIDATES_PER_BEAM * req.beams)
+                          allowed=_allowed(tokens, remaining, guarded), num_beams=CANDIDATES_PER_BEAM * req.beams,
+                          repeats=req.repeats.mixture(live_seqs) if req.repeats is not None else None)
         keep, seqs, scores, rems, guards, lens = [], [], [], [], [], []
         for j in range(len(out.tokens)):  # best first
             score = float(out.scores[j])
@@ -127,7 +130,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
 
 
 def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], position: int, last_token: int,
-                 continuation: list[int]) -> float:
+                 continuation: list[int], repeats: DocumentRepeats | None = None) -> float:
     """The log-probability the search would give `continuation`, taken step by step through the same graph.
     The graph masks after its log-softmax, so a mask that allows one token reads that token's log-probability.
     Exact in fp32; with INT8 a step's activation scale depends on the rows beside it, so a search that ran
@@ -138,7 +141,8 @@ def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], 
     for step, token in enumerate(continuation):
         allowed = np.zeros((1, runtime.vocab_size), dtype=bool)
         allowed[0, token] = True
-        out = runtime.run(step_input, position + step, prefix, past, scores=score, allowed=allowed, num_beams=1)
+        out = runtime.run(step_input, position + step, prefix, past, scores=score, allowed=allowed, num_beams=1,
+                          repeats=repeats.mixture([continuation[:step]]) if repeats is not None else None)
         score = out.scores[:1].astype(np.float32)
         past = [(k[:1], v[:1]) for k, v in out.beam_kv]
         step_input = np.asarray([[token]], dtype=np.int64)

@@ -17,6 +17,7 @@ from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
+from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
 from .tokens import Tokens
@@ -179,6 +180,12 @@ class Engine:
             ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
         return ids, healed
 
+    def _repeats(self, ids: list[int]) -> DocumentRepeats | None:
+        """The context's own repeats for the beam step, unless switched off or the bundle predates them."""
+        if not (self.settings.document_repeats and self.runtime.mixes_repeats):
+            return None
+        return DocumentRepeats(ids, self.tokens.vocab_size)
+
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
@@ -205,7 +212,7 @@ class Engine:
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
-                                max_new_bytes=MAX_INSERTED_BYTES + len(healed))
+                                max_new_bytes=MAX_INSERTED_BYTES + len(healed), repeats=self._repeats(ids))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
@@ -249,7 +256,7 @@ class Engine:
         if len(continuation) > self.settings.max_tokens:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
-        score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation)
+        score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation, self._repeats(ids))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

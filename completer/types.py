@@ -69,6 +69,7 @@ class EngineSettings:
     memory_budget_mb: int = 256  # KV caches across documents, LRU-evicted past this
     context_tokens: int = 0  # 0 means the manifest's context length
     search_budget_ms: int = 0  # 0: no limit; else no beam step starts this long after the request came in
+    document_repeats: bool = True  # mix what followed earlier repeats of the text into the model's predictions
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

@@ -168,6 +168,13 @@ def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, 
                             script)
 
 
+def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
+    """The model alone vs the document's repeats mixed into each beam step: what the mixture costs per
+    keystroke and how many keystrokes get another top line (eval.py measures what it buys)."""
+    return compare_settings({"model_alone": Engine(settings(document_repeats=False)),
+                             "with_repeats": Engine(settings())}, script)
+
+
 def full_beams(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
     """Plain beam search, where a line that ends takes its beam's place (one candidate per beam each
     step), vs the engine's search, which keeps the beams full (twice as many candidates): what keeping
@@ -228,12 +235,19 @@ def context_range() -> dict[str, int]:
 
 
 def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-                         newline_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                         newline_id: int, repeats: tuple[np.ndarray, np.ndarray] | None = None
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """reference_beam.beam_step as a tuned numpy client would write it: argpartition for each beam's
-    top k instead of a full sort of the vocabulary (ties may come out in another order)."""
+    top k instead of a full sort of the vocabulary (ties may come out in another order), and the
+    document's repeats mixed in only where some beam has any."""
     logits = logits.astype(np.float32, copy=False)
     shifted = logits - logits.max(axis=1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # [B, V]
+    if repeats is not None and repeats[0].any():
+        repeat_probs, model_share = repeats
+        with np.errstate(divide="ignore"):
+            mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
+        logp = np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
     if not allowed.all():
         logp = np.where(allowed, logp, -np.inf)
     if finished.any():
@@ -267,7 +281,8 @@ class NumpyBeamRuntime(Runtime):
         self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self.newline_id = newline_id
 
-    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1):
+    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1,
+            repeats=None):
         batch, new = input_ids.shape
         feed = {"input_ids": input_ids.astype(np.int64), "position_ids": np.arange(position, position + new)[None]}
         for layer in range(self.n_layer):
@@ -280,7 +295,7 @@ class NumpyBeamRuntime(Runtime):
         finished = finished if finished is not None else np.zeros(batch, bool)
         allowed = allowed if allowed is not None else np.ones((1, self.vocab_size), bool)
         tokens, parents, new_scores, new_finished = fast_numpy_beam_step(out["logits"], scores, finished, allowed,
-                                                                         num_beams, self.newline_id)
+                                                                         num_beams, self.newline_id, repeats)
         present = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
         return StepOutput(present=present, tokens=tokens, parents=parents, scores=new_scores, finished=new_finished,
                           beam_kv=[(np.take(k, parents, axis=0), np.take(v, parents, axis=0)) for k, v in present])
@@ -299,7 +314,8 @@ class TorchRuntime(Runtime):
         self.cfg = config
         self.newline_id = newline_id
 
-    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1):
+    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1,
+            repeats=None):
         torch, w = self.torch, self.w
         F = torch.nn.functional
         H, C = self.n_head, self.cfg["n_embd"]
@@ -330,6 +346,10 @@ class TorchRuntime(Runtime):
                 present.append((k_all, v_all))
             last = F.layer_norm(x[:, -1], (C,), w["ln_f.weight"], w["ln_f.bias"])
             logp = torch.log_softmax(last @ w["wte.weight"].T, dim=-1)  # [B, V]
+            if repeats is not None and repeats[0].any():
+                repeat_probs, model_share = (torch.from_numpy(a) for a in repeats)
+                mixed = torch.log(logp.exp() * model_share[:, None] + repeat_probs)
+                logp = torch.where(repeat_probs > 0, mixed, logp + model_share.log()[:, None])
             if allowed is not None:
                 logp = logp.masked_fill(~torch.from_numpy(allowed), float("-inf"))
             if finished is not None and finished.any():
@@ -468,6 +488,8 @@ def main() -> None:
         print(f"beam width: {json.dumps(results['beam_width'])}", flush=True)
     results["full_beams"] = full_beams(settings, long_script)
     print(f"full beams: {json.dumps(results['full_beams'])}", flush=True)
+    results["document_repeats"] = document_repeats(settings, long_script)
+    print(f"document repeats: {json.dumps(results['document_repeats'])}", flush=True)
     results["prefill_chunks"] = {"int8": prefill_chunks(str(args.bundle), args.threads, long_script)}
     print(f"prefill chunks, INT8: {json.dumps(results['prefill_chunks']['int8'])}", flush=True)
     through = Engine(settings())

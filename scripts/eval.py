@@ -152,10 +152,11 @@ def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: 
 
 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
-             max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False
+             max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True
              ) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons)."""
-    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens))
+    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens,
+                                   document_repeats=document_repeats))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -321,6 +322,8 @@ def main() -> None:
     parser.add_argument("--search-errors", action="store_true",
                         help="for each line missing from the first five, tell whether the search lost it (the model "
                              "scores it above the fifth suggestion) or the model ranks it low")
+    parser.add_argument("--no-document-repeats", action="store_true",
+                        help="the model alone, without the document's repeats mixed into each beam step")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
@@ -361,20 +364,21 @@ def main() -> None:
     earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
     results = {}
     started = time.time()
+    repeats = not args.no_document_repeats
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
-                                               args.search_errors)
+                                               args.search_errors, repeats)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
-                                             args.beams, args.max_tokens, args.search_errors)
+                                             args.beams, args.max_tokens, args.search_errors, repeats)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
-                                           args.search_errors)
+                                           args.search_errors, repeats)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

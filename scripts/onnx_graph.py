@@ -50,21 +50,30 @@ class GraphBuilder:
 
 
 def beam_step(g: GraphBuilder, logits: str, scores: str, finished: str, allowed: str, num_beams: str,
-              newline_id: int, vocab_size: int) -> dict[str, str]:
+              repeat_probs: str, model_share: str, newline_id: int, vocab_size: int) -> dict[str, str]:
     """One beam-search step over the last-position logits.
 
     logits [B, V], scores [B] (cumulative log-probs), finished [B] bool, allowed [1 or B, V] bool,
-    num_beams [1] int64 (K). Finished beams are carried by the -inf trick: their row is -inf except the
-    newline token at 0, so each reappears once with an unchanged score and shapes never change.
+    num_beams [1] int64 (K), repeat_probs [1 or B, V] and model_share [1 or B]: the document's repeats
+    mixed into the model's next-token distribution, p = model_share * p_model + repeat_probs
+    (completer/repeats.py; zeros and ones leave the model's log-probabilities exactly as they are).
+    Finished beams are carried by the -inf trick: their row is -inf except the newline token at 0, so
+    each reappears once with an unchanged score and shapes never change.
     Returns names of tokens [K], parents [K], new scores [K], new finished flags [K].
     """
     logp = g.op("LogSoftmax", [logits], "logp", axis=-1)  # [B, V]
+    axis1 = g.const("axis1", np.array([1], dtype=np.int64))
+    share_col = g.op("Unsqueeze", [model_share, axis1], "model_share_col")  # [1 or B, 1]
+    mixed = g.op("Log", [g.op("Add", [g.op("Mul", [g.op("Exp", [logp]), share_col]), repeat_probs])],
+                 "logp_mixed")  # [B, V]
+    scaled = g.op("Add", [logp, g.op("Log", [share_col])], "logp_scaled")  # [B, V]: no repeat, no Exp/Log round trip
+    repeated = g.op("Greater", [repeat_probs, g.const("zero_p", np.array(0, dtype=np.float32))], "repeated")
+    logp = g.op("Where", [repeated, mixed, scaled], "logp_with_repeats")  # [B, V]
     neg_inf = g.const("neg_inf", np.array(NEG_INF, dtype=np.float32))
     logp = g.op("Where", [allowed, logp, neg_inf], "logp_masked")  # [B, V]
     carry_row = np.full((1, vocab_size), NEG_INF, dtype=np.float32)
     carry_row[0, newline_id] = 0.0
     carry = g.const("finished_row", carry_row)  # [1, V]
-    axis1 = g.const("axis1", np.array([1], dtype=np.int64))
     finished_col = g.op("Unsqueeze", [finished, axis1], "finished_col")  # [B, 1]
     logp = g.op("Where", [finished_col, carry, logp], "logp_carry")  # [B, V]
     total = g.op("Add", [logp, g.op("Unsqueeze", [scores, axis1], "scores_col")], "total")  # [B, V]
@@ -84,8 +93,8 @@ def beam_step(g: GraphBuilder, logits: str, scores: str, finished: str, allowed:
 def beam_step_model(vocab_size: int, newline_id: int) -> onnx.ModelProto:
     """The beam step alone (logits in), so tests can compare it with a numpy reference."""
     g = GraphBuilder()
-    out = beam_step(g, "logits", "beam_scores", "beam_finished", "allowed_tokens", "num_beams", newline_id,
-                    vocab_size)
+    out = beam_step(g, "logits", "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_probs",
+                    "model_share", newline_id, vocab_size)
     names = {"tokens": "next_tokens", "parents": "parent_beams", "scores": "next_scores", "finished": "next_finished"}
     for key, name in names.items():
         g.op("Identity", [out[key]], outputs=[name])
@@ -95,6 +104,8 @@ def beam_step_model(vocab_size: int, newline_id: int) -> onnx.ModelProto:
         helper.make_tensor_value_info("beam_finished", TensorProto.BOOL, ["B"]),
         helper.make_tensor_value_info("allowed_tokens", TensorProto.BOOL, ["Bm", vocab_size]),
         helper.make_tensor_value_info("num_beams", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", vocab_size]),
+        helper.make_tensor_value_info("model_share", TensorProto.FLOAT, ["Br"]),
     ]
     outputs = [
         helper.make_tensor_value_info("next_tokens", TensorProto.INT64, ["K"]),
@@ -212,8 +223,11 @@ def decoder_model(weights: dict[str, np.ndarray], config: dict, newline_id: int,
             helper.make_tensor_value_info("beam_finished", TensorProto.BOOL, ["B"]),
             helper.make_tensor_value_info("allowed_tokens", TensorProto.BOOL, ["Bm", vocab]),
             helper.make_tensor_value_info("num_beams", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", vocab]),
+            helper.make_tensor_value_info("model_share", TensorProto.FLOAT, ["Br"]),
         ]
-        step = beam_step(g, logits, "beam_scores", "beam_finished", "allowed_tokens", "num_beams", newline_id, vocab)
+        step = beam_step(g, logits, "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_probs",
+                         "model_share", newline_id, vocab)
         for key, name, dtype in (("tokens", "next_tokens", TensorProto.INT64),
                                  ("parents", "parent_beams", TensorProto.INT64),
                                  ("scores", "next_scores", TensorProto.FLOAT),

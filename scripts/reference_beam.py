@@ -11,12 +11,20 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-              newline_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool -> tokens, parents, scores, finished [K].
+              newline_id: int, repeat_probs: np.ndarray | None = None, model_share: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool, repeat_probs [1 or B, V] and
+    model_share [1 or B] (the document's repeats, mixed in: model_share * p_model + repeat_probs)
+    -> tokens, parents, scores, finished [K].
 
     Finished beams keep their score through a row that is -inf except the newline token at 0."""
     batch, vocab = logits.shape
-    logp = np.where(allowed, log_softmax(logits.astype(np.float32)), -np.inf)
+    logp = log_softmax(logits.astype(np.float32))
+    if repeat_probs is not None and model_share is not None:
+        with np.errstate(divide="ignore"):  # log(0) = -inf where a probability underflows, as in the graph
+            mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
+        logp = np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
+    logp = np.where(allowed, logp, -np.inf)
     carry = np.full(vocab, -np.inf, dtype=np.float32)
     carry[newline_id] = 0.0
     logp = np.where(finished[:, None], carry[None, :], logp)

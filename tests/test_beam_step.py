@@ -7,6 +7,7 @@ import pytest
 
 from onnx_graph import beam_step_model
 from reference_beam import beam_step
+from reference_beam import log_softmax as reference_log_softmax
 
 VOCAB, NEWLINE = 64, 5
 
@@ -16,9 +17,12 @@ def session() -> ort.InferenceSession:
     return ort.InferenceSession(beam_step_model(VOCAB, NEWLINE).SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def run(session, logits, scores, finished, allowed, k):
+NO_REPEATS = (np.zeros((1, VOCAB), np.float32), np.ones(1, np.float32))
+
+
+def run(session, logits, scores, finished, allowed, k, repeats=NO_REPEATS):
     feed = {"logits": logits, "beam_scores": scores, "beam_finished": finished, "allowed_tokens": allowed,
-            "num_beams": np.array([k], dtype=np.int64)}
+            "num_beams": np.array([k], dtype=np.int64), "repeat_probs": repeats[0], "model_share": repeats[1]}
     return session.run(["next_tokens", "parent_beams", "next_scores", "next_finished"], feed)
 
 
@@ -93,6 +97,54 @@ def test_newline_finishes_a_beam(session):
     assert by_token[NEWLINE] is True and by_token[11] is False
 
 
+def random_repeats(rng, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """What completer/repeats.py hands the step: some beams with a few repeated tokens, one with none."""
+    probs = np.zeros((batch, VOCAB), np.float32)
+    share = np.ones(batch, np.float32)
+    for row in range(batch - 1):
+        followers = rng.integers(0, VOCAB, size=3)
+        share[row] = 1 - rng.uniform(0.02, 0.7)
+        probs[row] = np.bincount(followers, minlength=VOCAB) * (1 - share[row]) / followers.size
+    return probs, share
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_document_repeats_mix_into_the_step(session, seed):
+    rng = np.random.default_rng(300 + seed)
+    logits = rng.normal(size=(3, VOCAB)).astype(np.float32) * 3
+    scores = -rng.random(3).astype(np.float32)
+    finished = np.array([False, False, True])
+    args = (logits, scores, finished, rng.random((3, VOCAB)) < 0.8, 4)
+    repeats = random_repeats(rng, 3)
+    out = run(session, *args, repeats=repeats)
+    assert_same(out, beam_step(*args, newline_id=NEWLINE, repeat_probs=repeats[0], model_share=repeats[1]))
+    plain = run(session, *args)
+    assert not np.allclose(out[2], plain[2])  # the mixture changed the scores
+
+
+def test_a_long_repeat_outranks_the_models_favourite(session):
+    """p = share * p_model + repeat: a token the model finds unlikely wins when the document repeats it."""
+    logits = np.zeros((1, VOCAB), np.float32)
+    logits[0, 3] = 6.0  # the model's favourite by far
+    probs = np.zeros((1, VOCAB), np.float32)
+    probs[0, 9] = 0.7
+    args = (logits, np.zeros(1, np.float32), np.zeros(1, bool), np.ones((1, VOCAB), bool), 2)
+    out = run(session, *args, repeats=(probs, np.array([0.3], np.float32)))
+    assert out[0].tolist() == [9, 3]
+    expected = np.log(0.3 * np.exp(reference_log_softmax(logits)[0, 9]) + 0.7)
+    assert out[2][0] == pytest.approx(expected, abs=1e-5)
+
+
+def test_neutral_repeats_leave_the_scores_exactly(session):
+    rng = np.random.default_rng(400)
+    logits = rng.normal(size=(2, VOCAB)).astype(np.float32) * 3
+    args = (logits, -rng.random(2).astype(np.float32), np.zeros(2, bool), np.ones((1, VOCAB), bool), 4)
+    neutral = run(session, *args, repeats=(np.zeros((2, VOCAB), np.float32), np.ones(2, np.float32)))
+    reference = beam_step(*args, newline_id=NEWLINE)
+    np.testing.assert_array_equal(neutral[0], reference[0])
+    np.testing.assert_array_equal(neutral[2], run(session, *args)[2])  # bit for bit: no exp/log round trip
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_the_benchmarks_numpy_step_does_the_references_work(seed):
     """bench_engine's numpy side (argpartition) must compute the same step as the reference, or the
@@ -107,3 +159,6 @@ def test_the_benchmarks_numpy_step_does_the_references_work(seed):
     allowed = rng.random((k, VOCAB)) > 0.3
     assert_same(fast_numpy_beam_step(logits, scores, finished, allowed, k, NEWLINE),
                 beam_step(logits, scores, finished, allowed, k, NEWLINE))
+    repeats = random_repeats(rng, k)
+    assert_same(fast_numpy_beam_step(logits, scores, finished, allowed, k, NEWLINE, repeats),
+                beam_step(logits, scores, finished, allowed, k, NEWLINE, *repeats))

@@ -403,14 +403,15 @@ def search_at(engine: Engine, uri: str, before: str, beams: int):
     ids, healed = engine._context_ids(state, before, True)
     extend_prefix(state, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                            beams=beams, max_tokens=engine.settings.max_tokens)
+                            beams=beams, max_tokens=engine.settings.max_tokens, repeats=engine._repeats(ids))
     return state, ids, healed, beam_search(engine.runtime, engine.tokens, request)
 
 
 @pytest.mark.parametrize("line,column", [(5, 4), (11, 17), (15, 15)])
 def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, line: int, column: int):
     """Forcing a hypothesis' tokens through the graph one by one gives the score the search gave it
-    (fp32, where a row's result does not depend on the rows beside it)."""
+    (fp32, where a row's result does not depend on the rows beside it), the document's repeats mixed in
+    at each step as the search mixed them."""
     from completer.beam import forced_score
 
     before = "\n".join(SAMPLE.split("\n")[:line] + [SAMPLE.split("\n")[line][:column]])
@@ -419,7 +420,7 @@ def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, lin
     assert len(finished) >= 2
     for hyp in finished:
         forced = forced_score(fp32_engine.runtime, state.prefix(), len(ids) - 1, ids[-1],
-                              hyp.tokens + [fp32_engine.tokens.newline_id])
+                              hyp.tokens + [fp32_engine.tokens.newline_id], fp32_engine._repeats(ids))
         assert forced == pytest.approx(hyp.score, abs=1e-3)
 
 
@@ -437,6 +438,30 @@ def test_line_score_is_the_search_score_of_the_lines_own_tokens(fp32_engine: Eng
             assert fp32_engine.line_score("file:///scored.py", before, inserted) == pytest.approx(hyp.score, abs=1e-3)
             compared += 1
     assert compared >= 4
+
+
+REPEATED_CALL = '''import os
+
+
+def load(path):
+    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)
+    return blob
+
+
+def save(path, blob):
+    other = frobnicate_payload('''
+
+
+def test_document_repeats_bring_a_repeated_argument_list_first(engine: Engine):
+    """The model alone puts `path)` first; the document's repeats lift the call written out above."""
+    repeated = 'path, mode="xz", strict=False, chunk_size=4096)'
+    alone = Engine(replace(engine.settings, document_repeats=False))
+    with_repeats = engine.complete_text("file:///repeats.py", REPEATED_CALL, "")
+    without = alone.complete_text("file:///repeats.py", REPEATED_CALL, "")
+    assert with_repeats.suggestions[0].text == repeated
+    assert without.suggestions[0].text != repeated and repeated in [s.text for s in without.suggestions]
+    assert (engine.line_score("file:///repeats.py", REPEATED_CALL, repeated)
+            > alone.line_score("file:///repeats.py", REPEATED_CALL, repeated) + 0.5)
 
 
 def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):

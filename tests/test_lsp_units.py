@@ -106,12 +106,15 @@ def test_settings_apply_valid_and_report_invalid_keys():
     new, warnings, unknown = apply_changes(current, {
         "beams": 8, "maxSuggestions": 2.0, "maxTokens": 0, "device": "CUDA", "threads": True,
         "memoryBudgetMb": "big", "modelPath": "", "enabledLanguages": "rust", "completionItems": False,
-        "inlineCompletions": 1, "colour": "blue",
+        "inlineCompletions": 1, "documentRepeats": False, "colour": "blue",
     })
     assert new.engine.beams == 8 and new.engine.max_suggestions == 2 and new.engine.device == "cuda"
     assert new.engine.max_tokens == 24 and new.engine.threads == 0 and new.engine.memory_budget_mb == 256
     assert new.engine.model_path is None and new.enabled_languages == ("rust",)
     assert new.completion_items is False and new.inline_completions is True
+    assert new.engine.document_repeats is False
+    assert apply_changes(new, {"documentRepeats": "no"})[1][0].startswith("Ignoring invalid setting "
+                                                                           "completer.documentRepeats")
     invalid = ("maxTokens", "threads", "memoryBudgetMb", "inlineCompletions")
     expected = sorted(f"Ignoring invalid setting completer.{k}" for k in invalid)
     assert sorted(w.split(":")[0] for w in warnings) == expected
@@ -130,7 +133,7 @@ def test_settings_sections_and_languages():
     assert not ServerSettings().language_enabled("cobol") and ServerSettings().language_enabled("python")
     assert set(ServerSettings().to_camel()) >= {"modelPath", "beams", "maxSuggestions", "maxTokens", "device",
                                                 "threads", "memoryBudgetMb", "enabledLanguages",
-                                                "completionItems", "inlineCompletions"}
+                                                "completionItems", "inlineCompletions", "documentRepeats"}
 
 
 def test_suggested_lines_keep_the_users_prefix_and_drop_noise():

@@ -16,6 +16,7 @@ export interface ExtensionSettings {
     memoryBudgetMb: number;
     contextTokens: number;
     searchBudgetMs: number;
+    documentRepeats: boolean;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -37,6 +38,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'memoryBudgetMb',
     'contextTokens',
     'searchBudgetMs',
+    'documentRepeats',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -55,6 +57,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     memoryBudgetMb: 256,
     contextTokens: 0,
     searchBudgetMs: 0,
+    documentRepeats: true,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
@@ -149,6 +152,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         memoryBudgetMb: readInteger(config.get('memoryBudgetMb'), 'memoryBudgetMb'),
         contextTokens: readInteger(config.get('contextTokens'), 'contextTokens'),
         searchBudgetMs: readInteger(config.get('searchBudgetMs'), 'searchBudgetMs'),
+        documentRepeats: readBoolean(config.get('documentRepeats'), DEFAULT_SETTINGS.documentRepeats),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -170,6 +174,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         memoryBudgetMb: settings.memoryBudgetMb,
         contextTokens: settings.contextTokens,
         searchBudgetMs: settings.searchBudgetMs,
+        documentRepeats: settings.documentRepeats,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -62,6 +62,7 @@ describe('settings', () => {
             memoryBudgetMb: 256,
             contextTokens: 0,
             searchBudgetMs: 0,
+            documentRepeats: true,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -82,6 +83,7 @@ describe('settings', () => {
                 memoryBudgetMb: 512,
                 contextTokens: 512,
                 searchBudgetMs: 40,
+                documentRepeats: false,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -100,6 +102,7 @@ describe('settings', () => {
                 memoryBudgetMb: 512,
                 contextTokens: 512,
                 searchBudgetMs: 40,
+                documentRepeats: false,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -121,6 +124,7 @@ describe('settings', () => {
                 memoryBudgetMb: 12.6,
                 contextTokens: -5,
                 searchBudgetMs: 1e9,
+                documentRepeats: 'no',
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -136,6 +140,7 @@ describe('settings', () => {
         assert.equal(settings.memoryBudgetMb, 13);
         assert.equal(settings.contextTokens, 0);
         assert.equal(settings.searchBudgetMs, 60000);
+        assert.equal(settings.documentRepeats, true);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
