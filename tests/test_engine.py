@@ -475,3 +475,35 @@ def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engin
     assert engine.line_score("file:///none.py", before, "x" * 5000) is None  # past the longest line
     score = engine.line_score("file:///none.py", before, "self.greeting = None")
     assert score is not None and -60 < score < 0
+
+
+def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_dir):
+    """A graph without the repeat inputs (as exported before 2026-11-23) loads; the engine uses the model alone."""
+    import json
+    import shutil
+
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    from export import sha256
+
+    model = onnx.load(str(model_dir / "model.onnx"))
+    vocab = json.loads((model_dir / "manifest.json").read_text())["vocab_size"]
+    for name in ("repeat_probs", "model_share"):  # fixed at the neutral values, no longer inputs
+        model.graph.input.remove(next(i for i in model.graph.input if i.name == name))
+    model.graph.initializer.extend([numpy_helper.from_array(np.zeros((1, vocab), np.float32), "repeat_probs"),
+                                    numpy_helper.from_array(np.ones(1, np.float32), "model_share")])
+    shutil.copytree(model_dir, tmp_path / "old", ignore=shutil.ignore_patterns("training"))
+    onnx.save(model, str(tmp_path / "old" / "model.onnx"))
+    manifest = json.loads((tmp_path / "old" / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = {"sha256": sha256(tmp_path / "old" / "model.onnx"),
+                                       "bytes": (tmp_path / "old" / "model.onnx").stat().st_size}
+    (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
+    old = Engine(EngineSettings(model_path=str(tmp_path / "old")))
+    assert not old.runtime.mixes_repeats and old._repeats([1, 2, 3]) is None
+    alone = Engine(EngineSettings(document_repeats=False))
+    got = old.complete_text("file:///old.py", REPEATED_CALL, "")
+    assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
+        "file:///old.py", REPEATED_CALL, "").suggestions]
+    assert got.suggestions[0].text == "path)"  # the model alone, as in the repeats test above
