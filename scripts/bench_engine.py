@@ -44,6 +44,7 @@ from eval import fp32_bundle  # noqa: E402
 from export import quantize  # noqa: E402
 from onnx_graph import decoder_model  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
+from reference_beam import mix_repeats  # noqa: E402
 
 from completer import beam  # noqa: E402
 from completer.bundle import load_bundle  # noqa: E402
@@ -244,10 +245,7 @@ def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.nd
     shifted = logits - logits.max(axis=1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # [B, V]
     if repeats is not None and repeats[0].any():
-        repeat_probs, model_share = repeats
-        with np.errstate(divide="ignore"):
-            mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
-        logp = np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
+        logp = mix_repeats(logp, *repeats)
     if not allowed.all():
         logp = np.where(allowed, logp, -np.inf)
     if finished.any():

@@ -10,6 +10,14 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def mix_repeats(logp: np.ndarray, repeat_probs: np.ndarray, model_share: np.ndarray) -> np.ndarray:
+    """log(model_share * p_model + repeat_probs) where a repeat has weight, log p_model + log model_share
+    elsewhere: the graph's mixture of the document's repeats (logp [B, V], the others [1 or B, V] and [1 or B])."""
+    with np.errstate(divide="ignore"):  # log(0) = -inf where a probability underflows, as in the graph
+        mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
+    return np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
+
+
 def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
               newline_id: int, repeat_probs: np.ndarray | None = None, model_share: np.ndarray | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -21,9 +29,7 @@ def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allo
     batch, vocab = logits.shape
     logp = log_softmax(logits.astype(np.float32))
     if repeat_probs is not None and model_share is not None:
-        with np.errstate(divide="ignore"):  # log(0) = -inf where a probability underflows, as in the graph
-            mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
-        logp = np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
+        logp = mix_repeats(logp, repeat_probs, model_share)
     logp = np.where(allowed, logp, -np.inf)
     carry = np.full(vocab, -np.inf, dtype=np.float32)
     carry[newline_id] = 0.0

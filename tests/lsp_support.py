@@ -22,6 +22,19 @@ SAMPLE = REPO / "completer" / "samples" / "sample.py"
 SAMPLE_TEXT = SAMPLE.read_text(encoding="utf-8")
 SAMPLE_LINES = SAMPLE_TEXT.split("\n")
 SERVER_CMD = [sys.executable, "-m", "lsp"]
+REPEATED_CALL = '''import os
+
+
+def load(path):
+    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)
+    return blob
+
+
+def save(path, blob):
+    other = frobnicate_payload('''
+"""A call written out above and begun again: the model alone ends it with `path)`, the document's repeats
+with the argument list above (tests of documentRepeats in the engine and through the server)."""
+REPEATED_ARGUMENTS = 'path, mode="xz", strict=False, chunk_size=4096)'
 
 LOG_DIR = tempfile.mkdtemp(prefix="completer-lsp-test-logs-")
 atexit.register(shutil.rmtree, LOG_DIR, True)

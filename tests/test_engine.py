@@ -12,6 +12,7 @@ from completer.engine import Engine
 from completer.text import MAX_INSERTED_BYTES
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled,
                              EngineSettings)
+from lsp_support import REPEATED_ARGUMENTS, REPEATED_CALL
 
 SAMPLE = '''import os
 import sys
@@ -440,21 +441,9 @@ def test_line_score_is_the_search_score_of_the_lines_own_tokens(fp32_engine: Eng
     assert compared >= 4
 
 
-REPEATED_CALL = '''import os
-
-
-def load(path):
-    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)
-    return blob
-
-
-def save(path, blob):
-    other = frobnicate_payload('''
-
-
 def test_document_repeats_bring_a_repeated_argument_list_first(engine: Engine):
     """The model alone puts `path)` first; the document's repeats lift the call written out above."""
-    repeated = 'path, mode="xz", strict=False, chunk_size=4096)'
+    repeated = REPEATED_ARGUMENTS
     alone = Engine(replace(engine.settings, document_repeats=False))
     with_repeats = engine.complete_text("file:///repeats.py", REPEATED_CALL, "")
     without = alone.complete_text("file:///repeats.py", REPEATED_CALL, "")

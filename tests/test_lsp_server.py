@@ -14,6 +14,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from lsp_support import (
+    REPEATED_ARGUMENTS,
+    REPEATED_CALL,
     SAMPLE_LINES,
     SAMPLE_TEXT,
     SERVER_CMD,
@@ -306,22 +308,10 @@ async def test_search_budget_setting_reaches_the_engine(client: LanguageClient):
     assert (await info(client))["server"]["settings"]["searchBudgetMs"] == 1
 
 
-REPEATED_CALL = '''import os
-
-
-def load(path):
-    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)
-    return blob
-
-
-def save(path, blob):
-    other = frobnicate_payload('''
-
-
 async def test_document_repeats_setting_reaches_the_engine(client: LanguageClient):
     """On by default, the document's repeats put the argument list written above first; documentRepeats:
     false gives the model alone, which puts `path)` first (tests/test_engine.py checks the same)."""
-    repeated = 'other = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)'  # labels are stripped
+    repeated = "other = frobnicate_payload(" + REPEATED_ARGUMENTS  # labels are stripped
     line, column = REPEATED_CALL.count("\n"), len(REPEATED_CALL.split("\n")[-1])
     open_doc(client, "file:///work/repeats_on.py", REPEATED_CALL)
     on = await client.text_document_completion_async(completion_params("file:///work/repeats_on.py", line, column))
