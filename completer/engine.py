@@ -162,9 +162,10 @@ class Engine:
             state.context_memo = (head, line_context(lines))
         return state.context_memo[1]  # type: ignore[return-value]
 
-    def _context_ids(self, state: DocumentState, before: str, at_start: bool) -> tuple[list[int], bytes]:
+    def _context_ids(self, state: DocumentState, before: str, at_start: bool) -> tuple[list[int], bytes, list[int]]:
         """The context's token ids, the last one backed off for token healing (its bytes returned: the first
-        generated tokens must spell them), inside the model's window."""
+        generated tokens must spell them), inside the model's window; and the same ids from the start of the
+        clipped text, which the document's repeats search (the window is their tail)."""
         tokens = self.tokens
         ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
         healed = b""
@@ -173,18 +174,20 @@ class Engine:
             ids = ids[:-1]
         if not ids:
             ids = [tokens.end_of_text_id]
+        document = ids
         limit = min(self.settings.context_tokens or self.bundle.context_length,
                     self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
         if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
             slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
             ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
-        return ids, healed
+        return ids, healed, document
 
-    def _repeats(self, ids: list[int]) -> DocumentRepeats | None:
-        """The context's own repeats for the beam step, unless switched off or the bundle predates them."""
+    def _repeats(self, document: list[int], window: int) -> DocumentRepeats | None:
+        """The document's own repeats for the beam step (the model's window is the last `window` of the
+        `document` ids), unless switched off or the bundle predates them."""
         if not (self.settings.document_repeats and self.runtime.mixes_repeats):
             return None
-        return DocumentRepeats(ids, self.tokens.vocab_size)
+        return DocumentRepeats(document, self.tokens.vocab_size, window_start=len(document) - window)
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
@@ -204,7 +207,7 @@ class Engine:
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
-        ids, healed = self._context_ids(state, before, at_start)
+        ids, healed, document = self._context_ids(state, before, at_start)
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         runs_before = self.runtime.calls
@@ -212,7 +215,8 @@ class Engine:
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
-                                max_new_bytes=MAX_INSERTED_BYTES + len(healed), repeats=self._repeats(ids))
+                                max_new_bytes=MAX_INSERTED_BYTES + len(healed),
+                                repeats=self._repeats(document, len(ids)))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
@@ -247,7 +251,7 @@ class Engine:
         if looks_binary(before) or "\n" in rest or len(typed_line) + len(rest) > MAX_LINE_CHARS:
             return None
         state = self.cache.get(uri)
-        ids, healed = self._context_ids(state, before, at_start)
+        ids, healed, document = self._context_ids(state, before, at_start)
         try:
             tail = healed.decode("utf-8") + rest
         except UnicodeDecodeError:  # the healed token ends inside a character
@@ -256,7 +260,8 @@ class Engine:
         if len(continuation) > self.settings.max_tokens:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
-        score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation, self._repeats(ids))
+        score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation,
+                             self._repeats(document, len(ids)))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

@@ -1,11 +1,13 @@
-"""What the document itself predicts next: the tokens that followed, earlier in the context, the longest
+"""What the document itself predicts next: the tokens that followed, earlier in the document, the longest
 run of tokens that ends the text so far (a cache language model over the document's own repeats).
 
 Code repeats itself within a file (a call pattern, a block of asserts, a name defined above), and a
-small model copies a long repeat less surely than the repeat deserves. The beam step mixes this
-distribution into the model's: p = (1 - share) * p_model + share * p_repeat, with `share` growing
-with the length of the match (the longer the match, the surer the repeat). The shares were fitted on
-validation windows by `scripts/fit_repeats.py`.
+small model copies a long repeat less surely than the repeat deserves. It cannot copy at all what lies
+before its window, so the matching looks back over all the text the engine keeps (MAX_CONTEXT_CHARS),
+about ten times the window. The beam step mixes this distribution into the model's:
+p = (1 - share) * p_model + share * p_repeat, with `share` growing with the length of the match, and
+larger when every longest match lies before the model's window (there the model has not seen it).
+The shares were fitted on validation windows by `scripts/fit_repeats.py`.
 """
 from __future__ import annotations
 
@@ -14,60 +16,90 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_MATCH = 64  # tokens compared backwards; longer repeats are as sure as this
-SHARE_BY_MATCH = ((1, 0.02), (2, 0.02), (3, 0.04), (5, 0.04), (8, 0.11), (12, 0.18), (16, 0.18), (24, 0.26),
-                  (32, 0.33), (48, 0.56), (64, 0.61))
-"""(longest match up to this many tokens, share of the repeat distribution), as `python scripts/fit_repeats.py`
+SHARE_BY_MATCH = ((1, 0.02, 0.06), (2, 0.02, 0.13), (3, 0.05, 0.15), (5, 0.08, 0.23), (8, 0.10, 0.32),
+                  (12, 0.18, 0.41), (16, 0.25, 0.51), (24, 0.30, 0.63), (32, 0.48, 0.77), (48, 0.60, 0.83),
+                  (64, 0.82, 0.94))
+"""(longest match up to this many tokens, share of the repeat distribution when the model's window holds one
+of the longest matches, share when all of them lie before the window), as `python scripts/fit_repeats.py`
 fitted them for the shipped weights on the first shard's validation windows."""
 
 
-def share_for(match: int) -> float:
+def share_for(match: int, in_window: bool = True) -> float:
     """The repeat distribution's share for a longest match of `match` tokens (0: none)."""
     if match <= 0:
         return 0.0
-    for upto, share in SHARE_BY_MATCH:
+    for upto, seen, unseen in SHARE_BY_MATCH:
         if match <= upto:
-            return share
-    return SHARE_BY_MATCH[-1][1]
+            return seen if in_window else unseen
+    return SHARE_BY_MATCH[-1][1] if in_window else SHARE_BY_MATCH[-1][2]
 
 
 class DocumentRepeats:
-    """Built once per request from the context's token ids; asked once per beam step."""
+    """Built once per request from the document's token ids; asked once per beam step.
 
-    def __init__(self, context: Sequence[int], vocab_size: int) -> None:
-        self.context = np.asarray(context, dtype=np.int64)  # [N]
+    A match of three tokens or more must end at a place whose last three tokens equal the tail's, so
+    each question compares one precomputed code per place, then walks only those places back, three
+    tokens per comparison: at a clipped document's ten thousand tokens a question costs about one pass
+    over the array, and a file of one line repeated thousands of times (every place matching) stays
+    within a few milliseconds per step."""
+
+    def __init__(self, context: Sequence[int], vocab_size: int, window_start: int = 0) -> None:
+        """`context`: the document's token ids before the cursor; the model's window begins at `window_start`."""
+        self.context = context = np.asarray(context, dtype=np.int64)  # [N]
         self.vocab_size = vocab_size
+        self.window_start = window_start
         self._offsets = np.arange(MAX_MATCH)  # [MAX_MATCH]
+        bigrams = context[1:-1] * vocab_size + context[:-2]  # [N-2] the two tokens ending at place 1.., coded
+        self._codes = (context[:-1], bigrams, bigrams[1:] * vocab_size + context[:-3])  # ends at places 0, 1, 2..
+        # (each stops before the last place: a match needs a token after it)
 
-    def longest_match(self, generated: Sequence[int] = ()) -> tuple[int, np.ndarray]:
-        """The length of the longest earlier match of the context followed by `generated`, and the tokens
-        that followed each such match in the context ([M], repeats kept: they are the counts)."""
+    def longest_match(self, generated: Sequence[int] = ()) -> tuple[int, np.ndarray, bool]:
+        """The length of the longest earlier match of the context followed by `generated`, the tokens that
+        followed each such match in the context ([M], repeats kept: they are the counts), and whether one
+        of those matches ends inside the model's window."""
         context = self.context
         if len(generated) >= MAX_MATCH:
             tail = np.asarray(generated[-MAX_MATCH:], dtype=np.int64)
         else:
             tail = np.concatenate([context[-(MAX_MATCH - len(generated)):], np.asarray(generated, dtype=np.int64)])
-        if tail.size == 0:
-            return 0, tail
-        ends = np.flatnonzero(context[:-1] == tail[-1])  # [M] earlier places of the last token, each with a successor
+        ends = tail[:0]
+        for width in range(min(3, tail.size), 0, -1):  # the longest of 3, 2, 1 tokens that occurred before
+            ends = np.flatnonzero(self._codes[width - 1] == self._code(tail, 0, width)) + (width - 1)  # [M]
+            if ends.size:
+                break
         if ends.size == 0:
-            return 0, ends
-        width = min(tail.size, MAX_MATCH)
-        back = ends[:, None] - self._offsets[None, :width]  # [M, W] positions compared, walking backwards
-        same = (context[np.maximum(back, 0)] == tail[::-1][None, :width]) & (back >= 0)  # [M, W]
-        lengths = np.cumprod(same, axis=1).sum(axis=1)  # [M] matched tokens before the first difference
-        longest = int(lengths.max())
-        return longest, context[ends[lengths == longest] + 1]
+            return 0, ends, False
+        longest, span = width, min(tail.size, MAX_MATCH)
+        while width == 3 and longest < span:  # walk back up to three tokens at a time while some place matches
+            for step in range(min(3, span - longest), 0, -1):  # fewer, once no place matches that many more
+                first = ends - longest - (step - 1)  # [M] where the next `step` tokens back begin
+                same = (first >= 0) & (self._codes[step - 1][np.maximum(first, 0)] == self._code(tail, longest, step))
+                if same.any():
+                    ends, longest = ends[same], longest + step
+                    break
+            else:
+                break
+            if step < 3:
+                break  # a shorter step matched only because the longer one did not: no place goes further
+        return longest, context[ends + 1], bool(ends[-1] >= self.window_start)
+
+    def _code(self, tail: np.ndarray, skip: int, width: int) -> int:
+        """The code (as in `_codes`) of the `width` tokens of `tail` that end `skip` tokens before its end."""
+        code = 0
+        for back in range(skip + 1, skip + width + 1):
+            code = code * self.vocab_size + int(tail[-back])
+        return code
 
     def mixture(self, beams: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
         """The beam step's `repeat_probs` [B, V] (share * p_repeat) and `model_share` [B] (1 - share),
         one row per beam's generated tokens; a single neutral row when no beam matches anything."""
         rows = [self.longest_match(generated) for generated in beams]
-        if not any(longest for longest, _ in rows):
+        if not any(longest for longest, _, _ in rows):
             return np.zeros((1, self.vocab_size), np.float32), np.ones(1, np.float32)
         probs = np.zeros((len(rows), self.vocab_size), np.float32)  # [B, V]
         model_share = np.ones(len(rows), np.float32)  # [B]
-        for row, (longest, followers) in enumerate(rows):
-            share = share_for(longest)
+        for row, (longest, followers, in_window) in enumerate(rows):
+            share = share_for(longest, in_window)
             if share:
                 probs[row] = np.bincount(followers, minlength=self.vocab_size)[:self.vocab_size] * (
                     share / followers.size)

@@ -7,8 +7,10 @@
 2. At the full window, no search budget vs `--search-budget-ms` (40): latency, searches cut short, and
    keystrokes whose top line changes; the default beam width vs `--beams` (8): latency and ONNX calls;
    and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
-   Also at the full window: each document's KV prefilled in one model run vs in two, INT8 and fp32
-   (how much the suggestions depend on the way the text before the cursor arrived).
+   The model alone vs the document's repeats mixed in, with the whole module above each typed line
+   (more than the engine keeps: the repeats search all the clipped text). Also at the full window:
+   each document's KV prefilled in one model run vs in two, INT8 and fp32 (how much the suggestions
+   depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
 4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
 5. INT8 vs fp32.
@@ -48,7 +50,7 @@ from reference_beam import mix_repeats  # noqa: E402
 
 from completer import beam  # noqa: E402
 from completer.bundle import load_bundle  # noqa: E402
-from completer.engine import Engine  # noqa: E402
+from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
 from completer.types import CompletionResult, EngineSettings, ModelError  # noqa: E402
 
@@ -84,6 +86,16 @@ def keystroke_script(engine: Engine, text: str, context_tokens: int) -> list[tup
             return [(b[-_chars_for(engine, b, context_tokens - len(engine.tokens.encode(line)) - 8):], line)
                     for b, line in script]
     raise SystemExit(f"{SOURCE} is shorter than {context_tokens} tokens")
+
+
+def document_script(text: str) -> list[tuple[str, str]]:
+    """(before, typed line) pairs with all of the module above each line before the cursor, at least
+    MAX_CONTEXT_CHARS of it: the engine clips it, slides its window to the end, and the document's
+    repeats search the whole clipped text, about ten times the window."""
+    lines = text.split("\n")
+    first = next(index for index in range(len(lines)) if len("\n".join(lines[:index])) >= MAX_CONTEXT_CHARS)
+    typed = [index for index in range(first, len(lines)) if len(lines[index].strip()) > 10][:TYPED_LINES]
+    return [("\n".join(lines[:index]) + "\n", lines[index]) for index in typed]
 
 
 def _chars_for(engine: Engine, before: str, tokens: int) -> int:
@@ -170,10 +182,11 @@ def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, 
 
 
 def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
-    """The model alone vs the document's repeats mixed into each beam step: what the mixture costs per
-    keystroke and how many keystrokes get another top line (eval.py measures what it buys)."""
+    """The model alone vs the document's repeats mixed into each beam step, in a document longer than the
+    engine keeps (document_script): what searching the clipped text and mixing cost per keystroke, and how
+    many keystrokes get another top line (eval.py measures what it buys)."""
     return compare_settings({"model_alone": Engine(settings(document_repeats=False)),
-                             "with_repeats": Engine(settings())}, script)
+                             "with_repeats": Engine(settings())}, script, documents="long-document")
 
 
 def full_beams(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
@@ -486,7 +499,7 @@ def main() -> None:
         print(f"beam width: {json.dumps(results['beam_width'])}", flush=True)
     results["full_beams"] = full_beams(settings, long_script)
     print(f"full beams: {json.dumps(results['full_beams'])}", flush=True)
-    results["document_repeats"] = document_repeats(settings, long_script)
+    results["document_repeats"] = document_repeats(settings, document_script(text))
     print(f"document repeats: {json.dumps(results['document_repeats'])}", flush=True)
     results["prefill_chunks"] = {"int8": prefill_chunks(str(args.bundle), args.threads, long_script)}
     print(f"prefill chunks, INT8: {json.dumps(results['prefill_chunks']['int8'])}", flush=True)

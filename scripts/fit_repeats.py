@@ -1,12 +1,16 @@
 """Fit the share of the document's repeats in the beam step (completer/repeats.py, SHARE_BY_MATCH).
 
-For every token of some validation windows it takes the model's probability of the actual next token
-(fp32, PyTorch) and the repeat distribution of completer/repeats.py over the same file's tokens before
-it. Then, per band of longest-match lengths, it picks the share that minimizes the mixture's loss on
-half the windows (never less than a shorter match's: a longer match is no less sure) and reports the
-loss of those shares on the other half, so the gain printed is measured on tokens the fit did not see.
+It mirrors what the engine does at a cursor. In some validation windows of the model's context length,
+for each token of a window's second half (where the model sees at least half a window, as the engine's
+sliding window lets it), it takes the model's probability of the actual next token (fp32, PyTorch) and
+the repeat distribution of completer/repeats.py over the same file's tokens before it, back to the
+engine's clip (MAX_CONTEXT_CHARS of text), with the model's window marked. Then, per band of
+longest-match lengths and for matches the window holds or not, it picks the share that minimizes the
+mixture's loss on half the windows (never less than a shorter match's: a longer match is no less sure)
+and reports the loss of those shares on the other half, so the gain printed is measured on tokens the
+fit did not see. `--window-only` searches the window alone, as the engine did before it looked back.
 
-    python scripts/fit_repeats.py --windows 192
+    python scripts/fit_repeats.py --windows 400
 """
 from __future__ import annotations
 
@@ -20,41 +24,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from paths import REPO_ROOT, corpus_dir  # noqa: E402
 
+from completer.engine import MAX_CONTEXT_CHARS  # noqa: E402
 from completer.repeats import MAX_MATCH, SHARE_BY_MATCH, DocumentRepeats  # noqa: E402
+from completer.tokens import Tokens  # noqa: E402
 
-BANDS = tuple(upto for upto, _ in SHARE_BY_MATCH)
+BANDS = tuple(upto for upto, _, _ in SHARE_BY_MATCH)
 SHARES = np.linspace(0.0, 0.95, 96)
+END_OF_TEXT = 0  # separates files in the token arrays
 
 
-def token_records(checkpoint: Path, val: Path, windows: int, block: int, seed: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per token: the window it came from, the model's p(actual), the longest match, p_repeat(actual)."""
+def token_records(checkpoint: Path, val: Path, windows: int, block: int, seed: int, window_only: bool
+                  ) -> dict[str, np.ndarray]:
+    """Per counted token: its window, the model's p(actual), the longest match, p_repeat(actual), and
+    whether one of the longest matches ends inside the model's window."""
     import torch
     from train import load_model
 
     model = load_model(checkpoint).eval()
+    token_bytes = np.array([len(b) for b in Tokens(checkpoint.parent / "tokenizer.json").token_bytes])  # [V]
     data = np.memmap(val, dtype=np.uint16, mode="r")
+    file_starts = np.flatnonzero(np.asarray(data) == END_OF_TEXT)  # [F] each file begins at its separator
     starts = np.random.default_rng(seed).choice((len(data) - 1) // block, windows, replace=False) * block
-    window_of, p_model, longest, p_repeat = [], [], [], []
+    records: dict[str, list] = {"window": [], "p_model": [], "longest": [], "p_repeat": [], "in_window": []}
     with torch.no_grad():
         for number, start in enumerate(starts):
             x = np.asarray(data[start:start + block + 1], dtype=np.int64)  # [block + 1]
             logp = torch.log_softmax(model(torch.from_numpy(x[None, :block]))[0].float(), -1).numpy()  # [block, V]
-            file_start = 0
-            for t in range(block):
-                if x[t] == 0:  # end of text: a new file begins, and repeats count only within a file
-                    file_start = t
-                match, followers = DocumentRepeats(x[file_start:t + 1], logp.shape[1]).longest_match()
-                window_of.append(number)
-                p_model.append(np.exp(logp[t, x[t + 1]]))
-                longest.append(match)
-                p_repeat.append(float(np.mean(followers == x[t + 1])) if match else 0.0)
-    return np.array(window_of), np.array(p_model), np.array(longest), np.array(p_repeat)
+            for t in range(block // 2, block):
+                cursor = start + t  # the last token before the cursor, in the whole array
+                file_start = int(file_starts[np.searchsorted(file_starts, cursor, side="right") - 1]) \
+                    if file_starts.size and file_starts[0] <= cursor else 0
+                window_start = max(start, file_start)
+                # a token holds at least one byte, so the clip lies no further back than MAX_CONTEXT_CHARS tokens
+                first = window_start if window_only else max(file_start, cursor + 1 - MAX_CONTEXT_CHARS)
+                document = np.asarray(data[first:cursor + 1], dtype=np.int64)
+                chars = np.cumsum(token_bytes[document][::-1])  # [N] text from each token to the cursor
+                document = document[len(document) - int(np.searchsorted(chars, MAX_CONTEXT_CHARS, side="right")):]
+                repeats = DocumentRepeats(document, logp.shape[1], max(0, len(document) - (cursor + 1 - window_start)))
+                match, followers, in_window = repeats.longest_match()
+                records["window"].append(number)
+                records["p_model"].append(np.exp(logp[t, x[t + 1]]))
+                records["longest"].append(match)
+                records["p_repeat"].append(float(np.mean(followers == x[t + 1])) if match else 0.0)
+                records["in_window"].append(in_window)
+            print(f"\r{number + 1}/{windows} windows", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return {name: np.array(values) for name, values in records.items()}
 
 
-def band_of(longest: np.ndarray) -> np.ndarray:
-    """The index into SHARE_BY_MATCH of each match length (-1: no match)."""
-    return np.where(longest > 0, np.searchsorted(np.array(BANDS), np.minimum(longest, MAX_MATCH)), -1)
+def cell_of(longest: np.ndarray, in_window: np.ndarray) -> np.ndarray:
+    """The index of each token's (band of SHARE_BY_MATCH, before the window or in it) cell (-1: no match)."""
+    band = np.searchsorted(np.array(BANDS), np.minimum(longest, MAX_MATCH))
+    return np.where(longest > 0, 2 * band + (~in_window.astype(bool)), -1)
 
 
 def mixture_loss(p_model: np.ndarray, p_repeat: np.ndarray, share: float | np.ndarray) -> np.ndarray:
@@ -65,36 +86,42 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, default=REPO_ROOT / "models" / "python-small" / "training")
     parser.add_argument("--val", type=Path, default=None, help="validation tokens (default: the first shard's)")
-    parser.add_argument("--windows", type=int, default=192)
+    parser.add_argument("--windows", type=int, default=400)
     parser.add_argument("--block", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--window-only", action="store_true", help="search the model's window alone")
     args = parser.parse_args()
-    window_of, p_model, longest, p_repeat = token_records(args.checkpoint, args.val or corpus_dir() / "val.bin",
-                                                          args.windows, args.block, args.seed)
-    bands = band_of(longest)
-    fit, held_out = window_of % 2 == 0, window_of % 2 == 1
-    fitted: list[tuple[int, float]] = []
-    print("| longest match (tokens) | tokens | model loss | share | mixture loss | (held-out half) |")
+    r = token_records(args.checkpoint, args.val or corpus_dir() / "val.bin", args.windows, args.block, args.seed,
+                      args.window_only)
+    cells = cell_of(r["longest"], r["in_window"])
+    fit, held_out = r["window"] % 2 == 0, r["window"] % 2 == 1
+    fitted = np.zeros((len(BANDS), 2))  # [band, (in the window, before it)]
+    shares = np.zeros(len(cells))
+    print("| longest match (tokens) | where | tokens | model loss | share | mixture loss (held-out half) |")
     print("|---|---|---|---|---|---|")
-    shares = np.zeros(len(p_model))
-    lower = 1
-    for index, upto in enumerate(BANDS):
-        chosen = fit & (bands == index)
-        share = float(SHARES[np.argmin([mixture_loss(p_model[chosen], p_repeat[chosen], s).mean() for s in SHARES])])
-        share = max(share, fitted[-1][1] if fitted else 0.0)
-        fitted.append((upto, round(share, 2)))
-        shares[bands == index] = share
-        tested = held_out & (bands == index)
-        print(f"| {lower}–{upto} | {chosen.sum():,} | {-np.log(p_model[tested]).mean():.3f} | {share:.2f} | "
-              f"{mixture_loss(p_model[tested], p_repeat[tested], share).mean():.3f} | {tested.sum():,} tokens |")
-        lower = upto + 1
-    base = -np.log(p_model[held_out]).mean()
-    mixed = mixture_loss(p_model[held_out], p_repeat[held_out], shares[held_out]).mean()
-    shipped = np.array([dict(SHARE_BY_MATCH).get(BANDS[b], 0.0) if b >= 0 else 0.0 for b in bands[held_out]])
+    for band, upto in enumerate(BANDS):
+        for before in (0, 1):
+            cell = 2 * band + before
+            chosen = fit & (cells == cell)
+            losses = [mixture_loss(r["p_model"][chosen], r["p_repeat"][chosen], s).mean() for s in SHARES]
+            share = float(SHARES[np.argmin(losses)]) if chosen.any() else 0.0
+            fitted[band, before] = share = max(share, fitted[band - 1, before] if band else 0.0)
+            shares[cells == cell] = share
+            tested = held_out & (cells == cell)
+            if tested.any():
+                where = "before the window" if before else "window"
+                print(f"| {(BANDS[band - 1] + 1) if band else 1}–{upto} | {where} "
+                      f"| {tested.sum():,} | {-np.log(r['p_model'][tested]).mean():.3f} | {share:.2f} | "
+                      f"{mixture_loss(r['p_model'][tested], r['p_repeat'][tested], share).mean():.3f} |")
+    base = -np.log(r["p_model"][held_out]).mean()
+    mixed = mixture_loss(r["p_model"][held_out], r["p_repeat"][held_out], shares[held_out]).mean()
+    table = np.array([[seen, unseen] for _, seen, unseen in SHARE_BY_MATCH])
+    shipped = np.where(cells >= 0, table.reshape(-1)[np.maximum(cells, 0)], 0.0)[held_out]
     print(f"\nheld-out half ({held_out.sum():,} tokens): model {base:.4f} nats/token, with the fitted shares "
           f"{mixed:.4f} ({mixed - base:+.4f}), with completer/repeats.py's shares "
-          f"{mixture_loss(p_model[held_out], p_repeat[held_out], shipped).mean():.4f}")
-    print(f"fitted SHARE_BY_MATCH = {tuple(fitted)}")
+          f"{mixture_loss(r['p_model'][held_out], r['p_repeat'][held_out], shipped).mean():.4f}")
+    print("fitted SHARE_BY_MATCH = " + repr(tuple((upto, round(float(a), 2), round(float(b), 2))
+                                                  for upto, (a, b) in zip(BANDS, fitted))))
 
 
 if __name__ == "__main__":

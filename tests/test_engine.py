@@ -396,16 +396,18 @@ def test_the_benchmarks_two_run_prefill_changes_nothing_in_fp32(fp32_engine: Eng
 
 
 def search_at(engine: Engine, uri: str, before: str, beams: int):
-    """The engine's own context preparation and beam search for `before`, with the raw hypotheses."""
+    """The engine's own context preparation and beam search for `before`, with the raw hypotheses and the
+    search's request."""
     from completer.beam import SearchRequest, beam_search
     from completer.cache import extend_prefix
 
     state = engine.cache.get(uri)
-    ids, healed = engine._context_ids(state, before, True)
+    ids, healed, document = engine._context_ids(state, before, True)
     extend_prefix(state, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                            beams=beams, max_tokens=engine.settings.max_tokens, repeats=engine._repeats(ids))
-    return state, ids, healed, beam_search(engine.runtime, engine.tokens, request)
+                            beams=beams, max_tokens=engine.settings.max_tokens,
+                            repeats=engine._repeats(document, len(ids)))
+    return state, ids, healed, beam_search(engine.runtime, engine.tokens, request), request
 
 
 @pytest.mark.parametrize("line,column", [(5, 4), (11, 17), (15, 15)])
@@ -416,12 +418,12 @@ def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, lin
     from completer.beam import forced_score
 
     before = "\n".join(SAMPLE.split("\n")[:line] + [SAMPLE.split("\n")[line][:column]])
-    state, ids, _, search = search_at(fp32_engine, "file:///forced.py", before, beams=3)
+    state, ids, _, search, request = search_at(fp32_engine, "file:///forced.py", before, beams=3)
     finished = [h for h in search.hypotheses if h.finished]
     assert len(finished) >= 2
     for hyp in finished:
         forced = forced_score(fp32_engine.runtime, state.prefix(), len(ids) - 1, ids[-1],
-                              hyp.tokens + [fp32_engine.tokens.newline_id], fp32_engine._repeats(ids))
+                              hyp.tokens + [fp32_engine.tokens.newline_id], request.repeats)
         assert forced == pytest.approx(hyp.score, abs=1e-3)
 
 
@@ -431,7 +433,7 @@ def test_line_score_is_the_search_score_of_the_lines_own_tokens(fp32_engine: Eng
     compared = 0
     for line, column in ((5, 4), (11, 17), (14, 8), (15, 15)):
         before = "\n".join(lines[:line] + [lines[line][:column]])
-        _, _, healed, search = search_at(fp32_engine, "file:///scored.py", before, beams=3)
+        _, _, healed, search, _ = search_at(fp32_engine, "file:///scored.py", before, beams=3)
         for hyp in (h for h in search.hypotheses if h.finished):
             inserted = tokens.decode_bytes(hyp.tokens)[len(healed):].decode()
             if tokens.encode((healed + inserted.encode()).decode()) != hyp.tokens or inserted != inserted.rstrip():
@@ -451,6 +453,23 @@ def test_document_repeats_bring_a_repeated_argument_list_first(engine: Engine):
     assert without.suggestions[0].text != repeated and repeated in [s.text for s in without.suggestions]
     assert (engine.line_score("file:///repeats.py", REPEATED_CALL, repeated)
             > alone.line_score("file:///repeats.py", REPEATED_CALL, repeated) + 0.5)
+
+
+def test_document_repeats_reach_back_before_the_models_window(engine: Engine):
+    """The call written out at the top lies a thousand tokens before the model's window: the model cannot
+    see its `mode="xz"`, the document's repeats (searching all the text the engine keeps) still bring it."""
+    load, save = REPEATED_CALL.split("\n\n\ndef save")
+    filler = "".join(f"\n\n\ndef scale_{i}(value):\n    return value * {i} + {i * 7}" for i in range(150))
+    before = load + filler + "\n\n\ndef save" + save + "path, mode="
+    ids, _, document = engine._context_ids(engine.cache.get("file:///far.py"), before, True)
+    window = engine.tokens.decode_bytes(ids).decode()
+    assert len(document) > len(ids) + 500 and 'mode="xz"' not in window and 'mode="xz"' in before
+    alone = Engine(replace(engine.settings, document_repeats=False))
+    with_repeats = engine.complete_text("file:///far.py", before, "")
+    assert with_repeats.suggestions[0].text.startswith('"xz"')
+    assert not any('"xz"' in s.text for s in alone.complete_text("file:///far.py", before, "").suggestions)
+    rest = REPEATED_ARGUMENTS.split("mode=")[1]
+    assert engine.line_score("file:///far.py", before, rest) > alone.line_score("file:///far.py", before, rest) + 20
 
 
 def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):
@@ -490,7 +509,7 @@ def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_di
                                        "bytes": (tmp_path / "old" / "model.onnx").stat().st_size}
     (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
     old = Engine(EngineSettings(model_path=str(tmp_path / "old")))
-    assert not old.runtime.mixes_repeats and old._repeats([1, 2, 3]) is None
+    assert not old.runtime.mixes_repeats and old._repeats([1, 2, 3], 3) is None
     alone = Engine(EngineSettings(document_repeats=False))
     got = old.complete_text("file:///old.py", REPEATED_CALL, "")
     assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
