@@ -8,7 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from .types import EngineSettings, ModelError
+from .types import EngineSettings, ModelError, Suggestion
 
 DEMO_LINES = 12
 
@@ -63,19 +63,25 @@ def cmd_complete(args: argparse.Namespace) -> int:
     engine.open(uri, text)
     result = engine.complete(uri, line - 1, col - 1)
     if args.json:
-        payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score} for s in result.suggestions],
+        payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
+                                   for s in result.suggestions],
                    "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
                    "out_of_time": result.out_of_time}
         print(json.dumps(payload))
     elif not result.skipped:
         for s in result.suggestions:
-            print(f"{s.score:8.3f}  {s.line}")
+            print(f"{score_label(s, 3):>8}  {s.line}")
         cut = ", search budget ran out" if result.out_of_time else ""
         print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
     if result.skipped:
         print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
         return 1
     return 0
+
+
+def score_label(suggestion: Suggestion, digits: int) -> str:
+    """The model's score, or where a line not from the model came from."""
+    return f"{suggestion.score:.{digits}f}" if suggestion.score is not None else "(above)"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -94,7 +100,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"   actual: {lines[line]}")
         for s in result.suggestions:
             marker = "=" if s.line == lines[line] else " "
-            print(f" {marker} {s.score:7.2f}: {s.line}")
+            print(f" {marker} {score_label(s, 2):>7}: {s.line}")
     return 0
 
 

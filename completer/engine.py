@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
+from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    EngineSettings, Suggestion)
+                    SOURCE_EARLIER_LINE, EngineSettings, Suggestion)
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +237,31 @@ class Engine:
                                           score=round(hyp.score, 4)))
             if len(suggestions) >= settings.max_suggestions:
                 break
+        if settings.document_repeats:
+            self._offer_earlier_line(suggestions, before[:line_start], typed_line, after, context)
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
+
+    def _offer_earlier_line(self, suggestions: list[Suggestion], head: str, typed_line: str, after: str,
+                            context: LineContext) -> None:
+        """Put the nearest earlier line that begins with the typed line after the model's lines (in the
+        last place when they fill the list, never in the model's first), unless it is among them already
+        or the filters refuse it."""
+        line = earlier_line(head, typed_line)
+        if line is None or any(s.line == line for s in suggestions):
+            return
+        inserted = line[len(typed_line):]
+        if not keep_suggestion(line, inserted, after, context):
+            return
+        if len(suggestions) >= self.settings.max_suggestions:
+            if self.settings.max_suggestions < 2:
+                return
+            del suggestions[self.settings.max_suggestions - 1:]
+        cursor = len(typed_line)
+        suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after), score=None,
+                                      source=SOURCE_EARLIER_LINE))
 
     def line_score(self, uri: str, before: str, rest: str) -> float | None:
         """The log-probability the beam search would give the line ending in `rest` (then a newline) at the

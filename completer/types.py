@@ -26,11 +26,15 @@ class Suggestion:
     text: str  # what is inserted at the cursor (line[cursor:])
     start: int  # replaced range on the cursor's line: [start, end)
     end: int
-    score: float  # cumulative log-probability of the generated tokens
+    score: float | None  # cumulative log-probability of the generated tokens (None: not from the model)
+    source: str = "model"  # SOURCE_MODEL, or SOURCE_EARLIER_LINE: a line further up the file, offered last
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+
+SOURCE_MODEL = "model"
+SOURCE_EARLIER_LINE = "earlier line"
 
 MIN_CONTEXT_TOKENS = 64
 """A window must hold the generated line plus some context; fewer tokens would only guess."""

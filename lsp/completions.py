@@ -17,7 +17,14 @@ TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
 @dataclass(frozen=True)
 class LineSuggestion:
     line: str  # the whole line once accepted
-    score: float
+    score: float | None  # the model's log-probability; None for a line copied from further up the file
+
+
+def detail(suggestion: LineSuggestion) -> str:
+    """What the client shows beside an item: the model's score, or that the line is one from above."""
+    if suggestion.score is None:
+        return "completer · a line further up the file"
+    return f"completer · score {suggestion.score:.2f}"
 
 
 def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, Any]],
@@ -39,7 +46,8 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
         if not text.strip() or line == current or line in seen:
             continue
         seen.add(line)
-        out.append(LineSuggestion(line, float(s.get("score") or 0.0)))
+        score = s.get("score")
+        out.append(LineSuggestion(line, float(score) if isinstance(score, (int, float)) else None))
         if len(out) >= limit:
             break
     return out
@@ -57,7 +65,7 @@ def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int) -
         items.append(types.CompletionItem(
             label=s.line.strip(),
             kind=types.CompletionItemKind.Text,
-            detail=f"completer · score {s.score:.2f}",
+            detail=detail(s),
             sort_text=f"{rank:04d}",
             filter_text=s.line,
             preselect=rank == 0,

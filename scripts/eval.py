@@ -180,7 +180,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         by_kind[pos.kind].append(exact1)
         if search_errors and actual not in predicted[:5]:
             misses[missed_line_class(engine, pos.path, before, expected_rest,
-                                     [s.score for s in result.suggestions])] += 1
+                                     [s.score for s in result.suggestions if s.score is not None])] += 1
     summary: dict = {"positions": len(positions)}
     for key, values in (("exact_match_at_1", stats["exact1"]), ("exact_match_at_5", stats["exact5"]),
                         ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),

@@ -36,6 +36,13 @@ def save(path, blob):
 with the argument list above (tests of documentRepeats in the engine and through the server)."""
 REPEATED_ARGUMENTS = 'path, mode="xz", strict=False, chunk_size=4096)'
 
+LONG_CALL = ('    table = tables.build_table("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", '
+             '"iota")')
+LINE_ABOVE = (f"import tables\n\n\ndef build():\n{LONG_CALL}\n    return table\n\n\n"
+              "def rebuild():\n    table = tables.build")
+"""A call of more tokens than max_tokens, begun again: the beam search cannot finish it, only the offer of a
+line further up the file can (tests of earlier lines in the engine and through the server)."""
+
 LOG_DIR = tempfile.mkdtemp(prefix="completer-lsp-test-logs-")
 atexit.register(shutil.rmtree, LOG_DIR, True)
 

@@ -44,8 +44,8 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
         assert suggestion["line"].startswith(typed) and suggestion["line"] == typed + suggestion["text"]
     plain = run("complete", f"{source}:5:{len(typed) + 1}")
     assert plain.returncode == 0
-    for row in plain.stdout.splitlines():  # "  -1.234  <line>"
-        assert re.fullmatch(r" *-?\d+\.\d{3}  (.*)", row)[1].startswith(typed), row
+    for row in plain.stdout.splitlines():  # "  -1.234  <line>", or " (above)  <line>" for a line further up
+        assert re.fullmatch(r" *(?:-?\d+\.\d{3}|\(above\))  (.*)", row)[1].startswith(typed), row
     assert "suggestions in" in plain.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
     assert refused.returncode == 2 and "search_budget_ms" in refused.stderr

@@ -10,9 +10,9 @@ import pytest
 import completer.engine as engine_module
 from completer.engine import Engine
 from completer.text import MAX_INSERTED_BYTES
-from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, Cancelled,
-                             EngineSettings)
-from lsp_support import REPEATED_ARGUMENTS, REPEATED_CALL
+from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
+                             SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
+from lsp_support import LINE_ABOVE, LONG_CALL, REPEATED_ARGUMENTS, REPEATED_CALL
 
 SAMPLE = '''import os
 import sys
@@ -470,6 +470,18 @@ def test_document_repeats_reach_back_before_the_models_window(engine: Engine):
     assert not any('"xz"' in s.text for s in alone.complete_text("file:///far.py", before, "").suggestions)
     rest = REPEATED_ARGUMENTS.split("mode=")[1]
     assert engine.line_score("file:///far.py", before, rest) > alone.line_score("file:///far.py", before, rest) + 20
+
+
+def test_a_line_further_up_that_the_search_cannot_reach_comes_last(engine: Engine):
+    before = LINE_ABOVE
+    assert len(engine.tokens.encode(LONG_CALL)) > engine.settings.max_tokens
+    got = engine.complete_text("file:///above.py", before, "").suggestions
+    assert got[-1].line == LONG_CALL and got[-1].source == SOURCE_EARLIER_LINE and got[-1].score is None
+    assert got[0].source == SOURCE_MODEL and all(s.score is not None for s in got[:-1])
+    alone = Engine(replace(engine.settings, document_repeats=False)).complete_text("file:///above.py", before, "")
+    assert LONG_CALL not in [s.line for s in alone.suggestions]  # the setting turns both off
+    single = Engine(replace(engine.settings, max_suggestions=1)).complete_text("file:///above.py", before, "")
+    assert [s.source for s in single.suggestions] == [SOURCE_MODEL]  # never in the model's first place
 
 
 def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):

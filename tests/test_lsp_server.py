@@ -14,6 +14,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from lsp_support import (
+    LINE_ABOVE,
+    LONG_CALL,
     REPEATED_ARGUMENTS,
     REPEATED_CALL,
     SAMPLE_LINES,
@@ -117,7 +119,7 @@ async def test_completion_items_replace_the_whole_line(client: LanguageClient):
         assert "\n" not in edit.new_text
         assert item.filter_text == edit.new_text
         assert item.label == edit.new_text.strip()
-        assert "score" in item.detail
+        assert "score" in item.detail or item.detail == "completer · a line further up the file"
         accepted = apply_line_edit(SAMPLE_LINES, edit)
         assert accepted[line] == edit.new_text and accepted[:line] == SAMPLE_LINES[:line]
         assert accepted[line + 1:] == SAMPLE_LINES[line + 1:]
@@ -323,6 +325,17 @@ async def test_document_repeats_setting_reaches_the_engine(client: LanguageClien
     open_doc(client, "file:///work/repeats_off.py", REPEATED_CALL)
     off = await client.text_document_completion_async(completion_params("file:///work/repeats_off.py", line, column))
     assert off.items[0].label != repeated and repeated in [item.label for item in off.items]
+
+
+async def test_a_line_further_up_comes_last_with_its_own_detail(client: LanguageClient):
+    """The call above is longer than the search may generate: the server still offers it, last, and says
+    where it came from instead of a score."""
+    line, column = LINE_ABOVE.count("\n"), len(LINE_ABOVE.split("\n")[-1])
+    open_doc(client, "file:///work/above.py", LINE_ABOVE)
+    got = await client.text_document_completion_async(completion_params("file:///work/above.py", line, column))
+    assert got.items[-1].text_edit.new_text == LONG_CALL
+    assert got.items[-1].detail == "completer · a line further up the file"
+    assert all("score" in item.detail for item in got.items[:-1]) and len(got.items) >= 2
 
 
 def _async(fn):

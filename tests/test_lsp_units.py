@@ -158,6 +158,14 @@ def test_suggested_lines_keep_the_users_prefix_and_drop_noise():
     assert [i.insert_text for i in inline.items] == ["\tx = foo(1)", "\tx = format()"]
 
 
+def test_a_line_from_further_up_says_so_instead_of_a_score():
+    raw = [{"text": "o(1)", "score": -1.25}, {"text": "o(path, mode=2)", "score": None, "source": "earlier line"}]
+    lines = suggested_lines("x = fo", 6, raw, limit=5)
+    assert [s.score for s in lines] == [-1.25, None]
+    assert [item.detail for item in completion_list(lines, 0, 6).items] == [
+        "completer · score -1.25", "completer · a line further up the file"]
+
+
 def test_frames_round_trip_and_reject_garbage():
     messages = [{"id": 1, "op": "complete", "uri": "file:///é", "before": "x\x00\ud800", "after": ""},
                 {"id": 2, "ok": {"score": 1.5, "nested": [1, None, True]}}]
