@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
@@ -20,14 +23,14 @@ from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .repeats import DocumentRepeats
 from .runtime import Runtime
-from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary, split_lines
+from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary,
+                   split_lines, text_below)
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
                     SOURCE_EARLIER_LINE, EngineSettings, Suggestion)
 
 log = logging.getLogger(__name__)
 
-MAX_CONTEXT_CHARS = 32768  # far more text than the context window holds
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 
@@ -112,19 +115,22 @@ class Engine:
         """Suggestions at a 0-based line and code-point column of an open document."""
         lines = self.documents.get(uri)
         sliced = context_slice(lines, line, column, MAX_CONTEXT_CHARS) if lines is not None else None
-        if sliced is None:
+        if lines is None or sliced is None:
             return CompletionResult(skipped=SKIPPED_OUTSIDE)
         before, after = sliced
-        return self.complete_text(uri, before, after, is_cancelled)
+        searched = self.settings.document_repeats and self.settings.repeats_below
+        below = text_below(lines, line, MAX_CONTEXT_CHARS) if searched else ""
+        return self.complete_text(uri, before, after, is_cancelled, below)
 
     # Completion ----------------------------------------------------------------------------
-    def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None
-                      ) -> CompletionResult:
-        """Suggestions for a cursor with `before` the text before it and `after` the rest of its line.
-        Raises Cancelled when `is_cancelled` turns true between beam steps; otherwise never raises."""
+    def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None,
+                      below: str = "") -> CompletionResult:
+        """Suggestions for a cursor with `before` the text before it, `after` the rest of its line and `below`
+        the lines after it (searched by the document's repeats only). Raises Cancelled when `is_cancelled`
+        turns true between beam steps; otherwise never raises."""
         started = time.perf_counter()
         try:
-            result = self._complete(uri, before, after, is_cancelled)
+            result = self._complete(uri, before, after, is_cancelled, below)
         except Cancelled:
             raise
         except Exception:  # a bad request must never take the engine down
@@ -183,14 +189,37 @@ class Engine:
             ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
         return ids, healed, document
 
-    def _repeats(self, document: list[int], window: int) -> DocumentRepeats | None:
+    def _repeats(self, state: DocumentState, document: list[int], window: int, below: str) -> DocumentRepeats | None:
         """The document's own repeats for the beam step (the model's window is the last `window` of the
-        `document` ids), unless switched off or the bundle predates them."""
+        `document` ids; the lines `below` the cursor's are searched too, placed first, after a newline),
+        unless switched off or the bundle predates them."""
         if not (self.settings.document_repeats and self.runtime.mixes_repeats):
             return None
-        return DocumentRepeats(document, self.tokens.vocab_size, window_start=len(document) - window)
+        ids: Sequence[int] = document
+        if below and self.settings.repeats_below:
+            ids = np.concatenate([self._below_ids(state, below), np.asarray(document, dtype=np.int64)])
+        return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window)
 
-    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None) -> CompletionResult:
+    def _below_ids(self, state: DocumentState, below: str) -> np.ndarray:
+        """The tokens of the lines `below` the cursor's, then a newline. They stay put while the user types
+        on one line; moving to another line changes them by a line or two, so each line's tokens are kept
+        (a newline is always a token of its own: a text's tokens are its lines' tokens with newlines)."""
+        if state.below_memo[0] != below:
+            lines = clean(below).split("\n")
+            known = state.line_tokens
+            missing = [line for line in dict.fromkeys(lines) if line not in known]
+            for line, encoding in zip(missing, self.tokens.tokenizer.encode_batch(missing, add_special_tokens=False)):
+                known[line] = encoding.ids
+            ids: list[int] = []
+            for line in lines:
+                ids += known[line]
+                ids.append(self.tokens.newline_id)
+            state.line_tokens = {line: known[line] for line in lines}  # only the lines still below
+            state.below_memo = (below, np.asarray(ids, dtype=np.int64))
+        return state.below_memo[1]
+
+    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = ""
+                  ) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
@@ -217,7 +246,7 @@ class Engine:
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
-                                repeats=self._repeats(document, len(ids)))
+                                repeats=self._repeats(state, document, len(ids), below))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
@@ -263,7 +292,7 @@ class Engine:
         suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after), score=None,
                                       source=SOURCE_EARLIER_LINE))
 
-    def line_score(self, uri: str, before: str, rest: str) -> float | None:
+    def line_score(self, uri: str, before: str, rest: str, below: str = "") -> float | None:
         """The log-probability the beam search would give the line ending in `rest` (then a newline) at the
         cursor after `before`: evaluation compares it with the suggestions' scores to tell a line the search
         missed from one the model ranks low. None when the search could not produce it: more tokens than
@@ -283,7 +312,7 @@ class Engine:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
         score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation,
-                             self._repeats(document, len(ids)))
+                             self._repeats(state, document, len(ids), below))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

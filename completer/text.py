@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 CLIP_LINE_STEP = 64
+MAX_CONTEXT_CHARS = 32768  # text kept before the cursor (and searched below it): far more than the window holds
 MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 # A suggestion adds at most this much: 0.03 % of validation lines are longer than 160 characters in all,
 # and a beam past it is a run-on (a comment banner of `=` extending itself), not a line to offer.
@@ -44,7 +45,8 @@ def split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def context_slice(lines: list[str], line: int, column: int, max_chars: int = 32768) -> tuple[str, str] | None:
+def context_slice(lines: list[str], line: int, column: int, max_chars: int = MAX_CONTEXT_CHARS
+                  ) -> tuple[str, str] | None:
     """Raw (text before the cursor, rest of the cursor's line), or None when the position is outside the document.
 
     A column past the end of an existing line is clamped to the line end, as LSP asks."""
@@ -61,3 +63,13 @@ def context_slice(lines: list[str], line: int, column: int, max_chars: int = 327
         start = min(line, -(-start // CLIP_LINE_STEP) * CLIP_LINE_STEP)
     before = "\n".join(lines[start:line] + [current[:column]])
     return before, current[column:]
+
+
+def text_below(lines: list[str], line: int, max_chars: int = MAX_CONTEXT_CHARS) -> str:
+    """The whole lines after `line`, as many as fit in `max_chars`: what the editor holds below the cursor,
+    which the document's repeats may search too."""
+    end, size = line + 1, 0
+    while end < len(lines) and size + len(lines[end]) + 1 <= max_chars:
+        size += len(lines[end]) + 1
+        end += 1
+    return "\n".join(lines[line + 1:end])

@@ -74,6 +74,7 @@ class EngineSettings:
     context_tokens: int = 0  # 0 means the manifest's context length
     search_budget_ms: int = 0  # 0: no limit; else no beam step starts this long after the request came in
     document_repeats: bool = True  # mix what followed earlier repeats of the text into the model's predictions
+    repeats_below: bool = True  # the repeats also search the lines below the cursor's (eval.py's card: off)
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
-from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary
+from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
@@ -209,12 +209,15 @@ class CompleterServer(LanguageServer):
         if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
             return self._skip(target.uri, SKIPPED_BINARY, logging.WARNING)
         before, after = clean(sliced[0]), clean(sliced[1])
+        engine_settings = self.settings.engine
+        below = clean(text_below(doc.lines, target.line_no)) \
+            if engine_settings.document_repeats and engine_settings.repeats_below else ""
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)
         changes = self.searches.changes(target.uri)
         result: Any = None
         for attempt in range(2):  # a worker that died under us gets one retry on its successor
             try:
-                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes)
+                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below)
                 break
             except asyncio.CancelledError:
                 self.stats.cancelled += 1

@@ -8,7 +8,7 @@
    keystrokes whose top line changes; the default beam width vs `--beams` (8): latency and ONNX calls;
    and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
    The model alone vs the document's repeats mixed in, with the whole module above each typed line
-   (more than the engine keeps: the repeats search all the clipped text). Also at the full window:
+   and the rest below it (more than the engine keeps: the repeats search all the clipped text). Also at the full window:
    each document's KV prefilled in one model run vs in two, INT8 and fp32 (how much the suggestions
    depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
@@ -52,6 +52,7 @@ from completer import beam  # noqa: E402
 from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
+from completer.text import text_below  # noqa: E402
 from completer.types import CompletionResult, EngineSettings, ModelError  # noqa: E402
 
 SOURCE = Path(argparse.__file__)  # a long, real, permissively licensed module (PSF)
@@ -88,14 +89,16 @@ def keystroke_script(engine: Engine, text: str, context_tokens: int) -> list[tup
     raise SystemExit(f"{SOURCE} is shorter than {context_tokens} tokens")
 
 
-def document_script(text: str) -> list[tuple[str, str]]:
-    """(before, typed line) pairs with all of the module above each line before the cursor, at least
-    MAX_CONTEXT_CHARS of it: the engine clips it, slides its window to the end, and the document's
-    repeats search the whole clipped text, about ten times the window."""
+def document_script(text: str) -> list[tuple[str, str, str]]:
+    """(before, typed line, below) with all of the module above each line before the cursor, at least
+    MAX_CONTEXT_CHARS of it, and the lines after it below: the engine clips the text above, slides its
+    window to the end, and the document's repeats search the whole clipped text and the lines below
+    (as much again), about twenty times the window."""
     lines = text.split("\n")
     first = next(index for index in range(len(lines)) if len("\n".join(lines[:index])) >= MAX_CONTEXT_CHARS)
     typed = [index for index in range(first, len(lines)) if len(lines[index].strip()) > 10][:TYPED_LINES]
-    return [("\n".join(lines[:index]) + "\n", lines[index]) for index in typed]
+    return [("\n".join(lines[:index]) + "\n", lines[index], text_below(lines, index, MAX_CONTEXT_CHARS))
+            for index in typed]
 
 
 def _chars_for(engine: Engine, before: str, tokens: int) -> int:
@@ -117,7 +120,7 @@ RESULTS_SEEN: dict[str, list[CompletionResult]] = {}
 steps), whether the search budget cut it short, and its top suggestion."""
 
 
-def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: dict[str, Callable[[Engine], None]],
+def replay(engines: dict[str, Engine], script: list[tuple[str, ...]], prepare: dict[str, Callable[[Engine], None]],
            documents: str = "bench") -> dict[str, list[float]]:
     """Type each line one character at a time; engines alternate on every keystroke. Each replay that
     should start from fresh caches names its own `documents`: the scripts all begin at the top of the
@@ -127,21 +130,22 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, str]], prepare: d
     CONTEXT_SEEN.clear()
     RESULTS_SEEN.clear()
     RESULTS_SEEN.update({name: [] for name in engines})
-    for n, (before, line) in enumerate(script):
+    for n, (before, line, *below) in enumerate(script):  # a third item: the text below the typed line
         uri = f"file:///{documents}-{n}.py"
+        under = below[0] if below else ""
         for engine in engines.values():
-            engine.complete_text(uri, before, "")  # the document is open and warm before typing starts
+            engine.complete_text(uri, before, "", below=under)  # the document is open and warm before typing starts
         for end in range(1, len(line) + 1):
             for name, engine in engines.items():
                 prepare.get(name, lambda e: None)(engine)
-                result = engine.complete_text(uri, before + line[:end], "")
+                result = engine.complete_text(uri, before + line[:end], "", below=under)
                 times[name].append(result.latency_ms)
                 CONTEXT_SEEN.append(result.cached_tokens + result.new_tokens)
                 RESULTS_SEEN[name].append(result)
     return times
 
 
-def compare_settings(engines: dict[str, Engine], script: list[tuple[str, str]],
+def compare_settings(engines: dict[str, Engine], script: list[tuple[str, ...]],
                      prepare: dict[str, Callable[[Engine], None]] | None = None, documents: str = "bench") -> dict:
     """Two engines alternating per keystroke: latency, ONNX calls, and how many keystrokes get another
     top line (or none) from the second."""
@@ -181,7 +185,7 @@ def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, 
                             script)
 
 
-def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
+def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
     """The model alone vs the document's repeats mixed into each beam step, in a document longer than the
     engine keeps (document_script): what searching the clipped text and mixing cost per keystroke, and how
     many keystrokes get another top line (eval.py measures what it buys)."""

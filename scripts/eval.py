@@ -18,7 +18,9 @@ too: a run can make the best line exact more often yet leave the wrong ones furt
 run once before the change, once after; `--compare NEW OLD` pairs two saved runs without running
 anything. `--search-errors` asks, for each line missing from the first five, whether the model
 scores it above the fifth suggestion (the search lost it) or below (the model ranks it low), to show
-how much of the gap a better search could close at most.
+how much of the gap a better search could close at most. `--lines-below` lets the document's repeats
+search the lines after the cursor's too, as the server's do; the card keeps to the text before the
+cursor, so it leaves them out.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
 from completer.bundle import load_bundle  # noqa: E402
-from completer.engine import Engine  # noqa: E402
+from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
+from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
 
 MIN_CODE_CHARS = 4
@@ -137,7 +140,7 @@ def percent(values: list[float]) -> tuple[float, float | None]:
     return round(100 * mean, 2), None if half_width is None else round(100 * half_width, 2)
 
 
-def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float]) -> str:
+def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float], below: str = "") -> str:
     """Why a line is not among the first five. "search": the engine's own score of it beats the fifth
     suggestion's (or the last one's when there are fewer, or there is none), so a wider search would find
     it, if perhaps behind other lines it also finds. "model": the model scores it lower. "filtered": the
@@ -145,18 +148,20 @@ def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: 
     the line's own tokenization, a lower bound over all of them, so no tokenization makes "search" wrong."""
     if not engine.would_offer(uri, before, rest):
         return "filtered"
-    score = engine.line_score(uri, before, rest)
+    score = engine.line_score(uri, before, rest, below)
     if score is None:
         return "too long"
     return "search" if not scores or score > scores[:5][-1] else "model"
 
 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
-             max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True
-             ) -> tuple[dict, dict[str, list[float]]]:
-    """The summary, and each position's outcome per metric (for paired comparisons)."""
+             max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
+             lines_below: bool = False) -> tuple[dict, dict[str, list[float]]]:
+    """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
+    document's repeats also search the lines after the cursor's, as the server's do; the card's definition
+    of the context (the text before the cursor) leaves them out."""
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens,
-                                   document_repeats=document_repeats))
+                                   document_repeats=document_repeats, repeats_below=lines_below))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -167,7 +172,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         before = "\n".join(lines[:pos.line] + [lines[pos.line][:pos.column]])
         actual = lines[pos.line].rstrip()
         expected_rest = actual[pos.column:]
-        result = engine.complete_text(pos.path, before, "")
+        below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below else ""
+        result = engine.complete_text(pos.path, before, "", below=below)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
         exact1 = float(bool(predicted) and predicted[0] == actual)
@@ -180,7 +186,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         by_kind[pos.kind].append(exact1)
         if search_errors and actual not in predicted[:5]:
             misses[missed_line_class(engine, pos.path, before, expected_rest,
-                                     [s.score for s in result.suggestions if s.score is not None])] += 1
+                                     [s.score for s in result.suggestions if s.score is not None], below)] += 1
     summary: dict = {"positions": len(positions)}
     for key, values in (("exact_match_at_1", stats["exact1"]), ("exact_match_at_5", stats["exact5"]),
                         ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),
@@ -324,6 +330,9 @@ def main() -> None:
                              "scores it above the fifth suggestion) or the model ranks it low")
     parser.add_argument("--no-document-repeats", action="store_true",
                         help="the model alone, without the document's repeats mixed into each beam step")
+    parser.add_argument("--lines-below", action="store_true",
+                        help="the document's repeats also search the lines after the cursor's, as in the server "
+                             "(the card's context is the text before the cursor: off there)")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
@@ -366,19 +375,20 @@ def main() -> None:
     started = time.time()
     repeats = not args.no_document_repeats
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
-                                               args.search_errors, repeats)
+                                               args.search_errors, repeats, args.lines_below)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
-                                             args.beams, args.max_tokens, args.search_errors, repeats)
+                                             args.beams, args.max_tokens, args.search_errors, repeats,
+                                             args.lines_below)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
-                                           args.search_errors, repeats)
+                                           args.search_errors, repeats, args.lines_below)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

@@ -43,6 +43,12 @@ LINE_ABOVE = (f"import tables\n\n\ndef build():\n{LONG_CALL}\n    return table\n
 """A call of more tokens than max_tokens, begun again: the beam search cannot finish it, only the offer of a
 line further up the file can (tests of earlier lines in the engine and through the server)."""
 
+CALL_BELOW = ("import os\n\n\ndef save(path, blob):\n    other = frobnicate_payload(path, mode=\n    return other\n\n\n"
+              "def load(path):\n    blob = frobnicate_payload(path, mode=\"xz\", strict=False, chunk_size=4096)\n"
+              "    return blob\n")
+CALL_BELOW_CURSOR = (4, len("    other = frobnicate_payload(path, mode="))
+"""A call begun with the same call written out further down: only the lines below hold its `mode="xz"`."""
+
 LOG_DIR = tempfile.mkdtemp(prefix="completer-lsp-test-logs-")
 atexit.register(shutil.rmtree, LOG_DIR, True)
 

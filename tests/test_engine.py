@@ -9,10 +9,10 @@ import pytest
 
 import completer.engine as engine_module
 from completer.engine import Engine
-from completer.text import MAX_INSERTED_BYTES
+from completer.text import MAX_INSERTED_BYTES, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
                              SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
-from lsp_support import LINE_ABOVE, LONG_CALL, REPEATED_ARGUMENTS, REPEATED_CALL
+from lsp_support import CALL_BELOW, CALL_BELOW_CURSOR, LINE_ABOVE, LONG_CALL, REPEATED_ARGUMENTS, REPEATED_CALL
 
 SAMPLE = '''import os
 import sys
@@ -340,6 +340,26 @@ def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
         assert engine._encode(state, text[:cut]) == engine.tokens.encode(text[:cut])
 
 
+def test_tokens_of_the_lines_below_equal_their_whole_encoding(engine: Engine):
+    """The lines below are encoded line by line and kept: moving the cursor, or editing a line below,
+    must give exactly the tokens of encoding the text in one piece."""
+    import argparse
+    from pathlib import Path
+
+    from completer.cache import DocumentState
+    from completer.text import clean
+
+    lines = Path(argparse.__file__).read_text().split("\n")[:900]
+    state = DocumentState()
+    for line in (100, 101, 103, 400, 102):
+        below = text_below(lines, line)
+        assert engine._below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
+    lines[300] = "\tedited = 'caf\u00e9'  "  # a tab (cleaned to spaces) and a line never seen before
+    below = text_below(lines, 102)
+    assert engine._below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
+    assert len(state.line_tokens) <= len(below.split("\n"))  # only the lines still below are kept
+
+
 @pytest.fixture(scope="module")
 def fp32_engine(tmp_path_factory, model_dir):
     """The committed weights exported to an fp32 graph: KV reuse must then match cold runs exactly."""
@@ -406,7 +426,7 @@ def search_at(engine: Engine, uri: str, before: str, beams: int):
     extend_prefix(state, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                             beams=beams, max_tokens=engine.settings.max_tokens,
-                            repeats=engine._repeats(document, len(ids)))
+                            repeats=engine._repeats(state, document, len(ids), ""))
     return state, ids, healed, beam_search(engine.runtime, engine.tokens, request), request
 
 
@@ -484,6 +504,20 @@ def test_a_line_further_up_that_the_search_cannot_reach_comes_last(engine: Engin
     assert [s.source for s in single.suggestions] == [SOURCE_MODEL]  # never in the model's first place
 
 
+def test_document_repeats_search_the_lines_below_the_cursor_too(engine: Engine):
+    """Completing a call that is written out further down the file: the lines below are in the editor, and
+    the repeats bring their `mode="xz"`; with repeats_below off (as eval.py's card runs) they do not."""
+    line, column = CALL_BELOW_CURSOR
+    below_on, below_off = engine, Engine(replace(engine.settings, repeats_below=False))
+    for each in (below_on, below_off):
+        each.open("file:///below.py", CALL_BELOW)
+    assert any(s.text.startswith('"xz"') for s in below_on.complete("file:///below.py", line, column).suggestions)
+    assert not any('"xz"' in s.text for s in below_off.complete("file:///below.py", line, column).suggestions)
+    lines = CALL_BELOW.split("\n")
+    assert text_below(lines, line).startswith("    return other\n") and text_below(lines, len(lines) - 1) == ""
+    assert text_below(lines, line, max_chars=30) == "    return other\n\n"  # only the whole lines that fit
+
+
 def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):
     lines = SAMPLE.split("\n")
     before = "\n".join(lines[:12] + ["        "])  # below `self.name = name`
@@ -521,7 +555,7 @@ def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_di
                                        "bytes": (tmp_path / "old" / "model.onnx").stat().st_size}
     (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
     old = Engine(EngineSettings(model_path=str(tmp_path / "old")))
-    assert not old.runtime.mixes_repeats and old._repeats([1, 2, 3], 3) is None
+    assert not old.runtime.mixes_repeats and old._repeats(old.cache.get("x"), [1, 2, 3], 3, "") is None
     alone = Engine(EngineSettings(document_repeats=False))
     got = old.complete_text("file:///old.py", REPEATED_CALL, "")
     assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(

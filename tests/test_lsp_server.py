@@ -14,6 +14,8 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from lsp_support import (
+    CALL_BELOW,
+    CALL_BELOW_CURSOR,
     LINE_ABOVE,
     LONG_CALL,
     REPEATED_ARGUMENTS,
@@ -336,6 +338,14 @@ async def test_a_line_further_up_comes_last_with_its_own_detail(client: Language
     assert got.items[-1].text_edit.new_text == LONG_CALL
     assert got.items[-1].detail == "completer · a line further up the file"
     assert all("score" in item.detail for item in got.items[:-1]) and len(got.items) >= 2
+
+
+async def test_the_lines_below_the_cursor_reach_the_engine(client: LanguageClient):
+    """The server sends the worker the lines below the cursor's, so the call written out further down
+    brings its arguments (tests/test_engine.py checks that without them it does not)."""
+    open_doc(client, "file:///work/below.py", CALL_BELOW)
+    got = await client.text_document_completion_async(completion_params("file:///work/below.py", *CALL_BELOW_CURSOR))
+    assert any('mode="xz"' in item.text_edit.new_text for item in got.items)
 
 
 def _async(fn):
