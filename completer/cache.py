@@ -22,7 +22,8 @@ class DocumentState:
     token_memo: tuple[str, list[int]] = ("", [])  # (text up to the cursor's line, its tokens)
     context_memo: tuple[str, object] = ("", None)  # (text up to the cursor's line, its filters.LineContext)
     below_memo: tuple[str, np.ndarray] = ("", np.zeros(0, np.int64))  # (text below the cursor's line, its tokens)
-    line_tokens: dict[str, list[int]] = field(default_factory=dict)  # tokens of each line below the cursor's
+    head_line_tokens: dict[str, list[int]] = field(default_factory=dict)  # tokens of each line above the cursor's
+    below_line_tokens: dict[str, list[int]] = field(default_factory=dict)  # tokens of each line below it
 
     @property
     def nbytes(self) -> int:

@@ -157,9 +157,26 @@ class Engine:
         pre-token, so the tokens of the lines above never depend on the current line."""
         line_start = text.rfind("\n") + 1
         head = text[:line_start]
-        if state.token_memo[0] != head:
-            state.token_memo = (head, self.tokens.encode(head))
+        if state.token_memo[0] != head:  # a new line or an edit above: only unseen lines are encoded
+            state.token_memo = (head, self._encode_lines(state.head_line_tokens, head[:-1]) if head else [])
         return state.token_memo[1] + self.tokens.encode(text[line_start:])
+
+    def _encode_lines(self, known: dict[str, list[int]], text: str) -> list[int]:
+        """Tokens of `text` followed by a newline, built from each line's tokens, which `known` keeps between
+        calls (a newline is always a token of its own: a text's tokens are its lines' tokens with newlines).
+        `known` is left holding only `text`'s lines."""
+        lines = text.split("\n")
+        missing = [line for line in dict.fromkeys(lines) if line not in known]
+        for line, encoding in zip(missing, self.tokens.tokenizer.encode_batch(missing, add_special_tokens=False)):
+            known[line] = encoding.ids
+        ids: list[int] = []
+        for line in lines:
+            ids += known[line]
+            ids.append(self.tokens.newline_id)
+        kept = {line: known[line] for line in lines}
+        known.clear()
+        known.update(kept)
+        return ids
 
     @staticmethod
     def _line_context(state: DocumentState, head: str) -> LineContext:
@@ -202,20 +219,10 @@ class Engine:
 
     def _below_ids(self, state: DocumentState, below: str) -> np.ndarray:
         """The tokens of the lines `below` the cursor's, then a newline. They stay put while the user types
-        on one line; moving to another line changes them by a line or two, so each line's tokens are kept
-        (a newline is always a token of its own: a text's tokens are its lines' tokens with newlines)."""
+        on one line; moving to another line changes them by a line or two, so each line's tokens are kept."""
         if state.below_memo[0] != below:
-            lines = clean(below).split("\n")
-            known = state.line_tokens
-            missing = [line for line in dict.fromkeys(lines) if line not in known]
-            for line, encoding in zip(missing, self.tokens.tokenizer.encode_batch(missing, add_special_tokens=False)):
-                known[line] = encoding.ids
-            ids: list[int] = []
-            for line in lines:
-                ids += known[line]
-                ids.append(self.tokens.newline_id)
-            state.line_tokens = {line: known[line] for line in lines}  # only the lines still below
-            state.below_memo = (below, np.asarray(ids, dtype=np.int64))
+            state.below_memo = (below, np.asarray(self._encode_lines(state.below_line_tokens, clean(below)),
+                                                  dtype=np.int64))
         return state.below_memo[1]
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = ""

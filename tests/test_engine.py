@@ -357,7 +357,7 @@ def test_tokens_of_the_lines_below_equal_their_whole_encoding(engine: Engine):
     lines[300] = "\tedited = 'caf\u00e9'  "  # a tab (cleaned to spaces) and a line never seen before
     below = text_below(lines, 102)
     assert engine._below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
-    assert len(state.line_tokens) <= len(below.split("\n"))  # only the lines still below are kept
+    assert len(state.below_line_tokens) <= len(below.split("\n"))  # only the lines still below are kept
 
 
 @pytest.fixture(scope="module")
