@@ -167,8 +167,7 @@ class Engine:
         `known` is left holding only `text`'s lines."""
         lines = text.split("\n")
         missing = [line for line in dict.fromkeys(lines) if line not in known]
-        for line, encoding in zip(missing, self.tokens.tokenizer.encode_batch(missing, add_special_tokens=False)):
-            known[line] = encoding.ids
+        known.update(zip(missing, self.tokens.encode_many(missing)))
         ids: list[int] = []
         for line in lines:
             ids += known[line]

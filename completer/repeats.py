@@ -48,7 +48,6 @@ class DocumentRepeats:
         self.context = context = np.asarray(context, dtype=np.int64)  # [N]
         self.vocab_size = vocab_size
         self.window_start = window_start
-        self._offsets = np.arange(MAX_MATCH)  # [MAX_MATCH]
         bigrams = context[1:-1] * vocab_size + context[:-2]  # [N-2] the two tokens ending at place 1.., coded
         self._codes = (context[:-1], bigrams, bigrams[1:] * vocab_size + context[:-3])  # ends at places 0, 1, 2..
         # (each stops before the last place: a match needs a token after it)

@@ -18,6 +18,10 @@ class ModelError(Exception):
     """The model bundle is missing, corrupt or incompatible; the message names the file."""
 
 
+SOURCE_MODEL = "model"  # a line the beam search found
+SOURCE_EARLIER_LINE = "earlier line"  # a line further up the file (completer/earlier_lines.py)
+
+
 @dataclass(frozen=True)
 class Suggestion:
     """One whole-line suggestion. Columns count Unicode code points on the cursor's line."""
@@ -27,14 +31,11 @@ class Suggestion:
     start: int  # replaced range on the cursor's line: [start, end)
     end: int
     score: float | None  # cumulative log-probability of the generated tokens (None: not from the model)
-    source: str = "model"  # SOURCE_MODEL, or SOURCE_EARLIER_LINE: a line further up the file, offered last
+    source: str = SOURCE_MODEL  # or SOURCE_EARLIER_LINE: a line further up the file, offered last
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-SOURCE_MODEL = "model"
-SOURCE_EARLIER_LINE = "earlier line"
 
 MIN_CONTEXT_TOKENS = 64
 """A window must hold the generated line plus some context; fewer tokens would only guess."""

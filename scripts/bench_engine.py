@@ -8,9 +8,9 @@
    keystrokes whose top line changes; the default beam width vs `--beams` (8): latency and ONNX calls;
    and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
    The model alone vs the document's repeats mixed in, with the whole module above each typed line
-   and the rest below it (more than the engine keeps: the repeats search all the clipped text). Also at the full window:
-   each document's KV prefilled in one model run vs in two, INT8 and fp32 (how much the suggestions
-   depend on the way the text before the cursor arrived).
+   and the rest below it (more than the engine keeps: the repeats search all the clipped text).
+   Also at the full window: each document's KV prefilled in one model run vs in two, INT8 and fp32
+   (how much the suggestions depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
 4. The in-graph beam step vs the same search with the beam step in numpy outside the graph (argpartition).
 5. INT8 vs fp32.
