@@ -255,8 +255,10 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
     """A throwaway bundle identical to the INT8 one but with the fp32 graph."""
     into.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(fp32_onnx, into / "model.onnx")
-    shutil.copyfile(int8_bundle / "tokenizer.json", into / "tokenizer.json")
     manifest = json.loads((int8_bundle / "manifest.json").read_text())
+    for name in manifest["files"]:
+        if name != "model.onnx":
+            shutil.copyfile(int8_bundle / name, into / name)
     for name in manifest["files"]:
         manifest["files"][name] = {"sha256": sha256(into / name), "bytes": (into / name).stat().st_size}
     (into / "manifest.json").write_text(json.dumps(manifest))

@@ -4,12 +4,19 @@ keeps one cursor per shard, by the shard dir's name."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paths import CORPUS_NAME, corpus_dir  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+END_OF_TEXT_ID = 0  # tokenizer.py's file separator
 
 
 def corpus_shards() -> dict[str, Path]:
@@ -38,3 +45,23 @@ def parse_shard(spec: str) -> tuple[Path, float]:
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{spec}: the weight must be above 0")
     return Path(path), value
+
+
+def file_spans(corpus: Path, split: str) -> tuple[list[dict], np.ndarray, np.ndarray]:
+    """The files of a split (their jsonl records without the text) and where each one's tokens begin and
+    end in `{split}.bin`. tokenizer.py writes each file's tokens then <|endoftext|>, and a file that
+    spells that marker in its text holds the same token inside it, so the ends are counted, not found."""
+    from completer.tokens import END_OF_TEXT
+
+    records, markers = [], []
+    with (corpus / f"{split}.jsonl").open() as lines:
+        for line in lines:
+            record = json.loads(line)
+            markers.append(record.pop("text").count(END_OF_TEXT) + 1)
+            records.append(record)
+    tokens = np.fromfile(corpus / f"{split}.bin", dtype=np.uint16)
+    zeros = np.flatnonzero(tokens == END_OF_TEXT_ID)
+    if len(zeros) != sum(markers):
+        raise SystemExit(f"{corpus}: {split}.bin and {split}.jsonl hold different files")
+    ends = zeros[np.cumsum(markers) - 1]  # [F] each file's closing marker
+    return records, np.r_[0, ends[:-1] + 1], ends

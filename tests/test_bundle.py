@@ -26,7 +26,7 @@ def test_committed_bundle_verifies(model_dir: Path):
 def copy(model_dir: Path, tmp_path: Path) -> Path:
     target = tmp_path / "bundle"
     target.mkdir()
-    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+    for name in (*json.loads((model_dir / "manifest.json").read_text())["files"], "manifest.json"):
         shutil.copyfile(model_dir / name, target / name)
     return target
 
@@ -67,3 +67,14 @@ def test_engine_refuses_corrupt_model_and_keeps_old_one(copy: Path, engine: Engi
     with pytest.raises(ModelError):
         engine.configure(EngineSettings(model_path=str(copy)))
     assert engine.bundle.path == before and engine.settings.model_path is None
+
+
+def test_a_wheel_installs_every_file_the_manifest_lists(model_dir: Path):
+    """A non-editable install finds the model in <prefix>/share/completer/models: each file the manifest
+    checks must be among pyproject.toml's data files, or that install would refuse to load."""
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((model_dir.parent.parent / "pyproject.toml").read_text())
+    installed = {Path(p).name for p in pyproject["tool"]["setuptools"]["data-files"][
+        "share/completer/models/python-small"]}
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    assert {*manifest["files"], "manifest.json"} <= installed
