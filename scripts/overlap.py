@@ -55,6 +55,7 @@ def file_overlaps(val_dir: Path, train_dirs: list[Path]) -> dict[str, float]:
     return {f"{r['origin']}:{r['path']}": float(found[a + WINDOW - 1:b].mean()) if b >= a + WINDOW else 0.0
             for r, a, b in zip(records, starts, ends)}
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("new", type=Path)
@@ -90,6 +91,7 @@ def main() -> None:
 def half_width(values: np.ndarray) -> float:
     """Of the 95 % interval of the mean (normal approximation), as eval.py gives it."""
     return 1.96 * values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+
 
 if __name__ == "__main__":
     main()

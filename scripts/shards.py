@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from paths import CORPUS_NAME, corpus_dir  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from completer.tokens import END_OF_TEXT  # noqa: E402
 
 END_OF_TEXT_ID = 0  # tokenizer.py's file separator
 
@@ -51,8 +52,6 @@ def file_spans(corpus: Path, split: str) -> tuple[list[dict], np.ndarray, np.nda
     """The files of a split (their jsonl records without the text) and where each one's tokens begin and
     end in `{split}.bin`. tokenizer.py writes each file's tokens then <|endoftext|>, and a file that
     spells that marker in its text holds the same token inside it, so the ends are counted, not found."""
-    from completer.tokens import END_OF_TEXT
-
     records, markers = [], []
     with (corpus / f"{split}.jsonl").open() as lines:
         for line in lines:

@@ -13,14 +13,27 @@ sys.path.insert(0, str(REPO / "scripts"))
 from overlap import file_overlaps  # noqa: E402
 
 
-def write_split(directory: Path, split: str, files: dict[str, list[int]]) -> None:
+def write_split(directory: Path, split: str, files: dict[str, list[int]], texts: dict[str, str] | None = None
+                ) -> None:
+    """Token arrays as tokenizer.py writes them, an end marker (0) after each file, and the jsonl beside."""
     directory.mkdir(exist_ok=True)
-    tokens = [t for body in files.values() for t in [*body, 0]]  # as tokenizer.py writes them: a marker after each
+    tokens = [t for body in files.values() for t in [*body, 0]]
     np.array(tokens, dtype=np.uint16).tofile(directory / f"{split}.bin")
     with (directory / f"{split}.jsonl").open("w") as out:
         for name in files:
             origin, path = name.split(":")
-            out.write(json.dumps({"origin": origin, "path": path, "text": "code"}) + "\n")
+            text = (texts or {}).get(name, "code")
+            out.write(json.dumps({"origin": origin, "path": path, "text": text}) + "\n")
+
+
+def test_a_file_that_spells_the_end_marker_keeps_its_bounds(tmp_path: Path):
+    from shards import file_spans
+
+    write_split(tmp_path, "val", {"pkg:a.py": [5, 6], "pkg:eot.py": [7, 0, 8], "pkg:b.py": [9]},
+                {"pkg:eot.py": "s = '<|endoftext|>'"})
+    records, starts, ends = file_spans(tmp_path, "val")
+    assert [r["path"] for r in records] == ["a.py", "eot.py", "b.py"] and "text" not in records[0]
+    assert starts.tolist() == [0, 3, 7] and ends.tolist() == [2, 6, 8]
 
 
 def test_a_copied_file_overlaps_wholly_and_a_new_one_not_at_all(tmp_path: Path):
