@@ -9,6 +9,8 @@
    and plain beam search, where a line that ends takes its beam's place, vs the beams kept full.
    The model alone vs the document's repeats mixed in, with the whole module above each typed line
    and the rest below it (more than the engine keeps: the repeats search all the clipped text).
+   In the same long document, the first keystroke on a new line (after Enter) against the last
+   keystroke of the line before it.
    Also at the full window: each document's KV prefilled in one model run vs in two, INT8 and fp32
    (how much the suggestions depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
@@ -17,6 +19,7 @@
 6. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
 7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
+With `--only document_repeats` or `--only after_enter` it runs that long-document comparison alone.
 With `--candidate BUNDLE` it only times that bundle against `--bundle` at the full window, typing
 the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
 time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
@@ -57,6 +60,7 @@ from completer.types import CompletionResult, EngineSettings, ModelError  # noqa
 
 SOURCE = Path(argparse.__file__)  # a long, real, permissively licensed module (PSF)
 TYPED_LINES = 3  # lines typed per context size
+ENTER_LINES = 60  # lines ended with Enter in the long document
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -89,14 +93,14 @@ def keystroke_script(engine: Engine, text: str, context_tokens: int) -> list[tup
     raise SystemExit(f"{SOURCE} is shorter than {context_tokens} tokens")
 
 
-def document_script(text: str) -> list[tuple[str, str, str]]:
+def document_script(text: str, typed_lines: int = TYPED_LINES) -> list[tuple[str, str, str]]:
     """(before, typed line, below) with all of the module above each line before the cursor, at least
     MAX_CONTEXT_CHARS of it, and the lines after it below: the engine clips the text above, slides its
     window to the end, and the document's repeats search the whole clipped text and the lines below
     (as much again), about twenty times the window."""
     lines = text.split("\n")
     first = next(index for index in range(len(lines)) if len("\n".join(lines[:index])) >= MAX_CONTEXT_CHARS)
-    typed = [index for index in range(first, len(lines)) if len(lines[index].strip()) > 10][:TYPED_LINES]
+    typed = [index for index in range(first, len(lines)) if len(lines[index].strip()) > 10][:typed_lines]
     return [("\n".join(lines[:index]) + "\n", lines[index], text_below(lines, index, MAX_CONTEXT_CHARS))
             for index in typed]
 
@@ -191,6 +195,31 @@ def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple
     many keystrokes get another top line (eval.py measures what it buys)."""
     return compare_settings({"model_alone": Engine(settings(document_repeats=False)),
                              "with_repeats": Engine(settings())}, script, documents="long-document")
+
+
+def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str, str, str]]) -> dict:
+    """In a long document (document_script), the first keystroke on a new line against the last keystroke of
+    the line before it, alternating line by line: the line's last character typed (with the rest of the
+    line already typed and cached), then Enter, which puts the cursor on a new line at the next line's
+    indentation, so the typed line becomes context and the search starts a whole line."""
+    engine = Engine(settings())
+    engine.typing_through = False
+    times: dict[str, list[float]] = {"last_character": [], "after_enter": []}
+    runs: dict[str, list[int]] = {"last_character": [], "after_enter": []}
+    for n, (before, line, below) in enumerate(script):
+        uri = f"file:///enter-{n}.py"
+        engine.complete_text(uri, before + line[:-1], "", below=below)  # open, warm, the line all but typed
+        following = below.split("\n", 1)[0]
+        indent = following[:len(following) - len(following.lstrip())]
+        for kind, text in (("last_character", before + line), ("after_enter", before + line + "\n" + indent)):
+            result = engine.complete_text(uri, text, "", below=below)
+            times[kind].append(result.latency_ms)
+            runs[kind].append(result.model_runs)
+    out: dict = {kind: summary(values) for kind, values in times.items()}
+    for kind in times:
+        out[kind]["model_runs"] = {"p50": percentile(runs[kind], 50), "p95": percentile(runs[kind], 95),
+                                   "max": max(runs[kind])}
+    return out
 
 
 def full_beams(settings: Callable[..., EngineSettings], script: list[tuple[str, str]]) -> dict:
@@ -445,6 +474,8 @@ def main() -> None:
     parser.add_argument("--candidate", type=Path, default=None,
                         help="only time this other bundle (a grown shape, say) against --bundle at the full window")
     parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
+    parser.add_argument("--only", choices=("document_repeats", "after_enter"), default=None,
+                        help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
     args = parser.parse_args()
@@ -469,6 +500,16 @@ def main() -> None:
     text = SOURCE.read_text()
     results: dict[str, dict] = {}
     plot: dict[str, dict[str, float]] = {}
+
+    if args.only:
+        if args.svg or args.candidate:
+            parser.error("--only writes only --out")
+        compare = {"document_repeats": lambda: document_repeats(settings, document_script(text)),
+                   "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES))}[args.only]
+        results[args.only] = compare()
+        print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
+        write_results(results, args.out)
+        return
 
     if args.candidate:
         results["candidate"] = candidate(settings, args.candidate, text, args.rounds)
@@ -505,6 +546,8 @@ def main() -> None:
     print(f"full beams: {json.dumps(results['full_beams'])}", flush=True)
     results["document_repeats"] = document_repeats(settings, document_script(text))
     print(f"document repeats: {json.dumps(results['document_repeats'])}", flush=True)
+    results["after_enter"] = after_enter(settings, document_script(text, ENTER_LINES))
+    print(f"after Enter: {json.dumps(results['after_enter'])}", flush=True)
     results["prefill_chunks"] = {"int8": prefill_chunks(str(args.bundle), args.threads, long_script)}
     print(f"prefill chunks, INT8: {json.dumps(results['prefill_chunks']['int8'])}", flush=True)
     through = Engine(settings())

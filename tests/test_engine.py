@@ -9,7 +9,7 @@ import pytest
 
 import completer.engine as engine_module
 from completer.engine import Engine
-from completer.text import MAX_INSERTED_BYTES, text_below
+from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
                              SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
 from lsp_support import CALL_BELOW, CALL_BELOW_CURSOR, LINE_ABOVE, LONG_CALL, REPEATED_ARGUMENTS, REPEATED_CALL
@@ -561,3 +561,15 @@ def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_di
     assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
         "file:///old.py", REPEATED_CALL, "").suggestions]
     assert got.suggestions[0].text == "path)"  # the model alone, as in the repeats test above
+
+
+def test_the_benchmarks_enter_keystroke_starts_a_search_on_a_new_line():
+    """bench_engine's after_enter times, per line of a long document, the line's last character and then
+    Enter; the Enter keystroke must reach the model (a new line, no typing through) for each line."""
+    import bench_engine
+
+    script = bench_engine.document_script(bench_engine.SOURCE.read_text(), 2)
+    assert len(script) == 2 and all(len(before) >= MAX_CONTEXT_CHARS for before, _, _ in script)
+    out = bench_engine.after_enter(lambda **kw: EngineSettings(**kw), script)
+    assert out["last_character"]["n"] == out["after_enter"]["n"] == 2
+    assert out["after_enter"]["model_runs"]["p50"] >= 1
