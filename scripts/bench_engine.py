@@ -63,6 +63,11 @@ TYPED_LINES = 3  # lines typed per context size
 ENTER_LINES = 60  # lines ended with Enter in the long document
 
 
+def runs_summary(runs: list[int]) -> dict[str, float]:
+    """Model runs per keystroke: median, 95th percentile and most."""
+    return {"p50": percentile(runs, 50), "p95": percentile(runs, 95), "max": max(runs)}
+
+
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
@@ -161,7 +166,7 @@ def compare_settings(engines: dict[str, Engine], script: list[tuple[str, ...]],
     a, b = engines
     for name in (a, b):
         runs = [r.model_runs for r in RESULTS_SEEN[name]]
-        out[name]["model_runs"] = {"p50": percentile(runs, 50), "p95": percentile(runs, 95), "max": max(runs)}
+        out[name]["model_runs"] = runs_summary(runs)
         out[name]["ms_per_model_run_p50"] = round(percentile(
             [r.latency_ms / r.model_runs for r in RESULTS_SEEN[name] if r.model_runs], 50), 3)
     top = {name: [r.suggestions[0].line if r.suggestions else None for r in RESULTS_SEEN[name]] for name in (a, b)}
@@ -217,8 +222,7 @@ def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str,
             runs[kind].append(result.model_runs)
     out: dict = {kind: summary(values) for kind, values in times.items()}
     for kind in times:
-        out[kind]["model_runs"] = {"p50": percentile(runs[kind], 50), "p95": percentile(runs[kind], 95),
-                                   "max": max(runs[kind])}
+        out[kind]["model_runs"] = runs_summary(runs[kind])
     return out
 
 
@@ -527,8 +531,7 @@ def main() -> None:
         results[f"context_{n}"] = {k: summary(v) for k, v in times.items()}
         results[f"context_{n}"]["context_tokens"] = context_range()
         runs = [r.model_runs for r in RESULTS_SEEN["kv_reuse"]]
-        results[f"context_{n}"]["kv_reuse_model_runs"] = {"p50": percentile(runs, 50), "p95": percentile(runs, 95),
-                                                          "max": max(runs)}
+        results[f"context_{n}"]["kv_reuse_model_runs"] = runs_summary(runs)
         results[f"context_{n}"]["speedup_p50"] = round(results[f"context_{n}"]["recompute"]["p50_ms"]
                                                        / results[f"context_{n}"]["kv_reuse"]["p50_ms"], 2)
         plot[f"{results[f'context_{n}']['context_tokens']['median']} tokens"] = {

@@ -259,7 +259,6 @@ def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
     for name in manifest["files"]:
         if name != "model.onnx":
             shutil.copyfile(int8_bundle / name, into / name)
-    for name in manifest["files"]:
         manifest["files"][name] = {"sha256": sha256(into / name), "bytes": (into / name).stat().st_size}
     (into / "manifest.json").write_text(json.dumps(manifest))
     return into

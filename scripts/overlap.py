@@ -38,7 +38,7 @@ def window_hashes(tokens: np.ndarray) -> np.ndarray:
     h = np.zeros(len(t), np.uint64)
     weight = np.uint64(1)
     with np.errstate(over="ignore"):
-        for back in range(WINDOW):
+        for back in range(min(WINDOW, len(t))):  # a split shorter than a window has none whole
             h[back:] += t[:len(t) - back] * weight  # the token `back` places before each place
             weight *= _STEP
     return h
@@ -68,7 +68,16 @@ def main() -> None:
     old = json.loads(args.old.read_text()) if args.old else None
     if old is not None and new["positions"] != old["positions"]:
         sys.exit("overlap.py: the two runs are not on the same positions")
-    overlap = file_overlaps(args.val_dir or corpus_dir(), args.train_dir or [corpus_dir()])
+    val_dir, train_dirs = args.val_dir or corpus_dir(), args.train_dir or [corpus_dir()]
+    missing = [str(f) for f in (val_dir / "val.bin", val_dir / "val.jsonl", *(d / "train.bin" for d in train_dirs))
+               if not f.is_file()]
+    if missing:
+        sys.exit(f"overlap.py: no {', '.join(missing)} (build the corpus with scripts/corpus.py and tokenizer.py)")
+    overlap = file_overlaps(val_dir, train_dirs)
+    unknown = {path for path, *_ in new["positions"]} - overlap.keys()
+    if unknown:
+        sys.exit(f"overlap.py: {len(unknown)} files of the run are not in that validation split "
+                 f"(e.g. {min(unknown)}): pass the run's --val-dir")
     share = np.array([overlap[path] for path, *_ in new["positions"]])
     what = "old, new − old (95 %)" if old else "rate (95 %)"
     print("| files whose 32-token windows occur in training | positions | "
