@@ -47,6 +47,13 @@ def _engine(args: argparse.Namespace):
     return Engine(_settings(args))
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SystemExit(f"cannot read {path}: {exc.strerror}")
+
+
 def cmd_complete(args: argparse.Namespace) -> int:
     match = re.fullmatch(r"(.+):(\d+):(\d+)", args.position)
     if not match:
@@ -54,14 +61,12 @@ def cmd_complete(args: argparse.Namespace) -> int:
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
     if line < 1 or col < 1:
         raise SystemExit("LINE and COL are 1-based")
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SystemExit(f"cannot read {path}: {exc.strerror}")
+    text = _read(path)
+    others = [_read(Path(other)) for other in args.open or ()]
     engine = _engine(args)
     uri = path.resolve().as_uri()
     engine.open(uri, text)
-    result = engine.complete(uri, line - 1, col - 1)
+    result = engine.complete(uri, line - 1, col - 1, others=others)
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
                                    for s in result.suggestions],
@@ -135,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--suggestions", type=int, default=None)
     complete.add_argument("--search-budget-ms", type=int, default=None,
                           help="stop the beam search this long after the request (0: no limit)")
+    complete.add_argument("--open", action="append", metavar="OTHER_FILE",
+                          help="another file open beside FILE, whose head the document's repeats also search "
+                               "(repeatable, most recently edited first; as many as the openFiles setting)")
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.set_defaults(func=cmd_complete)
     demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")

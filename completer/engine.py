@@ -23,8 +23,8 @@ from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .repeats import DocumentRepeats
 from .runtime import Runtime
-from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, looks_binary,
-                   split_lines, text_below)
+from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, head_of_file,
+                   looks_binary, split_lines, text_below)
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
                     SOURCE_EARLIER_LINE, EngineSettings, Suggestion)
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
+OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Engine:
         self.bundle, self.tokens, self.runtime = self._load(self.settings)
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
+        self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
@@ -94,6 +96,7 @@ class Engine:
             self._runs_before_reload += self.runtime.calls
             self.bundle, self.tokens, self.runtime = bundle, tokens, runtime
             self.cache = DocumentCache(settings.memory_budget_mb * 1024 * 1024)
+            self._other_file_ids.clear()  # another tokenizer
         else:
             self._check_fits(settings, self.bundle)
         self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
@@ -111,8 +114,10 @@ class Engine:
         self.documents.pop(uri, None)
         self.cache.drop(uri)
 
-    def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None) -> CompletionResult:
-        """Suggestions at a 0-based line and code-point column of an open document."""
+    def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
+                 others: Sequence[str] = ()) -> CompletionResult:
+        """Suggestions at a 0-based line and code-point column of an open document; `others` are the texts
+        of other files open beside it, most recently edited first."""
         lines = self.documents.get(uri)
         sliced = context_slice(lines, line, column, MAX_CONTEXT_CHARS) if lines is not None else None
         if lines is None or sliced is None:
@@ -120,17 +125,18 @@ class Engine:
         before, after = sliced
         searched = self.settings.document_repeats and self.settings.repeats_below
         below = text_below(lines, line, MAX_CONTEXT_CHARS) if searched else ""
-        return self.complete_text(uri, before, after, is_cancelled, below)
+        return self.complete_text(uri, before, after, is_cancelled, below, others)
 
     # Completion ----------------------------------------------------------------------------
     def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None,
-                      below: str = "") -> CompletionResult:
-        """Suggestions for a cursor with `before` the text before it, `after` the rest of its line and `below`
-        the lines after it (searched by the document's repeats only). Raises Cancelled when `is_cancelled`
-        turns true between beam steps; otherwise never raises."""
+                      below: str = "", others: Sequence[str] = ()) -> CompletionResult:
+        """Suggestions for a cursor with `before` the text before it, `after` the rest of its line, `below`
+        the lines after it and `others` the texts of other open files, most recently edited first (both
+        searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
+        steps; otherwise never raises."""
         started = time.perf_counter()
         try:
-            result = self._complete(uri, before, after, is_cancelled, below)
+            result = self._complete(uri, before, after, is_cancelled, below, others)
         except Cancelled:
             raise
         except Exception:  # a bad request must never take the engine down
@@ -205,16 +211,30 @@ class Engine:
             ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
         return ids, healed, document
 
-    def _repeats(self, state: DocumentState, document: list[int], window: int, below: str) -> DocumentRepeats | None:
+    def _repeats(self, state: DocumentState, document: list[int], window: int, below: str,
+                 others: Sequence[str] = ()) -> DocumentRepeats | None:
         """The document's own repeats for the beam step (the model's window is the last `window` of the
-        `document` ids; the lines `below` the cursor's are searched too, placed first, after a newline),
-        unless switched off or the bundle predates them."""
+        `document` ids; the lines `below` the cursor's are searched too, placed before them, and the heads
+        of the other open files before those), unless switched off or the bundle predates them."""
         if not (self.settings.document_repeats and self.runtime.mixes_repeats):
             return None
-        ids: Sequence[int] = document
+        parts = [self._other_ids(text) for text in others[:self.settings.open_files]]
+        others_end = sum(len(part) for part in parts)
         if below and self.settings.repeats_below:
-            ids = np.concatenate([self._below_ids(state, below), np.asarray(document, dtype=np.int64)])
-        return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window)
+            parts.append(self._below_ids(state, below))
+        ids: Sequence[int] = np.concatenate([*parts, np.asarray(document, dtype=np.int64)]) if parts else document
+        return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window, others_end=others_end)
+
+    def _other_ids(self, text: str) -> np.ndarray:
+        """The tokens of another open file's head (then a newline), kept while the file stays unchanged."""
+        ids = self._other_file_ids.pop(text, None)
+        if ids is None:
+            head = clean(head_of_file(text)).removesuffix("\n")
+            ids = np.asarray(self._encode_lines({}, head), dtype=np.int64)
+            while len(self._other_file_ids) >= OTHER_FILES_KEPT:
+                del self._other_file_ids[next(iter(self._other_file_ids))]
+        self._other_file_ids[text] = ids  # the most recent use last
+        return ids
 
     def _below_ids(self, state: DocumentState, below: str) -> np.ndarray:
         """The tokens of the lines `below` the cursor's, then a newline. They stay put while the user types
@@ -224,8 +244,8 @@ class Engine:
                                                   dtype=np.int64))
         return state.below_memo[1]
 
-    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = ""
-                  ) -> CompletionResult:
+    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = "",
+                  others: Sequence[str] = ()) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
@@ -252,7 +272,7 @@ class Engine:
                                 beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
-                                repeats=self._repeats(state, document, len(ids), below))
+                                repeats=self._repeats(state, document, len(ids), below, others))
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
@@ -298,7 +318,8 @@ class Engine:
         suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after), score=None,
                                       source=SOURCE_EARLIER_LINE))
 
-    def line_score(self, uri: str, before: str, rest: str, below: str = "") -> float | None:
+    def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = ()
+                   ) -> float | None:
         """The log-probability the beam search would give the line ending in `rest` (then a newline) at the
         cursor after `before`: evaluation compares it with the suggestions' scores to tell a line the search
         missed from one the model ranks low. None when the search could not produce it: more tokens than
@@ -318,7 +339,7 @@ class Engine:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
         score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation,
-                             self._repeats(state, document, len(ids), below))
+                             self._repeats(state, document, len(ids), below, others))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

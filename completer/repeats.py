@@ -4,10 +4,12 @@ run of tokens that ends the text so far (a cache language model over the documen
 Code repeats itself within a file (a call pattern, a block of asserts, a name defined above), and a
 small model copies a long repeat less surely than the repeat deserves. It cannot copy at all what lies
 before its window, so the matching looks back over all the text the engine keeps (MAX_CONTEXT_CHARS),
-about ten times the window. The beam step mixes this distribution into the model's:
+about ten times the window, and over the other files the user has open (a project repeats its own names
+and patterns across files). The beam step mixes this distribution into the model's:
 p = (1 - share) * p_model + share * p_repeat, with `share` growing with the length of the match, and
-larger when every longest match lies before the model's window (there the model has not seen it).
-The shares were fitted on validation windows by `scripts/fit_repeats.py`.
+depending on where the longest matches lie: in the model's window, before it in the document (the model
+has not seen it), or only in other open files. The shares were fitted on validation windows by
+`scripts/fit_repeats.py`.
 """
 from __future__ import annotations
 
@@ -16,22 +18,27 @@ from collections.abc import Sequence
 import numpy as np
 
 MAX_MATCH = 64  # tokens compared backwards; longer repeats are as sure as this
-SHARE_BY_MATCH = ((1, 0.02, 0.06), (2, 0.02, 0.13), (3, 0.05, 0.15), (5, 0.08, 0.23), (8, 0.10, 0.32),
-                  (12, 0.18, 0.41), (16, 0.25, 0.51), (24, 0.30, 0.63), (32, 0.48, 0.77), (48, 0.60, 0.83),
-                  (64, 0.82, 0.94))
-"""(longest match up to this many tokens, share of the repeat distribution when the model's window holds one
-of the longest matches, share when all of them lie before the window), as `python scripts/fit_repeats.py`
-fitted them for the shipped weights on the first shard's validation windows."""
+IN_WINDOW, BEFORE_WINDOW, OTHER_FILES = 0, 1, 2
+"""Where the longest matches lie: one of them in the model's window; all before it, one in the document
+(or the lines below the cursor); all in other open files."""
+SHARE_BY_MATCH = ((1, 0.02, 0.06, 0.01), (2, 0.02, 0.13, 0.02), (3, 0.05, 0.15, 0.02), (5, 0.08, 0.23, 0.05),
+                  (8, 0.10, 0.32, 0.12), (12, 0.18, 0.41, 0.28), (16, 0.25, 0.51, 0.47), (24, 0.30, 0.63, 0.51),
+                  (32, 0.48, 0.77, 0.60), (48, 0.60, 0.83, 0.60), (64, 0.82, 0.94, 0.60))
+"""(longest match up to this many tokens, then the repeat distribution's share for each place the longest
+matches may lie: IN_WINDOW, BEFORE_WINDOW, OTHER_FILES), as `python scripts/fit_repeats.py` fitted them
+for the shipped weights on the first shard's validation windows (OTHER_FILES with `--open-files 4`). A
+short match in another file is mostly a common idiom the model knows already: its share is a fraction of
+one in the document's own text."""
 
 
-def share_for(match: int, in_window: bool = True) -> float:
-    """The repeat distribution's share for a longest match of `match` tokens (0: none)."""
+def share_for(match: int, where: int = IN_WINDOW) -> float:
+    """The repeat distribution's share for a longest match of `match` tokens (0: none) lying `where`."""
     if match <= 0:
         return 0.0
-    for upto, seen, unseen in SHARE_BY_MATCH:
-        if match <= upto:
-            return seen if in_window else unseen
-    return SHARE_BY_MATCH[-1][1] if in_window else SHARE_BY_MATCH[-1][2]
+    for row in SHARE_BY_MATCH:
+        if match <= row[0]:
+            return row[1 + where]
+    return SHARE_BY_MATCH[-1][1 + where]
 
 
 class DocumentRepeats:
@@ -43,19 +50,21 @@ class DocumentRepeats:
     over the array, and a file of one line repeated thousands of times (every place matching) stays
     within a few milliseconds per step."""
 
-    def __init__(self, context: Sequence[int], vocab_size: int, window_start: int = 0) -> None:
-        """`context`: the document's token ids before the cursor; the model's window begins at `window_start`."""
+    def __init__(self, context: Sequence[int], vocab_size: int, window_start: int = 0, others_end: int = 0) -> None:
+        """`context`: the token ids searched, ending with the document's before the cursor; the model's window
+        begins at `window_start`, and the first `others_end` ids are other open files'."""
         self.context = context = np.asarray(context, dtype=np.int64)  # [N]
         self.vocab_size = vocab_size
         self.window_start = window_start
+        self.others_end = others_end
         bigrams = context[1:-1] * vocab_size + context[:-2]  # [N-2] the two tokens ending at place 1.., coded
         self._codes = (context[:-1], bigrams, bigrams[1:] * vocab_size + context[:-3])  # ends at places 0, 1, 2..
         # (each stops before the last place: a match needs a token after it)
 
-    def longest_match(self, generated: Sequence[int] = ()) -> tuple[int, np.ndarray, bool]:
+    def longest_match(self, generated: Sequence[int] = ()) -> tuple[int, np.ndarray, int]:
         """The length of the longest earlier match of the context followed by `generated`, the tokens that
-        followed each such match in the context ([M], repeats kept: they are the counts), and whether one
-        of those matches ends inside the model's window."""
+        followed each such match in the context ([M], repeats kept: they are the counts), and where the
+        matches lie (IN_WINDOW, BEFORE_WINDOW or OTHER_FILES: the latest place that holds one)."""
         context = self.context
         if len(generated) >= MAX_MATCH:
             tail = np.asarray(generated[-MAX_MATCH:], dtype=np.int64)
@@ -67,7 +76,7 @@ class DocumentRepeats:
             if ends.size:
                 break
         if ends.size == 0:
-            return 0, ends, False
+            return 0, ends, IN_WINDOW
         longest, span = width, min(tail.size, MAX_MATCH)
         while width == 3 and longest < span:  # walk back up to three tokens at a time while some place matches
             for step in range(min(3, span - longest), 0, -1):  # fewer, once no place matches that many more
@@ -80,7 +89,9 @@ class DocumentRepeats:
                 break
             if step < 3:
                 break  # a shorter step matched only because the longer one did not: no place goes further
-        return longest, context[ends + 1], bool(ends[-1] >= self.window_start)
+        last = ends[-1]  # places ascend
+        where = IN_WINDOW if last >= self.window_start else BEFORE_WINDOW if last >= self.others_end else OTHER_FILES
+        return longest, context[ends + 1], where
 
     def _code(self, tail: np.ndarray, skip: int, width: int) -> int:
         """The code (as in `_codes`) of the `width` tokens of `tail` that end `skip` tokens before its end."""
@@ -97,8 +108,8 @@ class DocumentRepeats:
             return np.zeros((1, self.vocab_size), np.float32), np.ones(1, np.float32)
         probs = np.zeros((len(rows), self.vocab_size), np.float32)  # [B, V]
         model_share = np.ones(len(rows), np.float32)  # [B]
-        for row, (longest, followers, in_window) in enumerate(rows):
-            share = share_for(longest, in_window)
+        for row, (longest, followers, where) in enumerate(rows):
+            share = share_for(longest, where)
             if share:
                 probs[row] = np.bincount(followers, minlength=self.vocab_size)[:self.vocab_size] * (
                     share / followers.size)

@@ -11,6 +11,7 @@ import re
 
 CLIP_LINE_STEP = 64
 MAX_CONTEXT_CHARS = 32768  # text kept before the cursor (and searched below it): far more than the window holds
+OTHER_FILE_CHARS = 16384  # searched of each other open file: its head, where imports and definitions lie
 MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 # A suggestion adds at most this much: 0.03 % of validation lines are longer than 160 characters in all,
 # and a beam past it is a run-on (a comment banner of `=` extending itself), not a line to offer.
@@ -73,3 +74,11 @@ def text_below(lines: list[str], line: int, max_chars: int = MAX_CONTEXT_CHARS) 
         size += len(lines[end]) + 1
         end += 1
     return "\n".join(lines[line + 1:end])
+
+
+def head_of_file(text: str, max_chars: int = OTHER_FILE_CHARS) -> str:
+    """The whole lines at the start of `text` that fit in `max_chars` (all of it when it fits): what the
+    document's repeats search of another open file."""
+    if len(text) <= max_chars:
+        return text
+    return text[:text.rfind("\n", 0, max_chars + 1) + 1]

@@ -76,6 +76,7 @@ class EngineSettings:
     search_budget_ms: int = 0  # 0: no limit; else no beam step starts this long after the request came in
     document_repeats: bool = True  # mix what followed earlier repeats of the text into the model's predictions
     repeats_below: bool = True  # the repeats also search the lines below the cursor's (eval.py's card: off)
+    open_files: int = 4  # the repeats also search this many other open files, most recently edited first
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
@@ -91,6 +92,8 @@ class EngineSettings:
             raise ValueError("threads must be between 0 and 256")
         if not 1 <= self.memory_budget_mb <= 65536:
             raise ValueError("memory_budget_mb must be between 1 and 65536")
+        if not 0 <= self.open_files <= 16:
+            raise ValueError("open_files must be between 0 and 16")
         if not 0 <= self.search_budget_ms <= 60000:
             raise ValueError("search_budget_ms must be between 0 (no limit) and 60000")
         if self.context_tokens and self.context_tokens < self.max_tokens + MIN_CONTEXT_TOKENS:

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from completer.text import split_lines
+from completer.text import OTHER_FILE_CHARS, split_lines
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +94,30 @@ class Document:
     version: int
     lines: list[str]
     edits: int = 0  # bumped on every change; part of result-cache keys, unlike the client's version
+    _head: tuple[int, str] = field(default=(-1, ""), repr=False)  # (edits, head) of the last head() call
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def head(self, max_chars: int = OTHER_FILE_CHARS) -> str:
+        """The whole lines at the start of the document that fit in `max_chars`: what the document's repeats
+        search of it while another document is being completed. Kept until the document changes."""
+        if self._head[0] != self.edits:
+            end, size = 0, 0
+            while end < len(self.lines) and size + len(self.lines[end]) + 1 <= max_chars:
+                size += len(self.lines[end]) + 1
+                end += 1
+            self._head = (self.edits, "\n".join(self.lines[:end]))
+        return self._head[1]
+
 
 @dataclass
 class DocumentStore:
-    """All documents the client opened, by URI."""
+    """All documents the client opened, by URI, the most recently opened or edited last."""
 
     codec: PositionCodec = field(default_factory=PositionCodec)
     _docs: dict[str, Document] = field(default_factory=dict)
+    generation: int = 0  # bumped by every open, change and close: what other open files hold moved
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -114,11 +127,27 @@ class DocumentStore:
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
         doc = Document(uri, language_id, version, split_lines(text))
+        self._docs.pop(uri, None)
         self._docs[uri] = doc
+        self.generation += 1
         return doc
 
     def close(self, uri: str) -> Document | None:
+        self.generation += 1
         return self._docs.pop(uri, None)
+
+    def others(self, uri: str, count: int) -> list[str]:
+        """The heads of up to `count` other open documents in `uri`'s language, most recently edited first."""
+        doc = self._docs.get(uri)
+        if doc is None or count <= 0:
+            return []
+        heads = []
+        for other in reversed(self._docs.values()):
+            if len(heads) >= count:
+                break
+            if other is not doc and other.language_id == doc.language_id:
+                heads.append(other.head())
+        return heads
 
     def change(self, uri: str, version: int,
                changes: list[tuple[tuple[int, int, int, int] | None, str]]) -> Document | None:
@@ -137,6 +166,9 @@ class DocumentStore:
                 self._apply(doc, rng, text)
         doc.version = version
         doc.edits += 1
+        self.generation += 1
+        del self._docs[uri]
+        self._docs[uri] = doc  # the most recently edited last
         return doc
 
     def _apply(self, doc: Document, rng: tuple[int, int, int, int], text: str) -> None:

@@ -212,12 +212,16 @@ class CompleterServer(LanguageServer):
         engine_settings = self.settings.engine
         below = clean(text_below(doc.lines, target.line_no)) \
             if engine_settings.document_repeats and engine_settings.repeats_below else ""
-        key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation)
+        others = self.documents.others(target.uri, engine_settings.open_files) \
+            if engine_settings.document_repeats else []
+        key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
+               self.documents.generation if others else 0)  # an edit elsewhere changes what is searched
         changes = self.searches.changes(target.uri)
         result: Any = None
         for attempt in range(2):  # a worker that died under us gets one retry on its successor
             try:
-                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below)
+                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
+                                                 others)
                 break
             except asyncio.CancelledError:
                 self.stats.cancelled += 1

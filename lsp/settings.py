@@ -25,6 +25,7 @@ ENGINE_KEYS: dict[str, str] = {
     "contextTokens": "context_tokens",
     "searchBudgetMs": "search_budget_ms",
     "documentRepeats": "document_repeats",
+    "openFiles": "open_files",
 }
 SERVER_KEYS: dict[str, str] = {
     "enabledLanguages": "enabled_languages",

@@ -6,7 +6,8 @@ survive a crash in native code by simply starting a new worker.
 
 Protocol (one msgpack map per frame, see `lsp.framing`):
   server -> worker  {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
-                    {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str}
+                    {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
+                     "others": [str]}  (the heads of other open files, most recently edited first)
                     {"id": n, "op": "close", "uri": str}
                     {"id": n, "op": "info"}
                     {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
@@ -113,6 +114,7 @@ class Worker:
             result = engine.complete_text(
                 str(message["uri"]), str(message["before"]), str(message["after"]),
                 is_cancelled=lambda: self.is_cancelled(job_id), below=str(message.get("below") or ""),
+                others=[text for text in message.get("others") or () if isinstance(text, str)],
             )
             return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
         if op == "close":

@@ -10,7 +10,8 @@
    The model alone vs the document's repeats mixed in, with the whole module above each typed line
    and the rest below it (more than the engine keeps: the repeats search all the clipped text).
    In the same long document, the first keystroke on a new line (after Enter) against the last
-   keystroke of the line before it.
+   keystroke of the line before it; and the repeats without vs with four other open files (the heads
+   of four other long stdlib modules) searched too.
    Also at the full window: each document's KV prefilled in one model run vs in two, INT8 and fp32
    (how much the suggestions depend on the way the text before the cursor arrived).
 3. Typing through the last suggestion (no model call).
@@ -19,7 +20,8 @@
 6. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
 7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
-With `--only document_repeats` or `--only after_enter` it runs that long-document comparison alone.
+With `--only document_repeats`, `--only after_enter` or `--only open_files` it runs that long-document
+comparison alone.
 With `--candidate BUNDLE` it only times that bundle against `--bundle` at the full window, typing
 the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
 time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
@@ -32,6 +34,7 @@ except in (2), so every keystroke times the model path. Quote medians: the machi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -59,6 +62,7 @@ from completer.text import text_below  # noqa: E402
 from completer.types import CompletionResult, EngineSettings, ModelError  # noqa: E402
 
 SOURCE = Path(argparse.__file__)  # a long, real, permissively licensed module (PSF)
+OPEN_BESIDE = ("optparse", "gettext", "shutil", "tarfile")  # stdlib modules open beside it (open_files)
 TYPED_LINES = 3  # lines typed per context size
 ENTER_LINES = 60  # lines ended with Enter in the long document
 
@@ -130,11 +134,13 @@ steps), whether the search budget cut it short, and its top suggestion."""
 
 
 def replay(engines: dict[str, Engine], script: list[tuple[str, ...]], prepare: dict[str, Callable[[Engine], None]],
-           documents: str = "bench") -> dict[str, list[float]]:
+           documents: str = "bench", others: list[str] | None = None) -> dict[str, list[float]]:
     """Type each line one character at a time; engines alternate on every keystroke. Each replay that
     should start from fresh caches names its own `documents`: the scripts all begin at the top of the
     same module, so a document reused from another replay would keep its KV for their common prefix,
-    computed in other runs (see prefill_chunks)."""
+    computed in other runs (see prefill_chunks). `others`: the texts of other open files, given to every
+    engine (one whose open_files is 0 ignores them)."""
+    others = others or []
     times: dict[str, list[float]] = {name: [] for name in engines}
     CONTEXT_SEEN.clear()
     RESULTS_SEEN.clear()
@@ -143,11 +149,11 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, ...]], prepare: d
         uri = f"file:///{documents}-{n}.py"
         under = below[0] if below else ""
         for engine in engines.values():
-            engine.complete_text(uri, before, "", below=under)  # the document is open and warm before typing starts
+            engine.complete_text(uri, before, "", below=under, others=others)  # open and warm before typing
         for end in range(1, len(line) + 1):
             for name, engine in engines.items():
                 prepare.get(name, lambda e: None)(engine)
-                result = engine.complete_text(uri, before + line[:end], "", below=under)
+                result = engine.complete_text(uri, before + line[:end], "", below=under, others=others)
                 times[name].append(result.latency_ms)
                 CONTEXT_SEEN.append(result.cached_tokens + result.new_tokens)
                 RESULTS_SEEN[name].append(result)
@@ -155,12 +161,13 @@ def replay(engines: dict[str, Engine], script: list[tuple[str, ...]], prepare: d
 
 
 def compare_settings(engines: dict[str, Engine], script: list[tuple[str, ...]],
-                     prepare: dict[str, Callable[[Engine], None]] | None = None, documents: str = "bench") -> dict:
+                     prepare: dict[str, Callable[[Engine], None]] | None = None, documents: str = "bench",
+                     others: list[str] | None = None) -> dict:
     """Two engines alternating per keystroke: latency, ONNX calls, and how many keystrokes get another
     top line (or none) from the second."""
     for e in engines.values():
         e.typing_through = False
-    times = replay(engines, script, prepare or {}, documents)
+    times = replay(engines, script, prepare or {}, documents, others)
     out: dict = {k: summary(v) for k, v in times.items()}
     out["context_tokens"] = context_range()
     a, b = engines
@@ -200,6 +207,16 @@ def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple
     many keystrokes get another top line (eval.py measures what it buys)."""
     return compare_settings({"model_alone": Engine(settings(document_repeats=False)),
                              "with_repeats": Engine(settings())}, script, documents="long-document")
+
+
+def other_open_files(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
+    """The document's repeats alone vs searching four other open files too (the heads of OPEN_BESIDE), in
+    the long document: what the larger search costs per keystroke. The stdlib modules share little with
+    argparse, so this times the search, not a gain (eval.py --open-files measures what it buys)."""
+    others = [Path(importlib.import_module(name).__file__).read_text() for name in OPEN_BESIDE]
+    return compare_settings({"this_file": Engine(settings(open_files=0)),
+                             "four_open_files": Engine(settings(open_files=len(others)))}, script,
+                            documents="open-files", others=others)
 
 
 def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str, str, str]]) -> dict:
@@ -478,7 +495,7 @@ def main() -> None:
     parser.add_argument("--candidate", type=Path, default=None,
                         help="only time this other bundle (a grown shape, say) against --bundle at the full window")
     parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
-    parser.add_argument("--only", choices=("document_repeats", "after_enter"), default=None,
+    parser.add_argument("--only", choices=("document_repeats", "after_enter", "open_files"), default=None,
                         help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
@@ -509,7 +526,8 @@ def main() -> None:
         if args.svg or args.candidate:
             parser.error("--only writes only --out")
         compare = {"document_repeats": lambda: document_repeats(settings, document_script(text)),
-                   "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES))}[args.only]
+                   "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES)),
+                   "open_files": lambda: other_open_files(settings, document_script(text))}[args.only]
         results[args.only] = compare()
         print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
         write_results(results, args.out)
@@ -551,6 +569,8 @@ def main() -> None:
     print(f"document repeats: {json.dumps(results['document_repeats'])}", flush=True)
     results["after_enter"] = after_enter(settings, document_script(text, ENTER_LINES))
     print(f"after Enter: {json.dumps(results['after_enter'])}", flush=True)
+    results["open_files"] = other_open_files(settings, document_script(text))
+    print(f"open files: {json.dumps(results['open_files'])}", flush=True)
     results["prefill_chunks"] = {"int8": prefill_chunks(str(args.bundle), args.threads, long_script)}
     print(f"prefill chunks, INT8: {json.dumps(results['prefill_chunks']['int8'])}", flush=True)
     through = Engine(settings())

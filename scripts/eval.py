@@ -19,8 +19,9 @@ run once before the change, once after; `--compare NEW OLD` pairs two saved runs
 anything. `--search-errors` asks, for each line missing from the first five, whether the model
 scores it above the fifth suggestion (the search lost it) or below (the model ranks it low), to show
 how much of the gap a better search could close at most. `--lines-below` lets the document's repeats
-search the lines after the cursor's too, as the server's do; the card keeps to the text before the
-cursor, so it leaves them out.
+search the lines after the cursor's too, as the server's do, and `--open-files N` N other files of the
+project, as the server searches other open files; the card keeps to the text before the cursor, so it
+leaves both out.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import copy_key  # noqa: E402
 from export import replace_section, sha256  # noqa: E402
+from open_files import imported_files, open_files  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
@@ -140,7 +142,8 @@ def percent(values: list[float]) -> tuple[float, float | None]:
     return round(100 * mean, 2), None if half_width is None else round(100 * half_width, 2)
 
 
-def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float], below: str = "") -> str:
+def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float], below: str = "",
+                      others: list[str] | None = None) -> str:
     """Why a line is not among the first five. "search": the engine's own score of it beats the fifth
     suggestion's (or the last one's when there are fewer, or there is none), so a wider search would find
     it, if perhaps behind other lines it also finds. "model": the model scores it lower. "filtered": the
@@ -148,20 +151,52 @@ def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: 
     the line's own tokenization, a lower bound over all of them, so no tokenization makes "search" wrong."""
     if not engine.would_offer(uri, before, rest):
         return "filtered"
-    score = engine.line_score(uri, before, rest, below)
+    score = engine.line_score(uri, before, rest, below, others or ())
     if score is None:
         return "too long"
     return "search" if not scores or score > scores[:5][-1] else "model"
 
 
+@dataclass(frozen=True)
+class OpenFiles:
+    """What the document's repeats search besides the file: up to `count` other files per file key."""
+
+    count: int
+    keys: dict[str, list[str]]  # file key ("origin:path") -> the keys of the files open beside it
+    texts: dict[str, str]  # key -> text, for every key in `keys`' lists
+
+
+def open_file_keys(files: dict[str, str], count: int) -> dict[str, list[str]]:
+    """For each file key ("origin:path"), the keys of the `count` files of its project nearest it."""
+    chosen = open_files((tuple(key.split(":", 1)) for key in files), count)  # type: ignore[misc]
+    return {f"{origin}:{path}": [f"{o}:{p}" for o, p in others] for (origin, path), others in chosen.items()}
+
+
+def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> OpenFiles:
+    """For each validation file, up to `count` modules of its project that it imports, from either split."""
+    texts = dict(files)
+    with open(train_path) as handle:
+        for row in map(json.loads, handle):
+            texts.setdefault(f"{row['origin']}:{row['path']}", row["text"])
+    paths = {tuple(key.split(":", 1)) for key in texts}
+    keys = {}
+    for key, text in files.items():
+        origin, path = key.split(":", 1)
+        keys[key] = [f"{o}:{p}" for o, p in imported_files(text, (origin, path), paths, count)]  # type: ignore[arg-type]
+    return OpenFiles(count, keys, {k: texts[k] for others in keys.values() for k in others})
+
+
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
-             lines_below: bool = False) -> tuple[dict, dict[str, list[float]]]:
+             lines_below: bool = False, opened: OpenFiles | None = None) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
-    document's repeats also search the lines after the cursor's, as the server's do; the card's definition
-    of the context (the text before the cursor) leaves them out."""
+    document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
+    search other files of the project, as the server searches other open files (scripts/open_files.py).
+    The card's definition of the context (the text before the cursor) leaves both out."""
+    opened = opened or OpenFiles(0, {}, {})
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens,
-                                   document_repeats=document_repeats, repeats_below=lines_below))
+                                   document_repeats=document_repeats, repeats_below=lines_below,
+                                   open_files=opened.count))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -173,7 +208,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         actual = lines[pos.line].rstrip()
         expected_rest = actual[pos.column:]
         below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below else ""
-        result = engine.complete_text(pos.path, before, "", below=below)
+        others = [opened.texts[key] for key in opened.keys.get(pos.path, ())]
+        result = engine.complete_text(pos.path, before, "", below=below, others=others)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
         exact1 = float(bool(predicted) and predicted[0] == actual)
@@ -186,7 +222,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         by_kind[pos.kind].append(exact1)
         if search_errors and actual not in predicted[:5]:
             misses[missed_line_class(engine, pos.path, before, expected_rest,
-                                     [s.score for s in result.suggestions if s.score is not None], below)] += 1
+                                     [s.score for s in result.suggestions if s.score is not None], below,
+                                     others)] += 1
     summary: dict = {"positions": len(positions)}
     for key, values in (("exact_match_at_1", stats["exact1"]), ("exact_match_at_5", stats["exact5"]),
                         ("edit_similarity", stats["edit_sim"]), ("line_edit_similarity", stats["line_edit_sim"]),
@@ -334,6 +371,13 @@ def main() -> None:
     parser.add_argument("--lines-below", action="store_true",
                         help="the document's repeats also search the lines after the cursor's, as in the server "
                              "(the card's context is the text before the cursor: off there)")
+    parser.add_argument("--open-files", type=int, default=0, metavar="N",
+                        help="the document's repeats also search N other validation files of the same project, "
+                             "nearest in the directory tree (or see --open-from), as the server searches other "
+                             "open files (card: 0)")
+    parser.add_argument("--open-from", choices=("nearby", "imports"), default="nearby",
+                        help="with --open-files: the validation files nearest in the tree (nearby), or the "
+                             "project's modules that the file imports, mostly training files (imports)")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
@@ -341,6 +385,10 @@ def main() -> None:
         return
     if args.positions < 1:
         parser.error("--positions must be at least 1")
+    try:
+        EngineSettings(open_files=args.open_files).validate()
+    except ValueError as error:
+        parser.error(str(error).replace("open_files", "--open-files"))
     for beams in (args.beams, args.baseline_beams):
         if beams is None:
             continue
@@ -372,24 +420,33 @@ def main() -> None:
         sys.exit(f"eval.py: no cursor positions: no validation file has a code line left after skipping "
                  f"{skipped} copies of training files")
     earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
+    opened = None
+    if args.open_files and args.open_from == "imports":
+        opened = imported_open_files(files, (args.val or data / "val.jsonl").parent / "train.jsonl", args.open_files)
+    elif args.open_files:
+        opened = OpenFiles(args.open_files, open_file_keys(files, args.open_files), files)
+    if opened is not None:
+        beside = sum(bool(opened.keys.get(p.path)) for p in positions)
+        print(f"{beside} of {len(positions)} positions have another file of their project open ({args.open_from})",
+              file=sys.stderr)
     results = {}
     started = time.time()
     repeats = not args.no_document_repeats
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
-                                               args.search_errors, repeats, args.lines_below)
+                                               args.search_errors, repeats, args.lines_below, opened)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
-                                             args.lines_below)
+                                             args.lines_below, opened)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
-                                           args.search_errors, repeats, args.lines_below)
+                                           args.search_errors, repeats, args.lines_below, opened)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

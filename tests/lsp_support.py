@@ -49,6 +49,14 @@ CALL_BELOW = ("import os\n\n\ndef save(path, blob):\n    other = frobnicate_payl
 CALL_BELOW_CURSOR = (4, len("    other = frobnicate_payload(path, mode="))
 """A call begun with the same call written out further down: only the lines below hold its `mode="xz"`."""
 
+OTHER_FILE = ("from handlers import handle_zq_alpha, handle_zq_beta\n\n\ndef setup(registry):\n"
+              "    registry.register_handler(\"zq_alpha\", handle_zq_alpha, priority=7)\n"
+              "    registry.register_handler(\"zq_beta\", handle_zq_beta, priority=3)\n")
+BESIDE_OTHER_FILE = "import handlers\n\n\ndef install(registry):\n    registry.register_handler(\"zq_al"
+BESIDE_OTHER_FILE_CURSOR = (4, len("    registry.register_handler(\"zq_al"))
+FROM_OTHER_FILE = "    registry.register_handler(\"zq_alpha\", handle_zq_alpha, priority=7)"
+"""A registration begun in one file and written out in another open file: only that file holds its arguments."""
+
 LOG_DIR = tempfile.mkdtemp(prefix="completer-lsp-test-logs-")
 atexit.register(shutil.rmtree, LOG_DIR, True)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from completer.types import SKIPPED_OUTSIDE
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE
 
 SOURCE = '''import os
 
@@ -49,6 +50,22 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
     assert "suggestions in" in plain.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
     assert refused.returncode == 2 and "search_budget_ms" in refused.stderr
+
+
+def test_complete_searches_the_files_given_with_open(tmp_path: Path):
+    """--open names another file open beside the one completed: its registration line comes back only then;
+    an --open file that cannot be read is refused by name."""
+    install, registry = tmp_path / "install.py", tmp_path / "registry.py"
+    install.write_text(BESIDE_OTHER_FILE + "\n")
+    registry.write_text(OTHER_FILE)
+    line, column = BESIDE_OTHER_FILE_CURSOR
+    position = f"{install}:{line + 1}:{column + 1}"
+    lines = {name: [s["line"] for s in json.loads(run("complete", position, "--json", *extra).stdout)["suggestions"]]
+             for name, extra in (("alone", ()), ("beside", ("--open", str(registry))))}
+    assert FROM_OTHER_FILE in lines["beside"] and FROM_OTHER_FILE not in lines["alone"]
+    missing = run("complete", position, "--open", str(tmp_path / "gone.py"))
+    assert missing.returncode != 0 and "cannot read" in missing.stderr and "gone.py" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 def test_demo_and_info_run_on_the_embedded_model():

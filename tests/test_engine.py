@@ -1,18 +1,21 @@
 """The engine on the committed bundle: whole lines, healing, KV reuse, cancellation, typing through."""
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 import completer.engine as engine_module
 from completer.engine import Engine
-from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, text_below
+from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, OTHER_FILE_CHARS, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
                              SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
-from lsp_support import CALL_BELOW, CALL_BELOW_CURSOR, LINE_ABOVE, LONG_CALL, REPEATED_ARGUMENTS, REPEATED_CALL
+from lsp_support import (BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, CALL_BELOW, CALL_BELOW_CURSOR, FROM_OTHER_FILE,
+                          LINE_ABOVE, LONG_CALL, OTHER_FILE, REPEATED_ARGUMENTS, REPEATED_CALL)
 
 SAMPLE = '''import os
 import sys
@@ -518,6 +521,28 @@ def test_document_repeats_search_the_lines_below_the_cursor_too(engine: Engine):
     assert text_below(lines, line, max_chars=30) == "    return other\n\n"  # only the whole lines that fit
 
 
+def test_document_repeats_search_other_open_files(engine: Engine):
+    """A registration written out in another open file brings its arguments; without that file, or with
+    open_files at 0, it does not. Only the file's head is searched, and only as many files as the setting."""
+    line, column = BESIDE_OTHER_FILE_CURSOR
+    none_open = Engine(replace(engine.settings, open_files=0))
+    for each in (engine, none_open):
+        each.open("file:///install.py", BESIDE_OTHER_FILE)
+    beside = engine.complete("file:///install.py", line, column, others=[OTHER_FILE])
+    assert FROM_OTHER_FILE in [s.line for s in beside.suggestions]
+    alone = [s.line for s in engine.complete("file:///install.py", line, column).suggestions]
+    assert FROM_OTHER_FILE not in alone
+    assert FROM_OTHER_FILE not in [s.line for s in none_open.complete("file:///install.py", line, column,
+                                                                      others=[OTHER_FILE]).suggestions]
+    filler = "\n".join(f"x_{i} = {i}" for i in range(3000)) + "\n"  # pushes the registration out of the head
+    assert FROM_OTHER_FILE not in [s.line for s in engine.complete("file:///install.py", line, column,
+                                                                   others=[filler + OTHER_FILE]).suggestions]
+    crowded = Engine(replace(engine.settings, open_files=1))  # the second file is one too many
+    crowded.open("file:///install.py", BESIDE_OTHER_FILE)
+    assert FROM_OTHER_FILE not in [s.line for s in crowded.complete("file:///install.py", line, column,
+                                                                    others=["x = 1\n", OTHER_FILE]).suggestions]
+
+
 def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engine):
     lines = SAMPLE.split("\n")
     before = "\n".join(lines[:12] + ["        "])  # below `self.name = name`
@@ -573,3 +598,15 @@ def test_the_benchmarks_enter_keystroke_starts_a_search_on_a_new_line():
     out = bench_engine.after_enter(lambda **kw: EngineSettings(**kw), script)
     assert out["last_character"]["n"] == out["after_enter"]["n"] == 2
     assert out["after_enter"]["model_runs"]["p50"] >= 1
+
+
+def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
+    """bench_engine's open_files comparison times both engines on every keystroke, and each file open
+    beside the document is longer than the head the engine searches, so it times the largest search."""
+    import bench_engine
+
+    texts = [Path(importlib.import_module(name).__file__).read_text() for name in bench_engine.OPEN_BESIDE]
+    assert len(texts) == EngineSettings().open_files and all(len(text) > OTHER_FILE_CHARS for text in texts)
+    before, line, below = bench_engine.document_script(bench_engine.SOURCE.read_text(), 1)[0]
+    out = bench_engine.other_open_files(lambda **kw: EngineSettings(**kw), [(before, line[:6], below)])
+    assert out["this_file"]["n"] == out["four_open_files"]["n"] == 6

@@ -9,7 +9,10 @@ import sys
 
 import pytest
 
-from eval import Z_95, mean_ci95, paired_difference, sample_positions
+from eval import (Z_95, OpenFiles, Position, evaluate, imported_open_files, mean_ci95, open_file_keys,
+                  paired_difference, sample_positions)
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE
+from open_files import open_files
 
 SOURCE = '''import os
 
@@ -243,3 +246,47 @@ def test_search_errors_split_every_miss_into_search_model_filtered_or_too_long(t
         search, model, filtered, too_long = (int(n) for n in re.findall(r"\bat (\d+)\b", sentence))
         assert missed == round(positions * (1 - exact5 / 100)) == search + model + filtered + too_long
         assert missed > 0
+
+
+def test_open_files_are_the_nearest_files_of_the_same_project():
+    keys = [("a", "pkg/core/x.py"), ("a", "pkg/core/y.py"), ("a", "pkg/util.py"), ("a", "tests/t.py"),
+            ("b", "pkg/core/z.py"), ("c", "alone.py")]
+    chosen = open_files(keys, 2)
+    assert chosen[("a", "pkg/core/x.py")] == [("a", "pkg/core/y.py"), ("a", "pkg/util.py")]  # directories shared
+    assert chosen[("a", "tests/t.py")] == [("a", "pkg/core/x.py"), ("a", "pkg/core/y.py")]  # none shared: by path
+    assert chosen[("b", "pkg/core/z.py")] == [] and chosen[("c", "alone.py")] == []  # never another project's
+    assert open_file_keys({"a:pkg/x.py": "", "a:pkg/y.py": "", "b:pkg/x.py": ""}, 4) == {
+        "a:pkg/x.py": ["a:pkg/y.py"], "a:pkg/y.py": ["a:pkg/x.py"], "b:pkg/x.py": []}
+
+
+def test_open_files_bring_a_line_written_out_in_another_file_of_the_project(model_dir):
+    """evaluate() hands the engine the project's other files: the registration written out in one is found
+    in the other only then."""
+    line, column = BESIDE_OTHER_FILE_CURSOR
+    files = {"proj:pkg/install.py": BESIDE_OTHER_FILE.rsplit("\n", 1)[0] + "\n" + FROM_OTHER_FILE + "\n",
+             "proj:pkg/registry.py": OTHER_FILE}
+    position = [Position("proj:pkg/install.py", line, column, "mid-line")]
+    opened = {0: None, 1: OpenFiles(1, open_file_keys(files, 1), files)}
+    found = {count: evaluate(model_dir, files, position, beams=5, opened=opened[count])[1]["exact5"] for count in (0, 1)}
+    assert found == {0: [0.0], 1: [1.0]}
+
+
+def test_imported_open_files_are_the_projects_modules_the_file_imports(tmp_path):
+    """From either split, in import order, relative imports resolved; never another project's module."""
+    files = {"proj:pkg/install.py": "import os\nfrom pkg import registry\nfrom .helpers import thing\n",
+             "proj:pkg/helpers.py": "thing = 1\n", "other:pkg/registry.py": "no = 1\n"}
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in (
+        {"origin": "proj", "path": "pkg/registry.py", "text": OTHER_FILE},
+        {"origin": "proj", "path": "pkg/unused.py", "text": "x = 1\n"})))
+    opened = imported_open_files(files, tmp_path / "train.jsonl", 4)
+    assert opened.keys["proj:pkg/install.py"] == ["proj:pkg/registry.py", "proj:pkg/helpers.py"]
+    assert opened.keys["proj:pkg/helpers.py"] == [] and opened.keys["other:pkg/registry.py"] == []
+    assert opened.texts == {"proj:pkg/registry.py": OTHER_FILE, "proj:pkg/helpers.py": "thing = 1\n"}
+    assert imported_open_files(files, tmp_path / "train.jsonl", 1).keys["proj:pkg/install.py"] == [
+        "proj:pkg/registry.py"]
+
+
+def test_open_files_out_of_range_is_refused(tmp_path, model_dir):
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--open-files", "17", "--positions", "1"],
+                         capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert run.returncode == 2 and "--open-files must be between 0 and 16" in run.stderr

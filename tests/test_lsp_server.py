@@ -14,10 +14,14 @@ from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from lsp_support import (
+    BESIDE_OTHER_FILE,
+    BESIDE_OTHER_FILE_CURSOR,
     CALL_BELOW,
     CALL_BELOW_CURSOR,
+    FROM_OTHER_FILE,
     LINE_ABOVE,
     LONG_CALL,
+    OTHER_FILE,
     REPEATED_ARGUMENTS,
     REPEATED_CALL,
     SAMPLE_LINES,
@@ -144,6 +148,8 @@ async def test_incremental_edits_keep_the_document_in_sync(client: LanguageClien
     fresh = "file:///work/fresh.py"
     open_doc(client, fresh, SAMPLE_TEXT)
     line, col, expected = await first_completing_position(client, fresh)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(  # or the edited copy would search it
+        text_document=types.TextDocumentIdentifier(uri=fresh)))          # as another open file
 
     edited = "file:///work/edited.py"
     lines = list(SAMPLE_LINES)
@@ -348,6 +354,34 @@ async def test_the_lines_below_the_cursor_reach_the_engine(client: LanguageClien
     assert any('mode="xz"' in item.text_edit.new_text for item in got.items)
 
 
+async def test_other_open_files_reach_the_engine(client: LanguageClient):
+    """The registration written out in another open Python file comes back as a suggestion; a file in
+    another language is not searched, and once the Python file is closed (or openFiles is 0) neither is it
+    (tests/test_engine.py checks that without the other file the line is not found)."""
+    uri = "file:///work/install.py"
+
+    async def lines() -> list[str]:
+        got = await client.text_document_completion_async(completion_params(uri, *BESIDE_OTHER_FILE_CURSOR))
+        return [item.text_edit.new_text for item in got.items]  # each replaces the whole line
+
+    open_doc(client, "file:///work/registry.txt", OTHER_FILE, language_id="plaintext")
+    open_doc(client, uri, BESIDE_OTHER_FILE)
+    assert FROM_OTHER_FILE not in await lines()
+    open_doc(client, "file:///work/registry.py", OTHER_FILE)
+    assert FROM_OTHER_FILE in await lines()  # an edit elsewhere is not answered from the last result
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"openFiles": 0}}))
+    await _wait_for(lambda: _settings_are(client, openFiles=0))
+    assert FROM_OTHER_FILE not in await lines()
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"openFiles": 4}}))
+    await _wait_for(lambda: _settings_are(client, openFiles=4))
+    assert FROM_OTHER_FILE in await lines()
+    client.text_document_did_close(types.DidCloseTextDocumentParams(
+        text_document=types.TextDocumentIdentifier(uri="file:///work/registry.py")))
+    assert FROM_OTHER_FILE not in await lines()
+
+
 def _async(fn):
     async def wrapper():
         return fn()
@@ -439,6 +473,8 @@ async def test_requests_and_shutdown_are_answered_while_a_search_runs(slow_clien
 async def test_worker_crash_is_survived(client: LanguageClient):
     open_doc(client, URI, SAMPLE_TEXT)
     line, col, expected = await first_completing_position(client, URI)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(  # or the copy would search it as another
+        text_document=types.TextDocumentIdentifier(uri=URI)))         # open file
     old_pid = (await info(client))["server"]["worker_pid"]
     os.kill(old_pid, signal.SIGKILL)
     started = time.monotonic()

@@ -9,6 +9,7 @@ import random
 import pytest
 from lsprotocol import types
 
+from completer.text import OTHER_FILE_CHARS, head_of_file
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
 from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
@@ -99,6 +100,25 @@ def test_edits_out_of_range_are_clamped_and_line_ends_follow_lsp():
     assert store.get("u").lines == ["whole", "new"]
     assert store.get("u").edits == 3 and store.get("u").version == 4
     assert store.change("missing", 1, [(None, "x")]) is None
+
+
+def test_other_open_documents_come_most_recently_edited_first_and_only_their_heads():
+    store = DocumentStore()
+    store.open("file:///a.py", "python", 1, "a = 1\n")
+    store.open("file:///b.py", "python", 1, "b = 2\n")
+    store.open("file:///notes.md", "markdown", 1, "# notes\n")
+    store.open("file:///c.py", "python", 1, "\n".join(f"c_{i} = {i}" for i in range(5000)))
+    assert store.others("file:///c.py", 4) == ["b = 2\n", "a = 1\n"]  # same language only, newest first
+    generation = store.generation
+    store.change("file:///a.py", 2, [(None, "a = 3\n")])
+    assert store.generation > generation
+    assert store.others("file:///c.py", 1) == ["a = 3\n"]
+    assert store.others("file:///c.py", 0) == [] and store.others("file:///nowhere.py", 4) == []
+    head = store.others("file:///a.py", 1)[0]
+    assert head.startswith("c_0 = 0\n") and len(head) <= OTHER_FILE_CHARS < len(store.get("file:///c.py").text())
+    assert head == head_of_file(store.get("file:///c.py").text()).removesuffix("\n")  # whole lines, as the engine cuts
+    store.close("file:///a.py")
+    assert store.others("file:///b.py", 4)[1:] == [] and store.others("file:///b.py", 4)[0].startswith("c_0")
 
 
 def test_settings_apply_valid_and_report_invalid_keys():

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from completer.repeats import MAX_MATCH, SHARE_BY_MATCH, DocumentRepeats, share_for
+from completer.repeats import (BEFORE_WINDOW, IN_WINDOW, MAX_MATCH, OTHER_FILES, SHARE_BY_MATCH, DocumentRepeats,
+                               share_for)
 
 VOCAB = 32
 
@@ -35,7 +36,8 @@ def test_matches_stop_at_max_match():
     assert longest == MAX_MATCH and set(followers.tolist()) == {1}
 
 
-def brute_force_match(context: list[int], generated: list[int], window_start: int) -> tuple[int, list[int], bool]:
+def brute_force_match(context: list[int], generated: list[int], window_start: int, others_end: int
+                      ) -> tuple[int, list[int], int]:
     """Every earlier place, walked back one token at a time: what DocumentRepeats must agree with."""
     tail = (context + generated)[-MAX_MATCH:]
     longest, followers, ends = 0, [], []
@@ -48,7 +50,9 @@ def brute_force_match(context: list[int], generated: list[int], window_start: in
                 longest, followers, ends = length, [], []
             followers.append(context[end + 1])
             ends.append(end)
-    return longest, sorted(followers), bool(ends) and max(ends) >= window_start
+    if not ends or max(ends) >= window_start:
+        return longest, sorted(followers), IN_WINDOW
+    return longest, sorted(followers), BEFORE_WINDOW if max(ends) >= others_end else OTHER_FILES
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -60,18 +64,33 @@ def test_the_coded_search_finds_what_walking_every_place_finds(seed: int):
         context = rng.integers(0, vocab, int(rng.integers(0, 150))).tolist()
         generated = rng.integers(0, vocab, int(rng.integers(0, 80))).tolist()
         window_start = int(rng.integers(0, len(context) + 1))
-        longest, followers, in_window = DocumentRepeats(context, vocab, window_start).longest_match(generated)
-        assert (longest, sorted(followers.tolist()), in_window) == brute_force_match(context, generated, window_start)
+        others_end = int(rng.integers(0, window_start + 1))
+        longest, followers, where = DocumentRepeats(context, vocab, window_start, others_end).longest_match(generated)
+        expected = brute_force_match(context, generated, window_start, others_end)
+        assert (longest, sorted(followers.tolist()), where) == expected
 
 
 def test_a_match_before_the_window_takes_the_larger_share():
     document = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2, 3]  # "1 2 3" came once, at places 0 to 2
     seen = DocumentRepeats(document, VOCAB, window_start=0)
     unseen = DocumentRepeats(document, VOCAB, window_start=5)  # the model's window starts after it
-    assert seen.longest_match()[2] and not unseen.longest_match()[2]
-    assert seen.mixture([[]])[1][0] == pytest.approx(1 - share_for(3, in_window=True))
-    assert unseen.mixture([[]])[1][0] == pytest.approx(1 - share_for(3, in_window=False))
-    assert share_for(3, in_window=False) > share_for(3, in_window=True)
+    assert seen.longest_match()[2] == IN_WINDOW and unseen.longest_match()[2] == BEFORE_WINDOW
+    assert seen.mixture([[]])[1][0] == pytest.approx(1 - share_for(3, IN_WINDOW))
+    assert unseen.mixture([[]])[1][0] == pytest.approx(1 - share_for(3, BEFORE_WINDOW))
+    assert share_for(3, BEFORE_WINDOW) > share_for(3, IN_WINDOW)
+
+
+def test_a_match_only_in_another_file_takes_that_files_share():
+    """Ids of another open file come first; a match that lies only there is told apart from the document's."""
+    other = [1, 2, 3, 4, 0]
+    document = [9, 8, 7, 6, 1, 2, 3]
+    repeats = DocumentRepeats(other + document, VOCAB, window_start=len(other), others_end=len(other))
+    longest, followers, where = repeats.longest_match()
+    assert (longest, followers.tolist(), where) == (3, [4], OTHER_FILES)
+    assert repeats.mixture([[]])[1][0] == pytest.approx(1 - share_for(3, OTHER_FILES))
+    both = DocumentRepeats(other + [1, 2, 3, 5] + document, VOCAB, window_start=len(other) + 4,
+                           others_end=len(other))
+    assert both.longest_match()[2] == BEFORE_WINDOW  # the document's own earlier match decides where
 
 
 def test_mixture_rows_hold_the_share_and_the_neutral_row_changes_nothing():
@@ -88,8 +107,8 @@ def test_mixture_rows_hold_the_share_and_the_neutral_row_changes_nothing():
     assert not probs.any() and model_share.tolist() == [1.0]
 
 
-@pytest.mark.parametrize("in_window", [True, False])
-def test_shares_grow_with_the_match(in_window: bool):
-    shares = [share_for(n, in_window) for n in range(0, MAX_MATCH + 2)]
+@pytest.mark.parametrize("where", [IN_WINDOW, BEFORE_WINDOW, OTHER_FILES])
+def test_shares_grow_with_the_match(where: int):
+    shares = [share_for(n, where) for n in range(0, MAX_MATCH + 2)]
     assert shares[0] == 0.0 and all(a <= b for a, b in zip(shares[1:], shares[2:]))
-    assert shares[-1] == SHARE_BY_MATCH[-1][1 if in_window else 2] < 1.0  # the model always keeps some weight
+    assert shares[-1] == SHARE_BY_MATCH[-1][1 + where] < 1.0  # the model always keeps some weight

@@ -17,6 +17,7 @@ export interface ExtensionSettings {
     contextTokens: number;
     searchBudgetMs: number;
     documentRepeats: boolean;
+    openFiles: number;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -39,6 +40,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'contextTokens',
     'searchBudgetMs',
     'documentRepeats',
+    'openFiles',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -58,13 +60,14 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     contextTokens: 0,
     searchBudgetMs: 0,
     documentRepeats: true,
+    openFiles: 4,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
 });
 
 type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens'
-    | 'searchBudgetMs';
+    | 'searchBudgetMs' | 'openFiles';
 
 const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     beams: [1, 16],
@@ -74,6 +77,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     memoryBudgetMb: [1, 65536],
     contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
     searchBudgetMs: [0, 60000],
+    openFiles: [0, 16],
 };
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
@@ -153,6 +157,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         contextTokens: readInteger(config.get('contextTokens'), 'contextTokens'),
         searchBudgetMs: readInteger(config.get('searchBudgetMs'), 'searchBudgetMs'),
         documentRepeats: readBoolean(config.get('documentRepeats'), DEFAULT_SETTINGS.documentRepeats),
+        openFiles: readInteger(config.get('openFiles'), 'openFiles'),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -175,6 +180,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         contextTokens: settings.contextTokens,
         searchBudgetMs: settings.searchBudgetMs,
         documentRepeats: settings.documentRepeats,
+        openFiles: settings.openFiles,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -63,6 +63,7 @@ describe('settings', () => {
             contextTokens: 0,
             searchBudgetMs: 0,
             documentRepeats: true,
+            openFiles: 4,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -84,6 +85,7 @@ describe('settings', () => {
                 contextTokens: 512,
                 searchBudgetMs: 40,
                 documentRepeats: false,
+                openFiles: 2,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -103,6 +105,7 @@ describe('settings', () => {
                 contextTokens: 512,
                 searchBudgetMs: 40,
                 documentRepeats: false,
+                openFiles: 2,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -125,6 +128,7 @@ describe('settings', () => {
                 contextTokens: -5,
                 searchBudgetMs: 1e9,
                 documentRepeats: 'no',
+                openFiles: 99,
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -141,6 +145,7 @@ describe('settings', () => {
         assert.equal(settings.contextTokens, 0);
         assert.equal(settings.searchBudgetMs, 60000);
         assert.equal(settings.documentRepeats, true);
+        assert.equal(settings.openFiles, 16);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
