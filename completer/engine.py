@@ -36,6 +36,31 @@ WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slide
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 
 
+DEDENTING = ("return", "pass", "raise", "break", "continue")  # editors dedent the line after these
+
+
+def next_line_indent(line: str) -> str:
+    """The indentation an editor gives a new line when Enter is pressed at the end of `line`: one level deeper
+    after a colon, one level shallower after a statement that ends its block, the same otherwise."""
+    indent = line[:len(line) - len(line.lstrip(" "))]
+    code = line.strip()
+    if code.endswith(":"):
+        return indent + "    "
+    if code.split(" ", 1)[0].rstrip(";") in DEDENTING:
+        return indent[:-4]
+    return indent
+
+
+@dataclass
+class Speculation:
+    """A search run ahead for the line after Enter (Engine.search_next_line), kept for the request it foresaw."""
+
+    before: str
+    below: str
+    others: tuple[str, ...]
+    result: CompletionResult
+
+
 @dataclass
 class LastAnswer:
     before: str
@@ -65,6 +90,7 @@ class Engine:
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
         self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
+        self._speculations: dict[str, Speculation] = {}  # per document: the search run ahead for its next line
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
@@ -101,6 +127,7 @@ class Engine:
             self._check_fits(settings, self.bundle)
         self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
         self.settings = settings
+        self._speculations.clear()  # searched with the old settings
         self.cache.enforce_budget()
 
     # Documents -----------------------------------------------------------------------------
@@ -113,6 +140,7 @@ class Engine:
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self.cache.drop(uri)
+        self._speculations.pop(uri, None)
 
     def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
                  others: Sequence[str] = ()) -> CompletionResult:
@@ -135,6 +163,12 @@ class Engine:
         searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
         steps; otherwise never raises."""
         started = time.perf_counter()
+        foreseen = self._speculations.pop(uri, None)
+        if foreseen is not None and (foreseen.before, foreseen.below, foreseen.others) == (before, below, tuple(others)) \
+                and not after.strip():
+            self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
+            return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
+                           latency_ms=(time.perf_counter() - started) * 1000)
         try:
             result = self._complete(uri, before, after, is_cancelled, below, others)
         except Cancelled:
@@ -144,6 +178,26 @@ class Engine:
             result = CompletionResult()
         result.latency_ms = (time.perf_counter() - started) * 1000
         return result
+
+    def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
+                         is_cancelled: CancelCheck | None = None) -> bool:
+        """Run ahead the search for the line after Enter at the end of `before`'s last line (at the indentation
+        an editor would give it, `next_line_indent`), while the user has not asked for anything, and keep its
+        answer for that request: the first keystroke on a new line searches a whole line, the slowest search
+        there is. The last answer stays as it was, so typing on in the line still types through it. False when
+        the line holds no code; raises Cancelled when `is_cancelled` turns true between beam steps."""
+        line = before[before.rfind("\n") + 1:]
+        if not line.strip():
+            return False
+        ahead = before + "\n" + next_line_indent(line)
+        state = self.cache.get(uri)
+        last_answer = state.last_answer
+        try:
+            result = self._complete(uri, ahead, "", is_cancelled, below, others)
+        finally:
+            self.cache.get(uri).last_answer = last_answer
+        self._speculations[uri] = Speculation(ahead, below, tuple(others), result)
+        return True
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
         if not self.typing_through or uri not in self.cache:

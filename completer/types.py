@@ -77,6 +77,7 @@ class EngineSettings:
     document_repeats: bool = True  # mix what followed earlier repeats of the text into the model's predictions
     repeats_below: bool = True  # the repeats also search the lines below the cursor's (eval.py's card: off)
     open_files: int = 4  # the repeats also search this many other open files, most recently edited first
+    search_ahead: bool = True  # the worker searches the line after Enter while idle at the end of a line
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

@@ -26,6 +26,7 @@ ENGINE_KEYS: dict[str, str] = {
     "searchBudgetMs": "search_budget_ms",
     "documentRepeats": "document_repeats",
     "openFiles": "open_files",
+    "searchAhead": "search_ahead",
 }
 SERVER_KEYS: dict[str, str] = {
     "enabledLanguages": "enabled_languages",
@@ -93,7 +94,7 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"enabledLanguages must be a list of language ids, got {value!r}")
         return tuple(value)
-    if key in ("completionItems", "inlineCompletions", "documentRepeats"):
+    if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead"):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
         return value

@@ -15,6 +15,10 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
 
 Jobs run one at a time in arrival order. A reader thread drains stdin continuously so a cancel
 arrives while a search is running; the search polls for it between beam steps.
+
+When a completion at the end of a line of code has been answered and no job comes for SEARCH_AHEAD_AFTER_S,
+the worker searches the line after Enter ahead of time (Engine.search_next_line), so that keystroke, whose
+search is the longest, is answered at once. Any job that arrives stops that search at its next beam step.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from lsp import framing
 
 log = logging.getLogger("lsp.worker")
 
+SEARCH_AHEAD_AFTER_S = 0.15  # quiet time after an answer at a line's end before the next line is searched
 STEP_DELAY_ENV = "COMPLETER_WORKER_STEP_DELAY_MS"
 """Debug/test hook: sleep this many ms at every cancellation poll, to make searches slow on purpose."""
 
@@ -48,6 +53,7 @@ class Worker:
         self._cancel_lock = threading.Lock()
         self._eof = threading.Event()
         self.engine: Any = None
+        self._ahead: dict[str, Any] | None = None  # the last completion at a line's end, not yet searched past
         self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
 
     # -- reader thread -------------------------------------------------------------------------
@@ -80,9 +86,14 @@ class Worker:
     # -- main loop ------------------------------------------------------------------------------
     def serve(self) -> None:
         while True:
-            message = self.jobs.get()
+            try:
+                message = self.jobs.get(timeout=SEARCH_AHEAD_AFTER_S if self._ahead else None)
+            except queue.Empty:
+                self._search_ahead()
+                continue
             if message is _EOF:
                 return
+            self._ahead = None
             job_id = message.get("id")
             try:
                 reply = {"id": job_id, "ok": self.handle(message)}
@@ -95,6 +106,21 @@ class Worker:
                     if isinstance(job_id, int):
                         self._cancelled = {i for i in self._cancelled if isinstance(i, int) and i > job_id}
             self.send(reply)
+
+    def _search_ahead(self) -> None:
+        """Search the line after Enter for the last completion at a line's end, until a job arrives."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or self.engine is None:
+            return
+        from completer.types import Cancelled
+
+        try:
+            self.engine.search_next_line(ahead["uri"], ahead["before"], ahead["below"], ahead["others"],
+                                         is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set())
+        except Cancelled:
+            pass
+        except Exception:  # a search nobody asked for must never cost the worker
+            log.exception("searching the next line of %s failed", ahead["uri"])
 
     def send(self, reply: dict[str, Any]) -> None:
         data = framing.encode(reply)
@@ -111,11 +137,15 @@ class Worker:
                 from completer.types import Cancelled
 
                 raise Cancelled("cancelled before it started")
-            result = engine.complete_text(
-                str(message["uri"]), str(message["before"]), str(message["after"]),
-                is_cancelled=lambda: self.is_cancelled(job_id), below=str(message.get("below") or ""),
-                others=[text for text in message.get("others") or () if isinstance(text, str)],
-            )
+            request = {"uri": str(message["uri"]), "before": str(message["before"]),
+                       "below": str(message.get("below") or ""),
+                       "others": [text for text in message.get("others") or () if isinstance(text, str)]}
+            after = str(message["after"])
+            result = engine.complete_text(request["uri"], request["before"], after,
+                                          is_cancelled=lambda: self.is_cancelled(job_id), below=request["below"],
+                                          others=request["others"])
+            if engine.settings.search_ahead and not after.strip() and not result.skipped:
+                self._ahead = request  # searched once the worker has been idle a moment
             return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
         if op == "close":
             if self.engine is not None:

@@ -39,6 +39,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -223,23 +224,40 @@ def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str,
     """In a long document (document_script), the first keystroke on a new line against the last keystroke of
     the line before it, alternating line by line: the line's last character typed (with the rest of the
     line already typed and cached), then Enter, which puts the cursor on a new line at the next line's
-    indentation, so the typed line becomes context and the search starts a whole line."""
-    engine = Engine(settings())
-    engine.typing_through = False
-    times: dict[str, list[float]] = {"last_character": [], "after_enter": []}
-    runs: dict[str, list[int]] = {"last_character": [], "after_enter": []}
+    indentation, so the typed line becomes context and the search starts a whole line. A second engine
+    does the same, but between the two keystrokes searches the next line ahead, untimed, as the server's
+    worker does while it waits (Engine.search_next_line, at the indentation it guesses): its Enter is
+    answered from that search when the guess was right."""
+    plain, ahead = Engine(settings()), Engine(settings())
+    kinds = ("last_character", "after_enter", "after_enter_searched_ahead")
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    runs: dict[str, list[int]] = {kind: [] for kind in kinds}
+    ahead_ms: list[float] = []
+    for engine in (plain, ahead):
+        engine.typing_through = False
     for n, (before, line, below) in enumerate(script):
         uri = f"file:///enter-{n}.py"
-        engine.complete_text(uri, before + line[:-1], "", below=below)  # open, warm, the line all but typed
         following = below.split("\n", 1)[0]
         indent = following[:len(following) - len(following.lstrip())]
-        for kind, text in (("last_character", before + line), ("after_enter", before + line + "\n" + indent)):
-            result = engine.complete_text(uri, text, "", below=below)
+        for engine in (plain, ahead):
+            engine.complete_text(uri, before + line[:-1], "", below=below)  # open, warm, the line all but typed
+            result = engine.complete_text(uri, before + line, "", below=below)
+            if engine is plain:
+                times["last_character"].append(result.latency_ms)
+                runs["last_character"].append(result.model_runs)
+            else:
+                started = time.perf_counter()
+                engine.search_next_line(uri, before + line, below)
+                ahead_ms.append((time.perf_counter() - started) * 1000)
+            kind = "after_enter" if engine is plain else "after_enter_searched_ahead"
+            result = engine.complete_text(uri, before + line + "\n" + indent, "", below=below)
             times[kind].append(result.latency_ms)
             runs[kind].append(result.model_runs)
     out: dict = {kind: summary(values) for kind, values in times.items()}
-    for kind in times:
+    for kind in kinds:
         out[kind]["model_runs"] = runs_summary(runs[kind])
+    out["answered_from_the_search_ahead"] = sum(r == 0 for r in runs["after_enter_searched_ahead"])
+    out["search_ahead"] = summary(ahead_ms)
     return out
 
 

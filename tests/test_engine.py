@@ -596,8 +596,11 @@ def test_the_benchmarks_enter_keystroke_starts_a_search_on_a_new_line():
     script = bench_engine.document_script(bench_engine.SOURCE.read_text(), 2)
     assert len(script) == 2 and all(len(before) >= MAX_CONTEXT_CHARS for before, _, _ in script)
     out = bench_engine.after_enter(lambda **kw: EngineSettings(**kw), script)
-    assert out["last_character"]["n"] == out["after_enter"]["n"] == 2
+    assert out["last_character"]["n"] == out["after_enter"]["n"] == out["after_enter_searched_ahead"]["n"] == 2
     assert out["after_enter"]["model_runs"]["p50"] >= 1
+    hits = out["answered_from_the_search_ahead"]  # answered with no model run: only from the search ahead
+    assert 0 <= hits <= 2 and out["search_ahead"]["n"] == 2
+    assert (out["after_enter_searched_ahead"]["model_runs"]["max"] == 0) == (hits == 2)
 
 
 def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
@@ -610,3 +613,36 @@ def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
     before, line, below = bench_engine.document_script(bench_engine.SOURCE.read_text(), 1)[0]
     out = bench_engine.other_open_files(lambda **kw: EngineSettings(**kw), [(before, line[:6], below)])
     assert out["this_file"]["n"] == out["four_open_files"]["n"] == 6
+
+
+@pytest.mark.parametrize("line, indent", [("def read_config(path):", "    "), ("    x = compute(1)", "    "),
+                                          ("        return handle.read()", "    "), ("    pass", ""),
+                                          ("class Greeter:", "    "), ("x = 1", "")])
+def test_the_next_lines_indentation_is_what_an_editor_gives_it(line: str, indent: str):
+    assert engine_module.next_line_indent(line) == indent
+
+
+def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_engine: Engine):
+    """In fp32 (where KV reuse is exact) the line after Enter, searched ahead, is answered with no model run
+    and the lines a search at that keystroke gives; typing on in the line instead still types through the
+    answer given before, and a new line at another indentation is searched as usual."""
+    lines = SAMPLE.split("\n")
+    before = "\n".join(lines[:5])  # ... "def read_config(path):"
+    assert before.endswith("def read_config(path):")
+    fp32_engine.typing_through = True
+    first = fp32_engine.complete_text("file:///ahead.py", before[:-2], "")  # the line all but typed
+    assert fp32_engine.search_next_line("file:///ahead.py", before) is True
+    answered = fp32_engine.complete_text("file:///ahead.py", before + "\n    ", "")
+    searched = fp32_engine.complete_text("file:///cold-ahead.py", before + "\n    ", "")
+    assert answered.model_runs == 0 and searched.model_runs > 0
+    assert [s.line for s in answered.suggestions] == [s.line for s in searched.suggestions] != []
+    again = fp32_engine.complete_text("file:///ahead.py", before[:-2], "")
+    assert fp32_engine.search_next_line("file:///ahead.py", before[:-2]) is True  # idle after that answer
+    typed_on = fp32_engine.complete_text("file:///ahead.py", before[:-1], "")  # the next character instead
+    assert again.suggestions == first.suggestions and typed_on.model_runs == 0  # typed through that answer
+    assert typed_on.suggestions[0].line == first.suggestions[0].line
+    fp32_engine.complete_text("file:///ahead.py", before, "")
+    fp32_engine.search_next_line("file:///ahead.py", before)
+    elsewhere = fp32_engine.complete_text("file:///ahead.py", before + "\n", "")  # not the guessed indentation
+    assert elsewhere.model_runs > 0
+    assert fp32_engine.search_next_line("file:///ahead.py", before + "\n    ") is False  # no code on the line

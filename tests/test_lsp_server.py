@@ -382,6 +382,25 @@ async def test_other_open_files_reach_the_engine(client: LanguageClient):
     assert FROM_OTHER_FILE not in await lines()
 
 
+async def test_the_worker_searches_the_line_after_enter_while_it_waits(client: LanguageClient):
+    """A completion at the end of a line of code, a pause, then Enter: the new line's first request is
+    answered with no model run, from the search the worker ran while it waited; with searchAhead off it
+    runs the model."""
+    typed = "def read_config(path):"
+    for setting, uri in ((True, "file:///work/ahead.py"), (False, "file:///work/not_ahead.py")):
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"completer": {"searchAhead": setting}}))
+        await _wait_for(lambda: _settings_are(client, searchAhead=setting))
+        open_doc(client, uri, "import os\n\n\n" + typed + "\n")
+        await client.text_document_completion_async(completion_params(uri, 3, len(typed)))
+        await asyncio.sleep(1.5)  # the worker waits a moment, then searches the next line
+        change_doc(client, uri, 2, (3, len(typed)), (3, len(typed)), "\n    ")
+        got = await client.text_document_completion_async(completion_params(uri, 4, 4))
+        assert got.items, setting
+        runs = (await info(client))["server"]["last_model_runs"]
+        assert (runs == 0) if setting else (runs > 0), (setting, runs)
+
+
 def _async(fn):
     async def wrapper():
         return fn()

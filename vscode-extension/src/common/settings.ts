@@ -18,6 +18,7 @@ export interface ExtensionSettings {
     searchBudgetMs: number;
     documentRepeats: boolean;
     openFiles: number;
+    searchAhead: boolean;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -41,6 +42,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'searchBudgetMs',
     'documentRepeats',
     'openFiles',
+    'searchAhead',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -61,6 +63,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     searchBudgetMs: 0,
     documentRepeats: true,
     openFiles: 4,
+    searchAhead: true,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
@@ -158,6 +161,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         searchBudgetMs: readInteger(config.get('searchBudgetMs'), 'searchBudgetMs'),
         documentRepeats: readBoolean(config.get('documentRepeats'), DEFAULT_SETTINGS.documentRepeats),
         openFiles: readInteger(config.get('openFiles'), 'openFiles'),
+        searchAhead: readBoolean(config.get('searchAhead'), DEFAULT_SETTINGS.searchAhead),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -181,6 +185,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         searchBudgetMs: settings.searchBudgetMs,
         documentRepeats: settings.documentRepeats,
         openFiles: settings.openFiles,
+        searchAhead: settings.searchAhead,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -64,6 +64,7 @@ describe('settings', () => {
             searchBudgetMs: 0,
             documentRepeats: true,
             openFiles: 4,
+            searchAhead: true,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -86,6 +87,7 @@ describe('settings', () => {
                 searchBudgetMs: 40,
                 documentRepeats: false,
                 openFiles: 2,
+                searchAhead: false,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -106,6 +108,7 @@ describe('settings', () => {
                 searchBudgetMs: 40,
                 documentRepeats: false,
                 openFiles: 2,
+                searchAhead: false,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -129,6 +132,7 @@ describe('settings', () => {
                 searchBudgetMs: 1e9,
                 documentRepeats: 'no',
                 openFiles: 99,
+                searchAhead: 'yes',
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -146,6 +150,7 @@ describe('settings', () => {
         assert.equal(settings.searchBudgetMs, 60000);
         assert.equal(settings.documentRepeats, true);
         assert.equal(settings.openFiles, 16);
+        assert.equal(settings.searchAhead, true);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
