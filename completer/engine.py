@@ -51,6 +51,14 @@ def next_line_indent(line: str) -> str:
     return indent
 
 
+def next_line_indents(line: str) -> list[str]:
+    """The indentations the line after `line` most likely starts at, likeliest first: the editor's
+    (`next_line_indent`), then, unless `line` opens a block, one level shallower, where the user goes when the
+    block ends without a `return` (the keystroke that dedents asks again)."""
+    indent = next_line_indent(line)
+    return [indent] if line.rstrip().endswith(":") or not indent else [indent, indent[:-4]]
+
+
 @dataclass
 class Speculation:
     """A search run ahead for the line after Enter (Engine.search_next_line), kept for the request it foresaw."""
@@ -90,7 +98,7 @@ class Engine:
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
         self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
-        self._speculations: dict[str, Speculation] = {}  # per document: the search run ahead for its next line
+        self._speculations: dict[str, list[Speculation]] = {}  # per document: the searches run ahead of it
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
@@ -163,9 +171,8 @@ class Engine:
         searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
         steps; otherwise never raises."""
         started = time.perf_counter()
-        foreseen = self._speculations.pop(uri, None)
-        if foreseen is not None and (foreseen.before, foreseen.below, foreseen.others) == (before, below, tuple(others)) \
-                and not after.strip():
+        foreseen = self._foreseen(uri, before, after, below, others)
+        if foreseen is not None:
             self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
                            latency_ms=(time.perf_counter() - started) * 1000)
@@ -179,25 +186,40 @@ class Engine:
         result.latency_ms = (time.perf_counter() - started) * 1000
         return result
 
+    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str]) -> Speculation | None:
+        """The search run ahead for exactly this request, if any. A request none of them foresaw (the user typed
+        on) drops them all; one that was foreseen keeps the others (the user may dedent next)."""
+        kept = self._speculations.get(uri)
+        if not kept:
+            return None
+        request = (before, below, tuple(others))
+        foreseen = next((s for s in kept if (s.before, s.below, s.others) == request), None)
+        if foreseen is None or after.strip():
+            del self._speculations[uri]
+            return None
+        return foreseen
+
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
-                         is_cancelled: CancelCheck | None = None) -> bool:
-        """Run ahead the search for the line after Enter at the end of `before`'s last line (at the indentation
-        an editor would give it, `next_line_indent`), while the user has not asked for anything, and keep its
-        answer for that request: the first keystroke on a new line searches a whole line, the slowest search
-        there is. The last answer stays as it was, so typing on in the line still types through it. False when
-        the line holds no code; raises Cancelled when `is_cancelled` turns true between beam steps."""
+                         is_cancelled: CancelCheck | None = None) -> int:
+        """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
+        it most likely starts at (`next_line_indents`), while the user has not asked for anything, and keep their
+        answers for those requests: the first keystroke on a new line searches a whole line, the slowest search
+        there is. The last answer stays as it was, so typing on in the line still types through it. Returns how
+        many were searched (0 when the line holds no code); raises Cancelled when `is_cancelled` turns true
+        between beam steps, keeping those already done."""
         line = before[before.rfind("\n") + 1:]
         if not line.strip():
-            return False
-        ahead = before + "\n" + next_line_indent(line)
-        state = self.cache.get(uri)
-        last_answer = state.last_answer
+            return 0
+        kept = self._speculations[uri] = []
+        last_answer = self.cache.get(uri).last_answer
         try:
-            result = self._complete(uri, ahead, "", is_cancelled, below, others)
+            for indent in next_line_indents(line):
+                ahead = before + "\n" + indent
+                kept.append(Speculation(ahead, below, tuple(others),
+                                        self._complete(uri, ahead, "", is_cancelled, below, others)))
         finally:
             self.cache.get(uri).last_answer = last_answer
-        self._speculations[uri] = Speculation(ahead, below, tuple(others), result)
-        return True
+        return len(kept)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
         if not self.typing_through or uri not in self.cache:

@@ -620,6 +620,8 @@ def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
                                           ("class Greeter:", "    "), ("x = 1", "")])
 def test_the_next_lines_indentation_is_what_an_editor_gives_it(line: str, indent: str):
     assert engine_module.next_line_indent(line) == indent
+    others = engine_module.next_line_indents(line)
+    assert others[0] == indent and others[1:] == ([] if line.endswith(":") or not indent else [indent[:-4]])
 
 
 def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_engine: Engine):
@@ -631,13 +633,13 @@ def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_
     assert before.endswith("def read_config(path):")
     fp32_engine.typing_through = True
     first = fp32_engine.complete_text("file:///ahead.py", before[:-2], "")  # the line all but typed
-    assert fp32_engine.search_next_line("file:///ahead.py", before) is True
+    assert fp32_engine.search_next_line("file:///ahead.py", before) == 1  # after a colon: one level deeper only
     answered = fp32_engine.complete_text("file:///ahead.py", before + "\n    ", "")
     searched = fp32_engine.complete_text("file:///cold-ahead.py", before + "\n    ", "")
     assert answered.model_runs == 0 and searched.model_runs > 0
     assert [s.line for s in answered.suggestions] == [s.line for s in searched.suggestions] != []
     again = fp32_engine.complete_text("file:///ahead.py", before[:-2], "")
-    assert fp32_engine.search_next_line("file:///ahead.py", before[:-2]) is True  # idle after that answer
+    assert fp32_engine.search_next_line("file:///ahead.py", before[:-2]) == 1  # idle after that answer
     typed_on = fp32_engine.complete_text("file:///ahead.py", before[:-1], "")  # the next character instead
     assert again.suggestions == first.suggestions and typed_on.model_runs == 0  # typed through that answer
     assert typed_on.suggestions[0].line == first.suggestions[0].line
@@ -645,4 +647,19 @@ def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_
     fp32_engine.search_next_line("file:///ahead.py", before)
     elsewhere = fp32_engine.complete_text("file:///ahead.py", before + "\n", "")  # not the guessed indentation
     assert elsewhere.model_runs > 0
-    assert fp32_engine.search_next_line("file:///ahead.py", before + "\n    ") is False  # no code on the line
+    assert fp32_engine.search_next_line("file:///ahead.py", before + "\n    ") == 0  # no code on the line
+
+
+def test_a_search_ahead_also_foresees_the_dedent_after_enter(fp32_engine: Engine):
+    """After a line inside a block, both the same indentation and one level shallower are searched ahead:
+    Enter, then the keystroke that dedents, are both answered with no model run; typing on drops them."""
+    block = "\n".join(SAMPLE.split("\n")[:6])  # ... "    with open(path) as handle:"
+    before = block + "\n        data = handle.read()"
+    assert fp32_engine.search_next_line("file:///dedent.py", before) == 2
+    for indent in ("        ", "    "):
+        got = fp32_engine.complete_text("file:///dedent.py", before + "\n" + indent, "")
+        assert got.model_runs == 0 and got.suggestions, indent
+    assert fp32_engine.complete_text("file:///dedent.py", before + "\n    r", "").model_runs == 0  # typed through
+    typed = fp32_engine.complete_text("file:///dedent.py", before + "\n    zq", "")
+    assert typed.model_runs > 0
+    assert fp32_engine.complete_text("file:///dedent.py", before + "\n        ", "").model_runs > 0  # dropped
