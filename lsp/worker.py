@@ -18,7 +18,8 @@ arrives while a search is running; the search polls for it between beam steps.
 
 When a completion at the end of a line of code has been answered and no job comes for SEARCH_AHEAD_AFTER_S,
 the worker searches the line after Enter ahead of time (Engine.search_next_line, at the likeliest
-indentations), so that keystroke, whose search is the longest, is answered at once. Any job that arrives stops that search at its next beam step.
+indentations), so that keystroke, whose search is the longest, is answered at once. Any job that arrives
+stops that search at its next beam step.
 """
 from __future__ import annotations
 

@@ -182,7 +182,8 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
     keys = {}
     for key, text in files.items():
         origin, path = key.split(":", 1)
-        keys[key] = [f"{o}:{p}" for o, p in imported_files(text, (origin, path), paths, count)]  # type: ignore[arg-type]
+        found = imported_files(text, (origin, path), paths, count)  # type: ignore[arg-type]
+        keys[key] = [f"{o}:{p}" for o, p in found]
     return OpenFiles(count, keys, {k: texts[k] for others in keys.values() for k in others})
 
 

@@ -267,7 +267,8 @@ def test_open_files_bring_a_line_written_out_in_another_file_of_the_project(mode
              "proj:pkg/registry.py": OTHER_FILE}
     position = [Position("proj:pkg/install.py", line, column, "mid-line")]
     opened = {0: None, 1: OpenFiles(1, open_file_keys(files, 1), files)}
-    found = {count: evaluate(model_dir, files, position, beams=5, opened=opened[count])[1]["exact5"] for count in (0, 1)}
+    found = {count: evaluate(model_dir, files, position, beams=5, opened=opened[count])[1]["exact5"]
+             for count in (0, 1)}
     assert found == {0: [0.0], 1: [1.0]}
 
 
