@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from completer.text import OTHER_FILE_CHARS, split_lines
+from completer.text import OTHER_FILE_CHARS, split_lines, text_below
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,7 @@ class Document:
         """The whole lines at the start of the document that fit in `max_chars`: what the document's repeats
         search of it while another document is being completed. Kept until the document changes."""
         if self._head[0] != self.edits:
-            end, size = 0, 0
-            while end < len(self.lines) and size + len(self.lines[end]) + 1 <= max_chars:
-                size += len(self.lines[end]) + 1
-                end += 1
-            self._head = (self.edits, "\n".join(self.lines[:end]))
+            self._head = (self.edits, text_below(self.lines, -1, max_chars))  # the lines below "line -1"
         return self._head[1]
 
 

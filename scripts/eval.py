@@ -423,7 +423,10 @@ def main() -> None:
     earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
     opened = None
     if args.open_files and args.open_from == "imports":
-        opened = imported_open_files(files, (args.val or data / "val.jsonl").parent / "train.jsonl", args.open_files)
+        train_path = (args.val or data / "val.jsonl").parent / "train.jsonl"
+        if not train_path.exists():
+            sys.exit(f"eval.py: --open-from imports reads the split's training files, and {train_path} is missing")
+        opened = imported_open_files(files, train_path, args.open_files)
     elif args.open_files:
         opened = OpenFiles(args.open_files, open_file_keys(files, args.open_files), files)
     if opened is not None:

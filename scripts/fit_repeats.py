@@ -130,6 +130,8 @@ def main() -> None:
     parser.add_argument("--open-files", type=int, default=0, metavar="N",
                         help="also search the heads of N other validation files of the window's project")
     args = parser.parse_args()
+    if args.open_files < 0:
+        parser.error("--open-files must be 0 or more")
     if args.window_only and args.open_files:
         parser.error("--window-only searches the window alone: no --open-files")
     r = token_records(args.checkpoint, args.val or corpus_dir() / "val.bin", args.windows, args.block, args.seed,

@@ -291,3 +291,10 @@ def test_open_files_out_of_range_is_refused(tmp_path, model_dir):
     run = subprocess.run([sys.executable, "scripts/eval.py", "--open-files", "17", "--positions", "1"],
                          capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
     assert run.returncode == 2 and "--open-files must be between 0 and 16" in run.stderr
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "p", "path": "a.py", "text": SOURCE}) + "\n")
+    (tmp_path / "elsewhere.jsonl").write_text(json.dumps({"path": "b.py", "text": "x = 1\n"}) + "\n")
+    missing = subprocess.run([sys.executable, "scripts/eval.py", "--open-files", "2", "--open-from", "imports",
+                              "--positions", "1", "--val", str(tmp_path / "val.jsonl"), "--train",
+                              str(tmp_path / "elsewhere.jsonl"), "--fp32-onnx", "none"],
+                             capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert missing.returncode == 1 and "train.jsonl is missing" in missing.stderr and "Traceback" not in missing.stderr
