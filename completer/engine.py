@@ -19,6 +19,7 @@ import numpy as np
 from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
+from .consensus import consensus_index
 from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .repeats import DocumentRepeats
@@ -352,6 +353,7 @@ class Engine:
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
+        scores: list[float] = []  # the unrounded scores of `suggestions`, for the consensus
         cursor = len(typed_line)
         for hyp in search.hypotheses:
             if not hyp.finished:
@@ -364,10 +366,13 @@ class Engine:
             if line in seen or not keep_suggestion(line, inserted, after, context):
                 continue
             seen.add(line)
+            scores.append(hyp.score)
             suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after),
                                           score=round(hyp.score, 4)))
-            if len(suggestions) >= settings.max_suggestions:
-                break
+        if settings.first_by_consensus and suggestions:  # chosen among every line kept, before the cut
+            first = consensus_index([s.line for s in suggestions], scores)
+            suggestions.insert(0, suggestions.pop(first))
+        del suggestions[settings.max_suggestions:]
         if settings.document_repeats:
             self._offer_earlier_line(suggestions, before[:line_start], typed_line, after, context)
         state.last_answer = LastAnswer(before, after, suggestions)

@@ -78,6 +78,7 @@ class EngineSettings:
     repeats_below: bool = True  # the repeats also search the lines below the cursor's (eval.py's card: off)
     open_files: int = 4  # the repeats also search this many other open files, most recently edited first
     search_ahead: bool = True  # the worker searches the line after Enter while idle at the end of a line
+    first_by_consensus: bool = True  # first the line the beams agree on most, not the likeliest (consensus.py)
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

@@ -21,7 +21,8 @@
 7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
 With `--only document_repeats`, `--only after_enter` or `--only open_files` it runs that long-document
-comparison alone.
+comparison alone. `--only consensus` runs one more in the same document: the likeliest line first vs
+the line the beams agree on most.
 With `--candidate BUNDLE` it only times that bundle against `--bundle` at the full window, typing
 the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
 time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
@@ -218,6 +219,14 @@ def other_open_files(settings: Callable[..., EngineSettings], script: list[tuple
     return compare_settings({"this_file": Engine(settings(open_files=0)),
                              "four_open_files": Engine(settings(open_files=len(others)))}, script,
                             documents="open-files", others=others)
+
+
+def consensus(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
+    """The likeliest line first vs the line the beams agree on most (completer/consensus.py), in the long
+    document: what choosing it costs per keystroke, and how often it changes the top line (eval.py
+    --first-by-score measures what it buys)."""
+    return compare_settings({"first_by_score": Engine(settings(first_by_consensus=False)),
+                             "first_by_consensus": Engine(settings())}, script)
 
 
 def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str, str, str]]) -> dict:
@@ -513,7 +522,7 @@ def main() -> None:
     parser.add_argument("--candidate", type=Path, default=None,
                         help="only time this other bundle (a grown shape, say) against --bundle at the full window")
     parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
-    parser.add_argument("--only", choices=("document_repeats", "after_enter", "open_files"), default=None,
+    parser.add_argument("--only", choices=("document_repeats", "after_enter", "open_files", "consensus"), default=None,
                         help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
@@ -545,7 +554,8 @@ def main() -> None:
             parser.error("--only writes only --out")
         compare = {"document_repeats": lambda: document_repeats(settings, document_script(text)),
                    "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES)),
-                   "open_files": lambda: other_open_files(settings, document_script(text))}[args.only]
+                   "open_files": lambda: other_open_files(settings, document_script(text)),
+                   "consensus": lambda: consensus(settings, document_script(text))}[args.only]
         results[args.only] = compare()
         print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
         write_results(results, args.out)

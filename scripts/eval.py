@@ -16,8 +16,10 @@ shows what a wider search buys. Against a baseline, whole-line edit similarity g
 too: a run can make the best line exact more often yet leave the wrong ones further off.
 `--outcomes-out` and `--paired-with` give the same paired view across a change of the engine's code:
 run once before the change, once after; `--compare NEW OLD` pairs two saved runs without running
-anything. `--search-errors` asks, for each line missing from the first five, whether the model
-scores it above the fifth suggestion (the search lost it) or below (the model ranks it low), to show
+anything, and pools several pairs (one change on two splits) into one sample. `--first-by-score` puts
+the likeliest line first, where the engine puts the one its beams agree on most (completer/consensus.py).
+`--search-errors` asks, for each line missing from the first five, whether the model scores it above
+the lowest of the five (the search lost it) or below (the model ranks it low), to show
 how much of the gap a better search could close at most. `--lines-below` lets the document's repeats
 search the lines after the cursor's too, as the server's do, and `--open-files N` N other files of the
 project, as the server searches other open files; the card keeps to the text before the cursor, so it
@@ -144,17 +146,18 @@ def percent(values: list[float]) -> tuple[float, float | None]:
 
 def missed_line_class(engine: Engine, uri: str, before: str, rest: str, scores: list[float], below: str = "",
                       others: list[str] | None = None) -> str:
-    """Why a line is not among the first five. "search": the engine's own score of it beats the fifth
-    suggestion's (or the last one's when there are fewer, or there is none), so a wider search would find
-    it, if perhaps behind other lines it also finds. "model": the model scores it lower. "filtered": the
-    filters would drop it. "too long": it takes more tokens than the search may generate. The score is of
-    the line's own tokenization, a lower bound over all of them, so no tokenization makes "search" wrong."""
+    """Why a line is not among the first five. "search": the engine's own score of it beats the lowest of
+    the first five suggestions' (not always the fifth: completer/consensus.py may move one up), or there is
+    none, so a wider search would find it, if perhaps behind other lines it also finds. "model": the model
+    scores it lower. "filtered": the filters would drop it. "too long": it takes more tokens than the search
+    may generate. The score is of the line's own tokenization, a lower bound over all of them, so no
+    tokenization makes "search" wrong."""
     if not engine.would_offer(uri, before, rest):
         return "filtered"
     score = engine.line_score(uri, before, rest, below, others or ())
     if score is None:
         return "too long"
-    return "search" if not scores or score > scores[:5][-1] else "model"
+    return "search" if not scores or score > min(scores[:5]) else "model"
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,8 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
-             lines_below: bool = False, opened: OpenFiles | None = None) -> tuple[dict, dict[str, list[float]]]:
+             lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True
+             ) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
     search other files of the project, as the server searches other open files (scripts/open_files.py).
@@ -197,7 +201,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
     opened = opened or OpenFiles(0, {}, {})
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens,
                                    document_repeats=document_repeats, repeats_below=lines_below,
-                                   open_files=opened.count))
+                                   open_files=opened.count, first_by_consensus=first_by_consensus))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -280,13 +284,25 @@ def read_outcomes(path: Path, positions: list[Position]) -> dict[str, list[float
     return outcomes
 
 
-def compare_saved(new: Path, old: Path) -> str:
-    """Paired differences of two saved runs on the same positions, with no model run."""
-    (new_positions, new_outcomes), (old_positions, old_outcomes) = load_outcomes(new), load_outcomes(old)
-    if new_positions != old_positions:
-        sys.exit(f"eval.py: --compare: {new} and {old} are not for the same positions")
-    differences = paired_differences(f"{new.name} − {old.name}", new_outcomes, old_outcomes)
-    return "\n\n".join(paired_sentence(name, d, len(new_positions)) for name, d in differences.items())
+def compare_saved(pairs: list[tuple[Path, Path]]) -> str:
+    """Paired differences of saved runs (NEW, OLD) on the same positions, with no model run. Several pairs
+    (a change measured on two validation splits, say) are pooled into one sample: each position is one
+    paired difference, so the pooled interval is narrower than either pair's."""
+    pooled: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
+    positions = 0
+    for new, old in pairs:
+        (new_positions, new_outcomes), (old_positions, old_outcomes) = load_outcomes(new), load_outcomes(old)
+        if new_positions != old_positions:
+            sys.exit(f"eval.py: --compare: {new} and {old} are not for the same positions")
+        positions += len(new_positions)
+        for into, outcomes in zip(pooled, (new_outcomes, old_outcomes)):
+            for metric, values in outcomes.items():
+                into.setdefault(metric, []).extend(values)
+    new, old = pairs[0]
+    name = f"{new.name} − {old.name}" + (f" and {len(pairs) - 1} more pair{'s' * (len(pairs) > 2)}, pooled"
+                                         if len(pairs) > 1 else "")
+    differences = paired_differences(name, *pooled)
+    return "\n\n".join(paired_sentence(name, d, positions) for name, d in differences.items())
 
 
 def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
@@ -362,13 +378,17 @@ def main() -> None:
     parser.add_argument("--paired-with", type=Path, default=None,
                         help="outcomes written by an earlier --outcomes-out on the same positions: paired differences "
                              "across a change of code, where --baseline compares two bundles under the same code")
-    parser.add_argument("--compare", type=Path, nargs=2, metavar=("NEW", "OLD"), default=None,
-                        help="print the paired differences of two --outcomes-out files and stop (runs no model)")
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("NEW", "OLD"), action="append", default=None,
+                        help="print the paired differences of two --outcomes-out files and stop (runs no model); "
+                             "given again, the pairs are pooled into one sample")
     parser.add_argument("--search-errors", action="store_true",
                         help="for each line missing from the first five, tell whether the search lost it (the model "
                              "scores it above the fifth suggestion) or the model ranks it low")
     parser.add_argument("--no-document-repeats", action="store_true",
                         help="the model alone, without the document's repeats mixed into each beam step")
+    parser.add_argument("--first-by-score", action="store_true",
+                        help="the likeliest line first, instead of the one the beams agree on most (the engine's "
+                             "default, completer/consensus.py)")
     parser.add_argument("--lines-below", action="store_true",
                         help="the document's repeats also search the lines after the cursor's, as in the server "
                              "(the card's context is the text before the cursor: off there)")
@@ -382,7 +402,7 @@ def main() -> None:
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
-        print(compare_saved(*args.compare))
+        print(compare_saved(args.compare))
         return
     if args.positions < 1:
         parser.error("--positions must be at least 1")
@@ -435,22 +455,22 @@ def main() -> None:
               file=sys.stderr)
     results = {}
     started = time.time()
-    repeats = not args.no_document_repeats
+    repeats, consensus = not args.no_document_repeats, not args.first_by_score
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
-                                               args.search_errors, repeats, args.lines_below, opened)
+                                               args.search_errors, repeats, args.lines_below, opened, consensus)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
-                                             args.lines_below, opened)
+                                             args.lines_below, opened, consensus)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
-                                           args.search_errors, repeats, args.lines_below, opened)
+                                           args.search_errors, repeats, args.lines_below, opened, consensus)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import completer.engine as engine_module
+from completer.consensus import consensus_index
 from completer.engine import Engine
 from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, OTHER_FILE_CHARS, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
                              SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
 from lsp_support import (BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, CALL_BELOW, CALL_BELOW_CURSOR, FROM_OTHER_FILE,
-                          LINE_ABOVE, LONG_CALL, OTHER_FILE, REPEATED_ARGUMENTS, REPEATED_CALL)
+                          LINE_ABOVE, LONG_CALL, OTHER_FILE, REPEATED_ARGUMENTS, REPEATED_CALL, SAMPLE_TEXT)
 
 SAMPLE = '''import os
 import sys
@@ -59,9 +60,30 @@ def test_suggestions_are_whole_lines_starting_with_typed_text(engine: Engine, li
         assert s.line.startswith(typed) and s.line == typed + s.text
         assert "\n" not in s.line and s.text.strip()
         assert s.start == column and s.end == len(SAMPLE.split("\n")[line])
-    scores = [s.score for s in result.suggestions]
-    assert scores == sorted(scores, reverse=True)
+    scores = [s.score for s in result.suggestions if s.source == SOURCE_MODEL]
+    assert scores[1:] == sorted(scores[1:], reverse=True)  # the first is the consensus, then by score
     assert len({s.line for s in result.suggestions}) == len(result.suggestions)
+
+
+def test_the_first_suggestion_is_the_line_the_beams_agree_on(model_dir):
+    """In `__len__`, with only indentation typed, the likeliest line is `return 0`, but the other lines
+    the search found share `return len(`: the one nearest them all comes first (the actual line is
+    `return len(self.items)`), the rest stay in score order, and the choice is made among every line the
+    search kept, before the list is cut to `max_suggestions`."""
+    line, column = 25, 8
+    assert SAMPLE_TEXT.split("\n")[line] == "        return len(self.items)"
+    settings = EngineSettings(model_path=str(model_dir), max_suggestions=16)
+    by_score = complete_at(Engine(replace(settings, first_by_consensus=False)), SAMPLE_TEXT, line, column)
+    lines = [s.line for s in by_score.suggestions if s.source == SOURCE_MODEL]
+    scores = [s.score for s in by_score.suggestions if s.source == SOURCE_MODEL]
+    assert scores == sorted(scores, reverse=True) and lines[0] == "        return 0"
+    chosen = consensus_index(lines, scores)
+    assert chosen > 0 and lines[chosen].startswith("        return len(self")
+    by_consensus = complete_at(Engine(settings), SAMPLE_TEXT, line, column)
+    assert [s.line for s in by_consensus.suggestions if s.source == SOURCE_MODEL] == [
+        lines[chosen], *lines[:chosen], *lines[chosen + 1:]]
+    cut = complete_at(Engine(replace(settings, max_suggestions=1)), SAMPLE_TEXT, line, column)
+    assert [s.line for s in cut.suggestions] == [lines[chosen]]
 
 
 def test_token_healing_mid_identifier(engine: Engine):

@@ -11,7 +11,7 @@ import pytest
 
 from eval import (Z_95, OpenFiles, Position, evaluate, imported_open_files, mean_ci95, open_file_keys,
                   paired_difference, sample_positions)
-from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SAMPLE_TEXT
 from open_files import open_files
 
 SOURCE = '''import os
@@ -163,6 +163,15 @@ def test_outcomes_saved_by_one_run_give_paired_differences_in_a_later_one(tmp_pa
     paired_lines = [line.split(" ", 3)[3] for line in runs["4"].stdout.splitlines() if " − one-beam.json " in line]
     assert [line.split(" ", 3)[3] for line in compared.stdout.splitlines() if line] == paired_lines
     assert len(paired_lines) == 3 and compared.stdout.startswith("four-beams.json − one-beam.json exact@1")
+    pooled = subprocess.run([sys.executable, "scripts/eval.py", "--compare", str(four), str(saved), "--compare",
+                             str(four), str(saved)], capture_output=True, text=True, timeout=60,
+                            cwd=model_dir.parent.parent)
+    assert pooled.returncode == 0, pooled.stderr
+    for single, twice in zip(paired_lines, [line for line in pooled.stdout.splitlines() if line], strict=True):
+        assert "and 1 more pair, pooled" in twice
+        sentence = r": ([-+][\d.]+) ± ([\d.]+) points.* at (\d+) of (\d+)"
+        (m1, h1, d1, n1), (m2, h2, d2, n2) = (re.search(sentence, line).groups() for line in (single, twice))
+        assert m1 == m2 and int(d2) == 2 * int(d1) and int(n2) == 2 * int(n1) and float(h2) <= float(h1)
     shorter = json.loads(four.read_text())
     shorter["positions"] = shorter["positions"][:-1]
     (tmp_path / "shorter.json").write_text(json.dumps(shorter))
@@ -270,6 +279,19 @@ def test_open_files_bring_a_line_written_out_in_another_file_of_the_project(mode
     found = {count: evaluate(model_dir, files, position, beams=5, opened=opened[count])[1]["exact5"]
              for count in (0, 1)}
     assert found == {0: [0.0], 1: [1.0]}
+
+
+def test_first_by_score_measures_the_likeliest_line_and_the_default_the_consensus(model_dir):
+    """evaluate() passes the choice of the first line to the engine. In the sample's `main`, typed up to
+    `args = sys.argv[1:] `, every line the search finds goes on `if sys.argv else`; the likeliest ends in
+    `None`, and the one nearest them all in `sys.argv`, which is nearer the actual `argv` too."""
+    files = {"proj:sample.py": SAMPLE_TEXT}
+    position = [Position("proj:sample.py", 29, 24, "mid-line")]
+    assert SAMPLE_TEXT.split("\n")[29] == "    args = sys.argv[1:] if argv is None else argv"
+    by_score, by_consensus = (evaluate(model_dir, files, position, beams=5, first_by_consensus=flag)[1]
+                              for flag in (False, True))
+    assert by_score["exact1"] == by_consensus["exact1"] == [0.0]
+    assert by_consensus["line_edit_sim"][0] > by_score["line_edit_sim"][0]
 
 
 def test_imported_open_files_are_the_projects_modules_the_file_imports(tmp_path):
