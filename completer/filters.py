@@ -34,12 +34,14 @@ class Scan:
     min_depth: int = 0  # the lowest bracket depth reached (below the start: closed brackets from above)
     top_colon: bool = False  # a ':' outside brackets and strings
     code_end: int = 0  # where the last line's code ends (its comment's '#', or its length)
+    opened_at: list[int] = field(default_factory=list)  # per open bracket, its index in the text (-1: from `state`)
 
 
 def scan(text: str, state: Scan | None = None) -> Scan:
     """Continue `state` over `text` (one or more lines) and return the new state."""
     s = Scan(list(state.stack), state.triple) if state else Scan()
     s.min_depth = len(s.stack)
+    s.opened_at = [-1] * len(s.stack)
     i, n = 0, len(text)
     s.code_end = n
     while i < n:
@@ -76,9 +78,11 @@ def scan(text: str, state: Scan | None = None) -> Scan:
             continue
         elif ch in OPENERS:
             s.stack.append(ch)
+            s.opened_at.append(i)
         elif ch in PAIRS:
             if s.stack and s.stack[-1] == PAIRS[ch]:
                 s.stack.pop()
+                s.opened_at.pop()
                 s.min_depth = min(s.min_depth, len(s.stack))
             else:
                 s.broken = True

@@ -646,6 +646,52 @@ def test_the_next_lines_indentation_is_what_an_editor_gives_it(line: str, indent
     assert others[0] == indent and others[1:] == ([] if line.endswith(":") or not indent else [indent[:-4]])
 
 
+@pytest.mark.parametrize("line, indents", [
+    ("    config = load(path,", ["                  ", "    "]),  # aligned under `path`, or not aligned
+    ("    config = load(  # the defaults", ["        ", "            "]),  # hanging: a comment is not code
+    ("    result = {key: [value,", ["                    ", "    "]),  # the innermost bracket
+    ("    return compute(a, b,", ["                   ", "    "]),  # not a dedent while the call is open
+    ("    names = {\"a\":", ["             ", "    "]),  # a colon inside a bracket opens no block
+    ("    text = \"(\" + name", ["    ", ""]),  # a bracket in a string is not one
+    ("    text = f(\"\"\"", ["    ", ""]),  # inside a triple-quoted string: no continuation
+    ("    call(a)  # (", ["    ", ""]),  # closed, and a bracket in a comment
+])
+def test_a_line_that_leaves_a_bracket_open_is_continued_under_it(line: str, indents: list[str]):
+    assert engine_module.next_line_indents(line) == indents
+    assert engine_module.next_line_indent(line) == indents[0]
+
+
+SIGNATURE = "class Store:\n    def __init__(self,\n                 name,\n                 default=None):"
+RAISE = "    if x:\n        raise ValueError('no x',\n                         'at all')"
+
+
+@pytest.mark.parametrize("above_and_line, indents", [
+    (SIGNATURE, ["        "]),  # the signature's end opens the method's body
+    (RAISE, ["    ", ""]),  # the call ends a `raise`: back out of the `if`
+    ("x = 1\n    y)", ["    ", ""]),  # a closer opened nowhere above: the line alone
+    ("    s = 'open\n    t = f(a))", ["    ", ""]),  # nothing above balances it: the line alone
+])
+def test_a_line_that_closes_brackets_from_above_is_indented_as_its_whole_statement(above_and_line: str,
+                                                                                   indents: list[str]):
+    above, line = above_and_line.rsplit("\n", 1)
+    assert engine_module.next_line_indents(line, above) == indents
+
+
+def test_a_search_ahead_foresees_a_continuation_line_under_an_open_bracket(engine: Engine):
+    """After `load(path,` the next line is searched ahead aligned under `path` and at the line's own
+    indentation, and Enter at either is answered with no model run; after the line that ends a long
+    signature, at the method body's indentation."""
+    line = "    config = json.load(path,"
+    before = "import json\n\n\ndef read(path, strict):\n" + line
+    engine.complete_text("file:///continued.py", before, "")
+    assert engine.search_next_line("file:///continued.py", before) == 2
+    for indent in (" " * (line.index("(") + 1), "    "):
+        assert engine.complete_text("file:///continued.py", before + "\n" + indent, "").model_runs == 0, indent
+    engine.complete_text("file:///signature.py", SIGNATURE, "")  # and where a long signature ends: the body
+    assert engine.search_next_line("file:///signature.py", SIGNATURE) == 1
+    assert engine.complete_text("file:///signature.py", SIGNATURE + "\n        ", "").model_runs == 0
+
+
 def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_engine: Engine):
     """In fp32 (where KV reuse is exact) the line after Enter, searched ahead, is answered with no model run
     and the lines a search at that keystroke gives; typing on in the line instead still types through the
@@ -661,7 +707,7 @@ def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_
     assert answered.model_runs == 0 and searched.model_runs > 0
     assert [s.line for s in answered.suggestions] == [s.line for s in searched.suggestions] != []
     again = fp32_engine.complete_text("file:///ahead.py", before[:-2], "")
-    assert fp32_engine.search_next_line("file:///ahead.py", before[:-2]) == 1  # idle after that answer
+    assert fp32_engine.search_next_line("file:///ahead.py", before[:-2]) == 2  # idle after it; `(` left open
     typed_on = fp32_engine.complete_text("file:///ahead.py", before[:-1], "")  # the next character instead
     assert again.suggestions == first.suggestions and typed_on.model_runs == 0  # typed through that answer
     assert typed_on.suggestions[0].line == first.suggestions[0].line
