@@ -21,7 +21,8 @@ from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .consensus import consensus_index
 from .earlier_lines import earlier_line
-from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation, scan
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
+from .indentation import next_line_indents
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, head_of_file,
@@ -35,73 +36,6 @@ log = logging.getLogger(__name__)
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
-
-
-DEDENTING = ("return", "pass", "raise", "break", "continue")  # editors dedent the line after these
-
-
-def next_line_indent(line: str) -> str:
-    """The indentation an editor gives a new line when Enter is pressed at the end of `line`: under a bracket
-    it leaves open, see `continuation_indents`; otherwise one level deeper after a colon, one level shallower
-    after a statement that ends its block, the same otherwise."""
-    continued = continuation_indents(line)
-    if continued:
-        return continued[0]
-    indent = line[:len(line) - len(line.lstrip(" "))]
-    code = line.strip()
-    if code.endswith(":"):
-        return indent + "    "
-    if code.split(" ", 1)[0].rstrip(";") in DEDENTING:
-        return indent[:-4]
-    return indent
-
-
-def continuation_indents(line: str) -> list[str]:
-    """Where the line after `line` starts when `line` leaves a bracket open (outside strings and comments),
-    likeliest first; [] when it leaves none open. With code after the bracket, under that code's first
-    character (PEP 8's aligned continuation line, 3 in 4 such lines in the stdlib), else at `line`'s own
-    indentation (an editor that does not align). With nothing after it, a hanging indent: one level deeper
-    (PEP 8, 4 in 5 in the stdlib), else two (Vim's default)."""
-    state = scan(line)
-    if state.triple or not state.opened_at:
-        return []
-    opened = state.opened_at[-1]
-    indent = line[:len(line) - len(line.lstrip(" "))]
-    if line[opened + 1:state.code_end].strip():
-        return [" " * (opened + 1), indent]
-    return [indent + "    ", indent + "        "]
-
-
-STATEMENT_LINES = 40  # how far up a statement continued over several lines is looked for
-
-
-def statement_line(above: str, line: str) -> str:
-    """`line` as one line of the statement it ends: when it closes brackets opened on lines above (the
-    `metavar=None):` that ends a long signature), the statement's first line (code only) joined to it, so
-    its indentation and first word are the statement's and its ending is `line`'s; else `line` itself."""
-    if not scan(line).broken:
-        return line
-    lines = above.split("\n")[-STATEMENT_LINES:]
-    for start in range(len(lines) - 1, -1, -1):
-        state = scan("\n".join(lines[start:] + [line]))
-        if not state.broken and not state.stack and not state.triple:
-            first = lines[start]
-            return first[:scan(first).code_end].rstrip() + " " + line.strip()
-    return line
-
-
-def next_line_indents(line: str, above: str = "") -> list[str]:
-    """The indentations the line after `line` most likely starts at, likeliest first: the editor's
-    (`next_line_indent`, of the whole statement `line` ends when it closes brackets opened in `above`, the
-    text before it), then a second guess: under an open bracket, the other of `continuation_indents`;
-    elsewhere, unless the statement opens a block, one level shallower, where the user goes when the block
-    ends without a `return` (the keystroke that dedents asks again)."""
-    continued = continuation_indents(line)
-    if continued:
-        return continued
-    line = statement_line(above, line)
-    indent = next_line_indent(line)
-    return [indent] if line.rstrip().endswith(":") or not indent else [indent, indent[:-4]]
 
 
 @dataclass

@@ -11,6 +11,7 @@ import pytest
 
 import completer.engine as engine_module
 from completer.consensus import consensus_index
+from completer.indentation import next_line_indent, next_line_indents
 from completer.engine import Engine
 from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, OTHER_FILE_CHARS, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
@@ -641,8 +642,8 @@ def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
                                           ("        return handle.read()", "    "), ("    pass", ""),
                                           ("class Greeter:", "    "), ("x = 1", "")])
 def test_the_next_lines_indentation_is_what_an_editor_gives_it(line: str, indent: str):
-    assert engine_module.next_line_indent(line) == indent
-    others = engine_module.next_line_indents(line)
+    assert next_line_indent(line) == indent
+    others = next_line_indents(line)
     assert others[0] == indent and others[1:] == ([] if line.endswith(":") or not indent else [indent[:-4]])
 
 
@@ -657,8 +658,8 @@ def test_the_next_lines_indentation_is_what_an_editor_gives_it(line: str, indent
     ("    call(a)  # (", ["    ", ""]),  # closed, and a bracket in a comment
 ])
 def test_a_line_that_leaves_a_bracket_open_is_continued_under_it(line: str, indents: list[str]):
-    assert engine_module.next_line_indents(line) == indents
-    assert engine_module.next_line_indent(line) == indents[0]
+    assert next_line_indents(line) == indents
+    assert next_line_indent(line) == indents[0]
 
 
 SIGNATURE = "class Store:\n    def __init__(self,\n                 name,\n                 default=None):"
@@ -674,7 +675,7 @@ RAISE = "    if x:\n        raise ValueError('no x',\n                         '
 def test_a_line_that_closes_brackets_from_above_is_indented_as_its_whole_statement(above_and_line: str,
                                                                                    indents: list[str]):
     above, line = above_and_line.rsplit("\n", 1)
-    assert engine_module.next_line_indents(line, above) == indents
+    assert next_line_indents(line, above) == indents
 
 
 def test_a_search_ahead_foresees_a_continuation_line_under_an_open_bracket(engine: Engine):
