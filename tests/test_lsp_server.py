@@ -142,6 +142,21 @@ async def test_inline_completion_offers_the_best_line(client: LanguageClient):
     assert [i.insert_text for i in result.items] == [i.text_edit.new_text for i in completions.items]
 
 
+async def test_the_first_item_is_the_consensus_not_the_likeliest(client: LanguageClient):
+    """In the sample's `__len__` the engine puts `return len(self)` before the likelier `return 0`
+    (tests/test_engine.py); the server keeps that order in both kinds of answer, so the first item's
+    score is below another's."""
+    uri = "file:///work/consensus.py"
+    open_doc(client, uri, SAMPLE_TEXT)
+    got = await client.text_document_completion_async(completion_params(uri, 25, 8))
+    lines = [item.text_edit.new_text for item in got.items]
+    assert lines[0] == "        return len(self)" and "        return 0" in lines
+    scores = [float(item.detail.rsplit(" ", 1)[1]) for item in got.items if "score" in item.detail]
+    assert scores[0] < max(scores)
+    inline = await client.text_document_inline_completion_async(inline_params(uri, 25, 8))
+    assert [item.insert_text for item in inline.items] == lines
+
+
 async def test_incremental_edits_keep_the_document_in_sync(client: LanguageClient):
     """Edits that rebuild the sample must leave the server with exactly the sample: completions
     at the same cursor then equal those of a freshly opened copy."""
