@@ -383,7 +383,7 @@ def main() -> None:
                              "given again, the pairs are pooled into one sample")
     parser.add_argument("--search-errors", action="store_true",
                         help="for each line missing from the first five, tell whether the search lost it (the model "
-                             "scores it above the fifth suggestion) or the model ranks it low")
+                             "scores it above the lowest of the five) or the model ranks it low")
     parser.add_argument("--no-document-repeats", action="store_true",
                         help="the model alone, without the document's repeats mixed into each beam step")
     parser.add_argument("--first-by-score", action="store_true",
