@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
+SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 
 
 @dataclass
@@ -183,22 +184,27 @@ class Engine:
         """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
         it most likely starts at (`next_line_indents`), while the user has not asked for anything, and keep their
         answers for those requests: the first keystroke on a new line searches a whole line, the slowest search
-        there is. The last answer stays as it was, so typing on in the line still types through it. Returns how
-        many were searched (0 when the line holds no code); raises Cancelled when `is_cancelled` turns true
-        between beam steps, keeping those already done."""
+        there is. On a line holding only indentation, Enter leaves it blank: editors take the indentation off it
+        (VS Code's trimAutoWhitespace, Vim's autoindent) and give it to the new line, which is searched at that
+        indentation, beside the searches kept from the line before. The last answer stays as it was, so typing
+        on in the line still types through it. Returns how many were searched; raises Cancelled when
+        `is_cancelled` turns true between beam steps, keeping those already done."""
         line = before[before.rfind("\n") + 1:]
-        if not line.strip():
-            return 0
-        kept = self._speculations[uri] = []
+        if line.strip():
+            kept = self._speculations[uri] = []
+            aheads = [before + "\n" + indent for indent in next_line_indents(line, before[:max(before.rfind("\n"), 0)])]
+        else:
+            kept = self._speculations.setdefault(uri, [])
+            aheads = [before[:len(before) - len(line)] + "\n" + line]
         last_answer = self.cache.get(uri).last_answer
         try:
-            for indent in next_line_indents(line, before[:max(before.rfind("\n"), 0)]):
-                ahead = before + "\n" + indent
+            for ahead in aheads:
                 kept.append(Speculation(ahead, below, tuple(others),
                                         self._complete(uri, ahead, "", is_cancelled, below, others)))
+                del kept[:-SPECULATIONS_KEPT]
         finally:
             self.cache.get(uri).last_answer = last_answer
-        return len(kept)
+        return len(aheads)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
         if not self.typing_through or uri not in self.cache:

@@ -716,7 +716,25 @@ def test_a_search_ahead_answers_the_enter_keystroke_as_a_search_then_would(fp32_
     fp32_engine.search_next_line("file:///ahead.py", before)
     elsewhere = fp32_engine.complete_text("file:///ahead.py", before + "\n", "")  # not the guessed indentation
     assert elsewhere.model_runs > 0
-    assert fp32_engine.search_next_line("file:///ahead.py", before + "\n    ") == 0  # no code on the line
+
+
+
+def test_enter_again_on_a_blank_line_is_searched_ahead_beside_the_dedent(fp32_engine: Engine):
+    """After Enter, on the new line holding only indentation, the search ahead foresees Enter pressed again:
+    the editor takes the indentation off the line it leaves blank and gives it to the next. That search
+    joins the ones kept from the line of code, so the dedent it foresaw is still answered at once."""
+    block = "\n".join(SAMPLE.split("\n")[:6])  # ... "    with open(path) as handle:"
+    code = block + "\n        data = handle.read()"
+    assert fp32_engine.search_next_line("file:///blank.py", code) == 2  # Enter, and the dedent
+    enter = fp32_engine.complete_text("file:///blank.py", code + "\n        ", "")
+    assert enter.model_runs == 0
+    assert fp32_engine.search_next_line("file:///blank.py", code + "\n        ") == 1  # Enter again
+    again = fp32_engine.complete_text("file:///blank.py", code + "\n\n        ", "")
+    searched = fp32_engine.complete_text("file:///cold-blank.py", code + "\n\n        ", "")
+    assert again.model_runs == 0 and searched.model_runs > 0
+    assert [s.line for s in again.suggestions] == [s.line for s in searched.suggestions] != []
+    dedent = fp32_engine.complete_text("file:///blank.py", code + "\n    ", "")
+    assert dedent.model_runs == 0  # kept from the line of code
 
 
 def test_a_search_ahead_also_foresees_the_dedent_after_enter(fp32_engine: Engine):
