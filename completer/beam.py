@@ -5,7 +5,8 @@ Each step the graph proposes twice as many candidates as there are beams, so a l
 does not take a beam's place: a candidate that ends among the best `beams` is kept as finished,
 and the best candidates that go on fill all the beams. The search stops when no live beam is
 left, when every live beam scores below the k-th finished one (log-probabilities only fall, so
-none could enter), when the best live beam trails the best finished one by more than a margin, or
+none could enter; k is the number of lines wanted, the beams or fewer, and only lines the caller would
+offer count), when the best live beam trails the best finished one by more than a margin, or
 at the token limit. A beam whose line has run on past any real line's length (a banner of `=`
 extending itself) is dropped at once rather than carried to the token limit, where it would be
 dropped anyway. The beams share the document's prefix KV; only their suffixes move.
@@ -13,6 +14,7 @@ dropped anyway. The beams share the document's prefix KV; only their suffixes mo
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +47,8 @@ class SearchRequest:
     max_new_bytes: int | None = None  # a beam that generates more than this has run on: drop it
     deadline: float | None = None  # time.perf_counter() value after which no further step starts
     repeats: DocumentRepeats | None = None  # the context's own repeats, mixed into each step (None: the model alone)
+    lines_wanted: int | None = None  # finished lines that end the search once no live beam can pass them (None: beams)
+    offerable: Callable[[list[int]], bool] | None = None  # does this finished line count toward those? (None: all do)
 
 
 @dataclass
@@ -73,6 +77,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     past = runtime.empty_past(1)
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
+    counted: list[float] = []  # the scores of the finished lines that count toward the stop
     stop_ids = {tokens.newline_id, tokens.end_of_text_id}
     step = 0
     seqs: list[list[int]] = []
@@ -93,6 +98,8 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             if token in stop_ids:
                 if j < req.beams:  # as in plain beam search: lines ranked lower would favour short ones
                     finished.append(Hypothesis(live_seqs[parent], score, True))
+                    if req.offerable is None or req.offerable(live_seqs[parent]):
+                        counted.append(score)
                 continue
             if len(keep) == req.beams:
                 continue
@@ -110,8 +117,9 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         if not keep or step == req.max_tokens - 1:
             break
         best_live = max(scores)
-        ranked = sorted(h.score for h in finished)[::-1]
-        if len(ranked) >= req.beams and best_live < ranked[req.beams - 1]:
+        ranked = sorted(counted, reverse=True)
+        wanted = min(req.beams, req.lines_wanted or req.beams)
+        if len(ranked) >= wanted and best_live < ranked[wanted - 1]:
             break
         if ranked and best_live < ranked[0] - req.margin:
             break

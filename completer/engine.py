@@ -12,7 +12,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,6 +37,35 @@ CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped tex
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
+
+
+@dataclass
+class LineOffer:
+    """What a finished line of generated tokens inserts at the cursor, if the filters let it through. The
+    suggestions and the search's stop ask the same question, so the search does not stop on lines that
+    would then be dropped."""
+
+    tokens: Tokens
+    healed: bytes  # typed bytes the generated tokens re-spell first (token healing)
+    typed_line: str
+    after: str
+    context: LineContext
+    counted: set[str] = field(default_factory=set)  # the insertions `is_new` has counted
+
+    def inserted(self, generated: list[int]) -> str | None:
+        raw = self.tokens.decode_bytes(generated)
+        if not raw.startswith(self.healed):
+            return None
+        inserted = raw[len(self.healed):].decode("utf-8", errors="ignore").rstrip()
+        return inserted if keep_suggestion(self.typed_line + inserted, inserted, self.after, self.context) else None
+
+    def is_new(self, generated: list[int]) -> bool:
+        """Whether the line would be offered and is not one already counted (another spelling of it)."""
+        inserted = self.inserted(generated)
+        if inserted is None or inserted in self.counted:
+            return False
+        self.counted.add(inserted)
+        return True
 
 
 @dataclass
@@ -330,10 +359,13 @@ class Engine:
         runs_before = self.runtime.calls
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                                beams=settings.beams, max_tokens=settings.max_tokens, deadline=deadline,
+                                beams=settings.beams, lines_wanted=settings.max_suggestions,
+                                max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
                                 repeats=self._repeats(state, document, len(ids), below, others))
+        offer = LineOffer(tokens, healed, typed_line, after, context)
+        request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = beam_search(self.runtime, tokens, request, is_cancelled)
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
@@ -342,13 +374,10 @@ class Engine:
         for hyp in search.hypotheses:
             if not hyp.finished:
                 continue  # cut off at max_tokens: not a whole line
-            generated = tokens.decode_bytes(hyp.tokens)
-            if not generated.startswith(healed):
+            inserted = offer.inserted(hyp.tokens)
+            if inserted is None or typed_line + inserted in seen:
                 continue
-            inserted = generated[len(healed):].decode("utf-8", errors="ignore").rstrip()
             line = typed_line + inserted
-            if line in seen or not keep_suggestion(line, inserted, after, context):
-                continue
             seen.add(line)
             scores.append(hyp.score)
             suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after),

@@ -22,7 +22,8 @@
 
 With `--only document_repeats`, `--only after_enter` or `--only open_files` it runs that long-document
 comparison alone. `--only consensus` runs one more in the same document: the likeliest line first vs
-the line the beams agree on most.
+the line the beams agree on most; `--only lines_wanted` a search that waits for as many lines as
+there are beams vs one that stops at the lines it will show.
 With `--candidate BUNDLE` it only times that bundle against `--bundle` at the full window, typing
 the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
 time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
@@ -227,6 +228,14 @@ def consensus(settings: Callable[..., EngineSettings], script: list[tuple[str, .
     --first-by-score measures what it buys)."""
     return compare_settings({"first_by_score": Engine(settings(first_by_consensus=False)),
                              "first_by_consensus": Engine(settings())}, script)
+
+
+def lines_wanted(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
+    """As many suggestions as beams (every search waited for that many lines until 2026-11-23) vs the default
+    `max_suggestions`, fewer, at which the search now stops: what waiting for the lines nobody is shown cost."""
+    every, shown = EngineSettings.beams, EngineSettings.max_suggestions
+    return compare_settings({f"wait_for_{every}_lines": Engine(settings(max_suggestions=every)),
+                             f"wait_for_{shown}_lines": Engine(settings())}, script)
 
 
 def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str, str, str]]) -> dict:
@@ -522,7 +531,8 @@ def main() -> None:
     parser.add_argument("--candidate", type=Path, default=None,
                         help="only time this other bundle (a grown shape, say) against --bundle at the full window")
     parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
-    parser.add_argument("--only", choices=("document_repeats", "after_enter", "open_files", "consensus"), default=None,
+    parser.add_argument("--only", default=None,
+                        choices=("document_repeats", "after_enter", "open_files", "consensus", "lines_wanted"),
                         help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
@@ -555,7 +565,8 @@ def main() -> None:
         compare = {"document_repeats": lambda: document_repeats(settings, document_script(text)),
                    "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES)),
                    "open_files": lambda: other_open_files(settings, document_script(text)),
-                   "consensus": lambda: consensus(settings, document_script(text))}[args.only]
+                   "consensus": lambda: consensus(settings, document_script(text)),
+                   "lines_wanted": lambda: lines_wanted(settings, document_script(text))}[args.only]
         results[args.only] = compare()
         print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
         write_results(results, args.out)

@@ -192,15 +192,15 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
-             lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True
-             ) -> tuple[dict, dict[str, list[float]]]:
+             lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
+             suggestions: int = 5) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
     search other files of the project, as the server searches other open files (scripts/open_files.py).
     The card's definition of the context (the text before the cursor) leaves both out."""
     opened = opened or OpenFiles(0, {}, {})
-    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=5, max_tokens=max_tokens,
-                                   document_repeats=document_repeats, repeats_below=lines_below,
+    engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
+                                   max_tokens=max_tokens, document_repeats=document_repeats, repeats_below=lines_below,
                                    open_files=opened.count, first_by_consensus=first_by_consensus))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
@@ -371,6 +371,9 @@ def main() -> None:
                              "shards the bundle was trained on)")
     parser.add_argument("--positions", type=int, default=1000, help="cursor positions, at least 1")
     parser.add_argument("--beams", type=int, default=5, help="5, so exact@5 has five candidates")
+    parser.add_argument("--suggestions", type=int, default=5,
+                        help="lines the engine offers (its max_suggestions): 5 for the card; fewer, as the server's "
+                             "3, measure what it shows, and exact@5 then counts only those")
     parser.add_argument("--max-tokens", type=int, default=EngineSettings.max_tokens,
                         help="the engine's token limit per line (its default unless set)")
     parser.add_argument("--outcomes-out", type=Path, default=None,
@@ -417,10 +420,16 @@ def main() -> None:
             EngineSettings(beams=beams).validate()  # the engine's own range, with its message
         except ValueError as error:
             parser.error(str(error))
+    try:
+        EngineSettings(max_suggestions=args.suggestions).validate()
+    except ValueError as error:
+        parser.error(str(error).replace("max_suggestions", "--suggestions"))
     if args.baseline_beams is not None and not args.baseline:
         parser.error("--baseline-beams needs --baseline")
     if args.baseline and args.update_model_card:
         parser.error("--baseline does not go with --update-model-card: the card records this bundle's own run")
+    if args.suggestions != 5 and args.update_model_card:
+        parser.error("--suggestions does not go with --update-model-card: the card's exact@5 needs five")
     if args.paired_with and args.update_model_card:
         parser.error("--paired-with does not go with --update-model-card: the card records this bundle's own run")
     if args.outcomes_out and not args.outcomes_out.parent.is_dir():
@@ -457,20 +466,22 @@ def main() -> None:
     started = time.time()
     repeats, consensus = not args.no_document_repeats, not args.first_by_score
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
-                                               args.search_errors, repeats, args.lines_below, opened, consensus)
+                                               args.search_errors, repeats, args.lines_below, opened, consensus,
+                                               args.suggestions)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
-                                             args.lines_below, opened, consensus)
+                                             args.lines_below, opened, consensus, args.suggestions)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
         width = "" if baseline_beams == args.beams else f", {baseline_beams} beam{'s' * (baseline_beams != 1)}"
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
-                                           args.search_errors, repeats, args.lines_below, opened, consensus)
+                                           args.search_errors, repeats, args.lines_below, opened, consensus,
+                                           args.suggestions)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

@@ -69,8 +69,8 @@ def test_suggestions_are_whole_lines_starting_with_typed_text(engine: Engine, li
 def test_the_first_suggestion_is_the_line_the_beams_agree_on(model_dir):
     """In `__len__`, with only indentation typed, the likeliest line is `return 0`, but the other lines
     the search found share `return len(`: the one nearest them all comes first (the actual line is
-    `return len(self.items)`), the rest stay in score order, and the choice is made among every line the
-    search kept, before the list is cut to `max_suggestions`."""
+    `return len(self.items)`), the rest stay in score order. With the server's 3 suggestions the search
+    stops sooner, but the choice is the same; with 2 or fewer the likeliest line always comes first."""
     line, column = 25, 8
     assert SAMPLE_TEXT.split("\n")[line] == "        return len(self.items)"
     settings = EngineSettings(model_path=str(model_dir), max_suggestions=16)
@@ -83,8 +83,10 @@ def test_the_first_suggestion_is_the_line_the_beams_agree_on(model_dir):
     by_consensus = complete_at(Engine(settings), SAMPLE_TEXT, line, column)
     assert [s.line for s in by_consensus.suggestions if s.source == SOURCE_MODEL] == [
         lines[chosen], *lines[:chosen], *lines[chosen + 1:]]
-    cut = complete_at(Engine(replace(settings, max_suggestions=1)), SAMPLE_TEXT, line, column)
-    assert [s.line for s in cut.suggestions] == [lines[chosen]]
+    shown = complete_at(Engine(replace(settings, max_suggestions=3)), SAMPLE_TEXT, line, column)
+    rest = [other for other in lines if other != lines[chosen]]
+    assert [s.line for s in shown.suggestions] == [lines[chosen], *rest[:2]]
+    assert shown.model_runs < by_consensus.model_runs
 
 
 def test_token_healing_mid_identifier(engine: Engine):
@@ -223,6 +225,26 @@ def test_a_beam_whose_addition_passes_the_length_limit_is_dropped_at_once(engine
     assert any(len(line.encode()) > 8 for line in suggestions[MAX_INSERTED_BYTES])
     assert all(len(line.encode()) <= 8 for line in suggestions[8])
     assert runs[8] < runs[MAX_INSERTED_BYTES], runs
+
+
+def test_the_search_stops_once_the_lines_it_will_show_have_ended(model_dir):
+    """With one suggestion wanted the search stops after fewer steps than with four, and still offers a
+    line, one of the four: lines the filters drop (or a second spelling of one) do not count toward the stop,
+    so the search does not end on a line it would then throw away."""
+    settings = EngineSettings(model_path=str(model_dir))
+    one, four = Engine(replace(settings, max_suggestions=1)), Engine(replace(settings, max_suggestions=4))
+    fewer = 0
+    for line, column in [(5, 4), (5, 14), (11, 17), (15, 15), (25, 8)]:
+        got = {}
+        for name, engine in (("one", one), ("four", four)):
+            engine.typing_through = False
+            engine.open("file:///wanted.py", SAMPLE_TEXT)
+            got[name] = engine.complete("file:///wanted.py", line, column)
+        assert len(got["one"].suggestions) == 1, (line, column)
+        assert got["one"].suggestions[0].line in [s.line for s in got["four"].suggestions]
+        assert got["one"].model_runs <= got["four"].model_runs
+        fewer += got["one"].model_runs < got["four"].model_runs
+    assert fewer >= 3
 
 
 def test_a_line_that_ends_does_not_take_a_beams_place(engine: Engine, monkeypatch):

@@ -320,3 +320,12 @@ def test_open_files_out_of_range_is_refused(tmp_path, model_dir):
                               str(tmp_path / "elsewhere.jsonl"), "--fp32-onnx", "none"],
                              capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent)
     assert missing.returncode == 1 and "train.jsonl is missing" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("extra, message", [(["--suggestions", "0"], "--suggestions must be between 1 and 16"),
+                                            (["--suggestions", "3", "--update-model-card"],
+                                             "the card's exact@5 needs five")])
+def test_suggestions_out_of_range_or_for_the_card_are_refused(model_dir, extra: list[str], message: str):
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--positions", "1", *extra], capture_output=True,
+                         text=True, timeout=60, cwd=model_dir.parent.parent)
+    assert run.returncode == 2 and message in run.stderr
