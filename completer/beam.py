@@ -78,6 +78,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
     counted: list[float] = []  # the scores of the finished lines that count toward the stop
+    wanted = min(req.beams, req.lines_wanted or req.beams)  # that many counted lines can end the search
     stop_ids = {tokens.newline_id, tokens.end_of_text_id}
     step = 0
     seqs: list[list[int]] = []
@@ -118,7 +119,6 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             break
         best_live = max(scores)
         ranked = sorted(counted, reverse=True)
-        wanted = min(req.beams, req.lines_wanted or req.beams)
         if len(ranked) >= wanted and best_live < ranked[wanted - 1]:
             break
         if ranked and best_live < ranked[0] - req.margin:

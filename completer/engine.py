@@ -43,7 +43,7 @@ SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent
 class LineOffer:
     """What a finished line of generated tokens inserts at the cursor, if the filters let it through. The
     suggestions and the search's stop ask the same question, so the search does not stop on lines that
-    would then be dropped."""
+    would then be dropped; each line is decoded and filtered once, for both."""
 
     tokens: Tokens
     healed: bytes  # typed bytes the generated tokens re-spell first (token healing)
@@ -51,13 +51,18 @@ class LineOffer:
     after: str
     context: LineContext
     counted: set[str] = field(default_factory=set)  # the insertions `is_new` has counted
+    _answers: dict[tuple[int, ...], str | None] = field(default_factory=dict)  # `inserted` by generated tokens
 
     def inserted(self, generated: list[int]) -> str | None:
-        raw = self.tokens.decode_bytes(generated)
-        if not raw.startswith(self.healed):
-            return None
-        inserted = raw[len(self.healed):].decode("utf-8", errors="ignore").rstrip()
-        return inserted if keep_suggestion(self.typed_line + inserted, inserted, self.after, self.context) else None
+        key = tuple(generated)
+        if key not in self._answers:
+            raw = self.tokens.decode_bytes(generated)
+            inserted = raw[len(self.healed):].decode("utf-8", errors="ignore").rstrip() \
+                if raw.startswith(self.healed) else None
+            keep = inserted is not None and keep_suggestion(self.typed_line + inserted, inserted, self.after,
+                                                            self.context)
+            self._answers[key] = inserted if keep else None
+        return self._answers[key]
 
     def is_new(self, generated: list[int]) -> bool:
         """Whether the line would be offered and is not one already counted (another spelling of it)."""
@@ -218,10 +223,11 @@ class Engine:
         indentation, beside the searches kept from the line before. The last answer stays as it was, so typing
         on in the line still types through it. Returns how many were searched; raises Cancelled when
         `is_cancelled` turns true between beam steps, keeping those already done."""
-        line = before[before.rfind("\n") + 1:]
+        cut = before.rfind("\n")
+        line = before[cut + 1:]
         if line.strip():
             kept = self._speculations[uri] = []
-            aheads = [before + "\n" + indent for indent in next_line_indents(line, before[:max(before.rfind("\n"), 0)])]
+            aheads = [before + "\n" + indent for indent in next_line_indents(line, before[:max(cut, 0)])]
         else:
             kept = self._speculations.setdefault(uri, [])
             aheads = [before[:len(before) - len(line)] + "\n" + line]
