@@ -41,6 +41,10 @@ def main() -> None:
     feed = {"input_ids": np.ones((b, 1), np.int64), "position_ids": np.array([[p + t]], np.int64),
             "beam_scores": np.zeros(b, np.float32), "beam_finished": np.zeros(b, bool),
             "allowed_tokens": np.ones((1, arch["vocab_size"]), bool), "num_beams": np.array([b], np.int64)}
+    if {"repeat_probs", "model_share"} <= {i.name for i in session.get_inputs()}:
+        # Neutral repeats (the model's distribution alone); the mixture's cost is still in the graph.
+        feed["repeat_probs"] = np.zeros((1, arch["vocab_size"]), np.float32)
+        feed["model_share"] = np.ones(1, np.float32)
     for layer in range(layers):
         feed[f"prefix_key_{layer}"] = rng.standard_normal((1, heads, dim, p), np.float32)
         feed[f"prefix_value_{layer}"] = rng.standard_normal((1, heads, p, dim), np.float32)
