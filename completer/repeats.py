@@ -14,6 +14,7 @@ has not seen it), or only in other open files. The shares were fitted on validat
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,29 @@ def share_for(match: int, where: int = IN_WINDOW) -> float:
     return SHARE_BY_MATCH[-1][1 + where]
 
 
+class RepeatMix(NamedTuple):
+    """The repeats as the beam step takes them, sparse: per beam row, the few tokens that followed its
+    longest match, p = model_share * p_model + probs at those tokens and model_share * p_model elsewhere.
+    A dense [B, V] row would cost the graph an Exp and a Log over the whole vocabulary at every step."""
+
+    tokens: np.ndarray  # [1 or B, M] int64; a row shorter than M repeats its first entry
+    probs: np.ndarray  # [1 or B, M] float32: share * p_repeat of each token (0: the model alone)
+    model_share: np.ndarray  # [1 or B] float32: 1 - share
+
+    def dense(self, vocab_size: int) -> np.ndarray:
+        """The same probabilities as one [1 or B, V] row per beam (bundles exported before 2026-11-24
+        take the repeats this way)."""
+        rows = np.zeros((len(self.tokens), vocab_size), np.float32)  # [B, V]
+        np.put_along_axis(rows, self.tokens, self.probs, axis=1)  # padding writes its entry again
+        return rows
+
+
+_NEUTRAL_TOKENS = np.zeros(1, np.int64)
+_NEUTRAL_PROBS = np.zeros(1, np.float32)
+NO_REPEATS = RepeatMix(_NEUTRAL_TOKENS[None, :], _NEUTRAL_PROBS[None, :], np.ones(1, np.float32))
+"""The model's distribution alone: token 0 with no weight, and all the weight on the model."""
+
+
 class DocumentRepeats:
     """Built once per request from the document's token ids; asked once per beam step.
 
@@ -48,7 +72,9 @@ class DocumentRepeats:
     each question compares one precomputed code per place, then walks only those places back, three
     tokens per comparison: at a clipped document's ten thousand tokens a question costs about one pass
     over the array, and a file of one line repeated thousands of times (every place matching) stays
-    within a few milliseconds per step."""
+    within a few milliseconds per step. A beam grows by one token per step, so its question starts from
+    the answer its parent got one step before: where some of those places go on with the new token, no
+    search runs at all."""
 
     def __init__(self, context: Sequence[int], vocab_size: int, window_start: int = 0, others_end: int = 0) -> None:
         """`context`: the token ids searched, ending with the document's before the cursor; the model's window
@@ -60,11 +86,38 @@ class DocumentRepeats:
         bigrams = context[1:-1] * vocab_size + context[:-2]  # [N-2] the two tokens ending at place 1.., coded
         self._codes = (context[:-1], bigrams, bigrams[1:] * vocab_size + context[:-3])  # ends at places 0, 1, 2..
         # (each stops before the last place: a match needs a token after it)
+        self._found: dict[tuple[int, ...], tuple[int, np.ndarray]] = {}  # generated tokens -> (longest, ends)
 
     def longest_match(self, generated: Sequence[int] = ()) -> tuple[int, np.ndarray, int]:
         """The length of the longest earlier match of the context followed by `generated`, the tokens that
         followed each such match in the context ([M], repeats kept: they are the counts), and where the
         matches lie (IN_WINDOW, BEFORE_WINDOW or OTHER_FILES: the latest place that holds one)."""
+        key = tuple(generated)
+        found = self._found.get(key)
+        if found is None:
+            found = self._extended(key) or self._searched(generated)
+            self._found[key] = found
+        longest, ends = found
+        if longest == 0:
+            return 0, ends, IN_WINDOW
+        last = ends[-1]  # places ascend
+        where = IN_WINDOW if last >= self.window_start else BEFORE_WINDOW if last >= self.others_end else OTHER_FILES
+        return longest, self.context[ends + 1], where
+
+    def _extended(self, key: tuple[int, ...]) -> tuple[int, np.ndarray] | None:
+        """The matches of `key` from those of `key` less its last token, asked at the step before: a beam
+        grows by one token per step, and where the places that matched it go on with that token, they are
+        exactly the longest matches now, one token longer. None when none goes on (or nothing was kept)."""
+        parent = self._found.get(key[:-1]) if key else None
+        if parent is None or not 0 < parent[0] < MAX_MATCH:
+            return None
+        ends = parent[1] + 1  # [M] places one token on
+        ends = ends[ends < self.context.size - 1]  # a match needs a token after it
+        ends = ends[self.context[ends] == key[-1]]
+        return (parent[0] + 1, ends) if ends.size else None
+
+    def _searched(self, generated: Sequence[int]) -> tuple[int, np.ndarray]:
+        """The longest match's length and every place it ends ([M], ascending), searched over the whole context."""
         context = self.context
         if len(generated) >= MAX_MATCH:
             tail = np.asarray(generated[-MAX_MATCH:], dtype=np.int64)
@@ -76,7 +129,7 @@ class DocumentRepeats:
             if ends.size:
                 break
         if ends.size == 0:
-            return 0, ends, IN_WINDOW
+            return 0, ends
         longest, span = width, min(tail.size, MAX_MATCH)
         while width == 3 and longest < span:  # walk back up to three tokens at a time while some place matches
             for step in range(min(3, span - longest), 0, -1):  # fewer, once no place matches that many more
@@ -89,9 +142,7 @@ class DocumentRepeats:
                 break
             if step < 3:
                 break  # a shorter step matched only because the longer one did not: no place goes further
-        last = ends[-1]  # places ascend
-        where = IN_WINDOW if last >= self.window_start else BEFORE_WINDOW if last >= self.others_end else OTHER_FILES
-        return longest, context[ends + 1], where
+        return longest, ends
 
     def _code(self, tail: np.ndarray, skip: int, width: int) -> int:
         """The code (as in `_codes`) of the `width` tokens of `tail` that end `skip` tokens before its end."""
@@ -100,18 +151,30 @@ class DocumentRepeats:
             code = code * self.vocab_size + int(tail[-back])
         return code
 
-    def mixture(self, beams: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """The beam step's `repeat_probs` [B, V] (share * p_repeat) and `model_share` [B] (1 - share),
-        one row per beam's generated tokens; a single neutral row when no beam matches anything."""
+    def mixture(self, beams: Sequence[Sequence[int]]) -> RepeatMix:
+        """The beam step's repeats for each beam's generated tokens: one row per beam holding the tokens that
+        followed its longest match and their shares; a single neutral row when no beam matches anything."""
         rows = [self.longest_match(generated) for generated in beams]
         if not any(longest for longest, _, _ in rows):
-            return np.zeros((1, self.vocab_size), np.float32), np.ones(1, np.float32)
-        probs = np.zeros((len(rows), self.vocab_size), np.float32)  # [B, V]
+            return NO_REPEATS
+        mixed: list[tuple[np.ndarray, np.ndarray]] = []  # per beam: (tokens [M_b], their share * p_repeat [M_b])
         model_share = np.ones(len(rows), np.float32)  # [B]
         for row, (longest, followers, where) in enumerate(rows):
             share = share_for(longest, where)
-            if share:
-                probs[row] = np.bincount(followers, minlength=self.vocab_size)[:self.vocab_size] * (
-                    share / followers.size)
-                model_share[row] = 1.0 - share
-        return probs, model_share
+            if not share:
+                mixed.append((_NEUTRAL_TOKENS, _NEUTRAL_PROBS))
+                continue
+            if followers.size == 1:  # a long match is mostly found once
+                mixed.append((followers, np.full(1, share, np.float32)))
+            else:
+                followed, counts = np.unique(followers, return_counts=True)  # [M_b] each
+                mixed.append((followed, (counts * (share / followers.size)).astype(np.float32)))
+            model_share[row] = 1.0 - share
+        width = max(len(followed) for followed, _ in mixed)
+        tokens = np.empty((len(rows), width), np.int64)  # [B, M]
+        probs = np.empty((len(rows), width), np.float32)  # [B, M]
+        for row, (followed, weights) in enumerate(mixed):
+            # Padding repeats the row's first entry: the graph's scatter then writes that token's value twice.
+            tokens[row], probs[row] = followed[0], weights[0]
+            tokens[row, :len(followed)], probs[row, :len(weights)] = followed, weights
+        return RepeatMix(tokens, probs, model_share)

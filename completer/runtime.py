@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from .bundle import Bundle
+from .repeats import NO_REPEATS, RepeatMix
 from .types import ModelError
 
 
@@ -62,9 +63,11 @@ class Runtime:
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.calls = 0
         self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
-        self._no_repeats = (np.zeros((1, self.vocab_size), np.float32), np.ones(1, np.float32))
-        # Bundles exported before the beam step took the document's repeats lack these inputs.
-        self.mixes_repeats = {"repeat_probs", "model_share"} <= {i.name for i in self.session.get_inputs()}
+        inputs = {i.name for i in self.session.get_inputs()}
+        # Bundles exported before the beam step took the document's repeats lack these inputs; those exported
+        # on 2026-11-23 take them as dense rows over the vocabulary, without `repeat_tokens`.
+        self.mixes_repeats = {"repeat_probs", "model_share"} <= inputs
+        self.dense_repeats = self.mixes_repeats and "repeat_tokens" not in inputs
         self.device_type = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
         self._bound_prefix: tuple[list[np.ndarray], dict[str, ort.OrtValue]] = ([], {})
@@ -80,9 +83,9 @@ class Runtime:
     def run(self, input_ids: np.ndarray, position: int, prefix: list[tuple[np.ndarray, np.ndarray]],
             past: list[tuple[np.ndarray, np.ndarray]], scores: np.ndarray | None = None,
             finished: np.ndarray | None = None, allowed: np.ndarray | None = None, num_beams: int = 1,
-            repeats: tuple[np.ndarray, np.ndarray] | None = None) -> StepOutput:
+            repeats: RepeatMix | None = None) -> StepOutput:
         """input_ids [B, S]; prefix per layer (key [1, H, D, P], value [1, H, P, D]); past per layer [B, H, T, D];
-        repeats: (repeat_probs [1 or B, V], model_share [1 or B]) from completer/repeats.py, or None for none."""
+        repeats: the document's repeats per beam row from completer/repeats.py, or None for none."""
         batch, new = input_ids.shape
         feed = {
             "input_ids": input_ids.astype(np.int64, copy=False),
@@ -93,7 +96,12 @@ class Runtime:
             "num_beams": np.array([num_beams], dtype=np.int64),
         }
         if self.mixes_repeats:
-            feed["repeat_probs"], feed["model_share"] = repeats if repeats is not None else self._no_repeats
+            repeats = repeats if repeats is not None else NO_REPEATS
+            if self.dense_repeats:
+                feed["repeat_probs"] = repeats.dense(self.vocab_size)
+            else:
+                feed["repeat_tokens"], feed["repeat_probs"] = repeats.tokens, repeats.probs
+            feed["model_share"] = repeats.model_share
         for layer in range(self.n_layer):
             feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
             feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]

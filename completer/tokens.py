@@ -27,6 +27,13 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, chars)}
 
 
+def _after_all_starting_with(prefix: bytes) -> bytes | None:
+    """The least byte string above every string that starts with `prefix` (None: no bound, the prefix is
+    all 0xff bytes), so a bisection finds where the tokens that start with it end."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
 class Tokens:
     """Encoding, decoding and the prefix queries token healing asks of the vocabulary."""
 
@@ -66,9 +73,8 @@ class Tokens:
         a token that goes past `remaining` must go on with code, not more whitespace."""
         mask = np.zeros(self.vocab_size, dtype=bool)
         lo = bisect.bisect_left(self._sorted_bytes, remaining)
-        hi = lo
-        while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(remaining):
-            hi += 1
+        after = _after_all_starting_with(remaining)
+        hi = bisect.bisect_left(self._sorted_bytes, after, lo) if after is not None else len(self._sorted_bytes)
         mask[self._sorted_ids[lo:hi]] = True
         if then_code:  # the range holds only tokens that start with the typed indentation: a few
             size = len(remaining)

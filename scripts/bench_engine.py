@@ -28,6 +28,9 @@ With `--candidate BUNDLE` it only times that bundle against `--bundle` at the fu
 the lines `--rounds` times: what a keystroke and one model run cost with another shape. Compare the
 time per model run: scripts/grow.py makes a shape that computes what the shipped model does, but
 INT8 noise still moves a few searches by a step or two.
+With `--against TREE` it only times another checkout of this repository (code and bundle; e.g.
+`git worktree add /tmp/old HEAD~1`) against this tree in the long document, typing its lines
+`--rounds` times, both versions of the engine in this one process: what a change of code costs or saves.
 
 Keystrokes replay the typing of real lines of a stdlib module: at each keystroke the text before the
 cursor grows by one character and the engine is asked for suggestions. Typing through is disabled
@@ -36,7 +39,9 @@ except in (2), so every keystroke times the model path. Quote medians: the machi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
+import importlib.util
 import json
 import statistics
 import sys
@@ -55,10 +60,10 @@ from eval import fp32_bundle  # noqa: E402
 from export import quantize  # noqa: E402
 from onnx_graph import decoder_model  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
-from reference_beam import mix_repeats  # noqa: E402
 
 from completer import beam  # noqa: E402
 from completer.bundle import load_bundle  # noqa: E402
+from completer.repeats import RepeatMix  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
 from completer.text import text_below  # noqa: E402
@@ -326,6 +331,37 @@ def candidate(settings: Callable[..., EngineSettings], bundle: Path, text: str, 
     return out
 
 
+def engine_of_tree(tree: Path, threads: int) -> Engine:
+    """An engine built by another checkout's own `completer` package (a `git worktree` of an earlier
+    commit, say) over that checkout's bundle, imported beside this tree's under another name: the package
+    imports itself relatively, so both versions of the code run in this one process."""
+    name = "completer_of_" + hashlib.sha256(str(tree.resolve()).encode()).hexdigest()[:12]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, tree / "completer" / "__init__.py",
+                                                      submodule_search_locations=[str(tree / "completer")])
+        if spec is None or spec.loader is None:
+            raise SystemExit(f"{tree} holds no completer package")
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    settings = importlib.import_module(f"{name}.types").EngineSettings
+    return importlib.import_module(f"{name}.engine").Engine(
+        settings(model_path=str(tree / "models" / "python-small"), threads=threads))
+
+
+def against_tree(settings: Callable[..., EngineSettings], tree: Path, script: list[tuple[str, ...]]) -> dict:
+    """Another checkout's code and bundle vs this tree's, alternating per keystroke (in the long document,
+    document_script, typed `--rounds` times): what a change of code costs or saves, measured in one run.
+    Also how many keystrokes ran the model another number of times, or got another top line."""
+    other, this = engine_of_tree(tree, settings().threads), Engine(settings())
+    out = compare_settings({"other_tree": other, "this_tree": this}, script, documents="against")
+    runs = {name: [r.model_runs for r in RESULTS_SEEN[name]] for name in ("other_tree", "this_tree")}
+    out["model_runs_changed"] = sum(a != b for a, b in zip(runs["other_tree"], runs["this_tree"]))
+    for stat in ("p50_ms", "p95_ms", "mean_ms"):
+        out[f"ratio_{stat.removesuffix('_ms')}"] = round(out["this_tree"][stat] / out["other_tree"][stat], 3)
+    out["other_tree_path"] = str(tree)
+    return out
+
+
 def write_results(results: dict, out: Path | None) -> None:
     """The results with the command that produced them, as JSON in `out` (if given)."""
     results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
@@ -339,16 +375,22 @@ def context_range() -> dict[str, int]:
 
 
 def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-                         newline_id: int, repeats: tuple[np.ndarray, np.ndarray] | None = None
+                         newline_id: int, repeats: RepeatMix | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """reference_beam.beam_step as a tuned numpy client would write it: argpartition for each beam's
     top k instead of a full sort of the vocabulary (ties may come out in another order), and the
-    document's repeats mixed in only where some beam has any."""
+    document's repeats mixed in only at the tokens they name, as the graph does."""
     logits = logits.astype(np.float32, copy=False)
     shifted = logits - logits.max(axis=1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))  # [B, V]
-    if repeats is not None and repeats[0].any():
-        logp = mix_repeats(logp, *repeats)
+    if repeats is not None and repeats.probs.any():
+        columns = np.broadcast_to(repeats.tokens, (logp.shape[0], repeats.tokens.shape[1]))  # [B, M]
+        share = repeats.model_share[:, None]  # [1 or B, 1]
+        at = np.take_along_axis(logp, columns, axis=1)  # [B, M]
+        with np.errstate(divide="ignore"):
+            mixed = np.where(repeats.probs > 0, np.log(np.exp(at) * share + repeats.probs), at + np.log(share))
+        logp = logp + np.log(share)
+        np.put_along_axis(logp, columns, mixed.astype(np.float32), axis=1)
     if not allowed.all():
         logp = np.where(allowed, logp, -np.inf)
     if finished.any():
@@ -447,8 +489,9 @@ class TorchRuntime(Runtime):
                 present.append((k_all, v_all))
             last = F.layer_norm(x[:, -1], (C,), w["ln_f.weight"], w["ln_f.bias"])
             logp = torch.log_softmax(last @ w["wte.weight"].T, dim=-1)  # [B, V]
-            if repeats is not None and repeats[0].any():
-                repeat_probs, model_share = (torch.from_numpy(a) for a in repeats)
+            if repeats is not None and repeats.probs.any():
+                repeat_probs = torch.from_numpy(repeats.dense(logp.shape[1]))
+                model_share = torch.from_numpy(repeats.model_share)
                 mixed = torch.log(logp.exp() * model_share[:, None] + repeat_probs)
                 logp = torch.where(repeat_probs > 0, mixed, logp + model_share.log()[:, None])
             if allowed is not None:
@@ -530,7 +573,11 @@ def main() -> None:
                         help="compare the default beam width with this one at the full window (0: skip)")
     parser.add_argument("--candidate", type=Path, default=None,
                         help="only time this other bundle (a grown shape, say) against --bundle at the full window")
-    parser.add_argument("--rounds", type=int, default=3, help="with --candidate: how many times to type the lines")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="only time another checkout's code and bundle (e.g. `git worktree add /tmp/old HEAD~1`) "
+                             "against this tree's in the long document")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --candidate or --against: how many times to type the lines")
     parser.add_argument("--only", default=None,
                         choices=("document_repeats", "after_enter", "open_files", "consensus", "lines_wanted"),
                         help="run only this long-document comparison")
@@ -544,12 +591,16 @@ def main() -> None:
             parser.error(str(error))
         if args.beams == EngineSettings.beams:
             parser.error(f"--beams must differ from the default, {EngineSettings.beams} (0 skips the comparison)")
-    if args.candidate:
+    if args.candidate and args.against:
+        parser.error("--candidate and --against are two separate comparisons: give one")
+    if args.against and not (args.against / "completer" / "__init__.py").is_file():
+        parser.error(f"--against {args.against}: no completer package there (a checkout of this repository?)")
+    if args.candidate or args.against:
         if args.svg:
-            parser.error("--svg charts the full benchmark; --candidate writes only --out")
+            parser.error("--svg charts the full benchmark; --candidate and --against write only --out")
         if args.rounds < 1:
             parser.error("--rounds must be at least 1")
-        for bundle in (args.bundle, args.candidate):
+        for bundle in (args.bundle, args.candidate or args.against / "models" / "python-small"):
             try:
                 load_bundle(bundle)  # a missing or corrupt bundle is refused before any timing
             except ModelError as error:
@@ -560,7 +611,7 @@ def main() -> None:
     plot: dict[str, dict[str, float]] = {}
 
     if args.only:
-        if args.svg or args.candidate:
+        if args.svg or args.candidate or args.against:
             parser.error("--only writes only --out")
         compare = {"document_repeats": lambda: document_repeats(settings, document_script(text)),
                    "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES)),
@@ -569,6 +620,12 @@ def main() -> None:
                    "lines_wanted": lambda: lines_wanted(settings, document_script(text))}[args.only]
         results[args.only] = compare()
         print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
+        write_results(results, args.out)
+        return
+
+    if args.against:
+        results["against"] = against_tree(settings, args.against, document_script(text) * args.rounds)
+        print(f"against: {json.dumps(results['against'])}", flush=True)
         write_results(results, args.out)
         return
 

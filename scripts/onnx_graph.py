@@ -50,13 +50,16 @@ class GraphBuilder:
 
 
 def beam_step(g: GraphBuilder, logits: str, scores: str, finished: str, allowed: str, num_beams: str,
-              repeat_probs: str, model_share: str, newline_id: int, vocab_size: int) -> dict[str, str]:
+              repeat_tokens: str, repeat_probs: str, model_share: str, newline_id: int, vocab_size: int
+              ) -> dict[str, str]:
     """One beam-search step over the last-position logits.
 
     logits [B, V], scores [B] (cumulative log-probs), finished [B] bool, allowed [1 or B, V] bool,
-    num_beams [1] int64 (K), repeat_probs [1 or B, V] and model_share [1 or B]: the document's repeats
-    mixed into the model's next-token distribution, p = model_share * p_model + repeat_probs
-    (completer/repeats.py; zeros and ones leave the model's log-probabilities exactly as they are).
+    num_beams [1] int64 (K), repeat_tokens [1 or B, M], repeat_probs [1 or B, M] and model_share [1 or B]:
+    the document's repeats mixed into the model's next-token distribution, p = model_share * p_model +
+    repeat_probs at repeat_tokens and model_share * p_model elsewhere (completer/repeats.py, sparse: only
+    the M tokens that followed a match pay for an Exp and a Log; a zero probability and a share of one
+    leave the model's log-probabilities exactly as they are).
     Finished beams are carried by the -inf trick: their row is -inf except the newline token at 0, so
     each reappears once with an unchanged score and shapes never change.
     Returns names of tokens [K], parents [K], new scores [K], new finished flags [K].
@@ -64,11 +67,17 @@ def beam_step(g: GraphBuilder, logits: str, scores: str, finished: str, allowed:
     logp = g.op("LogSoftmax", [logits], "logp", axis=-1)  # [B, V]
     axis1 = g.const("axis1", np.array([1], dtype=np.int64))
     share_col = g.op("Unsqueeze", [model_share, axis1], "model_share_col")  # [1 or B, 1]
-    mixed = g.op("Log", [g.op("Add", [g.op("Mul", [g.op("Exp", [logp]), share_col]), repeat_probs])],
-                 "logp_mixed")  # [B, V]
-    scaled = g.op("Add", [logp, g.op("Log", [share_col])], "logp_scaled")  # [B, V]: no repeat, no Exp/Log round trip
+    scaled = g.op("Add", [logp, g.op("Log", [share_col])], "logp_scaled")  # [B, V]: the model's part
+    by_row = g.op("Concat", [g.op("Shape", [logp], start=0, end=1), g.op("Shape", [repeat_tokens], start=1, end=2)],
+                  "repeat_shape", axis=0)  # [2] = (B, M)
+    columns = g.op("Expand", [repeat_tokens, by_row], "repeat_columns")  # [B, M]
+    at = g.op("GatherElements", [logp, columns], "repeat_logp", axis=1)  # [B, M]
+    mixed = g.op("Log", [g.op("Add", [g.op("Mul", [g.op("Exp", [at]), share_col]), repeat_probs])],
+                 "repeat_mixed")  # [B, M]
     repeated = g.op("Greater", [repeat_probs, g.const("zero_p", np.array(0, dtype=np.float32))], "repeated")
-    logp = g.op("Where", [repeated, mixed, scaled], "logp_with_repeats")  # [B, V]
+    mixed = g.op("Where", [repeated, mixed, g.op("GatherElements", [scaled, columns], axis=1)],
+                 "repeat_values")  # [B, M]: no Exp/Log round trip where a token has no weight
+    logp = g.op("ScatterElements", [scaled, columns, mixed], "logp_with_repeats", axis=1)  # [B, V]
     neg_inf = g.const("neg_inf", np.array(NEG_INF, dtype=np.float32))
     logp = g.op("Where", [allowed, logp, neg_inf], "logp_masked")  # [B, V]
     carry_row = np.full((1, vocab_size), NEG_INF, dtype=np.float32)
@@ -93,8 +102,8 @@ def beam_step(g: GraphBuilder, logits: str, scores: str, finished: str, allowed:
 def beam_step_model(vocab_size: int, newline_id: int) -> onnx.ModelProto:
     """The beam step alone (logits in), so tests can compare it with a numpy reference."""
     g = GraphBuilder()
-    out = beam_step(g, "logits", "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_probs",
-                    "model_share", newline_id, vocab_size)
+    out = beam_step(g, "logits", "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_tokens",
+                    "repeat_probs", "model_share", newline_id, vocab_size)
     names = {"tokens": "next_tokens", "parents": "parent_beams", "scores": "next_scores", "finished": "next_finished"}
     for key, name in names.items():
         g.op("Identity", [out[key]], outputs=[name])
@@ -104,7 +113,8 @@ def beam_step_model(vocab_size: int, newline_id: int) -> onnx.ModelProto:
         helper.make_tensor_value_info("beam_finished", TensorProto.BOOL, ["B"]),
         helper.make_tensor_value_info("allowed_tokens", TensorProto.BOOL, ["Bm", vocab_size]),
         helper.make_tensor_value_info("num_beams", TensorProto.INT64, [1]),
-        helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", vocab_size]),
+        helper.make_tensor_value_info("repeat_tokens", TensorProto.INT64, ["Br", "M"]),
+        helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", "M"]),
         helper.make_tensor_value_info("model_share", TensorProto.FLOAT, ["Br"]),
     ]
     outputs = [
@@ -223,11 +233,12 @@ def decoder_model(weights: dict[str, np.ndarray], config: dict, newline_id: int,
             helper.make_tensor_value_info("beam_finished", TensorProto.BOOL, ["B"]),
             helper.make_tensor_value_info("allowed_tokens", TensorProto.BOOL, ["Bm", vocab]),
             helper.make_tensor_value_info("num_beams", TensorProto.INT64, [1]),
-            helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", vocab]),
+            helper.make_tensor_value_info("repeat_tokens", TensorProto.INT64, ["Br", "M"]),
+            helper.make_tensor_value_info("repeat_probs", TensorProto.FLOAT, ["Br", "M"]),
             helper.make_tensor_value_info("model_share", TensorProto.FLOAT, ["Br"]),
         ]
-        step = beam_step(g, logits, "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_probs",
-                         "model_share", newline_id, vocab)
+        step = beam_step(g, logits, "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_tokens",
+                         "repeat_probs", "model_share", newline_id, vocab)
         for key, name, dtype in (("tokens", "next_tokens", TensorProto.INT64),
                                  ("parents", "parent_beams", TensorProto.INT64),
                                  ("scores", "next_scores", TensorProto.FLOAT),

@@ -2,7 +2,13 @@
 and the 'outside the graph' side of the engine benchmark."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from completer.repeats import RepeatMix  # noqa: E402
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -10,26 +16,27 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def mix_repeats(logp: np.ndarray, repeat_probs: np.ndarray, model_share: np.ndarray) -> np.ndarray:
+def mix_repeats(logp: np.ndarray, repeats: RepeatMix) -> np.ndarray:
     """log(model_share * p_model + repeat_probs) where a repeat has weight, log p_model + log model_share
-    elsewhere: the graph's mixture of the document's repeats (logp [B, V], the others [1 or B, V] and [1 or B])."""
+    elsewhere: the graph's mixture of the document's repeats (logp [B, V]; the repeats' rows, sparse, are
+    spread over the vocabulary first: the reference takes the plain dense route)."""
+    repeat_probs, model_share = repeats.dense(logp.shape[1]), repeats.model_share  # [1 or B, V], [1 or B]
     with np.errstate(divide="ignore"):  # log(0) = -inf where a probability underflows, as in the graph
         mixed = np.log(np.exp(logp) * model_share[:, None] + repeat_probs)
     return np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
 
 
 def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-              newline_id: int, repeat_probs: np.ndarray | None = None, model_share: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool, repeat_probs [1 or B, V] and
-    model_share [1 or B] (the document's repeats, mixed in: model_share * p_model + repeat_probs)
+              newline_id: int, repeats: RepeatMix | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool, repeats (the document's
+    repeats, mixed in: model_share * p_model + repeat_probs; completer/repeats.py)
     -> tokens, parents, scores, finished [K].
 
     Finished beams keep their score through a row that is -inf except the newline token at 0."""
     batch, vocab = logits.shape
     logp = log_softmax(logits.astype(np.float32))
-    if repeat_probs is not None and model_share is not None:
-        logp = mix_repeats(logp, repeat_probs, model_share)
+    if repeats is not None:
+        logp = mix_repeats(logp, repeats)
     logp = np.where(allowed, logp, -np.inf)
     carry = np.full(vocab, -np.inf, dtype=np.float32)
     carry[newline_id] = 0.0

@@ -5,6 +5,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from completer.repeats import NO_REPEATS, RepeatMix
 from onnx_graph import beam_step_model
 from reference_beam import beam_step
 from reference_beam import log_softmax as reference_log_softmax
@@ -17,12 +18,10 @@ def session() -> ort.InferenceSession:
     return ort.InferenceSession(beam_step_model(VOCAB, NEWLINE).SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-NO_REPEATS = (np.zeros((1, VOCAB), np.float32), np.ones(1, np.float32))
-
-
 def run(session, logits, scores, finished, allowed, k, repeats=NO_REPEATS):
     feed = {"logits": logits, "beam_scores": scores, "beam_finished": finished, "allowed_tokens": allowed,
-            "num_beams": np.array([k], dtype=np.int64), "repeat_probs": repeats[0], "model_share": repeats[1]}
+            "num_beams": np.array([k], dtype=np.int64), "repeat_tokens": repeats.tokens,
+            "repeat_probs": repeats.probs, "model_share": repeats.model_share}
     return session.run(["next_tokens", "parent_beams", "next_scores", "next_finished"], feed)
 
 
@@ -97,15 +96,18 @@ def test_newline_finishes_a_beam(session):
     assert by_token[NEWLINE] is True and by_token[11] is False
 
 
-def random_repeats(rng, batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """What completer/repeats.py hands the step: some beams with a few repeated tokens, one with none."""
-    probs = np.zeros((batch, VOCAB), np.float32)
+def random_repeats(rng, batch: int) -> RepeatMix:
+    """What completer/repeats.py hands the step: some beams with a few repeated tokens (padded, as it pads
+    a shorter row, by repeating the row's first entry), one with none."""
+    tokens = np.zeros((batch, 3), np.int64)
+    probs = np.zeros((batch, 3), np.float32)
     share = np.ones(batch, np.float32)
     for row in range(batch - 1):
-        followers = rng.integers(0, VOCAB, size=3)
+        followed, counts = np.unique(rng.integers(0, VOCAB, size=3), return_counts=True)
         share[row] = 1 - rng.uniform(0.02, 0.7)
-        probs[row] = np.bincount(followers, minlength=VOCAB) * (1 - share[row]) / followers.size
-    return probs, share
+        tokens[row] = np.pad(followed, (0, 3 - len(followed)), mode="edge")
+        probs[row] = np.pad(counts * (1 - share[row]) / 3, (0, 3 - len(counts)), mode="edge")
+    return RepeatMix(tokens, probs, share)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -117,7 +119,7 @@ def test_document_repeats_mix_into_the_step(session, seed):
     args = (logits, scores, finished, rng.random((3, VOCAB)) < 0.8, 4)
     repeats = random_repeats(rng, 3)
     out = run(session, *args, repeats=repeats)
-    assert_same(out, beam_step(*args, newline_id=NEWLINE, repeat_probs=repeats[0], model_share=repeats[1]))
+    assert_same(out, beam_step(*args, newline_id=NEWLINE, repeats=repeats))
     plain = run(session, *args)
     assert not np.allclose(out[2], plain[2])  # the mixture changed the scores
 
@@ -126,10 +128,9 @@ def test_a_long_repeat_outranks_the_models_favourite(session):
     """p = share * p_model + repeat: a token the model finds unlikely wins when the document repeats it."""
     logits = np.zeros((1, VOCAB), np.float32)
     logits[0, 3] = 6.0  # the model's favourite by far
-    probs = np.zeros((1, VOCAB), np.float32)
-    probs[0, 9] = 0.7
     args = (logits, np.zeros(1, np.float32), np.zeros(1, bool), np.ones((1, VOCAB), bool), 2)
-    out = run(session, *args, repeats=(probs, np.array([0.3], np.float32)))
+    out = run(session, *args, repeats=RepeatMix(np.array([[9]]), np.array([[0.7]], np.float32),
+                                                np.array([0.3], np.float32)))
     assert out[0].tolist() == [9, 3]
     expected = np.log(0.3 * np.exp(reference_log_softmax(logits)[0, 9]) + 0.7)
     assert out[2][0] == pytest.approx(expected, abs=1e-5)
@@ -139,7 +140,8 @@ def test_neutral_repeats_leave_the_scores_exactly(session):
     rng = np.random.default_rng(400)
     logits = rng.normal(size=(2, VOCAB)).astype(np.float32) * 3
     args = (logits, -rng.random(2).astype(np.float32), np.zeros(2, bool), np.ones((1, VOCAB), bool), 4)
-    neutral = run(session, *args, repeats=(np.zeros((2, VOCAB), np.float32), np.ones(2, np.float32)))
+    neutral = run(session, *args, repeats=RepeatMix(np.array([[4, 4], [7, 9]]), np.zeros((2, 2), np.float32),
+                                                    np.ones(2, np.float32)))  # tokens named, with no weight
     reference = beam_step(*args, newline_id=NEWLINE)
     np.testing.assert_array_equal(neutral[0], reference[0])
     np.testing.assert_array_equal(neutral[2], run(session, *args)[2])  # bit for bit: no exp/log round trip
@@ -161,4 +163,4 @@ def test_the_benchmarks_numpy_step_does_the_references_work(seed):
                 beam_step(logits, scores, finished, allowed, k, NEWLINE))
     repeats = random_repeats(rng, k)
     assert_same(fast_numpy_beam_step(logits, scores, finished, allowed, k, NEWLINE, repeats),
-                beam_step(logits, scores, finished, allowed, k, NEWLINE, *repeats))
+                beam_step(logits, scores, finished, allowed, k, NEWLINE, repeats))

@@ -7,6 +7,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import completer.engine as engine_module
@@ -16,6 +17,7 @@ from completer.engine import Engine
 from completer.text import MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, OTHER_FILE_CHARS, text_below
 from completer.types import (MIN_CONTEXT_TOKENS, SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE,
                              SOURCE_EARLIER_LINE, SOURCE_MODEL, Cancelled, EngineSettings)
+from paths import REPO_ROOT
 from lsp_support import (BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, CALL_BELOW, CALL_BELOW_CURSOR, FROM_OTHER_FILE,
                           LINE_ABOVE, LONG_CALL, OTHER_FILE, REPEATED_ARGUMENTS, REPEATED_CALL, SAMPLE_TEXT)
 
@@ -129,6 +131,21 @@ def test_after_typed_indentation_the_first_token_mask_asks_for_code(engine: Engi
         piece = tokens.token_bytes[token]
         assert b"    ".startswith(piece) or (piece.startswith(b"    ") and piece[4:5] not in b" \t\r\n")
     assert not tokens.starts_code[tokens.newline_id] and not tokens.starts_code[indent]
+
+
+def test_the_first_token_mask_is_every_token_that_spells_the_typed_bytes(engine: Engine):
+    """allowed_for bisects the sorted vocabulary for the tokens that start with the typed bytes; checked
+    against a scan of every token, for prefixes at the edges of the byte range."""
+    tokens = engine.tokens
+    for remaining in (b" ", b"se", b"self.", b"    ", b"    re", b"\n", b"z", b"\xff", b"\xfe\xff", b"\x00", b"~"):
+        for then_code in (False, True):
+            expected = np.zeros(tokens.vocab_size, dtype=bool)
+            for token, piece in enumerate(tokens.token_bytes):
+                spells = piece.startswith(remaining) or (piece and remaining.startswith(piece) and piece != remaining)
+                code_after = len(piece) <= len(remaining) or piece[len(remaining)] not in b" \t\r\n"
+                expected[token] = spells and (code_after or not then_code)
+            np.testing.assert_array_equal(tokens.allowed_for(remaining, then_code=then_code), expected,
+                                          err_msg=repr(remaining))
 
 
 EDITS = [
@@ -601,36 +618,63 @@ def test_line_score_is_none_for_lines_the_search_could_not_produce(engine: Engin
     assert score is not None and -60 < score < 0
 
 
-def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_dir):
-    """A graph without the repeat inputs (as exported before 2026-11-23) loads; the engine uses the model alone."""
+def _bundle_with_fixed_inputs(model_dir: Path, out: Path, fixed: dict) -> Path:
+    """A copy of the bundle whose graph takes the inputs named in `fixed` as constants of these values, as
+    bundles exported before those inputs existed did; its manifest's checksum updated."""
     import json
     import shutil
 
-    import numpy as np
     import onnx
     from onnx import numpy_helper
 
     from export import sha256
 
     model = onnx.load(str(model_dir / "model.onnx"))
-    vocab = json.loads((model_dir / "manifest.json").read_text())["vocab_size"]
-    for name in ("repeat_probs", "model_share"):  # fixed at the neutral values, no longer inputs
+    for name, value in fixed.items():
         model.graph.input.remove(next(i for i in model.graph.input if i.name == name))
-    model.graph.initializer.extend([numpy_helper.from_array(np.zeros((1, vocab), np.float32), "repeat_probs"),
-                                    numpy_helper.from_array(np.ones(1, np.float32), "model_share")])
-    shutil.copytree(model_dir, tmp_path / "old", ignore=shutil.ignore_patterns("training"))
-    onnx.save(model, str(tmp_path / "old" / "model.onnx"))
-    manifest = json.loads((tmp_path / "old" / "manifest.json").read_text())
-    manifest["files"]["model.onnx"] = {"sha256": sha256(tmp_path / "old" / "model.onnx"),
-                                       "bytes": (tmp_path / "old" / "model.onnx").stat().st_size}
-    (tmp_path / "old" / "manifest.json").write_text(json.dumps(manifest))
-    old = Engine(EngineSettings(model_path=str(tmp_path / "old")))
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    shutil.copytree(model_dir, out, ignore=shutil.ignore_patterns("training"))
+    onnx.save(model, str(out / "model.onnx"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = {"sha256": sha256(out / "model.onnx"), "bytes": (out / "model.onnx").stat().st_size}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_dir):
+    """A graph without the repeat inputs (as exported before 2026-11-23) loads; the engine uses the model alone."""
+    import numpy as np
+
+    old_dir = _bundle_with_fixed_inputs(model_dir, tmp_path / "old", {  # fixed at the neutral values
+        "repeat_tokens": np.zeros((1, 1), np.int64), "repeat_probs": np.zeros((1, 1), np.float32),
+        "model_share": np.ones(1, np.float32)})
+    old = Engine(EngineSettings(model_path=str(old_dir)))
     assert not old.runtime.mixes_repeats and old._repeats(old.cache.get("x"), [1, 2, 3], 3, "") is None
     alone = Engine(EngineSettings(document_repeats=False))
     got = old.complete_text("file:///old.py", REPEATED_CALL, "")
     assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
         "file:///old.py", REPEATED_CALL, "").suggestions]
     assert got.suggestions[0].text == "path)"  # the model alone, as in the repeats test above
+
+
+def test_a_bundle_that_takes_the_repeats_as_dense_rows_still_mixes_them(tmp_path, model_dir, engine: Engine):
+    """Bundles exported on 2026-11-23 take `repeat_probs` as one row over the whole vocabulary, with no
+    `repeat_tokens`. A graph whose repeat tokens are fixed to every token id is such a graph: the runtime
+    must spread the rows out for it, and the search must come out as with the sparse rows."""
+    import numpy as np
+
+    vocab = engine.tokens.vocab_size
+    dense_dir = _bundle_with_fixed_inputs(model_dir, tmp_path / "dense",
+                                          {"repeat_tokens": np.arange(vocab, dtype=np.int64)[None, :]})
+    dense = Engine(EngineSettings(model_path=str(dense_dir)))
+    assert dense.runtime.mixes_repeats and dense.runtime.dense_repeats and not engine.runtime.dense_repeats
+    for name, text in (("call", REPEATED_CALL), ("sample", SAMPLE_TEXT)):
+        got = dense.complete_text(f"file:///{name}.py", text, "")
+        want = engine.complete_text(f"file:///dense-{name}.py", text, "")
+        assert [s.line for s in got.suggestions] == [s.line for s in want.suggestions]
+        assert [s.score for s in got.suggestions] == pytest.approx([s.score for s in want.suggestions], abs=1e-3)
+    assert got.suggestions and dense.complete_text("file:///call.py", REPEATED_CALL, "").suggestions[0].text \
+        == REPEATED_ARGUMENTS  # the repeats were mixed in, as in the repeats test above
 
 
 def test_the_benchmarks_enter_keystroke_starts_a_search_on_a_new_line():
@@ -658,6 +702,20 @@ def test_the_benchmarks_open_files_comparison_searches_four_full_heads():
     before, line, below = bench_engine.document_script(bench_engine.SOURCE.read_text(), 1)[0]
     out = bench_engine.other_open_files(lambda **kw: EngineSettings(**kw), [(before, line[:6], below)])
     assert out["this_file"]["n"] == out["four_open_files"]["n"] == 6
+
+
+def test_the_benchmark_against_another_checkout_runs_that_checkouts_own_code():
+    """bench_engine --against imports another checkout's completer package beside this one's. Given this
+    very checkout, the two engines are distinct objects of distinct modules, and every keystroke runs
+    the model as often and gets the same top line."""
+    import bench_engine
+
+    other = bench_engine.engine_of_tree(REPO_ROOT, 0)
+    assert type(other).__module__ != Engine.__module__ and type(other).__module__.endswith(".engine")
+    before, line, below = bench_engine.document_script(bench_engine.SOURCE.read_text(), 1)[0]
+    out = bench_engine.against_tree(lambda **kw: EngineSettings(**kw), REPO_ROOT, [(before, line[:4], below)])
+    assert out["other_tree"]["n"] == out["this_tree"]["n"] == 4
+    assert out["top_line_changed"] == 0 and out["model_runs_changed"] == 0 and out["ratio_p50"] > 0
 
 
 @pytest.mark.parametrize("line, indent", [("def read_config(path):", "    "), ("    x = compute(1)", "    "),
