@@ -11,6 +11,7 @@ import argparse
 import collections
 import json
 import os
+import tempfile
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import load_bundle  # noqa: E402
+from completer.runtime import Runtime  # noqa: E402
 
 
 def main() -> None:
@@ -29,29 +31,24 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
     bundle = load_bundle(args.model)
-    arch = bundle.architecture
-    layers, heads = arch["n_layer"], arch["n_head"]
-    dim = arch["n_embd"] // heads
+    runtime = Runtime(bundle, device="cpu", threads=1)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.enable_profiling = True
-    session = ort.InferenceSession(str(bundle.model_path), options, providers=["CPUExecutionProvider"])
+    options.profile_file_prefix = str(Path(tempfile.gettempdir()) / "completer_profile_step")  # never in the cwd
+    # The engine's own Runtime builds the feed (whatever inputs this bundle's graph takes); only its
+    # session is swapped for one that profiles.
+    runtime.session = session = ort.InferenceSession(str(bundle.model_path), options,
+                                                     providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     b, p, t = args.beams, args.prefix, 8
-    feed = {"input_ids": np.ones((b, 1), np.int64), "position_ids": np.array([[p + t]], np.int64),
-            "beam_scores": np.zeros(b, np.float32), "beam_finished": np.zeros(b, bool),
-            "allowed_tokens": np.ones((1, arch["vocab_size"]), bool), "num_beams": np.array([b], np.int64)}
-    if {"repeat_probs", "model_share"} <= {i.name for i in session.get_inputs()}:
-        # Neutral repeats (the model's distribution alone); the mixture's cost is still in the graph.
-        feed["repeat_probs"] = np.zeros((1, arch["vocab_size"]), np.float32)
-        feed["model_share"] = np.ones(1, np.float32)
-    for layer in range(layers):
-        feed[f"prefix_key_{layer}"] = rng.standard_normal((1, heads, dim, p), np.float32)
-        feed[f"prefix_value_{layer}"] = rng.standard_normal((1, heads, p, dim), np.float32)
-        feed[f"past_key_{layer}"] = rng.standard_normal((b, heads, t, dim), np.float32)
-        feed[f"past_value_{layer}"] = rng.standard_normal((b, heads, t, dim), np.float32)
-    for _ in range(args.runs):
-        session.run(None, feed)
+    h, d = runtime.n_head, runtime.head_dim
+    prefix = [(rng.standard_normal((1, h, d, p), np.float32), rng.standard_normal((1, h, p, d), np.float32))
+              for _ in range(runtime.n_layer)]
+    past = [(rng.standard_normal((b, h, t, d), np.float32), rng.standard_normal((b, h, t, d), np.float32))
+            for _ in range(runtime.n_layer)]
+    for _ in range(args.runs):  # neutral repeats (the model's distribution alone): the mixture still runs
+        runtime.run(np.ones((b, 1), np.int64), p + t, prefix, past, num_beams=b)
     trace = session.end_profiling()
     totals: collections.Counter[str] = collections.Counter()
     nodes: collections.Counter[str] = collections.Counter()
