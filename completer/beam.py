@@ -22,7 +22,7 @@ import numpy as np
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .tokens import Tokens
-from .types import CancelCheck, Cancelled
+from .types import STOP_MARGIN, CancelCheck, Cancelled
 
 CANDIDATES_PER_BEAM = 2  # a beam ends in one token: `beams` that go on are nearly always among twice as many
 
@@ -42,7 +42,7 @@ class SearchRequest:
     healed: bytes  # typed bytes the first generated tokens must spell
     beams: int
     max_tokens: int
-    margin: float = 8.0
+    margin: float = STOP_MARGIN
     indent_only: bool = False  # the typed line is only indentation: what follows it must be code
     max_new_bytes: int | None = None  # a beam that generates more than this has run on: drop it
     deadline: float | None = None  # time.perf_counter() value after which no further step starts

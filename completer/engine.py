@@ -366,7 +366,7 @@ class Engine:
         reused, new = extend_prefix(state, self.runtime, ids[:-1])
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, lines_wanted=settings.max_suggestions,
-                                max_tokens=settings.max_tokens, deadline=deadline,
+                                margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
                                 repeats=self._repeats(state, document, len(ids), below, others))

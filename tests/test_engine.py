@@ -495,6 +495,35 @@ def search_at(engine: Engine, uri: str, before: str, beams: int):
     return state, ids, healed, beam_search(engine.runtime, engine.tokens, request), request
 
 
+def test_the_search_stops_once_its_live_beams_trail_the_best_line_by_the_margin(engine: Engine):
+    """With no margin the search runs on while any live beam could still place; with the engine's margin
+    it stops once the best live beam is more than STOP_MARGIN below the best finished line. Over the
+    sample module's line starts it must take fewer model runs somewhere, never more, and find the same
+    first line wherever it has one."""
+    from dataclasses import replace as with_fields
+
+    from completer.beam import STOP_MARGIN, beam_search
+
+    lines = SAMPLE_TEXT.split("\n")
+    saved = 0
+    for number in range(2, len(lines)):
+        indent = lines[number][:len(lines[number]) - len(lines[number].lstrip())]
+        if not lines[number].strip():
+            continue
+        before = "\n".join(lines[:number]) + "\n" + indent
+        _, _, _, with_margin, request = search_at(engine, f"file:///margin-{number}.py", before, 4)
+        runs = engine.runtime.calls
+        beam_search(engine.runtime, engine.tokens, with_fields(request, margin=STOP_MARGIN))
+        margin_runs, runs = engine.runtime.calls - runs, engine.runtime.calls
+        unbounded = beam_search(engine.runtime, engine.tokens, with_fields(request, margin=float("inf")))
+        unbounded_runs = engine.runtime.calls - runs
+        assert margin_runs <= unbounded_runs
+        saved += unbounded_runs - margin_runs
+        first = [h.tokens for h in with_margin.hypotheses if h.finished][:1]
+        assert first == [h.tokens for h in unbounded.hypotheses if h.finished][:1]
+    assert saved > 0
+
+
 @pytest.mark.parametrize("line,column", [(5, 4), (11, 17), (15, 15)])
 def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, line: int, column: int):
     """Forcing a hypothesis' tokens through the graph one by one gives the score the search gave it

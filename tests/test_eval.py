@@ -324,8 +324,12 @@ def test_open_files_out_of_range_is_refused(tmp_path, model_dir):
 
 @pytest.mark.parametrize("extra, message", [(["--suggestions", "0"], "--suggestions must be between 1 and 16"),
                                             (["--suggestions", "3", "--update-model-card"],
-                                             "the card's exact@5 needs five")])
-def test_suggestions_out_of_range_or_for_the_card_are_refused(model_dir, extra: list[str], message: str):
+                                             "the card's exact@5 needs five"),
+                                            (["--stop-margin", "0"], "--stop-margin must be above 0"),
+                                            (["--stop-margin", "nan"], "--stop-margin must be above 0"),
+                                            (["--stop-margin", "4", "--update-model-card"],
+                                             "the card records the engine as it ships")])
+def test_suggestions_or_margin_out_of_range_or_for_the_card_are_refused(model_dir, extra: list[str], message: str):
     run = subprocess.run([sys.executable, "scripts/eval.py", "--positions", "1", *extra], capture_output=True,
                          text=True, timeout=60, cwd=model_dir.parent.parent)
     assert run.returncode == 2 and message in run.stderr
