@@ -16,20 +16,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .beam import SearchRequest, beam_search, forced_score
+from .beam import Hypothesis, SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, extend_prefix
 from .consensus import consensus_index
 from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
+from .partial_lines import partial_line
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, head_of_file,
                    looks_binary, split_lines, text_below)
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    SOURCE_EARLIER_LINE, EngineSettings, Suggestion)
+                    SOURCE_EARLIER_LINE, SOURCE_PARTIAL_LINE, EngineSettings, Suggestion)
 
 log = logging.getLogger(__name__)
 
@@ -392,12 +393,24 @@ class Engine:
             first = consensus_index([s.line for s in suggestions], scores)
             suggestions.insert(0, suggestions.pop(first))
         del suggestions[settings.max_suggestions:]
+        if not suggestions and settings.partial_lines and not after.strip():
+            self._offer_partial_line(suggestions, search.hypotheses, healed, typed_line, after)
         if settings.document_repeats:
             self._offer_earlier_line(suggestions, before[:line_start], typed_line, after, context)
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
+
+    def _offer_partial_line(self, suggestions: list[Suggestion], hypotheses: list[Hypothesis], healed: bytes,
+                            typed_line: str, after: str) -> None:
+        """No whole line was found: offer the start of the likeliest beam the search cut off, if enough is left."""
+        cut_off = next((hyp for hyp in hypotheses if not hyp.finished), None)  # best first
+        text = partial_line(self.tokens, cut_off.tokens, healed, typed_line) if cut_off is not None else None
+        if text is not None:
+            cursor = len(typed_line)
+            suggestions.append(Suggestion(line=typed_line + text, text=text, start=cursor, end=cursor + len(after),
+                                          score=round(cut_off.score, 4), source=SOURCE_PARTIAL_LINE))
 
     def _offer_earlier_line(self, suggestions: list[Suggestion], head: str, typed_line: str, after: str,
                             context: LineContext) -> None:

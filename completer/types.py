@@ -20,6 +20,7 @@ class ModelError(Exception):
 
 SOURCE_MODEL = "model"  # a line the beam search found
 SOURCE_EARLIER_LINE = "earlier line"  # a line further up the file (completer/earlier_lines.py)
+SOURCE_PARTIAL_LINE = "partial line"  # the start of a line too long for the search (completer/partial_lines.py)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Suggestion:
     start: int  # replaced range on the cursor's line: [start, end)
     end: int
     score: float | None  # cumulative log-probability of the generated tokens (None: not from the model)
-    source: str = SOURCE_MODEL  # or SOURCE_EARLIER_LINE: a line further up the file, offered last
+    source: str = SOURCE_MODEL  # SOURCE_EARLIER_LINE: a line further up the file, offered last; SOURCE_PARTIAL_LINE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +88,7 @@ class EngineSettings:
     search_ahead: bool = True  # the worker searches the line after Enter while idle at the end of a line
     first_by_consensus: bool = True  # first the line the beams agree on most, not the likeliest (consensus.py)
     stop_margin: float = STOP_MARGIN  # nats behind the best finished line at which live beams are given up (inf: never)
+    partial_lines: bool = True  # no whole line found: offer the start of the likeliest cut-off one (partial_lines.py)
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

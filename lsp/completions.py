@@ -10,6 +10,8 @@ from typing import Any, Iterable
 
 from lsprotocol import types
 
+from completer.types import SOURCE_PARTIAL_LINE
+
 TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
 """Every printable ASCII character: whole-line suggestions change with any keystroke."""
 
@@ -18,12 +20,16 @@ TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
 class LineSuggestion:
     line: str  # the whole line once accepted
     score: float | None  # the model's log-probability; None for a line copied from further up the file
+    partial: bool = False  # only the start of a line the search could not finish (completer/partial_lines.py)
 
 
 def detail(suggestion: LineSuggestion) -> str:
-    """What the client shows beside an item: the model's score, or that the line is one from above."""
+    """What the client shows beside an item: the model's score, or that the line is one from above, or
+    that it is the start of a longer line."""
     if suggestion.score is None:
         return "completer · a line further up the file"
+    if suggestion.partial:
+        return f"completer · the start of a longer line · score {suggestion.score:.2f}"
     return f"completer · score {suggestion.score:.2f}"
 
 
@@ -47,7 +53,8 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
             continue
         seen.add(line)
         score = s.get("score")
-        out.append(LineSuggestion(line, float(score) if isinstance(score, (int, float)) else None))
+        out.append(LineSuggestion(line, float(score) if isinstance(score, (int, float)) else None,
+                                  s.get("source") == SOURCE_PARTIAL_LINE))
         if len(out) >= limit:
             break
     return out

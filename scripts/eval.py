@@ -193,7 +193,7 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
              lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
-             suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin
+             suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin, partial_lines: bool = True
              ) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
@@ -203,7 +203,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
                                    max_tokens=max_tokens, document_repeats=document_repeats, repeats_below=lines_below,
                                    open_files=opened.count, first_by_consensus=first_by_consensus,
-                                   stop_margin=stop_margin))
+                                   stop_margin=stop_margin, partial_lines=partial_lines))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -397,6 +397,9 @@ def main() -> None:
     parser.add_argument("--stop-margin", type=float, default=EngineSettings.stop_margin, metavar="NATS",
                         help="the search gives up live beams this far behind its best finished line (the engine's "
                              f"{EngineSettings.stop_margin:g}; inf: never)")
+    parser.add_argument("--no-partial-lines", action="store_true",
+                        help="offer nothing where the search finds no whole line, instead of the start of the likeliest "
+                             "line it cut off (completer/partial_lines.py)")
     parser.add_argument("--lines-below", action="store_true",
                         help="the document's repeats also search the lines after the cursor's, as in the server "
                              "(the card's context is the text before the cursor: off there)")
@@ -475,16 +478,17 @@ def main() -> None:
               file=sys.stderr)
     results = {}
     started = time.time()
-    repeats, consensus = not args.no_document_repeats, not args.first_by_score
+    repeats, consensus, partial = not args.no_document_repeats, not args.first_by_score, not args.no_partial_lines
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
                                                args.search_errors, repeats, args.lines_below, opened, consensus,
-                                               args.suggestions, args.stop_margin)
+                                               args.suggestions, args.stop_margin, partial)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
-                                             args.lines_below, opened, consensus, args.suggestions, args.stop_margin)
+                                             args.lines_below, opened, consensus, args.suggestions, args.stop_margin,
+                                             partial)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
@@ -492,7 +496,7 @@ def main() -> None:
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
                                            args.search_errors, repeats, args.lines_below, opened, consensus,
-                                           args.suggestions, args.stop_margin)
+                                           args.suggestions, args.stop_margin, partial)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

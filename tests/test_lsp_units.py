@@ -186,6 +186,13 @@ def test_a_line_from_further_up_says_so_instead_of_a_score():
         "completer · score -1.25", "completer · a line further up the file"]
 
 
+def test_the_start_of_a_longer_line_says_so_beside_its_score():
+    raw = [{"text": "o(alpha, beta,", "score": -2.5, "source": "partial line"}]
+    lines = suggested_lines("x = fo", 6, raw, limit=5)
+    assert lines[0].partial and lines[0].line == "x = foo(alpha, beta,"
+    assert completion_list(lines, 0, 6).items[0].detail == "completer · the start of a longer line · score -2.50"
+
+
 def test_frames_round_trip_and_reject_garbage():
     messages = [{"id": 1, "op": "complete", "uri": "file:///é", "before": "x\x00\ud800", "after": ""},
                 {"id": 2, "ok": {"score": 1.5, "nested": [1, None, True]}}]
