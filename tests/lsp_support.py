@@ -43,6 +43,10 @@ LINE_ABOVE = (f"import tables\n\n\ndef build():\n{LONG_CALL}\n    return table\n
 """A call of more tokens than max_tokens, begun again: the beam search cannot finish it, only the offer of a
 line further up the file can (tests of earlier lines in the engine and through the server)."""
 
+NAMES_LIST = 'NAMES = [\n    "alpha", "beta", "gamma", "delta",\n    "epsilon", "zeta", "eta", "theta",\n    '
+"""A list whose next line holds four more names: with maxTokens 6 no line of them can end, so only the start
+of one is offered (tests of partial lines in the engine and through the server)."""
+
 CALL_BELOW = ("import os\n\n\ndef save(path, blob):\n    other = frobnicate_payload(path, mode=\n    return other\n\n\n"
               "def load(path):\n    blob = frobnicate_payload(path, mode=\"xz\", strict=False, chunk_size=4096)\n"
               "    return blob\n")

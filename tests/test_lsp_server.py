@@ -21,6 +21,7 @@ from lsp_support import (
     FROM_OTHER_FILE,
     LINE_ABOVE,
     LONG_CALL,
+    NAMES_LIST,
     OTHER_FILE,
     REPEATED_ARGUMENTS,
     REPEATED_CALL,
@@ -359,6 +360,21 @@ async def test_a_line_further_up_comes_last_with_its_own_detail(client: Language
     assert got.items[-1].text_edit.new_text == LONG_CALL
     assert got.items[-1].detail == "completer · a line further up the file"
     assert all("score" in item.detail for item in got.items[:-1]) and len(got.items) >= 2
+
+
+async def test_the_start_of_a_longer_line_comes_with_its_own_detail(client: LanguageClient):
+    """With maxTokens 6 no line of four more names can end: the server still offers the start of the
+    likeliest one, as a completion item that says so and as an inline completion."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": 6}))
+    await _wait_for(lambda: _settings_are(client, maxTokens=6))
+    uri, line, column = "file:///work/names.py", NAMES_LIST.count("\n"), len(NAMES_LIST.split("\n")[-1])
+    open_doc(client, uri, NAMES_LIST)
+    got = await client.text_document_completion_async(completion_params(uri, line, column))
+    assert got.items and got.items[0].detail.startswith("completer · the start of a longer line · score")
+    started = got.items[0].text_edit.new_text
+    assert started.startswith('    "') and started.count('"') >= 2
+    inline = await client.text_document_inline_completion_async(inline_params(uri, line, column))
+    assert [i.insert_text for i in inline.items] == [started]
 
 
 async def test_the_lines_below_the_cursor_reach_the_engine(client: LanguageClient):

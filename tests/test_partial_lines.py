@@ -8,7 +8,8 @@ import pytest
 
 from completer.engine import Engine
 from completer.partial_lines import LOOP_TOKENS, partial_line
-from completer.types import SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings
+from completer.types import SOURCE_MODEL, SOURCE_PARTIAL_LINE
+from lsp_support import NAMES_LIST
 
 
 def ids(engine: Engine, text: str) -> list[int]:
@@ -43,7 +44,7 @@ def test_the_typed_bytes_are_respelled_and_the_indentation_is_kept(engine: Engin
     assert partial_line(engine.tokens, deeper, b"", "") == "    return compute(a,"
 
 
-LONG = 'NAMES = [\n    "alpha", "beta", "gamma", "delta",\n    "epsilon", "zeta", "eta", "theta",\n    '
+LONG = NAMES_LIST
 
 
 def test_the_engine_offers_a_partial_line_only_when_no_whole_line_fits(engine: Engine):
