@@ -6,8 +6,10 @@ does not take a beam's place: a candidate that ends among the best `beams` is ke
 and the best candidates that go on fill all the beams. The search stops when no live beam is
 left, when every live beam scores below the k-th finished one (log-probabilities only fall, so
 none could enter; k is the number of lines wanted, the beams or fewer, and only lines the caller would
-offer count), when the best live beam trails the best finished one by more than a margin, or
-at the token limit. A beam whose line has run on past any real line's length (a banner of `=`
+offer count), when the best live beam trails the best finished one, offered or not, by more than a
+margin (at the end of a finished line the likeliest continuation is the line as typed, which adds
+nothing and is never offered; lines far less likely than that are not worth the steps), or at the
+token limit. A beam whose line has run on past any real line's length (a banner of `=`
 extending itself) is dropped at once rather than carried to the token limit, where it would be
 dropped anyway. The beams share the document's prefix KV; only their suffixes move.
 """
@@ -78,6 +80,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
     counted: list[float] = []  # the scores of the finished lines that count toward the stop
+    best_finished = -np.inf  # the best score of any line that ended, offered or not (the margin's reference)
     wanted = min(req.beams, req.lines_wanted or req.beams)  # that many counted lines can end the search
     stop_ids = {tokens.newline_id, tokens.end_of_text_id}
     step = 0
@@ -99,6 +102,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             if token in stop_ids:
                 if j < req.beams:  # as in plain beam search: lines ranked lower would favour short ones
                     finished.append(Hypothesis(live_seqs[parent], score, True))
+                    best_finished = max(best_finished, score)
                     if req.offerable is None or req.offerable(live_seqs[parent]):
                         counted.append(score)
                 continue
@@ -121,7 +125,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
         ranked = sorted(counted, reverse=True)
         if len(ranked) >= wanted and best_live < ranked[wanted - 1]:
             break
-        if ranked and best_live < ranked[0] - req.margin:
+        if best_live < best_finished - req.margin:  # even a line not offered: the line as typed may be done
             break
         if req.deadline is not None and time.perf_counter() >= req.deadline:
             out_of_time = True

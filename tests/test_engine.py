@@ -524,6 +524,24 @@ def test_the_search_stops_once_its_live_beams_trail_the_best_line_by_the_margin(
     assert saved > 0
 
 
+def test_the_margin_counts_lines_that_are_not_offered(engine: Engine):
+    """At the end of a finished line the likeliest continuation is the line as typed, which is never offered
+    (it adds nothing). The margin still measures the live beams against it: even when no line at all would
+    be offered, the search stops well before the token limit instead of hunting for unlikely additions."""
+    from dataclasses import replace as with_fields
+
+    from completer.beam import beam_search
+
+    before = SAMPLE_TEXT.split("\n    def __len__(self):")[0] + "\n    def __len__(self):"
+    assert before.endswith("\n\n    def __len__(self):")
+    _, _, healed, _, request = search_at(engine, "file:///done.py", before, 4)
+    runs = engine.runtime.calls
+    search = beam_search(engine.runtime, engine.tokens, with_fields(request, offerable=lambda tokens: False))
+    assert engine.runtime.calls - runs <= 6 < request.max_tokens
+    first = search.hypotheses[0]
+    assert first.finished and engine.tokens.decode_bytes(first.tokens) == healed  # the line as typed, first
+
+
 @pytest.mark.parametrize("line,column", [(5, 4), (11, 17), (15, 15)])
 def test_forced_score_reads_the_beam_searchs_own_scores(fp32_engine: Engine, line: int, column: int):
     """Forcing a hypothesis' tokens through the graph one by one gives the score the search gave it
