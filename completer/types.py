@@ -32,7 +32,7 @@ class Suggestion:
     start: int  # replaced range on the cursor's line: [start, end)
     end: int
     score: float | None  # cumulative log-probability of the generated tokens (None: not from the model)
-    source: str = SOURCE_MODEL  # SOURCE_EARLIER_LINE: a line further up the file, offered last; SOURCE_PARTIAL_LINE
+    source: str = SOURCE_MODEL  # or SOURCE_EARLIER_LINE (offered last), or SOURCE_PARTIAL_LINE (only a line's start)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
