@@ -63,6 +63,8 @@ _NEUTRAL_TOKENS = np.zeros(1, np.int64)
 _NEUTRAL_PROBS = np.zeros(1, np.float32)
 NO_REPEATS = RepeatMix(_NEUTRAL_TOKENS[None, :], _NEUTRAL_PROBS[None, :], np.ones(1, np.float32))
 """The model's distribution alone: token 0 with no weight, and all the weight on the model."""
+for _shared in (_NEUTRAL_TOKENS, _NEUTRAL_PROBS, *NO_REPEATS):
+    _shared.flags.writeable = False  # shared by every request: nothing may change them in place
 
 
 class DocumentRepeats:
