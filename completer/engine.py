@@ -30,7 +30,7 @@ from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean,
                    looks_binary, split_lines, text_below)
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    SOURCE_EARLIER_LINE, SOURCE_PARTIAL_LINE, EngineSettings, Suggestion)
+                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, Suggestion)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,13 @@ CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped tex
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
+
+
+def at_cursor(typed_line: str, inserted: str, after: str, score: float | None, source: str) -> Suggestion:
+    """A suggestion that inserts `inserted` at the end of `typed_line`, replacing the text `after` the cursor."""
+    cursor = len(typed_line)
+    return Suggestion(line=typed_line + inserted, text=inserted, start=cursor, end=cursor + len(after),
+                      score=round(score, 4) if score is not None else None, source=source)
 
 
 @dataclass
@@ -57,9 +64,7 @@ class LineOffer:
     def inserted(self, generated: list[int]) -> str | None:
         key = tuple(generated)
         if key not in self._answers:
-            raw = self.tokens.decode_bytes(generated)
-            inserted = raw[len(self.healed):].decode("utf-8", errors="ignore").rstrip() \
-                if raw.startswith(self.healed) else None
+            inserted = self.tokens.after_healed(generated, self.healed)
             keep = inserted is not None and keep_suggestion(self.typed_line + inserted, inserted, self.after,
                                                             self.context)
             self._answers[key] = inserted if keep else None
@@ -377,7 +382,6 @@ class Engine:
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
         scores: list[float] = []  # the unrounded scores of `suggestions`, for the consensus
-        cursor = len(typed_line)
         for hyp in search.hypotheses:
             if not hyp.finished:
                 continue  # cut off at max_tokens: not a whole line
@@ -387,8 +391,7 @@ class Engine:
             line = typed_line + inserted
             seen.add(line)
             scores.append(hyp.score)
-            suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after),
-                                          score=round(hyp.score, 4)))
+            suggestions.append(at_cursor(typed_line, inserted, after, hyp.score, SOURCE_MODEL))
         if settings.first_by_consensus and suggestions:  # chosen among every line kept, before the cut
             first = consensus_index([s.line for s in suggestions], scores)
             suggestions.insert(0, suggestions.pop(first))
@@ -408,9 +411,7 @@ class Engine:
         cut_off = next((hyp for hyp in hypotheses if not hyp.finished), None)  # best first
         text = partial_line(self.tokens, cut_off.tokens, healed, typed_line) if cut_off is not None else None
         if text is not None:
-            cursor = len(typed_line)
-            suggestions.append(Suggestion(line=typed_line + text, text=text, start=cursor, end=cursor + len(after),
-                                          score=round(cut_off.score, 4), source=SOURCE_PARTIAL_LINE))
+            suggestions.append(at_cursor(typed_line, text, after, cut_off.score, SOURCE_PARTIAL_LINE))
 
     def _offer_earlier_line(self, suggestions: list[Suggestion], head: str, typed_line: str, after: str,
                             context: LineContext) -> None:
@@ -427,9 +428,7 @@ class Engine:
             if self.settings.max_suggestions < 2:
                 return
             del suggestions[self.settings.max_suggestions - 1:]
-        cursor = len(typed_line)
-        suggestions.append(Suggestion(line=line, text=inserted, start=cursor, end=cursor + len(after), score=None,
-                                      source=SOURCE_EARLIER_LINE))
+        suggestions.append(at_cursor(typed_line, inserted, after, None, SOURCE_EARLIER_LINE))
 
     def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = ()
                    ) -> float | None:

@@ -21,11 +21,9 @@ _WORD_END = re.compile(r"\w+$")
 def partial_line(tokens: Tokens, generated: list[int], healed: bytes, typed_line: str) -> str | None:
     """What to insert from a beam cut off at `max_tokens` (`generated`, re-spelling the `healed` typed bytes
     first), or None when too little of it is left."""
-    generated = _without_loop(generated)
-    raw = tokens.decode_bytes(generated)
-    if not raw.startswith(healed):
+    text = tokens.after_healed(_without_loop(generated), healed)
+    if text is None:
         return None
-    text = raw[len(healed):].decode("utf-8", errors="ignore").rstrip()
     text = _WORD_END.sub("", text).rstrip()  # a name or number the beam had not finished
     if not text.strip():
         return None

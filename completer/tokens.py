@@ -67,6 +67,12 @@ class Tokens:
     def decode_bytes(self, ids: list[int]) -> bytes:
         return b"".join(self.token_bytes[i] for i in ids)
 
+    def after_healed(self, generated: list[int], healed: bytes) -> str | None:
+        """What `generated` inserts at the cursor: its text past the typed bytes it re-spells first (token
+        healing), without trailing whitespace; None when it does not spell them."""
+        raw = self.decode_bytes(generated)
+        return raw[len(healed):].decode("utf-8", errors="ignore").rstrip() if raw.startswith(healed) else None
+
     def allowed_for(self, remaining: bytes, then_code: bool = False) -> np.ndarray:
         """Mask [V] of tokens that may come next while `remaining` typed bytes are still unspelled:
         tokens that start with all of it, or that are a non-empty prefix of it. With `then_code`,
