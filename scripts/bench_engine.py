@@ -342,10 +342,18 @@ def engine_of_tree(tree: Path, threads: int) -> Engine:
         if spec is None or spec.loader is None:
             raise SystemExit(f"{tree} holds no completer package")
         sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    settings = importlib.import_module(f"{name}.types").EngineSettings
-    return importlib.import_module(f"{name}.engine").Engine(
-        settings(model_path=str(tree / "models" / "python-small"), threads=threads))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # another checkout's code: whatever it raises, name it in one line
+            del sys.modules[name]
+            raise SystemExit(f"{tree}: its completer package does not import ({type(exc).__name__}: {exc})")
+    try:
+        settings = importlib.import_module(f"{name}.types").EngineSettings
+        engine_class = importlib.import_module(f"{name}.engine").Engine
+        return engine_class(settings(model_path=str(tree / "models" / "python-small"), threads=threads))
+    except (ImportError, AttributeError, TypeError) as exc:
+        raise SystemExit(f"{tree}: its engine is not built as this benchmark builds one, "
+                         f"Engine(EngineSettings(model_path=..., threads=...)) ({type(exc).__name__}: {exc})")
 
 
 def against_tree(settings: Callable[..., EngineSettings], tree: Path, script: list[tuple[str, ...]]) -> dict:
@@ -353,7 +361,11 @@ def against_tree(settings: Callable[..., EngineSettings], tree: Path, script: li
     document_script, typed `--rounds` times): what a change of code costs or saves, measured in one run.
     Also how many keystrokes ran the model another number of times, or got another top line."""
     other, this = engine_of_tree(tree, settings().threads), Engine(settings())
-    out = compare_settings({"other_tree": other, "this_tree": this}, script, documents="against")
+    try:
+        out = compare_settings({"other_tree": other, "this_tree": this}, script, documents="against")
+    except (AttributeError, TypeError) as exc:
+        raise SystemExit(f"{tree}: its engine cannot be driven as this tree's is; the two checkouts' engine APIs "
+                         f"differ ({type(exc).__name__}: {exc})")
     runs = {name: [r.model_runs for r in RESULTS_SEEN[name]] for name in ("other_tree", "this_tree")}
     out["model_runs_changed"] = sum(a != b for a, b in zip(runs["other_tree"], runs["this_tree"]))
     for stat in ("p50_ms", "p95_ms", "mean_ms"):

@@ -765,6 +765,23 @@ def test_the_benchmark_against_another_checkout_runs_that_checkouts_own_code():
     assert out["top_line_changed"] == 0 and out["model_runs_changed"] == 0 and out["ratio_p50"] > 0
 
 
+@pytest.mark.parametrize("files, says", [
+    ({"__init__.py": "raise RuntimeError('half-written')"}, "does not import (RuntimeError: half-written)"),
+    ({"__init__.py": "", "types.py": "class EngineSettings:\n    pass\n", "engine.py": "class Engine:\n    pass\n"},
+     "its engine is not built as this benchmark builds one"),
+])
+def test_the_benchmark_refuses_a_checkout_it_cannot_drive_in_one_line(tmp_path, files: dict[str, str], says: str):
+    """A checkout of another era (another engine API) or a broken one is named with the reason, not a traceback."""
+    import bench_engine
+
+    (tmp_path / "completer").mkdir()
+    for name, text in files.items():
+        (tmp_path / "completer" / name).write_text(text)
+    with pytest.raises(SystemExit) as refused:
+        bench_engine.engine_of_tree(tmp_path, 0)
+    assert str(refused.value).startswith(str(tmp_path)) and says in str(refused.value)
+
+
 @pytest.mark.parametrize("line, indent", [("def read_config(path):", "    "), ("    x = compute(1)", "    "),
                                           ("        return handle.read()", "    "), ("    pass", ""),
                                           ("class Greeter:", "    "), ("x = 1", "")])
