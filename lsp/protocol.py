@@ -3,8 +3,10 @@
 pygls 2.1.1 drops a request whose params fail to deserialize without any reply (the client
 waits forever), answers malformed JSON with a window/showMessage popup instead of a JSON-RPC
 parse error, silently ignores requests after `shutdown`, logs a traceback for every cancelled
-request, and keeps the future of every notification forever. This subclass fixes those, and
-takes document sync away from pygls' workspace (see `lsp.documents` for why).
+request, and keeps the future of every notification forever. This subclass fixes those, refuses
+a request whose method or id is of the wrong type, or that names a notification, and takes
+document sync away from pygls' workspace (see `lsp.documents` for why). `strict_converter` refuses
+params whose strings or integers are of another type, where cattrs would convert them.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pygls.exceptions import (
     JsonRpcRequestCancelled,
     JsonRpcServerNotInitialized,
 )
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import LanguageServerProtocol, default_converter, lsp_method
 
 from lsp.documents import prefer_encodings
 
@@ -49,6 +51,38 @@ class DroppedNotification:
     method: str
 
 
+NOTIFICATIONS = frozenset(method for method, (_, response, *_rest) in types.METHOD_TO_TYPES.items()
+                          if response is None)
+"""LSP's notification methods (no response type): a message naming one carries no id."""
+
+
+def _only_strings(value: Any, cl: type) -> Any:
+    """A str field, or a str-valued enum (which the hook for str also serves): a string, nothing else."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value if cl is str else cl(value)
+
+
+def _only_integers(value: Any, cl: type) -> Any:
+    """An int field or an int-valued enum: an integer, so that 2.5 is no 2 and true no 1. The hook for
+    int also serves bool, which keeps cattrs' bool(): a capability sent as 1 should not fail initialize."""
+    if issubclass(cl, bool):
+        return bool(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value if cl is int else cl(value)
+
+
+def strict_converter() -> Any:
+    """pygls' converter, except that a string field takes only a string and an integer field only an
+    integer: cattrs' defaults call str() and int() on anything, so `"text": null` in a didOpen would open
+    a document that reads `None`, and a position of 2.5 would quietly become 2."""
+    converter = default_converter()
+    converter.register_structure_hook(str, _only_strings)
+    converter.register_structure_hook(int, _only_integers)
+    return converter
+
+
 def _valid_id(value: Any) -> int | str | None:
     if isinstance(value, bool):
         return None
@@ -70,8 +104,19 @@ def _describe(exc: BaseException) -> str:
 class CompleterProtocol(LanguageServerProtocol):
     # -- deserialization ---------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if isinstance(data, dict) and "jsonrpc" in data and "method" in data and "params" not in data:
-            data["params"] = None  # JSON-RPC lets params be omitted; pygls' fallback types require the key
+        if isinstance(data, dict) and "jsonrpc" in data and "method" in data:
+            method, msg_id = data["method"], data.get("id")
+            if not isinstance(method, str) or ("id" in data and _valid_id(msg_id) is None):
+                what = "method must be a string" if not isinstance(method, str) else "id must be an integer or a string"
+                log.warning("invalid request: %s", what)
+                return UndeliverableRequest(None, str(method)[:100], JsonRpcInvalidRequest(
+                    message=f"Invalid Request: {what}"))
+            if "id" in data and method in NOTIFICATIONS:  # carried out, it would leave a request unanswered
+                log.warning("invalid request: %s is a notification, sent with an id", method)
+                return UndeliverableRequest(msg_id, method, JsonRpcInvalidRequest(
+                    message=f"Invalid Request: {method} is a notification; send it without an id"))
+            if "params" not in data:
+                data["params"] = None  # JSON-RPC lets params be omitted; pygls' fallback types require the key
         try:
             return super().structure_message(data)
         except Exception as exc:

@@ -73,13 +73,16 @@ class RawClient:
         threading.Thread(target=self.send, args=({"jsonrpc": "2.0", "id": message["id"], "result": result},),
                          daemon=True).start()
 
-    def send_raw(self, body: bytes) -> None:
-        """One frame with the given body, whatever it contains."""
-        data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+    def send_bytes(self, data: bytes) -> None:
+        """These bytes as they are, headers included: for framing the server must survive."""
         with self._write_lock:
             assert self.proc.stdin is not None
             self.proc.stdin.write(data)
             self.proc.stdin.flush()
+
+    def send_raw(self, body: bytes) -> None:
+        """One frame with the given body, whatever it contains."""
+        self.send_bytes(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def send(self, message: Any) -> None:
         self.send_raw(json.dumps(message).encode("utf-8"))

@@ -25,10 +25,10 @@ from lsp.cli import parse_args
 from lsp.completions import LineSuggestion, suggested_lines
 from lsp.documents import DocumentStore, PositionCodec, choose_position_encoding
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
-from lsp.protocol import CompleterProtocol, is_parse_error
+from lsp.protocol import CompleterProtocol, is_parse_error, strict_converter
 from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
-from lsp.transport import serve_tcp_once
+from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class Target:
 class CompleterServer(LanguageServer):
     def __init__(self, log_level: str = "INFO", log_file: Path | None = None,
                  worker_log_file: str | None = None) -> None:
-        super().__init__("completer", __version__, protocol_cls=CompleterProtocol,
+        super().__init__("completer", __version__, protocol_cls=CompleterProtocol, converter_factory=strict_converter,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.log_level = log_level
         self.log_file = log_file
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
             serve_tcp_once(server, args.port)
         else:
             stdin, stdout = _private_stdio()
-            server.start_io(stdin, stdout)
+            serve_stdio(server, stdin, stdout)
     finally:
         server.worker.kill()
     code = 0 if server.protocol._shutdown else 1  # LSP: exit without shutdown (or a lost client) is 1

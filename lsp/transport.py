@@ -1,4 +1,5 @@
-"""Loopback TCP for exactly one client.
+"""The server's two transports: stdio (the default) and loopback TCP for exactly one client. Both read
+the client's messages with `lsp.reader`, not pygls' loop.
 
 pygls' `start_tcp` keeps accepting connections, and each new one takes over the server's output:
 any local process could connect second and read the first client's completions. We accept the
@@ -9,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import BinaryIO
 
-from pygls.io_ import run_async
+from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
+
+from lsp.reader import read_messages
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,7 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
         log.info("TCP client connected from %s; no longer listening", writer.get_extra_info("peername"))
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         try:
-            await run_async(stop_event=server._stop_event, reader=reader, protocol=server.protocol,  # type: ignore[arg-type]
-                            logger=log, error_handler=server.report_server_error)
+            await read_messages(server._stop_event, reader, server.protocol, server.report_server_error)
         finally:
             if not finished.done():
                 finished.set_result(None)
@@ -52,6 +55,22 @@ def serve_tcp_once(server: LanguageServer, port: int) -> None:
     server._stop_event = threading.Event()
     try:
         asyncio.run(_serve_first_client(server, port))
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+
+
+def serve_stdio(server: LanguageServer, stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Serve the client on `stdin`/`stdout` until it says exit or closes its end (pygls' `start_io`, with
+    our reader)."""
+    server._stop_event = threading.Event()
+    server.protocol.set_writer(StdoutWriter(stdout))  # type: ignore[arg-type]
+    reader = StdinAsyncReader(stdin, server.thread_pool)
+    try:
+        asyncio.run(read_messages(server._stop_event, reader, server.protocol, server.report_server_error))
+    except BrokenPipeError:
+        log.error("the client's end of stdio is gone; shutting down")
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:

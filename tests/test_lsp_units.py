@@ -215,3 +215,56 @@ def test_frames_round_trip_and_reject_garbage():
 
     assert asyncio.run(read_async()) == (messages[1], None)
 
+
+
+def test_the_strict_converter_refuses_other_types_but_keeps_enums_and_lenient_booleans():
+    from lsp.protocol import strict_converter
+
+    converter = strict_converter()
+    params = converter.structure({"textDocument": {"uri": "file:///a.py"}, "position": {"line": 1, "character": 2},
+                                  "context": {"triggerKind": 1}}, types.CompletionParams)
+    assert params.context.trigger_kind is types.CompletionTriggerKind.Invoked  # an int enum, still an enum
+    init = converter.structure({"processId": None, "capabilities": {"workspace": {"applyEdit": 1}, "textDocument": {
+        "completion": {"completionItem": {"documentationFormat": ["markdown"]}}}}}, types.InitializeParams)
+    assert init.capabilities.workspace.apply_edit is True  # a capability sent as 1 does not fail initialize
+    formats = init.capabilities.text_document.completion.completion_item.documentation_format
+    assert list(formats) == [types.MarkupKind.Markdown] and isinstance(formats[0], types.MarkupKind)  # a str enum
+    for bad in ({"text": None}, {"text": 5}, {"version": "1"}, {"version": 1.5}, {"uri": 12}):
+        item = {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": "x", **bad}
+        with pytest.raises(Exception):
+            converter.structure({"textDocument": item}, types.DidOpenTextDocumentParams)
+
+
+@pytest.mark.parametrize("data, length", [
+    (b"Content-Length: 12\r\n\r\n", 12), (b"content-length:7\n\n", 7), (b"\r\nContent-Type: x\r\nContent-Length: 3 \r\n\r\n", 3),
+    (b'{"a": "Content-Length: 9"}Content-Length: 4\r\n\r\n', 4),  # junk first; the last header in the line counts
+    (b"", None),
+])
+def test_the_reader_finds_each_messages_length(data: bytes, length: int | None):
+    from lsp.reader import next_length
+
+    assert asyncio.run(next_length(_LineReader(data))) == length
+
+
+@pytest.mark.parametrize("data, says", [
+    (b"Content-Length: 9x\r\n\r\n", "not a byte count"), (b"Content-Length: 99999999999\r\n\r\n", "exceeds"),
+    (b"Content-Type: x\r\n\r\n", "without a Content-Length"), (b"Content-Length: 2\r\n{oops\r\n\r\n", "not `Name: value`"),
+])
+def test_the_reader_refuses_a_header_block_it_cannot_use(data: bytes, says: str):
+    from lsp.reader import BadFrame, next_length
+
+    with pytest.raises(BadFrame, match=says):
+        asyncio.run(next_length(_LineReader(data)))
+
+
+class _LineReader:
+    """The two calls lsp.reader makes of pygls' stdin reader, over bytes in memory."""
+
+    def __init__(self, data: bytes) -> None:
+        self.stream = io.BytesIO(data)
+
+    async def readline(self) -> bytes:
+        return self.stream.readline()
+
+    async def readexactly(self, n: int) -> bytes:
+        return self.stream.read(n)

@@ -115,6 +115,80 @@ def test_unknown_methods_and_bad_notifications(raw: RawClient):
     _still_serving(raw)
 
 
+def _info_request(msg_id: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "completer/info"}).encode()
+
+
+def test_headers_in_another_case_spacing_or_line_end_are_read(raw: RawClient):
+    raw.initialize()
+    headers = (b"content-length: %d\r\n\r\n", b"Content-Length:%d\r\n\r\n", b"Content-Length: %d\n\n",
+               b"Content-Length:  %d \r\n\r\n",
+               b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\nCONTENT-LENGTH: %d\r\n\r\n")
+    for n, header in enumerate(headers):
+        body = _info_request(f"lenient-{n}")
+        raw.send_bytes(header % len(body) + body)
+        assert "result" in raw.wait(f"lenient-{n}", timeout=10), header
+    assert not raw.null_id_errors
+    _still_serving(raw)
+
+
+def test_a_frame_that_cannot_be_read_costs_that_frame_and_at_most_the_next(raw: RawClient):
+    """pygls' own reader answered nothing ever again after any of these (and died of a MemoryError on the
+    huge length); each now gets one parse error, and reading resumes at the next header."""
+    raw.initialize()
+    unreadable = (b"Content-Length: abc\r\n\r\n{}", b"Content-Length: -5\r\n\r\n{}",
+                  b"Content-Length: 1000000000000000\r\n\r\n{}", b"X-Other: 1\r\n\r\n{}",
+                  b"no header at all {\"jsonrpc\": \"2.0\"}\r\n\r\n")
+    for n, frame in enumerate(unreadable):
+        body = _info_request(f"after-{n}")
+        raw.send_bytes(frame + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert "result" in raw.wait(f"after-{n}", timeout=10), frame
+    errors_so_far = len(raw.null_id_errors)
+    assert errors_so_far == 4  # the junk without any header is skipped with a log line, not answered
+    for n, wrong_by in enumerate((-3, 3)):  # a length off by a few bytes either way
+        body = _info_request(f"wrong-{n}")
+        raw.send_bytes(b"Content-Length: %d\r\n\r\n" % (len(body) + wrong_by) + body)
+        raw.send_raw(_info_request(f"next-{n}"))  # lost when the bad frame's body took its header
+        raw.send_raw(_info_request(f"then-{n}"))
+        assert "result" in raw.wait(f"then-{n}", timeout=10)
+    assert "result" in raw.wait("next-0", timeout=1)  # a short length leaves the next header whole
+    assert [e["error"]["code"] for e in raw.null_id_errors] == [-32700] * (errors_so_far + 3)
+    _still_serving(raw)
+
+
+def test_wrongly_typed_methods_and_ids_and_notifications_sent_as_requests_are_invalid_requests(raw: RawClient):
+    raw.initialize()
+    for message in ({"jsonrpc": "2.0", "id": 8, "method": 123}, {"jsonrpc": "2.0", "id": {"a": 1}, "method": "x"},
+                    {"jsonrpc": "2.0", "id": 1.5, "method": "completer/info"},
+                    {"jsonrpc": "2.0", "id": True, "method": "completer/info"}):
+        raw.send(message)
+    response = raw.request("textDocument/didOpen", {"textDocument": {
+        "uri": URI, "languageId": "python", "version": 1, "text": SAMPLE_TEXT}})
+    assert response["error"]["code"] == -32600 and "notification" in response["error"]["message"]
+    assert [(e["error"]["code"], "data" in e["error"]) for e in raw.null_id_errors] == [(-32600, False)] * 4
+    assert not raw.responses  # none of the four got an answer under its own id
+    _still_serving(raw)
+
+
+def test_strings_and_integers_of_another_type_are_refused_not_converted(raw: RawClient):
+    """cattrs would have made `"text": null` the text "None", and a column of 2.5 column 2."""
+    raw.initialize()
+    _ready(raw)
+    raw.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
+                                                         "text": None}})
+    raw.open(URI, "import os\nos.pa")
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": None}]})
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": "3"},
+                                          "contentChanges": [{"text": "12345"}]})
+    items = raw.completion(URI, 1, 5)["result"]["items"]
+    assert items and all(item["textEdit"]["newText"].startswith("os.pa") for item in items), items
+    response = raw.request("textDocument/completion", {"textDocument": {"uri": URI},
+                                                       "position": {"line": 1, "character": 2.5}})
+    assert response["error"]["code"] == -32602
+    _still_serving(raw)
+
+
 def test_huge_document_and_nul_characters(raw: RawClient):
     raw.initialize()
     _ready(raw)
