@@ -15,11 +15,23 @@ from typing import BinaryIO
 from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from lsp.reader import read_messages
+from lsp.reader import AsyncReader, read_messages
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
+
+
+async def read_until_done(server: LanguageServer, reader: AsyncReader) -> None:
+    """The client's messages until `exit` or the end of its input. Either way the worker is stopped while
+    the loop still runs: left to asyncio.run's teardown, a client gone without `exit` had its worker
+    waited on for 5 s, killed, and restarted just before the server quit."""
+    try:
+        await read_messages(server._stop_event, reader, server.protocol, server.report_server_error)
+    finally:
+        stop_worker = getattr(server, "shutdown_worker", None)
+        if stop_worker is not None:
+            await stop_worker()
 
 
 async def _serve_first_client(server: LanguageServer, port: int) -> None:
@@ -37,7 +49,7 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
         log.info("TCP client connected from %s; no longer listening", writer.get_extra_info("peername"))
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         try:
-            await read_messages(server._stop_event, reader, server.protocol, server.report_server_error)
+            await read_until_done(server, reader)
         finally:
             if not finished.done():
                 finished.set_result(None)
@@ -68,7 +80,7 @@ def serve_stdio(server: LanguageServer, stdin: BinaryIO, stdout: BinaryIO) -> No
     server.protocol.set_writer(StdoutWriter(stdout))  # type: ignore[arg-type]
     reader = StdinAsyncReader(stdin, server.thread_pool)
     try:
-        asyncio.run(read_messages(server._stop_event, reader, server.protocol, server.report_server_error))
+        asyncio.run(read_until_done(server, reader))
     except BrokenPipeError:
         log.error("the client's end of stdio is gone; shutting down")
     except (KeyboardInterrupt, SystemExit):

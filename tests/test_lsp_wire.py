@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -294,6 +296,26 @@ def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: Raw
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(worker)
+
+
+def test_a_client_gone_without_exit_stops_the_worker_and_starts_no_other():
+    """Its input ends (the editor crashed): exit code 1, the worker stopped, and no worker started after it
+    (the loop's teardown used to wait 5 s on the worker, kill it, and restart it just before quitting)."""
+    log_dir = tempfile.mkdtemp()
+    client = RawClient(SERVER_CMD, env=server_env(COMPLETER_LOG_DIR=log_dir))
+    try:
+        client.initialize()
+        _ready(client)
+        worker = client.request("completer/info")["result"]["server"]["worker_pid"]
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()
+        assert client.proc.wait(10) == 1
+        assert not _alive(worker)
+        logged = "".join(p.read_text() for p in Path(log_dir).glob("*.log"))
+        assert "exited" in logged and "restarting" not in logged and "died" not in logged
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
 
 
 def _alive(pid: int) -> bool:
