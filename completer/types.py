@@ -44,6 +44,8 @@ MIN_CONTEXT_TOKENS = 64
 SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
 SKIPPED_OUTSIDE = "the position is outside the document"
 SKIPPED_BINARY = "the text before the cursor looks binary (mostly control characters or undecodable bytes)"
+SKIPPED_OUT_OF_SYNC = ("an edit to it could not be read, so the server's copy may differ from the editor's; "
+                       "completions resume when the editor sends its whole text (reopen the file)")
 
 
 @dataclass

@@ -94,6 +94,7 @@ class Document:
     version: int
     lines: list[str]
     edits: int = 0  # bumped on every change; part of result-cache keys, unlike the client's version
+    in_sync: bool = True  # False once a change could not be applied, until the client sends the whole text
     _head: tuple[int, str] = field(default=(-1, ""), repr=False)  # (edits, head) of the last head() call
 
     def text(self) -> str:
@@ -158,6 +159,7 @@ class DocumentStore:
         for rng, text in changes:
             if rng is None:
                 doc.lines = split_lines(text)
+                doc.in_sync = True
             else:
                 self._apply(doc, rng, text)
         doc.version = version
@@ -165,6 +167,16 @@ class DocumentStore:
         self.generation += 1
         del self._docs[uri]
         self._docs[uri] = doc  # the most recently edited last
+        return doc
+
+    def lost_change(self, uri: str) -> Document | None:
+        """A change to `uri` that could not be read: the client's text and ours now differ, in a way we cannot
+        know, until it sends the whole text again (a full change, or didOpen after a close)."""
+        doc = self._docs.get(uri)
+        if doc is not None:
+            doc.in_sync = False
+            doc.edits += 1
+            self.generation += 1
         return doc
 
     def _apply(self, doc: Document, rng: tuple[int, int, int, int], text: str) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from completer.types import SKIPPED_OUT_OF_SYNC
+
 from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list
 from lsp.server import CompleterServer
 
@@ -47,7 +49,9 @@ def register(server: CompleterServer) -> None:
                 changes.append(((r.start.line, r.start.character, r.end.line, r.end.character), change.text))
             else:
                 changes.append((None, change.text))
-        ls.documents.change(uri, params.text_document.version, changes)
+        doc = ls.documents.change(uri, params.text_document.version, changes)
+        if doc is not None and doc.in_sync:
+            ls.skips_noted.discard((uri, SKIPPED_OUT_OF_SYNC))  # if it is lost again, say so again
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:

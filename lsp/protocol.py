@@ -49,6 +49,7 @@ class UndeliverableRequest:
 @attrs.define
 class DroppedNotification:
     method: str
+    uri: str | None = None  # the document a dropped didChange was for, when its params name one
 
 
 NOTIFICATIONS = frozenset(method for method, (_, response, *_rest) in types.METHOD_TO_TYPES.items()
@@ -87,6 +88,13 @@ def _valid_id(value: Any) -> int | str | None:
     if isinstance(value, bool):
         return None
     return value if isinstance(value, (int, str)) else None
+
+
+def _document_uri(params: Any) -> str | None:
+    """params.textDocument.uri, if the params hold a string there."""
+    document = params.get("textDocument") if isinstance(params, dict) else None
+    uri = document.get("uri") if isinstance(document, dict) else None
+    return uri if isinstance(uri, str) else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -133,10 +141,14 @@ class CompleterProtocol(LanguageServerProtocol):
                 log.warning("dropping a malformed response: %s", _describe(exc))
                 return DroppedNotification("")
             log.warning("dropping notification %s with invalid params: %s", method, _describe(exc))
-            return DroppedNotification(str(method))
+            return DroppedNotification(str(method), _document_uri(data.get("params")))
 
     def handle_message(self, message: Any) -> None:
         if isinstance(message, DroppedNotification):
+            if message.method == types.TEXT_DOCUMENT_DID_CHANGE and message.uri is not None:
+                change_lost = getattr(self._server, "change_lost", None)
+                if change_lost is not None:
+                    change_lost(message.uri)
             return
         if isinstance(message, UndeliverableRequest):
             self._send_error(message.id, message.error)

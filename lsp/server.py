@@ -19,7 +19,7 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
-from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, EngineSettings
+from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
 from lsp.completions import LineSuggestion, suggested_lines
@@ -201,6 +201,8 @@ class CompleterServer(LanguageServer):
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
+        if not doc.in_sync:
+            return self._skip(target.uri, SKIPPED_OUT_OF_SYNC, logging.WARNING)
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
             return self._skip(target.uri, SKIPPED_LONG_LINE, logging.INFO)
         sliced = context_slice(doc.lines, target.line_no, target.column)
@@ -256,6 +258,12 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
+
+    def change_lost(self, uri: str) -> None:
+        """A didChange for `uri` whose params could not be read (lsp.protocol): stop completing from a copy
+        that may be wrong, and make any running search for it stale."""
+        self.searches.document_changed(uri)
+        self.documents.lost_change(uri)
 
     def _skip(self, uri: str, reason: str, level: int) -> list[LineSuggestion]:
         """No suggestions, for a reason the user may wonder about: logged once per document."""

@@ -176,19 +176,35 @@ def test_strings_and_integers_of_another_type_are_refused_not_converted(raw: Raw
     """cattrs would have made `"text": null` the text "None", and a column of 2.5 column 2."""
     raw.initialize()
     _ready(raw)
-    raw.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
-                                                         "text": None}})
     raw.open(URI, "import os\nos.pa")
-    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
-        {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": None}]})
-    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": "3"},
-                                          "contentChanges": [{"text": "12345"}]})
+    for text in (None, 12345, ["a"]):  # each would have reopened the document as one line: "None", ...
+        raw.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 2,
+                                                             "text": text}})
     items = raw.completion(URI, 1, 5)["result"]["items"]
     assert items and all(item["textEdit"]["newText"].startswith("os.pa") for item in items), items
     response = raw.request("textDocument/completion", {"textDocument": {"uri": URI},
                                                        "position": {"line": 1, "character": 2.5}})
     assert response["error"]["code"] == -32602
     _still_serving(raw)
+
+
+def test_a_change_that_cannot_be_read_stops_completions_there_until_the_whole_text_comes(raw: RawClient):
+    """The server's copy would differ from the editor's in a way it cannot know: it says so once and answers
+    empty, instead of completing from the wrong text, until a full change brings the text back."""
+    raw.initialize()
+    _ready(raw)
+    raw.open(URI, "import os\nos.pa")
+    assert raw.completion(URI, 1, 5)["result"]["items"]
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 1, "character": 5}, "end": {"line": 1, "character": 5}}, "text": "th"},
+        {"range": {"start": {"line": -1, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "x"}]})
+    for _ in range(2):
+        assert raw.completion(URI, 1, 5)["result"]["items"] == []
+    assert "whole text" in _logged_once(raw, "could not be read")["params"]["message"]  # once, for both requests
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 3},
+                                          "contentChanges": [{"text": "import os\nos.path.jo"}]})
+    items = raw.completion(URI, 1, 10)["result"]["items"]
+    assert items and all(item["textEdit"]["newText"].startswith("os.path.jo") for item in items), items
 
 
 def test_huge_document_and_nul_characters(raw: RawClient):
