@@ -46,6 +46,22 @@ def split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines_and_breaks(text: str) -> tuple[list[str], list[str]]:
+    """`split_lines(text)`, and the terminator that ended each line ("" after the last): an editor that
+    inserts "\n" after a lone "\r" has one line break there, not two."""
+    lines, breaks, start = [], [], 0
+    for match in LINE_BREAK.finditer(text):
+        lines.append(text[start:match.start()])
+        breaks.append(match.group())
+        start = match.end()
+    lines.append(text[start:])
+    breaks.append("")
+    return lines, breaks
+
+
 def context_slice(lines: list[str], line: int, column: int, max_chars: int = MAX_CONTEXT_CHARS
                   ) -> tuple[str, str] | None:
     """Raw (text before the cursor, rest of the cursor's line), or None when the position is outside the document.

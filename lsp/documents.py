@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from completer.text import OTHER_FILE_CHARS, split_lines, text_below
+from completer.text import OTHER_FILE_CHARS, split_lines_and_breaks, text_below
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class Document:
     language_id: str
     version: int
     lines: list[str]
+    breaks: list[str]  # what ended each line: "\n", "\r\n" or "\r" ("" after the last), for edits at a line end
     edits: int = 0  # bumped on every change; part of result-cache keys, unlike the client's version
     in_sync: bool = True  # False once a change could not be applied, until the client sends the whole text
     _head: tuple[int, str] = field(default=(-1, ""), repr=False)  # (edits, head) of the last head() call
@@ -123,7 +124,7 @@ class DocumentStore:
         return self._docs.get(uri)
 
     def open(self, uri: str, language_id: str, version: int, text: str) -> Document:
-        doc = Document(uri, language_id, version, split_lines(text))
+        doc = Document(uri, language_id, version, *split_lines_and_breaks(text))
         self._docs.pop(uri, None)
         self._docs[uri] = doc
         self.generation += 1
@@ -158,7 +159,7 @@ class DocumentStore:
             return None
         for rng, text in changes:
             if rng is None:
-                doc.lines = split_lines(text)
+                doc.lines, doc.breaks = split_lines_and_breaks(text)
                 doc.in_sync = True
             else:
                 self._apply(doc, rng, text)
@@ -180,7 +181,7 @@ class DocumentStore:
         return doc
 
     def _apply(self, doc: Document, rng: tuple[int, int, int, int], text: str) -> None:
-        lines = doc.lines
+        lines, breaks = doc.lines, doc.breaks
         start_line, start_char, end_line, end_char = rng
         last = len(lines) - 1
         start = self._clamp(lines, start_line, start_char, last)
@@ -188,8 +189,17 @@ class DocumentStore:
         if end < start:
             start, end = end, start
         (sl, sc), (el, ec) = start, end
-        new = split_lines(lines[sl][:sc] + text + lines[el][ec:])
-        lines[sl : el + 1] = new
+        # Re-split from the line before the edit through the edit's last line, terminators included: a "\r"
+        # left before inserted "\n" (or inserted before a "\n") becomes one CRLF, as in the editor.
+        first = sl - 1 if sl > 0 and sc == 0 else sl
+        head = lines[first] + breaks[first] if first < sl else ""
+        region = head + lines[sl][:sc] + text + lines[el][ec:] + breaks[el]
+        new_lines, new_breaks = split_lines_and_breaks(region)
+        if breaks[el]:  # the region ends with a terminator: the empty "line" after it is the next line's start
+            new_lines.pop()
+            new_breaks.pop()
+        lines[first : el + 1] = new_lines
+        breaks[first : el + 1] = new_breaks
 
     def _clamp(self, lines: list[str], line: int, char: int, last: int) -> tuple[int, int]:
         if line > last:  # past the end: the end of the document

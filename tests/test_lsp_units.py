@@ -9,7 +9,7 @@ import random
 import pytest
 from lsprotocol import types
 
-from completer.text import OTHER_FILE_CHARS, head_of_file
+from completer.text import OTHER_FILE_CHARS, head_of_file, split_lines_and_breaks
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
 from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
@@ -86,6 +86,30 @@ def test_random_incremental_edits_match_string_edits(encoding):
         end = (el, codec.to_units(lines[el], ec_cp))
         text = _edit(store, text, start, end, rng.choice(pieces))
         assert store.get("u").text() == text
+
+
+def test_random_edits_at_mixed_line_ends_keep_the_editors_lines():
+    """An editor's text with CR, LF and CRLF mixed: inserting "\n" after a lone "\r", or deleting what stood
+    between them, makes one CRLF break there. The store must count lines as the editor does."""
+    rng = random.Random(11)
+    store = DocumentStore()
+    text = "import os\ros.pa\r\nx = 1\ny\r"
+    store.open("u", "python", 1, text)
+    pieces = ["\n", "\r", "\r\n", "a", "", "b\rc", "\n\r"]
+    for _ in range(400):
+        lines, breaks = split_lines_and_breaks(text)
+        offsets = [0]
+        for line, end in zip(lines, breaks):
+            offsets.append(offsets[-1] + len(line) + len(end))
+        sl = rng.randrange(len(lines))
+        el = rng.randrange(sl, len(lines))
+        sc = rng.randrange(len(lines[sl]) + 1)
+        ec = rng.randrange(len(lines[el]) + 1) if el > sl else rng.randrange(sc, len(lines[el]) + 1)
+        new = rng.choice(pieces)
+        store.change("u", 2, [((sl, sc, el, ec), new)])
+        text = text[:offsets[sl] + sc] + new + text[offsets[el] + ec:]
+        assert store.get("u").lines == split_lines_and_breaks(text)[0], repr(text)
+        assert store.get("u").breaks == split_lines_and_breaks(text)[1], repr(text)
 
 
 def test_edits_out_of_range_are_clamped_and_line_ends_follow_lsp():
