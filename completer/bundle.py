@@ -70,6 +70,24 @@ class Bundle:
         return sum((self.path / f).stat().st_size for f in (*REQUIRED_FILES, "manifest.json"))
 
 
+def _manifest_problem(manifest: object) -> str | None:
+    """What makes a parsed manifest unusable, in words, or None: the fields the engine reads, with their types."""
+    if not isinstance(manifest, dict):
+        return "it is not a JSON object"
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(meta, dict) for meta in files.values()):
+        return '"files" must map each file name to its {"sha256", "bytes"}'
+    for key in ("format_version", "context_length", "newline_token_id"):
+        value = manifest.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f'"{key}" must be an integer, not {json.dumps(value)}'
+    if manifest["context_length"] < 2:
+        return f'"context_length" must be at least 2, not {manifest["context_length"]}'
+    if not isinstance(manifest.get("architecture"), dict):
+        return '"architecture" must be an object'
+    return None
+
+
 def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     """Read the manifest and verify every listed file; raise ModelError naming what is wrong."""
     directory = Path(path) if path else default_bundle_dir()
@@ -79,13 +97,15 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     if not manifest_path.is_file():
         raise ModelError(f"model bundle {directory} has no manifest.json")
     try:
-        manifest = json.loads(manifest_path.read_text())
-        files = manifest["files"]
-        version = manifest["format_version"]
-        for key in ("context_length", "architecture", "newline_token_id"):
-            manifest[key]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"{manifest_path}: unreadable or incomplete manifest ({exc})") from exc
+        manifest = json.loads(manifest_path.read_bytes())
+    except OSError as exc:
+        raise ModelError(f"{manifest_path}: cannot be read ({exc.strerror or exc})") from exc
+    except ValueError as exc:
+        raise ModelError(f"{manifest_path}: unreadable manifest, not JSON ({exc})") from exc
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise ModelError(f"{manifest_path}: incomplete or malformed manifest: {problem}")
+    files, version = manifest["files"], manifest["format_version"]
     if version != SUPPORTED_FORMAT:
         raise ModelError(f"{manifest_path}: format_version {version} is not supported (expected {SUPPORTED_FORMAT})")
     for name in REQUIRED_FILES:
@@ -100,6 +120,10 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
             if "bytes" in meta and size != meta["bytes"]:
                 raise ModelError(f"model file {file_path} is {size} bytes, the manifest says {meta['bytes']}"
                                  " (truncated or replaced)")
-            if sha256_file(file_path) != meta.get("sha256"):
+            try:
+                digest = sha256_file(file_path)
+            except OSError as exc:
+                raise ModelError(f"model file {file_path} cannot be read ({exc.strerror or exc})") from exc
+            if digest != meta.get("sha256"):
                 raise ModelError(f"model file {file_path} fails its sha256 check (corrupt or modified)")
     return Bundle(directory, manifest)

@@ -47,11 +47,22 @@ def _engine(args: argparse.Namespace):
     return Engine(_settings(args))
 
 
+MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any source file; /dev/zero or a log would otherwise fill the memory
+
+
 def _read(path: Path) -> str:
+    """The file's text, or a one-line refusal: unreadable, over MAX_FILE_BYTES, or binary (NUL bytes, which
+    Python source cannot hold; the engine's own check only sees the text before the cursor)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SystemExit(f"cannot read {path}: {exc.strerror}")
+        raise SystemExit(f"cannot read {path}: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        raise SystemExit(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    if b"\x00" in data:
+        raise SystemExit(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
+    return data.decode("utf-8", errors="replace")
 
 
 def cmd_complete(args: argparse.Namespace) -> int:

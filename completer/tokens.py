@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from .types import ModelError
+
 END_OF_TEXT = "<|endoftext|>"
 BLANK_BYTES = b" \t\r\n"  # what cannot start the code of a line
 
@@ -38,11 +40,14 @@ class Tokens:
     """Encoding, decoding and the prefix queries token healing asks of the vocabulary."""
 
     def __init__(self, path: Path) -> None:
-        self.tokenizer = Tokenizer.from_file(str(path))
+        try:
+            self.tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the tokenizers library raises a bare Exception for a file it cannot parse
+            raise ModelError(f"{path}: not a tokenizer that the tokenizers library can read ({exc})") from exc
         self.vocab_size = self.tokenizer.get_vocab_size()
         newline = self.tokenizer.encode("\n", add_special_tokens=False).ids
         if len(newline) != 1:
-            raise ValueError(f"{path}: a newline must be one token")
+            raise ModelError(f"{path}: a newline must be one token")
         self.newline_id = newline[0]
         self.end_of_text_id = self.tokenizer.token_to_id(END_OF_TEXT)
         decoder = _byte_decoder()

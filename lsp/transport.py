@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 from typing import BinaryIO
 
@@ -50,12 +51,19 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         try:
             await read_until_done(server, reader)
+        except SystemExit:  # `exit`: the session is over; raised here it would be logged as a crash
+            pass
         finally:
             if not finished.done():
                 finished.set_result(None)
 
-    listener = await asyncio.start_server(on_connect, LOOPBACK, port)
-    log.info("listening on %s for one client", ", ".join(str(s.getsockname()) for s in listener.sockets))
+    try:
+        listener = await asyncio.start_server(on_connect, LOOPBACK, port)
+    except OSError as exc:  # in use, or below 1024 without the privilege
+        raise SystemExit(f"completer serve: cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
+    where = ", ".join("%s:%d" % s.getsockname()[:2] for s in listener.sockets)
+    log.info("listening on %s for one client", where)
+    print(f"completer serve: listening on {where} for one client", file=sys.stderr, flush=True)  # port 0: which
     try:
         await finished
     finally:
@@ -67,7 +75,7 @@ def serve_tcp_once(server: LanguageServer, port: int) -> None:
     server._stop_event = threading.Event()
     try:
         asyncio.run(_serve_first_client(server, port))
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         pass
     finally:
         server.shutdown()

@@ -1,6 +1,7 @@
 """The committed bundle verifies; damaged copies are refused with a message naming the file."""
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -78,3 +79,31 @@ def test_a_wheel_installs_every_file_the_manifest_lists(model_dir: Path):
         "share/completer/models/python-small"]}
     manifest = json.loads((model_dir / "manifest.json").read_text())
     assert {*manifest["files"], "manifest.json"} <= installed
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"files": "model.onnx"}, '"files" must map'),
+    ({"files": ["model.onnx", "tokenizer.json"]}, '"files" must map'),
+    ({"files": {"model.onnx": "abc", "tokenizer.json": {}}}, '"files" must map'),
+    ({"context_length": "abc"}, '"context_length" must be an integer, not "abc"'),
+    ({"context_length": 0}, '"context_length" must be at least 2'),
+    ({"newline_token_id": None}, '"newline_token_id" must be an integer'),
+    ({"architecture": []}, '"architecture" must be an object'),
+])
+def test_a_manifest_of_the_wrong_shape_is_refused_naming_the_field(copy: Path, change: dict, says: str):
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, **change}))
+    with pytest.raises(ModelError, match="manifest.json: incomplete or malformed manifest") as refused:
+        load_bundle(copy)
+    assert says in str(refused.value)
+
+
+def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
+    """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
+    (copy / "tokenizer.json").write_text("{garbage")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    data = (copy / "tokenizer.json").read_bytes()
+    manifest["files"]["tokenizer.json"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match=r"tokenizer\.json: not a tokenizer"):
+        Engine(EngineSettings(model_path=str(copy)))

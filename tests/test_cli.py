@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from completer.types import SKIPPED_OUTSIDE
-from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, REPO
 
 SOURCE = '''import os
 
@@ -89,6 +89,10 @@ def test_unservable_positions_and_files_get_a_clear_message(source: Path, tmp_pa
     blob = tmp_path / "blob.bin"
     blob.write_bytes(bytes(range(256)) * 64)
     cases["binary file"] = (f"{blob}:1:1000", "looks binary")
+    onnx_head = tmp_path / "model_head.onnx"  # mostly printable at its start: the engine's own check passed it
+    onnx_head.write_bytes((REPO / "models" / "python-small" / "model.onnx").read_bytes()[:4096])
+    cases["binary file, printable near the cursor"] = (f"{onnx_head}:5:10", "looks binary")
+    cases["endless device"] = ("/dev/zero:1:1", "larger than 64 MiB")
     for name, (position, message) in cases.items():
         if name == "past the end":  # --json says why too, and exits 1 as well
             done = run("complete", position, "--json")

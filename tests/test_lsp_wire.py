@@ -4,6 +4,7 @@ one response and the server must go on serving."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import tempfile
@@ -374,6 +375,33 @@ def test_tcp_transport_binds_loopback_only_and_serves_one_client():
             sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
             assert _read_message(sock)["id"] == 2
         assert proc.wait(20) == 1  # the client went away without shutdown/exit
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_tcp_on_any_free_port_says_which_ends_cleanly_and_a_taken_port_is_one_line():
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", "0"], env=server_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline().decode()
+        port = int(re.fullmatch(r"completer serve: listening on 127\.0\.0\.1:(\d+) for one client\n", said)[1])
+        taken = subprocess.run(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(), capture_output=True,
+                               text=True, timeout=30)
+        assert taken.returncode == 1 and "Traceback" not in taken.stderr
+        assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            for msg_id, method, params in ((1, "initialize", {"processId": None, "rootUri": None, "capabilities": {}}),
+                                           (2, "shutdown", None)):
+                body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+                sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                assert _read_message(sock)["id"] == msg_id
+            body = json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode()
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            assert proc.wait(20) == 0
+        rest = proc.stderr.read().decode()
+        assert "Traceback" not in rest and "Unhandled exception" not in rest, rest
     finally:
         proc.kill()
         proc.wait()
