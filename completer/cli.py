@@ -66,7 +66,7 @@ def _read(path: Path) -> str:
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
-    match = re.fullmatch(r"(.+):(\d+):(\d+)", args.position)
+    match = re.fullmatch(r"(.+):([0-9]+):([0-9]+)", args.position)
     if not match:
         raise SystemExit("position must be FILE:LINE:COL (1-based line and column)")
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
