@@ -170,6 +170,9 @@ class CompleterProtocol(LanguageServerProtocol):
             self._send_error(message.id, JsonRpcServerNotInitialized(
                 message="Server not initialized: send initialize first"))
             return
+        if method is not None and not is_request and method != types.EXIT and self._workspace is None:
+            log.warning("dropping notification %s sent before initialize", method)  # as LSP says
+            return
         if is_request and self._shutdown:
             self._send_error(message.id, JsonRpcInvalidRequest(
                 message="Invalid Request: the server is shutting down"))

@@ -55,8 +55,10 @@ def test_requests_before_initialize_are_rejected_then_served(raw: RawClient):
     response = raw.request("textDocument/completion", {
         "textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}})
     assert response["error"]["code"] == -32002  # ServerNotInitialized
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"beams": 2}}})  # dropped, as LSP says
     assert "result" in raw.initialize()
     _ready(raw)
+    assert raw.request("completer/info")["result"]["settings"]["beams"] != 2
 
 
 def test_malformed_json_gets_a_parse_error_and_the_server_carries_on(raw: RawClient):
