@@ -192,6 +192,14 @@ class CompleterProtocol(LanguageServerProtocol):
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
 
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        """A cancel that arrives after its request was answered is routine while the user types; pygls logs a
+        warning for each. Only a cancel for a request still running goes on to pygls."""
+        if msg_id not in self._request_futures:
+            log.debug("cancel for request %r, already answered", msg_id)
+            return
+        super()._handle_cancel_notification(msg_id)
+
     @property
     def requests_in_flight(self) -> int:
         return len(self._request_futures)

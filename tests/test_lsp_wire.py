@@ -210,6 +210,21 @@ def test_a_change_that_cannot_be_read_stops_completions_there_until_the_whole_te
     assert items and all(item["textEdit"]["newText"].startswith("os.path.jo") for item in items), items
 
 
+def test_a_cancel_for_a_request_already_answered_is_not_a_warning(tmp_path):
+    """Routine while typing: the editor cancels what the server has just answered. pygls warned for each."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            answered = client.request_nowait("completer/info")
+            client.wait(answered)
+            client.notify("$/cancelRequest", {"id": answered})
+            assert "result" in client.request("completer/info")
+        finally:
+            client.close()
+    assert "WARNING" not in (tmp_path / "stderr").read_text(), (tmp_path / "stderr").read_text()
+
+
 def test_huge_document_and_nul_characters(raw: RawClient):
     raw.initialize()
     _ready(raw)
