@@ -1,7 +1,8 @@
 """User settings: camelCase LSP keys, checked one by one, mapped onto EngineSettings.
 
 Each key is validated on its own so one bad value (a typo in `device`, a negative `beams`)
-is reported and ignored while the rest of the change still applies.
+is reported and ignored while the rest of the change still applies; keys that depend on each
+other (`maxTokens` and `contextTokens`) apply in any order.
 """
 from __future__ import annotations
 
@@ -101,33 +102,45 @@ def _coerce(key: str, value: Any) -> Any:
     return _integer(key, value)
 
 
+def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSettings) -> ServerSettings:
+    """`settings` with one key changed and checked; ValueError or TypeError names what is wrong."""
+    if key in ENGINE_KEYS:
+        name = ENGINE_KEYS[key]
+        coerced = getattr(defaults.engine, name) if value is None else _coerce(key, value)
+        engine = dataclasses.replace(settings.engine, **{name: coerced})
+        engine.validate()
+        return dataclasses.replace(settings, engine=engine)
+    name = SERVER_KEYS[key]
+    coerced = getattr(defaults, name) if value is None else _coerce(key, value)
+    return dataclasses.replace(settings, **{name: coerced})
+
+
 def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[ServerSettings, list[str], list[str]]:
     """Apply the keys present in `changes` over `current`.
 
     Returns (new settings, warnings for invalid values that were ignored, unknown keys).
     A key set to null goes back to its default; keys left out keep their current value.
+    Keys are tried again while any other key still applies, so the result does not depend on their order:
+    `maxTokens` 64 with `contextTokens` 200 both apply, even when the context was 100 before and comes
+    after it in the change.
     """
     defaults = ServerSettings()
     new = current
-    warnings: list[str] = []
-    unknown: list[str] = []
-    for key, value in changes.items():
-        if key not in ENGINE_KEYS and key not in SERVER_KEYS:
-            unknown.append(str(key))
-            continue
-        try:
-            if key in ENGINE_KEYS:
-                name = ENGINE_KEYS[key]
-                coerced = getattr(defaults.engine, name) if value is None else _coerce(key, value)
-                engine = dataclasses.replace(new.engine, **{name: coerced})
-                engine.validate()
-                new = dataclasses.replace(new, engine=engine)
-            else:
-                name = SERVER_KEYS[key]
-                coerced = getattr(defaults, name) if value is None else _coerce(key, value)
-                new = dataclasses.replace(new, **{name: coerced})
-        except (ValueError, TypeError) as exc:
-            warnings.append(f"Ignoring invalid setting {SECTION}.{key}: {exc}")
+    unknown = [str(key) for key in changes if key not in ENGINE_KEYS and key not in SERVER_KEYS]
+    pending = {key: value for key, value in changes.items() if key in ENGINE_KEYS or key in SERVER_KEYS}
+    errors: dict[str, Exception] = {}
+    progress = True
+    while pending and progress:
+        progress, errors = False, {}
+        for key, value in list(pending.items()):
+            try:
+                new = _with_key(new, key, value, defaults)
+            except (ValueError, TypeError) as exc:
+                errors[key] = exc
+                continue
+            del pending[key]
+            progress = True
+    warnings = [f"Ignoring invalid setting {SECTION}.{key}: {exc}" for key, exc in errors.items()]
     return new, warnings, unknown
 
 

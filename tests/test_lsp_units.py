@@ -168,6 +168,19 @@ def test_settings_apply_valid_and_report_invalid_keys():
     assert reset.engine.beams == 4 and reset.enabled_languages == ("python",) and not warnings
 
 
+@pytest.mark.parametrize("order", [("maxTokens", "contextTokens"), ("contextTokens", "maxTokens")])
+def test_settings_that_depend_on_each_other_apply_in_any_order(order):
+    """A client sends every key at once; whether maxTokens 64 fits depends on the contextTokens of the same
+    change, not on which key comes first."""
+    current, _, _ = apply_changes(ServerSettings(), {"contextTokens": 100})
+    values = {"maxTokens": 64, "contextTokens": 200}
+    new, warnings, _ = apply_changes(current, {key: values[key] for key in order})
+    assert (new.engine.max_tokens, new.engine.context_tokens) == (64, 200) and not warnings
+    refused, warnings, _ = apply_changes(current, {key: {"maxTokens": 120, "contextTokens": 100}[key] for key in order})
+    assert refused.engine.max_tokens == 24 and [w.split(":")[0] for w in warnings] == [
+        "Ignoring invalid setting completer.maxTokens"]
+
+
 def test_settings_sections_and_languages():
     assert extract_section({"completer": {"beams": 2}}) == {"beams": 2}
     assert extract_section({"beams": 2}) == {"beams": 2}
