@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
+SETTINGS_WAIT = 20.0
+"""How long completer/info waits for a settings change (a model reload) already under way."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
@@ -274,7 +276,16 @@ class CompleterServer(LanguageServer):
 
     # -- completer/info ---------------------------------------------------------------------------
     async def info(self) -> dict[str, Any]:
-        """engine.info() plus the server's own state, for status bars and bug reports."""
+        """engine.info() plus the server's own state, for status bars and bug reports. A settings change still
+        being applied (a model loading) is waited for, so a status bar that asks right after changing
+        `modelPath` is not told the old model."""
+        lock = self._config_lock
+        if lock is not None and lock.locked():
+            try:
+                await asyncio.wait_for(lock.acquire(), SETTINGS_WAIT)
+                lock.release()
+            except asyncio.TimeoutError:
+                log.info("completer/info: answering while a settings change is still being applied")
         if self.worker.model_error is None:
             await self.worker.refresh_info(INFO_TIMEOUT)
         out: dict[str, Any] = dict(self.worker.info)

@@ -225,6 +225,17 @@ def test_a_cancel_for_a_request_already_answered_is_not_a_warning(tmp_path):
     assert "WARNING" not in (tmp_path / "stderr").read_text(), (tmp_path / "stderr").read_text()
 
 
+def test_info_asked_right_after_a_model_reload_names_the_new_state(raw: RawClient):
+    """A status bar asks completer/info as soon as it sends settings that reload the model: the answer must
+    not be the cached one from before (many threads make this reload take over a second)."""
+    raw.initialize()
+    _ready(raw)
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"threads": 64}}})
+    info = raw.request("completer/info", timeout=30)["result"]
+    assert info["threads"] == 64 and info["server"]["settings"]["threads"] == 64
+    _still_serving(raw)
+
+
 def test_huge_document_and_nul_characters(raw: RawClient):
     raw.initialize()
     _ready(raw)

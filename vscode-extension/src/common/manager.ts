@@ -86,6 +86,7 @@ export class ServerManager {
     private client: ClientLike | undefined;
     private settings: ExtensionSettings;
     private queue: Promise<unknown> = Promise.resolve();
+    private toggling: Promise<unknown> = Promise.resolve();
     private interpreter: Interpreter | undefined;
     private disposed = false;
     private modelKnown = false;
@@ -139,9 +140,19 @@ export class ServerManager {
         });
     }
 
-    /** Flip `completer.enabled`; the configuration change then updates the server and the status bar. */
-    async toggle(): Promise<void> {
-        const enabled = !this.settings.enabled;
+    /**
+     * Flip `completer.enabled`; the configuration change then updates the server and the status bar. Toggles
+     * run one after another and read the configuration itself: `this.settings` lags behind it while a start
+     * or restart holds the queue, and two quick clicks would both have turned suggestions off.
+     */
+    toggle(): Promise<void> {
+        const next = this.toggling.then(() => this.doToggle());
+        this.toggling = next.catch(() => undefined);
+        return next;
+    }
+
+    private async doToggle(): Promise<void> {
+        const enabled = !this.deps.readSettings().enabled;
         try {
             await this.deps.writeEnabled(enabled);
         } catch (err) {

@@ -1,5 +1,6 @@
 // Reading the `completer.*` settings and mapping them onto what the server expects.
 // Pure module: no `vscode` import, so the unit and integration tests can use it in plain Node.
+import * as path from 'path';
 
 export type Device = 'auto' | 'cpu' | 'cuda';
 
@@ -96,7 +97,11 @@ export interface PathVariables {
     workspaceFolder?: string;
 }
 
-/** Expand a leading `~` and `${workspaceFolder}` / `${userHome}`; unknown variables are left alone. */
+/**
+ * Expand a leading `~` and `${workspaceFolder}` / `${userHome}`; unknown variables are left alone. A relative
+ * path (one with a separator, such as `.venv/bin/python`) is taken from the workspace folder, not from
+ * wherever the extension host runs; a bare name such as `python3` stays a PATH lookup.
+ */
 export function expandPath(value: string, vars: PathVariables): string {
     let out = value;
     if (vars.home && (out === '~' || out.startsWith('~/') || out.startsWith('~\\'))) {
@@ -107,6 +112,9 @@ export function expandPath(value: string, vars: PathVariables): string {
     }
     if (vars.workspaceFolder) {
         out = out.split('${workspaceFolder}').join(vars.workspaceFolder);
+        if (/[\\/]/.test(out) && !path.isAbsolute(out) && !path.win32.isAbsolute(out)) {
+            out = path.join(vars.workspaceFolder, out);
+        }
     }
     return out;
 }

@@ -88,6 +88,7 @@ function setup(options: SetupOptions = {}) {
         },
         writeEnabled: async (enabled) => {
             calls.writes.push(enabled);
+            settings = { ...settings, enabled }; // VS Code's configuration reads the new value once update resolves
         },
         copyToClipboard: async (text) => {
             calls.clipboard = text;
@@ -234,6 +235,17 @@ describe('server manager', () => {
         assert.equal(sent.completionItems, false);
         await manager.toggle();
         assert.deepEqual(calls.writes, [false, true]);
+    });
+
+    test('two quick toggles while a restart holds the queue turn suggestions off and back on', async () => {
+        const { manager, calls, status } = setup();
+        await manager.start();
+        const restarting = manager.restart(); // the configuration events wait behind it
+        await Promise.all([manager.toggle(), manager.toggle()]);
+        assert.deepEqual(calls.writes, [false, true]);
+        await restarting;
+        await manager.onConfigurationChanged();
+        assert.equal(status.enabled, true);
     });
 
     test('restart command and interpreter changes', async () => {

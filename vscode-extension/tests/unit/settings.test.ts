@@ -167,9 +167,16 @@ describe('settings', () => {
         const vars = { home: '/home/u', workspaceFolder: '/ws' };
         assert.equal(expandPath('~', vars), '/home/u');
         assert.equal(expandPath('~/x', vars), '/home/u/x');
-        assert.equal(expandPath('a~/x', vars), 'a~/x');
+        assert.equal(expandPath('a~/x', { home: '/home/u' }), 'a~/x'); // only a leading ~ is home
         assert.equal(expandPath('${userHome}/m', vars), '/home/u/m');
         assert.equal(expandPath('${workspaceFolder}/m', {}), '${workspaceFolder}/m');
+        // relative paths come from the workspace folder; a bare command stays a PATH lookup
+        assert.equal(expandPath('.venv/bin/python', vars), '/ws/.venv/bin/python');
+        assert.equal(expandPath('models/mine', vars), '/ws/models/mine');
+        assert.equal(expandPath('python3', vars), 'python3');
+        assert.equal(expandPath('/abs/python', vars), '/abs/python');
+        assert.equal(expandPath('C:\\Python\\python.exe', vars), 'C:\\Python\\python.exe');
+        assert.equal(expandPath('.venv/bin/python', { home: '/home/u' }), '.venv/bin/python');
     });
 
     test('document selector follows enabledLanguages', () => {
