@@ -122,6 +122,9 @@ async def read_messages(stop: Any, reader: AsyncReader, protocol: Any,
         try:
             message = json.loads(body, object_hook=protocol.structure_message)
             protocol.handle_message(message)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # the client's mistake
+            log.warning("a message body that is not JSON: %s", str(exc)[:200])
+            error_handler(exc, JsonRpcException)  # answers a parse error
         except Exception as exc:  # the protocol answers what it can; the loop must survive the rest
             log.exception("unable to handle a message")
             error_handler(exc, JsonRpcException)
