@@ -54,3 +54,39 @@ def test_neovim_completion_and_inline_completion(tmp_path):
     assert inline["items"][0]["insertText"].startswith(typed)
     assert inline["items"][0]["range"]["end"]["line"] == line
     assert report["stopped"] is True
+
+
+def test_the_readmes_neovim_07_setup_attaches_once_sets_omnifunc_and_completes(tmp_path):
+    """The README's own snippet for Neovim 0.7 to 0.9, as written, on Debian's Neovim: one server for two
+    Python buffers, omnifunc set on each, and whole-line items at the end of a typed line."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("### Neovim 0.7 – 0.9\n\n```lua\n", 1)[1].split("```", 1)[0]
+    command = "{ " + ", ".join(json.dumps(part) for part in (sys.executable, "-m", "lsp")) + " }"
+    assert '{ "completer", "serve" }' in block  # run as `python -m lsp`: the same server, from this checkout
+    (tmp_path / "init.lua").write_text(block.replace('{ "completer", "serve" }', command))
+    (tmp_path / "a.py").write_text("import os\nos.pa")
+    (tmp_path / "b.py").write_text("x = 1\n")
+    (tmp_path / "check.lua").write_text("""
+vim.wait(20000, function() return #vim.lsp.get_active_clients() > 0 and vim.bo.omnifunc ~= "" end, 100)
+local res = vim.lsp.buf_request_sync(0, "textDocument/completion",
+  {textDocument = {uri = vim.uri_from_bufnr(0)}, position = {line = 1, character = 5}}, 20000)
+local items = {}
+for _, r in pairs(res or {}) do if r.result then items = r.result.items or r.result end end
+local first = vim.bo.omnifunc
+vim.cmd("edit b.py")
+vim.wait(5000, function() return vim.bo.omnifunc ~= "" end, 100)
+local out = io.open("report.json", "w")
+out:write(vim.fn.json_encode({omnifunc = {first, vim.bo.omnifunc}, clients = #vim.lsp.get_active_clients(),
+  texts = vim.tbl_map(function(item) return item.textEdit.newText end, items)}))
+out:close()
+vim.cmd("qa!")
+""")
+    env = server_env(XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"),
+                     XDG_DATA_HOME=str(tmp_path / "data"))
+    proc = subprocess.run([NVIM, "--headless", "-u", "init.lua", "-i", "NONE", "a.py", "-c", "luafile check.lua"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    report_path = tmp_path / "report.json"
+    assert report_path.exists(), f"nvim wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    report = json.loads(report_path.read_text())
+    assert report["omnifunc"] == ["v:lua.vim.lsp.omnifunc"] * 2 and report["clients"] == 1, report
+    assert report["texts"] and all(text.startswith("os.pa") for text in report["texts"]), report
