@@ -103,6 +103,8 @@ async def read_messages(stop: Any, reader: AsyncReader, protocol: Any,
     `stop` is the server's threading.Event, set by `exit`."""
     from pygls.exceptions import JsonRpcException
 
+    from lsp.protocol import is_parse_error
+
     while not stop.is_set():
         try:
             length = await next_length(reader)
@@ -122,9 +124,9 @@ async def read_messages(stop: Any, reader: AsyncReader, protocol: Any,
         try:
             message = json.loads(body, object_hook=protocol.structure_message)
             protocol.handle_message(message)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:  # the client's mistake
-            log.warning("a message body that is not JSON: %s", str(exc)[:200])
-            error_handler(exc, JsonRpcException)  # answers a parse error
         except Exception as exc:  # the protocol answers what it can; the loop must survive the rest
-            log.exception("unable to handle a message")
+            if is_parse_error(exc):  # the client's mistake: answered with a parse error, no traceback
+                log.warning("a message body that is not JSON: %s", str(exc)[:200])
+            else:
+                log.exception("unable to handle a message")
             error_handler(exc, JsonRpcException)
