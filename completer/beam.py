@@ -63,9 +63,9 @@ def _allowed(tokens: Tokens, remaining: list[bytes], guarded: list[bool]) -> np.
     """The first-token mask [B, V]: spell the typed bytes still owed (token healing) and, on a line of
     typed indentation, go on with code rather than deeper indentation, which the filters would drop."""
     if not any(remaining) and not any(guarded):
-        return None
+        return tokens.generable[None, :] if tokens.banned_ids else None  # [1, V]; None: every token
     rows = [tokens.allowed_for(r, then_code=g) if r else tokens.starts_code if g
-            else np.ones(tokens.vocab_size, dtype=bool) for r, g in zip(remaining, guarded)]
+            else tokens.generable for r, g in zip(remaining, guarded)]
     return np.stack(rows)  # [B, V]
 
 

@@ -32,6 +32,19 @@ def default_bundle_dir() -> Path:
     return candidates[0]
 
 
+def bundle_dir(path: str | Path | None) -> Path:
+    """The bundle a modelPath names: a folder, or the bare name of a bundle that ships beside the default one
+    ("python-base"); None is the default bundle."""
+    if not path:
+        return default_bundle_dir()
+    directory = Path(path)
+    if not directory.is_dir() and len(directory.parts) == 1 and directory.name not in (".", ".."):
+        beside = default_bundle_dir().parent / directory.name
+        if beside.is_dir():
+            return beside
+    return directory
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -66,6 +79,16 @@ class Bundle:
         return dict(self.manifest["architecture"])
 
     @property
+    def fim_ids(self) -> tuple[int, int, int] | None:
+        """(prefix, suffix, middle) token ids of a fill-in-the-middle bundle prompted in suffix-prefix-middle
+        order (the one the engine builds); None for a left-to-right bundle or another order."""
+        fim = self.manifest.get("fim")
+        ids = fim.get("ids") if isinstance(fim, dict) and fim.get("order") == "spm" else None
+        if not isinstance(ids, dict) or not all(isinstance(ids.get(k), int) for k in ("prefix", "suffix", "middle")):
+            return None
+        return ids["prefix"], ids["suffix"], ids["middle"]
+
+    @property
     def runtime_bytes(self) -> int:
         return sum((self.path / f).stat().st_size for f in (*REQUIRED_FILES, "manifest.json"))
 
@@ -90,7 +113,7 @@ def _manifest_problem(manifest: object) -> str | None:
 
 def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     """Read the manifest and verify every listed file; raise ModelError naming what is wrong."""
-    directory = Path(path) if path else default_bundle_dir()
+    directory = bundle_dir(path)
     manifest_path = directory / "manifest.json"
     if not directory.is_dir():
         raise ModelError(f"model bundle not found: {directory} is not a directory")

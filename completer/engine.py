@@ -38,6 +38,8 @@ CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped tex
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
+FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
+MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window), or is not used
 
 
 def at_cursor(typed_line: str, inserted: str, after: str, score: float | None, source: str) -> Suggestion:
@@ -94,6 +96,15 @@ class LastAnswer:
     before: str
     after: str
     suggestions: list[Suggestion]
+
+
+def slid_start(length: int, limit: int) -> int:
+    """Where a window of at most `limit` tokens starts in `length` tokens: it slides in coarse jumps, so the
+    cache survives typing."""
+    if length <= limit:
+        return 0
+    slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
+    return math.ceil((length - limit) / slide) * slide
 
 
 def clip_before(before: str) -> tuple[str, bool]:
@@ -179,8 +190,7 @@ class Engine:
         if lines is None or sliced is None:
             return CompletionResult(skipped=SKIPPED_OUTSIDE)
         before, after = sliced
-        searched = self.settings.document_repeats and self.settings.repeats_below
-        below = text_below(lines, line, MAX_CONTEXT_CHARS) if searched else ""
+        below = text_below(lines, line, MAX_CONTEXT_CHARS) if self.reads_below else ""
         return self.complete_text(uri, before, after, is_cancelled, below, others)
 
     # Completion ----------------------------------------------------------------------------
@@ -293,10 +303,23 @@ class Engine:
             state.context_memo = (head, line_context(lines))
         return state.context_memo[1]  # type: ignore[return-value]
 
-    def _context_ids(self, state: DocumentState, before: str, at_start: bool) -> tuple[list[int], bytes, list[int]]:
+    @property
+    def fim_ids(self) -> tuple[int, int, int] | None:
+        """The bundle's (prefix, suffix, middle) ids when the engine prompts with the lines below, else None."""
+        return self.bundle.fim_ids if self.settings.fill_in_the_middle else None
+
+    @property
+    def reads_below(self) -> bool:
+        """Whether a request's lines below the cursor are used: by the document's repeats or by a FIM prompt."""
+        settings = self.settings
+        return (settings.document_repeats and settings.repeats_below) or self.fim_ids is not None
+
+    def _context_ids(self, state: DocumentState, before: str, at_start: bool, below: str = ""
+                     ) -> tuple[list[int], bytes, list[int], int]:
         """The context's token ids, the last one backed off for token healing (its bytes returned: the first
-        generated tokens must spell them), inside the model's window; and the same ids from the start of the
-        clipped text, which the document's repeats search (the window is their tail)."""
+        generated tokens must spell them), inside the model's window; the same document ids from the start of
+        the clipped text, which the document's repeats search; and how many of those the window holds (their
+        tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`)."""
         tokens = self.tokens
         ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
         healed = b""
@@ -308,10 +331,29 @@ class Engine:
         document = ids
         limit = min(self.settings.context_tokens or self.bundle.context_length,
                     self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
+        if self.fim_ids is not None and below.strip():
+            fim = self._fim_ids(state, document, below, limit)
+            if fim is not None:
+                return fim[0], healed, document, fim[1]
         if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
-            slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
-            ids = ids[math.ceil((len(ids) - limit) / slide) * slide:]
-        return ids, healed, document
+            ids = ids[slid_start(len(ids), limit):]
+        return ids, healed, document, len(ids)
+
+    def _fim_ids(self, state: DocumentState, document: list[int], below: str, limit: int
+                 ) -> tuple[list[int], int] | None:
+        """The FIM prompt in suffix-prefix-middle order, `<prefix> <suffix> lines below <middle> text before the
+        cursor`, and how many document ids it holds. The text before the cursor comes last, as in a plain
+        prompt, so typing within a line only extends the cached prompt and the window slides as the plain one
+        does; a new line changes the lines below, and the prompt is run again. The suffix starts at the next
+        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS. None when the window could not hold
+        enough of the text before the cursor beside it, and the plain prompt is used."""
+        prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
+        suffix = self._below_ids(state, below)[:FIM_SUFFIX_TOKENS].tolist()
+        room = limit - 3 - len(suffix)
+        if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
+            return None
+        kept = document[slid_start(len(document), room):]
+        return [prefix_id, suffix_id, *suffix, middle_id, *kept], len(kept)
 
     def _repeats(self, state: DocumentState, document: list[int], window: int, below: str,
                  others: Sequence[str] = ()) -> DocumentRepeats | None:
@@ -365,7 +407,7 @@ class Engine:
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
-        ids, healed, document = self._context_ids(state, before, at_start)
+        ids, healed, document, window = self._context_ids(state, before, at_start, below)
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         runs_before = self.runtime.calls
@@ -375,7 +417,7 @@ class Engine:
                                 margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
-                                repeats=self._repeats(state, document, len(ids), below, others))
+                                repeats=self._repeats(state, document, window, below, others))
         offer = LineOffer(tokens, healed, typed_line, after, context)
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = beam_search(self.runtime, tokens, request, is_cancelled)
@@ -441,7 +483,7 @@ class Engine:
         if looks_binary(before) or "\n" in rest or len(typed_line) + len(rest) > MAX_LINE_CHARS:
             return None
         state = self.cache.get(uri)
-        ids, healed, document = self._context_ids(state, before, at_start)
+        ids, healed, document, window = self._context_ids(state, before, at_start, below)
         try:
             tail = healed.decode("utf-8") + rest
         except UnicodeDecodeError:  # the healed token ends inside a character
@@ -451,7 +493,7 @@ class Engine:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
         score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation,
-                             self._repeats(state, document, len(ids), below, others))
+                             self._repeats(state, document, window, below, others))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

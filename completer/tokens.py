@@ -51,11 +51,17 @@ class Tokens:
         self.newline_id = newline[0]
         self.end_of_text_id = self.tokenizer.token_to_id(END_OF_TEXT)
         decoder = _byte_decoder()
+        specials = {added.content: idx for idx, added in self.tokenizer.get_added_tokens_decoder().items()
+                    if added.special}
         self.token_bytes: list[bytes] = [b""] * self.vocab_size
         for token, idx in self.tokenizer.get_vocab().items():
-            if token == END_OF_TEXT:
+            if token == END_OF_TEXT or token in specials:  # markers, not text: they spell nothing
                 continue
             self.token_bytes[idx] = bytes(decoder[c] for c in token)
+        # The markers a line may not contain (a FIM model's <|fim_prefix|> and kin); <|endoftext|> ends one.
+        self.banned_ids = sorted(idx for token, idx in specials.items() if token != END_OF_TEXT)
+        self.generable = np.ones(self.vocab_size, dtype=bool)  # [V]
+        self.generable[self.banned_ids] = False
         order = sorted(range(self.vocab_size), key=lambda i: self.token_bytes[i])
         self._sorted_ids = np.asarray(order, dtype=np.int64)
         self._sorted_bytes = [self.token_bytes[i] for i in order]

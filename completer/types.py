@@ -91,6 +91,7 @@ class EngineSettings:
     first_by_consensus: bool = True  # first the line the beams agree on most, not the likeliest (consensus.py)
     stop_margin: float = STOP_MARGIN  # nats behind the best finished line at which live beams are given up (inf: never)
     partial_lines: bool = True  # no whole line found: offer the start of the likeliest cut-off one (partial_lines.py)
+    fill_in_the_middle: bool = True  # with a FIM bundle, the model reads the lines below the cursor too
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""

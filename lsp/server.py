@@ -214,8 +214,9 @@ class CompleterServer(LanguageServer):
             return self._skip(target.uri, SKIPPED_BINARY, logging.WARNING)
         before, after = clean(sliced[0]), clean(sliced[1])
         engine_settings = self.settings.engine
-        below = clean(text_below(doc.lines, target.line_no)) \
-            if engine_settings.document_repeats and engine_settings.repeats_below else ""
+        reads_below = (engine_settings.document_repeats and engine_settings.repeats_below) \
+            or engine_settings.fill_in_the_middle  # the worker's bundle may be FIM: it reads the lines below
+        below = clean(text_below(doc.lines, target.line_no)) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files) \
             if engine_settings.document_repeats else []
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,

@@ -28,6 +28,7 @@ ENGINE_KEYS: dict[str, str] = {
     "documentRepeats": "document_repeats",
     "openFiles": "open_files",
     "searchAhead": "search_ahead",
+    "fillInTheMiddle": "fill_in_the_middle",
 }
 SERVER_KEYS: dict[str, str] = {
     "enabledLanguages": "enabled_languages",

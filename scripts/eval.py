@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import copy_key  # noqa: E402
 from export import replace_section, sha256  # noqa: E402
+from heldout import heldout_val  # noqa: E402
 from open_files import imported_files, open_files  # noqa: E402
 from paths import REPO_ROOT, cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
@@ -193,17 +194,20 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
              lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
-             suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin, partial_lines: bool = True
-             ) -> tuple[dict, dict[str, list[float]]]:
+             suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin, partial_lines: bool = True,
+             after_cursor: bool = False) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
     search other files of the project, as the server searches other open files (scripts/open_files.py).
-    The card's definition of the context (the text before the cursor) leaves both out."""
+    `after_cursor`: a FIM bundle reads the lines below the cursor (the rest of the cursor's line is what it
+    must write, so it is never given). The card's definition of the context (the text before the cursor)
+    leaves all three out."""
     opened = opened or OpenFiles(0, {}, {})
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
                                    max_tokens=max_tokens, document_repeats=document_repeats, repeats_below=lines_below,
                                    open_files=opened.count, first_by_consensus=first_by_consensus,
-                                   stop_margin=stop_margin, partial_lines=partial_lines))
+                                   stop_margin=stop_margin, partial_lines=partial_lines,
+                                   fill_in_the_middle=after_cursor))
     stats: dict[str, list[float]] = {k: [] for k in ("exact1", "exact5", "edit_sim", "line_edit_sim", "latency",
                                                        "has_suggestion")}
     by_kind: dict[str, list[float]] = {"line-start": [], "mid-line": []}
@@ -214,7 +218,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         before = "\n".join(lines[:pos.line] + [lines[pos.line][:pos.column]])
         actual = lines[pos.line].rstrip()
         expected_rest = actual[pos.column:]
-        below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below else ""
+        below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below or after_cursor else ""
         others = [opened.texts[key] for key in opened.keys.get(pos.path, ())]
         result = engine.complete_text(pos.path, before, "", below=below, others=others)
         predicted = [s.line.rstrip() for s in result.suggestions]
@@ -365,6 +369,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, default=None,
                         help="an earlier bundle to run on the same positions, for the paired exact@1 gain")
     parser.add_argument("--val", type=Path, default=None, help="validation jsonl from corpus.py")
+    parser.add_argument("--packages", action="store_true",
+                        help="positions from the held-out packages (scripts/heldout.py), which no corpus holds, "
+                             "instead of the validation split")
     parser.add_argument("--baseline-beams", type=int, default=None,
                         help="the baseline's beam width (default --beams): with the same bundle as --baseline, "
                              "what a wider search buys")
@@ -403,6 +410,9 @@ def main() -> None:
     parser.add_argument("--lines-below", action="store_true",
                         help="the document's repeats also search the lines after the cursor's, as in the server "
                              "(the card's context is the text before the cursor: off there)")
+    parser.add_argument("--after-cursor", action="store_true",
+                        help="a FIM bundle also reads the lines below the cursor (fill-in-the-middle); without it, "
+                             "the card's context: the text before the cursor only")
     parser.add_argument("--open-files", type=int, default=0, metavar="N",
                         help="the document's repeats also search N other validation files of the same project, "
                              "nearest in the directory tree (or see --open-from), as the server searches other "
@@ -446,6 +456,8 @@ def main() -> None:
         parser.error("--suggestions does not go with --update-model-card: the card's exact@5 needs five")
     if args.paired_with and args.update_model_card:
         parser.error("--paired-with does not go with --update-model-card: the card records this bundle's own run")
+    if args.packages and (args.val or args.train):
+        parser.error("--packages draws positions from the held-out packages: no --val or --train goes with it")
     if args.outcomes_out and not args.outcomes_out.parent.is_dir():
         parser.error(f"--outcomes-out {args.outcomes_out}: no such directory")  # before minutes of evaluation
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
@@ -456,17 +468,21 @@ def main() -> None:
             sys.exit(f"eval.py: {error}")
     data = corpus_dir()
     skip: set[str] = set()
-    trained = {*trained_shards(args.bundle), *(trained_shards(args.baseline) if args.baseline else ())}
-    for train_path in args.train or [shard / "train.jsonl" for shard in sorted(trained)]:
-        skip |= training_copy_keys(train_path)
-    files, positions, skipped = sample_positions(args.val or data / "val.jsonl", args.positions, skip=skip)
+    if args.packages:  # whole packages outside every corpus: nothing to skip
+        val_path = heldout_val()
+    else:
+        val_path = args.val or data / "val.jsonl"
+        trained = {*trained_shards(args.bundle), *(trained_shards(args.baseline) if args.baseline else ())}
+        for train_path in args.train or [shard / "train.jsonl" for shard in sorted(trained)]:
+            skip |= training_copy_keys(train_path)
+    files, positions, skipped = sample_positions(val_path, args.positions, skip=skip)
     if not positions:
         sys.exit(f"eval.py: no cursor positions: no validation file has a code line left after skipping "
                  f"{skipped} copies of training files")
     earlier = read_outcomes(args.paired_with, positions) if args.paired_with else None
     opened = None
     if args.open_files and args.open_from == "imports":
-        train_path = (args.val or data / "val.jsonl").parent / "train.jsonl"
+        train_path = val_path.parent / "train.jsonl"
         if not train_path.exists():
             sys.exit(f"eval.py: --open-from imports reads the split's training files, and {train_path} is missing")
         opened = imported_open_files(files, train_path, args.open_files)
@@ -481,14 +497,15 @@ def main() -> None:
     repeats, consensus, partial = not args.no_document_repeats, not args.first_by_score, not args.no_partial_lines
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
                                                args.search_errors, repeats, args.lines_below, opened, consensus,
-                                               args.suggestions, args.stop_margin, partial)
+                                               args.suggestions, args.stop_margin, partial,
+                                           args.after_cursor)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
                                              args.lines_below, opened, consensus, args.suggestions, args.stop_margin,
-                                             partial)
+                                             partial, args.after_cursor)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
@@ -496,7 +513,8 @@ def main() -> None:
         name = f"baseline (INT8{width})"
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
                                            args.search_errors, repeats, args.lines_below, opened, consensus,
-                                           args.suggestions, args.stop_margin, partial)
+                                           args.suggestions, args.stop_margin, partial,
+                                           args.after_cursor)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

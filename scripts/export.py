@@ -129,6 +129,10 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
                 "history": state.get("history", [])[-1:]}
         training.update(steps=state.get("step"), tokens=state.get("tokens"),
                         last_eval=(state.get("history") or [{}])[-1])
+        if "gpu_run" in state:  # import_gpu_run.py: trained on a GPU machine's own corpus, in one run
+            run = state["gpu_run"]
+            training.update(epochs=run.get("epochs"), device=(run.get("machine") or {}).get("device"),
+                            train_seconds=run.get("train_seconds"), tokens_per_second=run.get("tokens_per_second"))
         if "grown" in state:  # grow.py deepened it: say from what, and when
             slim["grown"] = training["grown"] = state["grown"]
         (training_dir / "train_state.json").write_text(json.dumps(slim, indent=1))
@@ -206,9 +210,11 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
     lines = [
         f"* {training.get('parameters', 0):,} parameters ({arch['n_layer']} layers, {arch['n_head']} heads, width "
         f"{arch['n_embd']}, vocabulary {arch['vocab_size']:,}, context {arch['context_length']:,}).",
-        f"* {training.get('steps', 0):,} AdamW steps: {seen:,} tokens seen; {repeats_text(shards)}.",
-        f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token, next-token accuracy "
-        f"{100 * last.get('val_accuracy', float('nan')):.1f} %.",
+        f"* {training.get('steps', 0):,} AdamW steps: {seen:,} tokens seen; "
+        + (f"{training['epochs']:.2f} epochs of the corpus." if training.get("epochs") and not shards
+           else f"{repeats_text(shards)}."),
+        f"* Last validation: loss {last.get('val_loss', float('nan')):.3f} nats/token"
+        + (f", next-token accuracy {100 * last['val_accuracy']:.1f} %." if "val_accuracy" in last else "."),
         f"* INT8 `model.onnx` {manifest['files']['model.onnx']['bytes'] / 1e6:.2f} MB vs fp32 ONNX "
         f"{manifest['fp32_onnx_bytes'] / 1e6:.2f} MB (ratio "
         f"{manifest['files']['model.onnx']['bytes'] / manifest['fp32_onnx_bytes']:.3f}).",
@@ -231,7 +237,8 @@ def fill_model_card(out: Path, manifest: dict, note: str = "") -> None:
              f"learned positions over a {arch['context_length']:,}-token context, tied\ninput/output embeddings, "
              f"pre-LayerNorm, exact GELU, no biases in linear layers.")
     text = replace_section(card.read_text(), "arch", shape)
-    text = replace_section(text, "data", "\n".join(data))
+    if shards:  # a GPU run's corpus is described by the card itself, from its run.json
+        text = replace_section(text, "data", "\n".join(data))
     text = replace_section(text, "eval", "Not measured yet for this `model.onnx`: run "
                                          "`python scripts/eval.py --positions 1000 --update-model-card`.")
     card.write_text(replace_section(text, "training", "\n".join(lines)))

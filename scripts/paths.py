@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import appdirs
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def cache_dir() -> Path:
     """The user cache dir for corpus, token arrays and checkpoints; COMPLETER_CACHE overrides it."""
+    import appdirs  # here, not at the top: the GPU machine's Python has no appdirs and never asks for it
+
     root = Path(os.environ.get("COMPLETER_CACHE") or appdirs.user_cache_dir("completer"))
     root.mkdir(parents=True, exist_ok=True)
     return root

@@ -107,3 +107,26 @@ def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_na
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ModelError, match=r"tokenizer\.json: not a tokenizer"):
         Engine(EngineSettings(model_path=str(copy)))
+
+
+def test_the_opt_in_bundle_is_found_by_name_and_reads_the_lines_below():
+    """modelPath "python-base" names the bundle beside the default one; it verifies, prompts in SPM order,
+    and its lines take the lines below the cursor into account (the FIM prompt runs more tokens)."""
+    bundle = load_bundle("python-base")
+    assert bundle.path.name == "python-base" and bundle.fim_ids == (8192, 8193, 8194)
+    assert bundle.runtime_bytes <= 30 * 1024 * 1024, "the issue's limit for an INT8 bundle"
+    assert bundle.manifest["fim"]["order"] == "spm"
+    before = "import json\n\n\ndef load(path):\n    with open(path) as handle:\n        data = "
+    below = "    return data\n"
+    fim = Engine(EngineSettings(model_path="python-base")).complete_text("file:///a.py", before, "", below=below)
+    plain = Engine(EngineSettings(model_path="python-base", fill_in_the_middle=False)).complete_text(
+        "file:///a.py", before, "", below=below)
+    assert fim.suggestions and plain.suggestions
+    assert fim.new_tokens > plain.new_tokens, "the lines below are in the FIM prompt"
+    assert all(s.line.startswith("        data = ") for s in fim.suggestions)
+
+
+def test_a_bare_name_that_is_no_bundle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelError, match="no-such-bundle is not a directory"):
+        load_bundle("no-such-bundle")

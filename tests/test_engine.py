@@ -487,7 +487,7 @@ def search_at(engine: Engine, uri: str, before: str, beams: int):
     from completer.cache import extend_prefix
 
     state = engine.cache.get(uri)
-    ids, healed, document = engine._context_ids(state, before, True)
+    ids, healed, document, _ = engine._context_ids(state, before, True)
     extend_prefix(state, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                             beams=beams, max_tokens=engine.settings.max_tokens,
@@ -593,7 +593,7 @@ def test_document_repeats_reach_back_before_the_models_window(engine: Engine):
     load, save = REPEATED_CALL.split("\n\n\ndef save")
     filler = "".join(f"\n\n\ndef scale_{i}(value):\n    return value * {i} + {i * 7}" for i in range(150))
     before = load + filler + "\n\n\ndef save" + save + "path, mode="
-    ids, _, document = engine._context_ids(engine.cache.get("file:///far.py"), before, True)
+    ids, _, document, _ = engine._context_ids(engine.cache.get("file:///far.py"), before, True)
     window = engine.tokens.decode_bytes(ids).decode()
     assert len(document) > len(ids) + 500 and 'mode="xz"' not in window and 'mode="xz"' in before
     alone = Engine(replace(engine.settings, document_repeats=False))

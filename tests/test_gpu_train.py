@@ -1,0 +1,197 @@
+"""The GPU training run, dry on the CPU: scripts/gpu_train.py on a tiny corpus, then
+scripts/import_gpu_run.py, ending in a FIM bundle the engine completes lines with. Plus the parts
+the run depends on: the FIM windows, the license filter, the held-out exclusion, the import's checks."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections import Counter
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import corpus
+import fim
+import import_gpu_run
+import site_corpus
+from completer.beam import _allowed
+from completer.engine import Engine
+from completer.types import EngineSettings
+
+REPO = Path(__file__).resolve().parent.parent
+PRE, SUF, MID, NL, EOT = 8192, 8193, 8194, 199, 0
+
+
+def run_script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def regular_modules(root: Path) -> None:
+    """30 modules of short, regular lines that a tiny model learns in a few hundred steps, two of them
+    named so that the split puts them in validation."""
+    root.mkdir()
+    validation = [m for m in range(1000) if corpus.is_validation(f"mod_{m}.py")][:2]
+    for m in list(range(28)) + validation:
+        body = "".join(f"value_{i} = {i} + {m}\nprint(value_{i})\n" for i in range(30))
+        (root / f"mod_{m}.py").write_text(f'"""Module {m}."""\nimport os\n\n{body}')
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """gpu_train.py on the CPU over the regular modules, then import_gpu_run.py: (run dir, bundle dir)."""
+    tmp_path = tmp_path_factory.mktemp("dry")
+    source, out, work, bundle = tmp_path / "src", tmp_path / "out", tmp_path / "work", tmp_path / "bundle"
+    regular_modules(source)
+    env = {**os.environ, "COMPLETER_CACHE": str(tmp_path / "cache")}
+    trained = run_script("gpu_train.py", "--device", "cpu", "--source-dir", str(source), "--shape", "2x2x64",
+                         "--block", "64", "--batch-size", "16", "--max-steps", "300", "--warmup", "20",
+                         "--eval-batches", "1", "--out", str(out), "--work", str(work), "--minutes", "4", env=env)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    imported = run_script("import_gpu_run.py", str(out), "--out", str(bundle), env=env)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    return out, bundle
+
+
+def test_dry_run_trains_imports_and_completes_a_line(dry_run: tuple[Path, Path]):
+    out, bundle = dry_run
+    run = json.loads((out / "run.json").read_text())
+    assert run["final"] and run["step"] == 300 and run["history"][-1]["stopped"] == "max_steps"
+    assert run["corpus"]["train"]["files"] + run["corpus"]["val"]["files"] == 30
+    assert run["fim"]["ids"] == {"prefix": PRE, "suffix": SUF, "middle": MID}
+    assert run["history"][-1]["val_loss"] < 2.5, "the regular modules are learnt (a fresh model starts at 9)"
+    assert {p.name for p in out.iterdir()} == {"run.json", "tokenizer.json", "model-01-of-01.safetensors"}
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["fim"]["ids"] == {"prefix": PRE, "suffix": SUF, "middle": MID}
+    assert manifest["architecture"]["vocab_size"] == 8195, "the embedding's padding is cut back"
+    assert (bundle / "training" / "gpu_run.json").exists()
+
+    engine = Engine(EngineSettings(model_path=str(bundle)))
+    assert engine.tokens.banned_ids == [PRE, SUF, MID]
+    assert not _allowed(engine.tokens, [b""], [False])[0, [PRE, SUF, MID]].any(), "FIM markers are never generated"
+    before = '"""Module 3."""\nimport os\n\nvalue_0 = 0 + 3\nprint(value_0)\nvalue_1 = 1 + 3\nprint(val'
+    result = engine.complete_text("file:///dry.py", before, "")
+    assert result.suggestions, "the trained bundle offers a line"
+    assert result.suggestions[0].line.startswith("print(value_")
+
+
+def test_a_fim_bundle_reads_the_lines_below_and_keeps_its_cache_while_typing(dry_run: tuple[Path, Path]):
+    _, bundle = dry_run
+    engine = Engine(EngineSettings(model_path=str(bundle), max_tokens=8))  # room for both in its 64-token window
+    tokens = engine.tokens
+    head = '"""Module 3."""\nimport os\n\nvalue_0 = 0 + 3\n'
+    below = "value_1 = 1 + 3\nprint(value_1)"
+    state = engine.cache.get("file:///fim.py")
+    ids, healed, document, window = engine._context_ids(state, head + "print(val", True, below)
+    suffix = tokens.encode(below + "\n")
+    assert ids[:2] == [PRE, SUF] and ids[2:2 + len(suffix)] == suffix and ids[2 + len(suffix)] == MID
+    assert ids[3 + len(suffix):] == document and window == len(document), "then the text before the cursor"
+    assert document[0] == EOT and healed == b"val", "the document's start and token healing as without FIM"
+    plain = Engine(EngineSettings(model_path=str(bundle), max_tokens=8, fill_in_the_middle=False))
+    assert plain._context_ids(plain.cache.get("file:///p.py"), head + "print(val", True, below)[0] == document
+
+    engine.typing_through = False  # every keystroke runs the model
+    first = engine.complete_text("file:///fim.py", head + "print(", "", below=below)
+    second = engine.complete_text("file:///fim.py", head + "print(v", "", below=below)
+    assert first.new_tokens > len(suffix) and second.cached_tokens >= first.new_tokens + first.cached_tokens - 1
+    assert second.new_tokens <= 2, "typing within the line only extends the cached prompt"
+    assert engine.complete_text("file:///fim.py", head + "print(v", "", below="").new_tokens > 2, \
+        "no lines below: the plain prompt, run anew"
+
+
+def test_a_run_cut_short_or_altered_is_refused(tmp_path: Path):
+    """Missing or altered weights fail the import with one line naming the file, and write no bundle."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    save_file({"wte.weight": np.zeros((4, 2), np.float32)}, str(run_dir / "model-01-of-01.safetensors"))
+    listed = {"model-01-of-01.safetensors": {"sha256": "0" * 64, "tensors": ["wte.weight"]}}
+    (run_dir / "run.json").write_text(json.dumps({"config": {}, "fim": {}, "step": 1, "tokens": 1, "weights": listed}))
+    with pytest.raises(import_gpu_run.RunError, match="checksum"):
+        import_gpu_run.joined_weights(run_dir, import_gpu_run.read_run(run_dir))
+    listed["model-01-of-01.safetensors"]["sha256"] = hashlib.sha256(
+        (run_dir / "model-01-of-01.safetensors").read_bytes()).hexdigest()
+    listed["model-02-of-02.safetensors"] = {"sha256": "0", "tensors": []}
+    (run_dir / "run.json").write_text(json.dumps({"config": {}, "fim": {}, "step": 1, "tokens": 1, "weights": listed}))
+    with pytest.raises(import_gpu_run.RunError, match="model-02-of-02.safetensors is missing"):
+        import_gpu_run.joined_weights(run_dir, import_gpu_run.read_run(run_dir))
+    (run_dir / "run.json").write_text("{")
+    (run_dir / "tokenizer.json").write_text("{}")
+    result = run_script("import_gpu_run.py", str(run_dir), "--out", str(tmp_path / "bundle"))
+    assert result.returncode != 0 and "not readable as JSON" in result.stderr
+    assert not (tmp_path / "bundle").exists()
+
+
+def window_of_lines() -> np.ndarray:
+    """Tokens of a window: lines of three tokens, each ending in a newline, one file boundary."""
+    rows = [[10 + i, 20 + i, NL] for i in range(20)]
+    tokens = [t for row in rows for t in row]
+    tokens[30] = EOT
+    return np.asarray(tokens, dtype=np.uint16)
+
+
+@pytest.mark.parametrize("spm", [False, True])
+def test_fim_windows_keep_their_length_and_end_the_middle_at_a_newline(spm: bool):
+    window = window_of_lines()
+    for seed in range(200):
+        out = fim.fim_window(window, np.random.default_rng(seed), PRE, SUF, MID, NL, EOT, spm=spm)
+        assert len(out) == len(window)
+        if not (out == window).all():
+            assert out[0] == PRE and (out[1] == SUF or not spm)
+            assert list(out).count(PRE) == list(out).count(SUF) == list(out).count(MID) == 1
+            middle_at = int(np.flatnonzero(out == MID)[0])
+            tail = out[middle_at + 1:]
+            assert len(tail) and tail[-1] == NL, "the middle ends with its line (this window has no other end)"
+            kept = [t for t in out if t not in (PRE, SUF, MID)]
+            assert len(kept) == len(window) - 3 and not Counter(kept) - Counter(window.tolist()), \
+                "the window's own tokens, three fewer"
+
+
+def test_fim_psm_layout_and_batch_rate():
+    window = window_of_lines()
+    out = fim.fim_window(window, np.random.default_rng(3), PRE, SUF, MID, NL, EOT, spm=False)
+    suffix_at, middle_at = int(np.flatnonzero(out == SUF)[0]), int(np.flatnonzero(out == MID)[0])
+    prefix, suffix, middle = out[1:suffix_at], out[suffix_at + 1:middle_at], out[middle_at + 1:]
+    cursor = len(prefix) + 3 - min(3, len(window) - len(prefix) - len(middle))  # what the prefix gave up
+    assert list(middle) == list(window[cursor:cursor + len(middle)]), "the middle is the text at the cursor"
+    assert middle[-1] == NL and NL not in middle[:-1] or len(middle) > 1
+    assert len(suffix) == 0 or suffix[0] != NL, "the suffix starts at a line start"
+    batch = np.tile(window, (400, 1))
+    changed = (fim.fim_batch(batch, np.random.default_rng(0), 0.5, (PRE, SUF, MID), NL, EOT) != batch).any(axis=1)
+    assert 0.4 < changed.mean() < 0.6
+
+
+class FakeMetadata(dict):
+    def get_all(self, key: str):
+        return self.get(key + "s")
+
+
+@pytest.mark.parametrize(("fields", "permissive"), [
+    ({"License-Expression": "MIT"}, True),
+    ({"Classifiers": ["License :: OSI Approved :: BSD License"]}, True),
+    ({"License": "Apache 2.0"}, True),
+    ({"License-Expression": "MPL-2.0 AND MIT"}, False),
+    ({"Classifiers": ["License :: OSI Approved :: GNU General Public License v3 (GPLv3)"]}, False),
+    ({"License": "UNKNOWN"}, False),
+    ({}, False),
+])
+def test_only_permissive_licenses_are_kept(fields: dict, permissive: bool):
+    assert site_corpus.license_of(FakeMetadata(fields))[1] is permissive
+
+
+def test_heldout_packages_and_test_data_stay_out():
+    pins, heldout = site_corpus.read_heldout()
+    assert len(pins) >= 6 and "tomlkit" in heldout.modules and "tomlkit" in heldout.names
+    assert heldout.covers_path("tomlkit/items.py")
+    assert heldout.covers_path("poetry/_vendor/tomlkit/api.py"), "a vendored copy is held out too"
+    assert heldout.covers_path("bottle.py")
+    assert not heldout.covers_path("requests/api.py")
+    assert site_corpus.is_test_data("pkg/tests/data/big_dump.py")
+    assert site_corpus.is_test_data("pkg/testdata/case.py")
+    assert not site_corpus.is_test_data("pkg/tests/test_api.py")
+    assert not site_corpus.is_test_data("pkg/data/loader.py")
