@@ -30,7 +30,7 @@ from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean,
                    looks_binary, split_lines, text_below)
 from .tokens import Tokens
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, Suggestion)
+                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, ModelError, Suggestion)
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,13 @@ class Engine:
         bundle = load_bundle(settings.model_path)
         Engine._check_fits(settings, bundle)
         tokens = Tokens(bundle.tokenizer_path)
+        model_vocab = int(bundle.architecture.get("vocab_size", tokens.vocab_size))
+        if tokens.vocab_size != model_vocab:
+            raise ModelError(f"{bundle.tokenizer_path}: {tokens.vocab_size:,} tokens, but the model's vocabulary is "
+                             f"{model_vocab:,} (a tokenizer from another bundle?)")
+        if bundle.fim_ids is not None and not set(bundle.fim_ids) <= set(tokens.banned_ids):
+            raise ModelError(f"{bundle.path / 'manifest.json'}: its FIM ids {list(bundle.fim_ids)} are not the "
+                             f"tokenizer's special tokens {tokens.banned_ids}")
         runtime = Runtime(bundle, device=settings.device, threads=settings.threads)
         return bundle, tokens, runtime
 
@@ -345,10 +352,10 @@ class Engine:
         cursor`, and how many document ids it holds. The text before the cursor comes last, as in a plain
         prompt, so typing within a line only extends the cached prompt and the window slides as the plain one
         does; a new line changes the lines below, and the prompt is run again. The suffix starts at the next
-        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS. None when the window could not hold
+        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS (a quarter of a small window). None when the window could not hold
         enough of the text before the cursor beside it, and the plain prompt is used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._below_ids(state, below)[:FIM_SUFFIX_TOKENS].tolist()
+        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist()
         room = limit - 3 - len(suffix)
         if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
             return None

@@ -44,6 +44,9 @@ class Tokens:
             self.tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # the tokenizers library raises a bare Exception for a file it cannot parse
             raise ModelError(f"{path}: not a tokenizer that the tokenizers library can read ({exc})") from exc
+        # Text is text: a document that spells "<|fim_middle|>" or "<|endoftext|>" gets those characters, not
+        # the markers (the engine places the markers itself).
+        self.tokenizer.encode_special_tokens = True
         self.vocab_size = self.tokenizer.get_vocab_size()
         newline = self.tokenizer.encode("\n", add_special_tokens=False).ids
         if len(newline) != 1:

@@ -456,6 +456,9 @@ def main() -> None:
         parser.error("--suggestions does not go with --update-model-card: the card's exact@5 needs five")
     if args.paired_with and args.update_model_card:
         parser.error("--paired-with does not go with --update-model-card: the card records this bundle's own run")
+    if args.after_cursor and args.update_model_card:
+        parser.error("--after-cursor does not go with --update-model-card: the card's context is the text before "
+                     "the cursor")
     if args.packages and (args.val or args.train):
         parser.error("--packages draws positions from the held-out packages: no --val or --train goes with it")
     if args.outcomes_out and not args.outcomes_out.parent.is_dir():

@@ -75,6 +75,7 @@ def fim_tokenizer(base: Path) -> Tokenizer:
 def encode_split(tokenizer: Tokenizer, files: list[tuple[str, str, str]], path: Path) -> tuple[int, dict[str, int]]:
     """Write the files' tokens as one uint16 stream, each file followed by <|endoftext|>; the tokenizer
     spreads each batch over all cores. Returns the token count and the tokens of each origin."""
+    tokenizer.encode_special_tokens = True  # a file that spells "<|fim_middle|>" gets its characters, not the marker
     per_origin: dict[str, int] = {}
     total = 0
     with open(path, "wb") as out:
@@ -293,8 +294,9 @@ def write_run(out: Path, model: GPT, record: dict) -> None:
     for stale in out.glob("model-*.safetensors"):
         if stale.name not in weights:
             stale.unlink()
+    tokenizer = {"sha256": hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()}
     tmp = out / ".run.json.tmp"
-    tmp.write_text(json.dumps({**record, "weights": weights}, indent=1))
+    tmp.write_text(json.dumps({**record, "weights": weights, "tokenizer": tokenizer}, indent=1))
     tmp.replace(out / "run.json")
 
 

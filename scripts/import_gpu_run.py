@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import export, fill_model_card  # noqa: E402
@@ -59,9 +60,30 @@ def joined_weights(run_dir: Path, run: dict) -> dict[str, torch.Tensor]:
     return weights
 
 
+def check_tokenizer(run_dir: Path, run: dict) -> None:
+    """The tokenizer is the run's: its checksum (runs that record one), its size and its FIM ids."""
+    path = run_dir / "tokenizer.json"
+    if not path.is_file():
+        raise RunError(f"{path} is missing")
+    expected = (run.get("tokenizer") or {}).get("sha256")
+    if expected and hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+        raise RunError(f"{path}: not the tokenizer the run trained with (its checksum differs from run.json's)")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as error:  # the tokenizers library raises a bare Exception for a file it cannot parse
+        raise RunError(f"{path}: not a tokenizer ({error})") from error
+    size = run["config"].get("tokenizer_vocab_size")
+    if tokenizer.get_vocab_size() != size:
+        raise RunError(f"{path}: {tokenizer.get_vocab_size():,} tokens, the run's model was trained on {size}")
+    for part, token in run["fim"].get("tokens", {}).items():
+        if tokenizer.token_to_id(token) != run["fim"]["ids"].get(part):
+            raise RunError(f"{path}: {token} is not id {run['fim']['ids'].get(part)}, as run.json says")
+
+
 def checkpoint_from_run(run_dir: Path, out: Path) -> tuple[dict, GPTConfig]:
     """Write out/{model.safetensors (fp32), config.json, train_state.json}; returns the run and the config."""
     run = read_run(run_dir)
+    check_tokenizer(run_dir, run)
     weights = joined_weights(run_dir, run)
     fields = {k: run["config"][k] for k in ("context_length", "n_layer", "n_head", "n_embd", "dropout", "mlp_width")}
     vocab = int(run["config"]["tokenizer_vocab_size"])
@@ -116,8 +138,6 @@ def main() -> None:
     name = args.name or args.out.name
     checkpoint = args.checkpoint or cache_dir() / "checkpoints" / f"gpu-{name}"
     tokenizer = args.run / "tokenizer.json"
-    if not tokenizer.is_file():
-        raise SystemExit(f"import_gpu_run.py: {tokenizer} is missing")
     try:
         run, cfg = checkpoint_from_run(args.run, checkpoint)
     except RunError as error:

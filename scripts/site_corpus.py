@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import content_digest, is_validation, normalise, normalized_name, rejection  # noqa: E402
 
 HELDOUT_LIST = Path(__file__).resolve().parent / "heldout_packages.txt"
-PERMISSIVE = re.compile(r"\b(MIT|BSD|0BSD|Apache|PSF|Python Software Foundation|ISC|Unlicense|zlib|Zlib|HPND|CC0|"
+PERMISSIVE = re.compile(r"\b(MIT|BSD|0BSD|Apache|PSF|Python Software Foundation|ISC|Unlicense|zlib|HPND|CC0|"
                         r"Public Domain|Redistribution and use in source and binary forms|"
-                        r"Permission is hereby granted, free of charge)", re.IGNORECASE)
-RESTRICTIVE = re.compile(r"\b(A?GPL|LGPL|GNU|MPL|Mozilla|EPL|Eclipse|CDDL|Proprietary|Commercial|"
-                         r"Other/Proprietary|Non-Commercial|SSPL|BUSL)", re.IGNORECASE)
+                        r"Permission is hereby granted, free of charge)\b", re.IGNORECASE)
+RESTRICTIVE = re.compile(r"\b(A?GPL|LGPL|GNU|MPL|Mozilla|EPL|Eclipse|CDDL|Proprietary|Commercial|Non-Commercial|SSPL|"
+                         r"BUSL|Commons Clause|Good, not Evil)\b", re.IGNORECASE)
 TEST_DATA_DIRS = frozenset({"testdata", "test_data", "fixtures", "test_files", "baseline_images"})
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 
@@ -69,9 +69,9 @@ def license_of(meta: metadata.PackageMetadata) -> tuple[str, bool]:
         said.append(meta["License-Expression"])
     said += [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
     if meta.get("License") and meta["License"].strip().upper() not in ("UNKNOWN", ""):
-        said.append(meta["License"].strip()[:300])
+        said.append(meta["License"].strip())  # whole: a restriction may come after a permissive text
     text = " | ".join(said)
-    short = " | ".join(s.splitlines()[0][:60] for s in said) or "none given"
+    short = " | ".join(s.splitlines()[0][:60] for s in said if s.strip()) or "none given"
     return short, bool(PERMISSIVE.search(text)) and not RESTRICTIVE.search(text)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections import Counter
 import sys
@@ -21,7 +22,7 @@ import import_gpu_run
 import site_corpus
 from completer.beam import _allowed
 from completer.engine import Engine
-from completer.types import EngineSettings
+from completer.types import EngineSettings, ModelError
 
 REPO = Path(__file__).resolve().parent.parent
 PRE, SUF, MID, NL, EOT = 8192, 8193, 8194, 199, 0
@@ -89,7 +90,7 @@ def test_a_fim_bundle_reads_the_lines_below_and_keeps_its_cache_while_typing(dry
     below = "value_1 = 1 + 3\nprint(value_1)"
     state = engine.cache.get("file:///fim.py")
     ids, healed, document, window = engine._context_ids(state, head + "print(val", True, below)
-    suffix = tokens.encode(below + "\n")
+    suffix = tokens.encode(below + "\n")[:(64 - 8 - 1) // 4]  # a quarter of the window the line leaves
     assert ids[:2] == [PRE, SUF] and ids[2:2 + len(suffix)] == suffix and ids[2 + len(suffix)] == MID
     assert ids[3 + len(suffix):] == document and window == len(document), "then the text before the cursor"
     assert document[0] == EOT and healed == b"val", "the document's start and token healing as without FIM"
@@ -103,6 +104,35 @@ def test_a_fim_bundle_reads_the_lines_below_and_keeps_its_cache_while_typing(dry
     assert second.new_tokens <= 2, "typing within the line only extends the cached prompt"
     assert engine.complete_text("file:///fim.py", head + "print(v", "", below="").new_tokens > 2, \
         "no lines below: the plain prompt, run anew"
+
+
+def test_a_tokenizer_that_is_not_the_runs_is_refused(dry_run: tuple[Path, Path], tmp_path: Path):
+    """At import, by run.json's checksum; at load, a bundle whose tokenizer and model disagree on the vocabulary."""
+    out, bundle = dry_run
+    swapped = tmp_path / "run"
+    shutil.copytree(out, swapped)
+    shutil.copyfile(REPO / "models" / "python-small" / "tokenizer.json", swapped / "tokenizer.json")
+    result = run_script("import_gpu_run.py", str(swapped), "--out", str(tmp_path / "bundle"),
+                        env={**os.environ, "COMPLETER_CACHE": str(tmp_path / "cache")})
+    assert result.returncode != 0 and "not the tokenizer the run trained with" in result.stderr
+    assert not (tmp_path / "bundle").exists()
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(bundle, mixed)
+    shutil.copyfile(REPO / "models" / "python-small" / "tokenizer.json", mixed / "tokenizer.json")
+    manifest = json.loads((mixed / "manifest.json").read_text())
+    manifest["files"]["tokenizer.json"] = {"sha256": hashlib.sha256((mixed / "tokenizer.json").read_bytes()).hexdigest(),
+                                           "bytes": (mixed / "tokenizer.json").stat().st_size}
+    (mixed / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match="8,192 tokens, but the model's vocabulary is 8,195"):
+        Engine(EngineSettings(model_path=str(mixed)))
+
+
+def test_document_text_never_becomes_a_marker(dry_run: tuple[Path, Path]):
+    tokens = Engine(EngineSettings(model_path=str(dry_run[1]))).tokens
+    ids = tokens.encode('FIM = "<|fim_middle|>"  # <|endoftext|>')
+    assert not set(ids) & {PRE, SUF, MID, EOT}
+    assert tokens.decode_bytes(ids) == b'FIM = "<|fim_middle|>"  # <|endoftext|>'
 
 
 def test_a_run_cut_short_or_altered_is_refused(tmp_path: Path):
@@ -159,8 +189,10 @@ def test_fim_psm_layout_and_batch_rate():
     prefix, suffix, middle = out[1:suffix_at], out[suffix_at + 1:middle_at], out[middle_at + 1:]
     cursor = len(prefix) + 3 - min(3, len(window) - len(prefix) - len(middle))  # what the prefix gave up
     assert list(middle) == list(window[cursor:cursor + len(middle)]), "the middle is the text at the cursor"
-    assert middle[-1] == NL and NL not in middle[:-1] or len(middle) > 1
-    assert len(suffix) == 0 or suffix[0] != NL, "the suffix starts at a line start"
+    assert middle[-1] == NL, "the middle ends with its line"
+    end = cursor + len(middle)
+    assert list(suffix) == list(window[end:end + len(suffix)]), "the suffix is the text right after the middle"
+    assert window[cursor + len(middle) - 1] == NL, "so the suffix starts at a line start"
     batch = np.tile(window, (400, 1))
     changed = (fim.fim_batch(batch, np.random.default_rng(0), 0.5, (PRE, SUF, MID), NL, EOT) != batch).any(axis=1)
     assert 0.4 < changed.mean() < 0.6
@@ -178,6 +210,9 @@ class FakeMetadata(dict):
     ({"License-Expression": "MPL-2.0 AND MIT"}, False),
     ({"Classifiers": ["License :: OSI Approved :: GNU General Public License v3 (GPLv3)"]}, False),
     ({"License": "UNKNOWN"}, False),
+    ({"License": "Permission is hereby granted, free of charge, " + "x " * 300 + "but _vendor is GNU GPL v3"}, False),
+    ({"License": "Mitigated Use License, no redistribution"}, False),
+    ({"License-Expression": "Apache-2.0 WITH Commons Clause"}, False),
     ({}, False),
 ])
 def test_only_permissive_licenses_are_kept(fields: dict, permissive: bool):

@@ -20,6 +20,7 @@ export interface ExtensionSettings {
     documentRepeats: boolean;
     openFiles: number;
     searchAhead: boolean;
+    fillInTheMiddle: boolean;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -44,6 +45,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'documentRepeats',
     'openFiles',
     'searchAhead',
+    'fillInTheMiddle',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -65,6 +67,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     documentRepeats: true,
     openFiles: 4,
     searchAhead: true,
+    fillInTheMiddle: true,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
@@ -170,6 +173,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         documentRepeats: readBoolean(config.get('documentRepeats'), DEFAULT_SETTINGS.documentRepeats),
         openFiles: readInteger(config.get('openFiles'), 'openFiles'),
         searchAhead: readBoolean(config.get('searchAhead'), DEFAULT_SETTINGS.searchAhead),
+        fillInTheMiddle: readBoolean(config.get('fillInTheMiddle'), DEFAULT_SETTINGS.fillInTheMiddle),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -194,6 +198,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         documentRepeats: settings.documentRepeats,
         openFiles: settings.openFiles,
         searchAhead: settings.searchAhead,
+        fillInTheMiddle: settings.fillInTheMiddle,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -65,6 +65,7 @@ describe('settings', () => {
             documentRepeats: true,
             openFiles: 4,
             searchAhead: true,
+            fillInTheMiddle: true,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -88,6 +89,7 @@ describe('settings', () => {
                 documentRepeats: false,
                 openFiles: 2,
                 searchAhead: false,
+                fillInTheMiddle: false,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -109,6 +111,7 @@ describe('settings', () => {
                 documentRepeats: false,
                 openFiles: 2,
                 searchAhead: false,
+                fillInTheMiddle: false,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -133,6 +136,7 @@ describe('settings', () => {
                 documentRepeats: 'no',
                 openFiles: 99,
                 searchAhead: 'yes',
+                fillInTheMiddle: 'no',
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -151,6 +155,7 @@ describe('settings', () => {
         assert.equal(settings.documentRepeats, true);
         assert.equal(settings.openFiles, 16);
         assert.equal(settings.searchAhead, true);
+        assert.equal(settings.fillInTheMiddle, true);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);
