@@ -29,6 +29,7 @@ PERMISSIVE = re.compile(r"\b(MIT|BSD|0BSD|Apache|PSF|Python Software Foundation|
                         r"Permission is hereby granted, free of charge)\b", re.IGNORECASE)
 RESTRICTIVE = re.compile(r"\b(A?GPL|LGPL|GNU|MPL|Mozilla|EPL|Eclipse|CDDL|Proprietary|Commercial|Non-Commercial|SSPL|"
                          r"BUSL|Commons Clause|Good, not Evil)\b", re.IGNORECASE)
+LICENSE_FIELD_HEAD = 300  # characters of a License field read: the license's name, or its text's opening
 TEST_DATA_DIRS = frozenset({"testdata", "test_data", "fixtures", "test_files", "baseline_images"})
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 
@@ -62,16 +63,25 @@ def read_heldout(path: Path = HELDOUT_LIST) -> tuple[list[str], HeldOut]:
 
 
 def license_of(meta: metadata.PackageMetadata) -> tuple[str, bool]:
-    """(what the metadata says of the license, in short; whether it is permissive). Permissive means a
-    permissive license is named and nothing restrictive is."""
-    said = []
-    if meta.get("License-Expression"):
-        said.append(meta["License-Expression"])
-    said += [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
-    if meta.get("License") and meta["License"].strip().upper() not in ("UNKNOWN", ""):
-        said.append(meta["License"].strip())  # whole: a restriction may come after a permissive text
+    """(what the metadata declares of the license, in short; whether it is permissive). The most precise
+    declaration decides: License-Expression (SPDX), else the license classifiers, else the head of the
+    License field. Only that head: wheels append the notices of the binaries they bundle to the field
+    (scipy's names libgfortran's GPL-3.0 with the GCC exception), which do not cover the Python sources.
+    Permissive means a permissive license is named and nothing restrictive is, so "MIT OR GPL-3.0" is
+    skipped too."""
+    expression = (meta.get("License-Expression") or "").strip()
+    classifiers = [c.split("::")[-1].strip() for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+    field = (meta.get("License") or "").strip()
+    if expression:
+        said = [expression]
+    elif classifiers:
+        said = classifiers
+    elif field and field.upper() != "UNKNOWN":
+        said = [field[:LICENSE_FIELD_HEAD]]
+    else:
+        return "none given", False
     text = " | ".join(said)
-    short = " | ".join(s.splitlines()[0][:60] for s in said if s.strip()) or "none given"
+    short = " | ".join(s.splitlines()[0][:60] for s in said if s.strip())
     return short, bool(PERMISSIVE.search(text)) and not RESTRICTIVE.search(text)
 
 

@@ -210,7 +210,11 @@ class FakeMetadata(dict):
     ({"License-Expression": "MPL-2.0 AND MIT"}, False),
     ({"Classifiers": ["License :: OSI Approved :: GNU General Public License v3 (GPLv3)"]}, False),
     ({"License": "UNKNOWN"}, False),
-    ({"License": "Permission is hereby granted, free of charge, " + "x " * 300 + "but _vendor is GNU GPL v3"}, False),
+    ({"Classifiers": ["License :: OSI Approved :: BSD License"],
+      "License": "Copyright SciPy Developers. " + "x " * 300 + "libgfortran: GPL-3.0-or-later WITH GCC-exception-3.1"},
+     True),  # a bundled binary's notice, appended to the field, does not cover the sources
+    ({"License-Expression": "MIT OR GPL-3.0-only"}, False),
+    ({"License": "GNU General Public License v3"}, False),
     ({"License": "Mitigated Use License, no redistribution"}, False),
     ({"License-Expression": "Apache-2.0 WITH Commons Clause"}, False),
     ({}, False),
