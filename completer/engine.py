@@ -39,7 +39,7 @@ WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slide
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
-MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window), or is not used
+MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
 
 
 def at_cursor(typed_line: str, inserted: str, after: str, score: float | None, source: str) -> Suggestion:
@@ -352,8 +352,8 @@ class Engine:
         cursor`, and how many document ids it holds. The text before the cursor comes last, as in a plain
         prompt, so typing within a line only extends the cached prompt and the window slides as the plain one
         does; a new line changes the lines below, and the prompt is run again. The suffix starts at the next
-        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS (a quarter of a small window). None when the window could not hold
-        enough of the text before the cursor beside it, and the plain prompt is used."""
+        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS (a quarter of a small window). None
+        when the window could not hold enough of the text before the cursor beside it: the plain prompt is used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
         suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist()
         room = limit - 3 - len(suffix)

@@ -247,7 +247,8 @@ def init_from(model: GPT, checkpoint: Path) -> None:
     initialisation, so the model goes on from what it knew instead of starting over."""
     cfg = GPTConfig(**json.loads((checkpoint / "config.json").read_text()))
     mine = model.cfg
-    if (cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.mlp_hidden) != (mine.n_layer, mine.n_head, mine.n_embd, mine.mlp_hidden):
+    shape = lambda c: (c.n_layer, c.n_head, c.n_embd, c.mlp_hidden)  # noqa: E731
+    if shape(cfg) != shape(mine):
         raise SystemExit(f"--init {checkpoint}: its shape {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} is not --shape's "
                          f"{mine.n_layer}x{mine.n_head}x{mine.n_embd}")
     if cfg.context_length < mine.context_length or cfg.vocab_size > mine.vocab_size:
@@ -360,7 +361,8 @@ def main() -> None:
         init_from(model, args.init)
     model = model.to(device)
     log(f"model {layers}x{heads}x{width}: {model.num_params():,} parameters (vocabulary {vocab} padded to "
-        f"{cfg.vocab_size}){', from ' + str(args.init) if args.init else ''}, batch {args.batch_size} x {args.block} tokens")
+        f"{cfg.vocab_size}){', from ' + str(args.init) if args.init else ''}, "
+        f"batch {args.batch_size} x {args.block} tokens")
     decay = [p_ for p_ in model.parameters() if p_.dim() >= 2]
     no_decay = [p_ for p_ in model.parameters() if p_.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -420,7 +422,8 @@ def main() -> None:
         if time.time() - last_eval >= args.eval_every_s:
             metrics = evaluate(model, val_tokens, args.block, min(64, args.batch_size), args.eval_batches, device,
                                autocast, fim_ids, newline_id)
-            record["history"].append({"step": step, "tokens": tokens_seen, "seconds": round(time.time() - train_start, 1),
+            record["history"].append({"step": step, "tokens": tokens_seen,
+                                      "seconds": round(time.time() - train_start, 1),
                                       "train_loss": loss.item(), "lr": lr, **metrics})
             log(json.dumps(record["history"][-1]))
             last_eval = time.time()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import export  # noqa: E402
@@ -31,8 +32,7 @@ def main() -> None:
     parser.add_argument("--tokenizer", type=Path, default=BASE_TOKENIZER)
     args = parser.parse_args()
     layers, heads, width = args.shape
-    vocab = json.loads(args.tokenizer.read_text())
-    size = len(vocab["model"]["vocab"]) + sum(1 for t in vocab.get("added_tokens", []) if t["id"] >= len(vocab["model"]["vocab"]))
+    size = Tokenizer.from_file(str(args.tokenizer)).get_vocab_size()
     torch.manual_seed(0)
     model = GPT(GPTConfig(vocab_size=size, context_length=1024, n_layer=layers, n_head=heads, n_embd=width))
     with tempfile.TemporaryDirectory() as tmp:

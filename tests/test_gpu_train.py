@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import save_file
 
 import corpus
 import fim
 import import_gpu_run
 import site_corpus
 from completer.beam import _allowed
+from completer.bundle import sha256_file
 from completer.engine import Engine
 from completer.types import EngineSettings, ModelError
 
@@ -121,7 +122,7 @@ def test_a_tokenizer_that_is_not_the_runs_is_refused(dry_run: tuple[Path, Path],
     shutil.copytree(bundle, mixed)
     shutil.copyfile(REPO / "models" / "python-small" / "tokenizer.json", mixed / "tokenizer.json")
     manifest = json.loads((mixed / "manifest.json").read_text())
-    manifest["files"]["tokenizer.json"] = {"sha256": hashlib.sha256((mixed / "tokenizer.json").read_bytes()).hexdigest(),
+    manifest["files"]["tokenizer.json"] = {"sha256": sha256_file(mixed / "tokenizer.json"),
                                            "bytes": (mixed / "tokenizer.json").stat().st_size}
     (mixed / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ModelError, match="8,192 tokens, but the model's vocabulary is 8,195"):
