@@ -1,6 +1,6 @@
 """Beam search to the end of the line, one ONNX call per step with the beam step inside the graph.
 
-Hypotheses that produce the newline are collected as finished (JetBrains' dynamic beam search).
+Hypotheses that produce a newline are collected as finished (JetBrains' dynamic beam search).
 Each step the graph proposes twice as many candidates as there are beams, so a line that ends
 does not take a beam's place: a candidate that ends among the best `beams` is kept as finished,
 and the best candidates that go on fill all the beams. The search stops when no live beam is
@@ -31,7 +31,7 @@ CANDIDATES_PER_BEAM = 2  # a beam ends in one token: `beams` that go on are near
 
 @dataclass
 class Hypothesis:
-    tokens: list[int]  # generated tokens, without the final newline
+    tokens: list[int]  # generated tokens, without a final token that is only a newline or end of text
     score: float
     finished: bool  # reached the end of the line (False: stopped at the token limit)
 
@@ -82,7 +82,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     counted: list[float] = []  # the scores of the finished lines that count toward the stop
     best_finished = -np.inf  # the best score of any line that ended, offered or not (the margin's reference)
     wanted = min(req.beams, req.lines_wanted or req.beams)  # that many counted lines can end the search
-    stop_ids = {tokens.newline_id, tokens.end_of_text_id}
+    bare_ends = {tokens.newline_id, tokens.end_of_text_id}  # line ends that carry no text
     step = 0
     seqs: list[list[int]] = []
     scores: list[float] = []
@@ -99,11 +99,12 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             if not np.isfinite(score):
                 continue
             parent, token = int(out.parents[j]), int(out.tokens[j])
-            if token in stop_ids:
+            if tokens.line_ends_in(token, remaining[parent]):
                 if j < req.beams:  # as in plain beam search: lines ranked lower would favour short ones
-                    finished.append(Hypothesis(live_seqs[parent], score, True))
+                    line = live_seqs[parent] if token in bare_ends else live_seqs[parent] + [token]
+                    finished.append(Hypothesis(line, score, True))
                     best_finished = max(best_finished, score)
-                    if req.offerable is None or req.offerable(live_seqs[parent]):
+                    if req.offerable is None or req.offerable(line):
                         counted.append(score)
                 continue
             if len(keep) == req.beams:

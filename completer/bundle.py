@@ -14,9 +14,9 @@ from pathlib import Path
 
 from .types import ModelError
 
-SUPPORTED_FORMAT = 1
+SUPPORTED_FORMATS = (1, 2)  # 2: converted models (architecture family, end-of-text token, FIM order)
 DEFAULT_MODEL_NAME = "python-small"
-REQUIRED_FILES = ("model.onnx", "tokenizer.json")
+REQUIRED_FILES = ("model.onnx", "tokenizer.json")  # and any other file the manifest lists (model.onnx.data)
 
 
 def default_bundle_dir() -> Path:
@@ -79,18 +79,32 @@ class Bundle:
         return dict(self.manifest["architecture"])
 
     @property
-    def fim_ids(self) -> tuple[int, int, int] | None:
-        """(prefix, suffix, middle) token ids of a fill-in-the-middle bundle prompted in suffix-prefix-middle
-        order (the one the engine builds); None for a left-to-right bundle or another order."""
+    def end_of_text_token(self) -> str:
+        """The token that starts a document (our own bundles: <|endoftext|>)."""
+        token = self.manifest.get("end_of_text_token")
+        return token if isinstance(token, str) and token else "<|endoftext|>"
+
+    @property
+    def fim_order(self) -> str | None:
+        """"spm" (our own FIM bundles) or "psm" (released FIM models), or None."""
         fim = self.manifest.get("fim")
-        ids = fim.get("ids") if isinstance(fim, dict) and fim.get("order") == "spm" else None
+        order = fim.get("order") if isinstance(fim, dict) else None
+        return order if order in ("spm", "psm") else None
+
+    @property
+    def fim_ids(self) -> tuple[int, int, int] | None:
+        """(prefix, suffix, middle) token ids of a fill-in-the-middle bundle in an order the engine builds
+        (fim_order); None for a left-to-right bundle."""
+        fim = self.manifest.get("fim")
+        ids = fim.get("ids") if isinstance(fim, dict) and self.fim_order else None
         if not isinstance(ids, dict) or not all(isinstance(ids.get(k), int) for k in ("prefix", "suffix", "middle")):
             return None
         return ids["prefix"], ids["suffix"], ids["middle"]
 
     @property
     def runtime_bytes(self) -> int:
-        return sum((self.path / f).stat().st_size for f in (*REQUIRED_FILES, "manifest.json"))
+        listed = set(self.manifest.get("files", {})) | set(REQUIRED_FILES)
+        return sum((self.path / f).stat().st_size for f in (*sorted(listed), "manifest.json"))
 
 
 def _manifest_problem(manifest: object) -> str | None:
@@ -129,8 +143,9 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     if problem:
         raise ModelError(f"{manifest_path}: incomplete or malformed manifest: {problem}")
     files, version = manifest["files"], manifest["format_version"]
-    if version != SUPPORTED_FORMAT:
-        raise ModelError(f"{manifest_path}: format_version {version} is not supported (expected {SUPPORTED_FORMAT})")
+    if version not in SUPPORTED_FORMATS:
+        raise ModelError(f"{manifest_path}: format_version {version} is not supported (this version reads "
+                         f"{', '.join(map(str, SUPPORTED_FORMATS))}); a newer completer wrote it")
     for name in REQUIRED_FILES:
         if name not in files:
             raise ModelError(f"{manifest_path}: lists no checksum for {name}")

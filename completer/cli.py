@@ -131,6 +131,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .convert import main as convert_main
+
+    return convert_main(args)
+
+
 def cmd_serve(argv: list[str]) -> int:
     from lsp.server import main as serve_main
 
@@ -161,6 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)
+    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint folder into a bundle")
+    convert.add_argument("source", metavar="HF_DIR", help="folder with config.json, *.safetensors, tokenizer.json")
+    convert.add_argument("--out", required=True, metavar="BUNDLE", help="the bundle folder to write")
+    weights = convert.add_mutually_exclusive_group()
+    weights.add_argument("--int8", action="store_true", help="dynamic INT8 weight matmuls (the default)")
+    weights.add_argument("--fp32", action="store_true", help="keep fp32 weights (larger, slower, exact)")
+    convert.add_argument("--context", type=int, default=None,
+                         help="context window in tokens (default: the smaller of the model's and 2,048)")
+    convert.add_argument("--name", default=None, help="the bundle's name (default: the --out folder's name)")
+    convert.add_argument("--force", action="store_true", help="replace --out if it exists")
+    convert.set_defaults(func=cmd_convert)
     sub.add_parser("serve", help="run the language server (stdio; --tcp --port N for loopback TCP)", add_help=False)
     return parser
 

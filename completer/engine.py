@@ -18,7 +18,7 @@ import numpy as np
 
 from .beam import Hypothesis, SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
-from .cache import DocumentCache, DocumentState, extend_prefix
+from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix
 from .consensus import consensus_index
 from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
@@ -39,6 +39,7 @@ WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slide
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
+PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
 MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
 
 
@@ -144,11 +145,13 @@ class Engine:
     def _load(settings: EngineSettings) -> tuple[Bundle, Tokens, Runtime]:
         bundle = load_bundle(settings.model_path)
         Engine._check_fits(settings, bundle)
-        tokens = Tokens(bundle.tokenizer_path)
-        model_vocab = int(bundle.architecture.get("vocab_size", tokens.vocab_size))
-        if tokens.vocab_size != model_vocab:
-            raise ModelError(f"{bundle.tokenizer_path}: {tokens.vocab_size:,} tokens, but the model's vocabulary is "
-                             f"{model_vocab:,} (a tokenizer from another bundle?)")
+        model_vocab = int(bundle.architecture["vocab_size"]) if "vocab_size" in bundle.architecture else None
+        tokens = Tokens(bundle.tokenizer_path, vocab_size=model_vocab, end_of_text=bundle.end_of_text_token)
+        own = tokens.tokenizer.get_vocab_size()
+        expected = bundle.manifest.get("tokenizer_vocab_size", model_vocab or own)  # a model may pad the vocabulary
+        if own != expected:
+            raise ModelError(f"{bundle.tokenizer_path}: {own:,} tokens, but the model's vocabulary is "
+                             f"{expected:,} (a tokenizer from another bundle?)")
         if bundle.fim_ids is not None and not set(bundle.fim_ids) <= set(tokens.banned_ids):
             raise ModelError(f"{bundle.path / 'manifest.json'}: its FIM ids {list(bundle.fim_ids)} are not the "
                              f"tokenizer's special tokens {tokens.banned_ids}")
@@ -236,6 +239,31 @@ class Engine:
             return None
         return foreseen
 
+    def prefill(self, uri: str, text: str, is_cancelled: CancelCheck | None = None) -> int:
+        """Run the model over the context of a cursor at the end of `text` (a document just opened), in chunks
+        of PREFILL_CHUNK_TOKENS with `is_cancelled` asked between them, so the first suggestion in the file pays
+        for its own line only: any cursor's context starts with these tokens while the file fits the window.
+        With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do. Returns
+        how many tokens ran; raises Cancelled between chunks, keeping those already run."""
+        before, at_start = clip_before(text)
+        if looks_binary(before):
+            return 0
+        state = self.cache.get(uri)
+        ids, _, document, _ = self._context_ids(state, before, at_start)
+        if self.fim_ids is not None and self.bundle.fim_order == "psm":
+            start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
+            ids = [self.fim_ids[0], *document[start:]][:len(ids)]
+        prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix
+        done = common_prefix_length(state.ids, prompt)
+        ran = 0
+        while done < len(prompt):
+            if is_cancelled is not None and is_cancelled():
+                raise Cancelled()
+            done = min(len(prompt), done + PREFILL_CHUNK_TOKENS)
+            ran += extend_prefix(state, self.runtime, prompt[:done])[1]
+        self.cache.enforce_budget(keep=uri)
+        return ran
+
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
                          is_cancelled: CancelCheck | None = None) -> int:
         """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
@@ -277,19 +305,26 @@ class Engine:
                 for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
         return CompletionResult(suggestions=kept) if kept else None
 
-    def _encode(self, state: DocumentState, text: str) -> list[int]:
-        """Tokens of `text`, re-encoding only the cursor's line: a newline is always its own
-        pre-token, so the tokens of the lines above never depend on the current line."""
+    def _encode(self, state: DocumentState, text: str) -> tuple[list[int], int]:
+        """Tokens of `text`, and how many of them come before the cursor's line. Where a newline is always its
+        own pre-token (our own vocabularies) only the cursor's line is encoded again: the tokens of the lines
+        above never depend on it. Vocabularies that merge newlines with their neighbours ("):\n", "\n   ")
+        are encoded whole, so the model sees the tokens it was trained on; the head then ends at the last
+        token boundary at or before the line start."""
         line_start = text.rfind("\n") + 1
         head = text[:line_start]
+        if not self.tokens.isolates_newlines:
+            return self.tokens.encode_split(text, line_start)
         if state.token_memo[0] != head:  # a new line or an edit above: only unseen lines are encoded
             state.token_memo = (head, self._encode_lines(state.head_line_tokens, head[:-1]) if head else [])
-        return state.token_memo[1] + self.tokens.encode(text[line_start:])
+        return state.token_memo[1] + self.tokens.encode(text[line_start:]), len(state.token_memo[1])
 
     def _encode_lines(self, known: dict[str, list[int]], text: str) -> list[int]:
         """Tokens of `text` followed by a newline, built from each line's tokens, which `known` keeps between
         calls (a newline is always a token of its own: a text's tokens are its lines' tokens with newlines).
-        `known` is left holding only `text`'s lines."""
+        `known` is left holding only `text`'s lines. A vocabulary that merges newlines encodes the text whole."""
+        if not self.tokens.isolates_newlines:
+            return self.tokens.encode(text + "\n")
         lines = text.split("\n")
         missing = [line for line in dict.fromkeys(lines) if line not in known]
         known.update(zip(missing, self.tokens.encode_many(missing)))
@@ -328,10 +363,16 @@ class Engine:
         the clipped text, which the document's repeats search; and how many of those the window holds (their
         tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`)."""
         tokens = self.tokens
-        ids = ([tokens.end_of_text_id] if at_start else []) + self._encode(state, clean(before))
+        encoded, head_count = self._encode(state, clean(before))
+        marker = [tokens.end_of_text_id] if at_start else []
+        ids = marker + encoded
+        head_count += len(marker)
         healed = b""
-        if len(ids) > 1 and ids[-1] not in (tokens.newline_id, tokens.end_of_text_id):
-            healed = tokens.token_bytes[ids[-1]]  # token healing: regenerate the last token
+        # Token healing: regenerate the last token. A lone newline is kept where newlines are always lone
+        # tokens (nothing could re-spell it otherwise); a merged one ("\n   ") is healed like any other.
+        bare_newline = ids and ids[-1] == tokens.newline_id and tokens.isolates_newlines
+        if len(ids) > 1 and not bare_newline and ids[-1] != tokens.end_of_text_id:
+            healed = tokens.token_bytes[ids[-1]]
             ids = ids[:-1]
         if not ids:
             ids = [tokens.end_of_text_id]
@@ -339,7 +380,10 @@ class Engine:
         limit = min(self.settings.context_tokens or self.bundle.context_length,
                     self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
         if self.fim_ids is not None and below.strip():
-            fim = self._fim_ids(state, document, below, limit)
+            if self.bundle.fim_order == "psm":
+                fim = self._fim_psm_ids(state, document, min(head_count, len(document)), len(marker), below, limit)
+            else:
+                fim = self._fim_ids(state, document, below, limit)
             if fim is not None:
                 return fim[0], healed, document, fim[1]
         if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
@@ -361,6 +405,22 @@ class Engine:
             return None
         kept = document[slid_start(len(document), room):]
         return [prefix_id, suffix_id, *suffix, middle_id, *kept], len(kept)
+
+    def _fim_psm_ids(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
+                     limit: int) -> tuple[list[int], int] | None:
+        """The FIM prompt in prefix-suffix-middle order, as released FIM models were trained: `<prefix> text up
+        to the cursor's line <suffix> lines below <middle> the typed part of the line`. The typed part comes
+        last, so typing within a line only extends the cached prompt; a new line changes the prefix and the
+        prompt is run again. The document-start marker is left out (`marker` leading ids): the template starts
+        the text. None when the window cannot hold the typed line beside the suffix: the plain prompt is used."""
+        prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
+        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist()
+        head, line = document[marker:head_count], document[head_count:]
+        room = limit - 3 - len(suffix) - len(line)
+        if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
+            return None
+        kept = head[slid_start(len(head), room):]
+        return [prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
 
     def _repeats(self, state: DocumentState, document: list[int], window: int, below: str,
                  others: Sequence[str] = ()) -> DocumentRepeats | None:

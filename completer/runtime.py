@@ -44,8 +44,8 @@ class Runtime:
     def __init__(self, bundle: Bundle, device: str = "auto", threads: int = 0, io_binding: bool | None = None) -> None:
         arch = bundle.architecture
         self.n_layer = int(arch["n_layer"])
-        self.n_head = int(arch["n_head"])
-        self.head_dim = int(arch["n_embd"]) // self.n_head
+        self.n_kv_head = int(arch.get("n_kv_head", arch["n_head"]))  # grouped-query attention caches fewer heads
+        self.head_dim = int(arch.get("head_dim", int(arch["n_embd"]) // int(arch["n_head"])))
         self.vocab_size = int(arch["vocab_size"])
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -73,11 +73,11 @@ class Runtime:
         self._bound_prefix: tuple[list[np.ndarray], dict[str, ort.OrtValue]] = ([], {})
 
     def empty_prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        h, d = self.n_head, self.head_dim
+        h, d = self.n_kv_head, self.head_dim
         return [(np.zeros((1, h, d, 0), np.float32), np.zeros((1, h, 0, d), np.float32)) for _ in range(self.n_layer)]
 
     def empty_past(self, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        shape = (batch, self.n_head, 0, self.head_dim)
+        shape = (batch, self.n_kv_head, 0, self.head_dim)
         return [(np.zeros(shape, np.float32), np.zeros(shape, np.float32)) for _ in range(self.n_layer)]
 
     def run(self, input_ids: np.ndarray, position: int, prefix: list[tuple[np.ndarray, np.ndarray]],

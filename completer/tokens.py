@@ -39,7 +39,9 @@ def _after_all_starting_with(prefix: bytes) -> bytes | None:
 class Tokens:
     """Encoding, decoding and the prefix queries token healing asks of the vocabulary."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, vocab_size: int | None = None, end_of_text: str = END_OF_TEXT) -> None:
+        """`vocab_size`: the model's, when it pads the tokenizer's with ids no text encodes to (never generated);
+        `end_of_text`: the token that starts a document."""
         try:
             self.tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # the tokenizers library raises a bare Exception for a file it cannot parse
@@ -47,24 +49,41 @@ class Tokens:
         # Text is text: a document that spells "<|fim_middle|>" or "<|endoftext|>" gets those characters, not
         # the markers (the engine places the markers itself).
         self.tokenizer.encode_special_tokens = True
-        self.vocab_size = self.tokenizer.get_vocab_size()
+        own_size = self.tokenizer.get_vocab_size()
+        self.vocab_size = max(own_size, vocab_size or 0)
         newline = self.tokenizer.encode("\n", add_special_tokens=False).ids
         if len(newline) != 1:
             raise ModelError(f"{path}: a newline must be one token")
         self.newline_id = newline[0]
-        self.end_of_text_id = self.tokenizer.token_to_id(END_OF_TEXT)
+        self.end_of_text_id = self.tokenizer.token_to_id(end_of_text)
+        if self.end_of_text_id is None:
+            raise ModelError(f"{path}: has no {end_of_text} token")
         decoder = _byte_decoder()
-        specials = {added.content: idx for idx, added in self.tokenizer.get_added_tokens_decoder().items()
-                    if added.special}
+        added = self.tokenizer.get_added_tokens_decoder()
+        specials = {token.content: idx for idx, token in added.items() if token.special}
         self.token_bytes: list[bytes] = [b""] * self.vocab_size
         for token, idx in self.tokenizer.get_vocab().items():
-            if token == END_OF_TEXT or token in specials:  # markers, not text: they spell nothing
+            if token == end_of_text or token in specials:  # markers, not text: they spell nothing
                 continue
-            self.token_bytes[idx] = bytes(decoder[c] for c in token)
-        # The markers a line may not contain (a FIM model's <|fim_prefix|> and kin); <|endoftext|> ends one.
-        self.banned_ids = sorted(idx for token, idx in specials.items() if token != END_OF_TEXT)
+            if idx in added:  # an added token is stored as its text, not in the byte-level alphabet
+                self.token_bytes[idx] = added[idx].content.encode("utf-8")
+                continue
+            try:
+                self.token_bytes[idx] = bytes(decoder[c] for c in token)
+            except KeyError:
+                raise ModelError(f"{path}: token {token!r} is not byte-level BPE; only byte-level BPE "
+                                 "tokenizers are supported") from None
+        # The markers a line may not contain (a FIM model's <|fim_prefix|> and kin) and the ids past the
+        # tokenizer's own that only pad the model's vocabulary; end of text ends a line.
+        self.banned_ids = sorted({idx for token, idx in specials.items() if token != end_of_text}
+                                 | set(range(own_size, self.vocab_size)))
         self.generable = np.ones(self.vocab_size, dtype=bool)  # [V]
         self.generable[self.banned_ids] = False
+        # Tokens whose bytes hold a newline: any of them can end a line. In our own vocabularies that is the
+        # newline token alone; byte-level BPE vocabularies of released models merge "\n" into others ("):\n").
+        self.ends_line = np.asarray([b"\n" in b for b in self.token_bytes])  # [V]
+        self.ends_line[self.newline_id] = True
+        self.isolates_newlines = int(self.ends_line.sum()) == 1
         order = sorted(range(self.vocab_size), key=lambda i: self.token_bytes[i])
         self._sorted_ids = np.asarray(order, dtype=np.int64)
         self._sorted_bytes = [self.token_bytes[i] for i in order]
@@ -73,6 +92,12 @@ class Tokens:
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_split(self, text: str, at: int) -> tuple[list[int], int]:
+        """Tokens of `text` encoded whole, and how many of them end at or before character `at`."""
+        encoding = self.tokenizer.encode(text, add_special_tokens=False)
+        before = bisect.bisect_right([end for _, end in encoding.offsets], at)
+        return encoding.ids, before
 
     def encode_many(self, texts: list[str]) -> list[list[int]]:
         """Each text's tokens, encoded in one batch (the tokenizer spreads it over its threads)."""
@@ -85,7 +110,17 @@ class Tokens:
         """What `generated` inserts at the cursor: its text past the typed bytes it re-spells first (token
         healing), without trailing whitespace; None when it does not spell them."""
         raw = self.decode_bytes(generated)
-        return raw[len(healed):].decode("utf-8", errors="ignore").rstrip() if raw.startswith(healed) else None
+        if not raw.startswith(healed):
+            return None
+        line = raw[len(healed):].split(b"\n", 1)[0]  # a token that ends the line may carry text before its newline
+        return line.decode("utf-8", errors="ignore").rstrip()
+
+    def line_ends_in(self, token: int, owed: bytes) -> bool:
+        """Whether `token`, generated while the typed bytes `owed` are still unspelled, ends the line: it is
+        end of text, or it holds a newline past those bytes (a healed token may re-spell the previous newline)."""
+        if token == self.end_of_text_id:
+            return True
+        return bool(self.ends_line[token]) and b"\n" in self.token_bytes[token][len(owed):]
 
     def allowed_for(self, remaining: bytes, then_code: bool = False) -> np.ndarray:
         """Mask [V] of tokens that may come next while `remaining` typed bytes are still unspelled:

@@ -11,8 +11,10 @@ they negotiated UTF-8 or UTF-32 (`general.positionEncodings`).
 from __future__ import annotations
 
 import logging
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from completer.text import OTHER_FILE_CHARS, split_lines_and_breaks, text_below
 
@@ -39,6 +41,37 @@ def choose_position_encoding(capabilities: Any) -> str:
     offered = getattr(general, "position_encodings", None) or []
     ranked = [getattr(k, "value", k) for k in prefer_encodings(list(offered))]
     return ranked[0] if ranked and ranked[0] in ENCODING_PREFERENCE else UTF16
+
+
+LANGUAGE_IDS = frozenset((
+    "abap", "bat", "bibtex", "clojure", "coffeescript", "c", "cpp", "csharp", "css", "cuda-cpp", "d", "dart",
+    "delphi", "diff", "dockerfile", "elixir", "erlang", "fsharp", "git-commit", "git-rebase", "go", "groovy",
+    "handlebars", "haskell", "html", "ini", "jade", "java", "javascript", "javascriptreact", "json", "jsonc",
+    "julia", "kotlin", "latex", "less", "lua", "makefile", "markdown", "objective-c", "objective-cpp", "pascal",
+    "perl", "perl6", "php", "plaintext", "powershell", "pug", "python", "r", "razor", "ruby", "rust", "sass",
+    "scala", "scss", "shaderlab", "shellscript", "sql", "swift", "tex", "toml", "typescript", "typescriptreact",
+    "vb", "xml", "xsl", "yaml",
+))
+"""The language ids LSP lists (and VS Code sends): a document opened with one of these is taken at its word."""
+EXTENSION_LANGUAGES = {
+    ".py": "python", ".pyi": "python", ".pyw": "python", ".js": "javascript", ".mjs": "javascript",
+    ".cjs": "javascript", ".jsx": "javascriptreact", ".ts": "typescript", ".tsx": "typescriptreact",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".cs": "csharp",
+    ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".php": "php", ".lua": "lua",
+    ".sh": "shellscript", ".bash": "shellscript", ".zsh": "shellscript", ".json": "json", ".toml": "toml",
+    ".yaml": "yaml", ".yml": "yaml", ".md": "markdown", ".html": "html", ".css": "css", ".sql": "sql",
+    ".swift": "swift", ".scala": "scala", ".r": "r", ".jl": "julia", ".txt": "plaintext",
+}
+"""For a languageId that is not one of LSP's: Neovim sends its filetype ("sh", "cs") or, with filetype
+detection off, an empty string."""
+
+
+def document_language(uri: str, language_id: str) -> str:
+    """`language_id` when LSP defines it; otherwise the language of the file's extension, if we know one."""
+    if language_id in LANGUAGE_IDS:
+        return language_id
+    path = unquote(urlsplit(uri).path)
+    return EXTENSION_LANGUAGES.get(posixpath.splitext(path)[1].lower(), language_id)
 
 
 class PositionCodec:
@@ -90,13 +123,17 @@ class PositionCodec:
 @dataclass
 class Document:
     uri: str
-    language_id: str
+    language_id: str  # as the client sent it
     version: int
     lines: list[str]
     breaks: list[str]  # what ended each line: "\n", "\r\n" or "\r" ("" after the last), for edits at a line end
     edits: int = 0  # bumped on every change; part of result-cache keys, unlike the client's version
     in_sync: bool = True  # False once a change could not be applied, until the client sends the whole text
     _head: tuple[int, str] = field(default=(-1, ""), repr=False)  # (edits, head) of the last head() call
+    language: str = field(init=False)  # what the server takes it for: see document_language
+
+    def __post_init__(self) -> None:
+        self.language = document_language(self.uri, self.language_id)
 
     def text(self) -> str:
         return "\n".join(self.lines)
@@ -143,7 +180,7 @@ class DocumentStore:
         for other in reversed(self._docs.values()):
             if len(heads) >= count:
                 break
-            if other is not doc and other.language_id == doc.language_id:
+            if other is not doc and other.language == doc.language:
                 heads.append(other.head())
         return heads
 

@@ -37,6 +37,7 @@ def register(server: CompleterServer) -> None:
         doc = params.text_document
         ls.searches.document_changed(doc.uri)
         ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
+        ls.prefill(doc.uri)  # the first keystroke in the file then pays for its own line only
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompleterServer, params: types.DidChangeTextDocumentParams) -> None:

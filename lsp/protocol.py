@@ -3,17 +3,21 @@
 pygls 2.1.1 drops a request whose params fail to deserialize without any reply (the client
 waits forever), answers malformed JSON with a window/showMessage popup instead of a JSON-RPC
 parse error, silently ignores requests after `shutdown`, logs a traceback for every cancelled
-request, and keeps the future of every notification forever. This subclass fixes those, refuses
-a request whose method or id is of the wrong type, or that names a notification, and takes
-document sync away from pygls' workspace (see `lsp.documents` for why). `strict_converter` refuses
-params whose strings or integers are of another type, where cattrs would convert them.
+request or unknown command, and keeps the future of every notification forever. It also files the
+client's running requests and its own requests to the client in one table, so that a client's
+response reusing a running request's id settled (and unlisted) that request. This subclass fixes
+those, refuses a request whose method or id is of the wrong type, or that names a notification, and
+takes document sync away from pygls' workspace (see `lsp.documents` for why). `strict_converter`
+refuses params whose strings or integers are of another type, where cattrs would convert them.
 """
 from __future__ import annotations
 
 import json
 import logging
+import uuid
+from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import Any, Callable, Optional, Union
 
 import attrs
 from cattrs.errors import ClassValidationError
@@ -23,6 +27,7 @@ from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
     JsonRpcParseError,
     JsonRpcRequestCancelled,
     JsonRpcServerNotInitialized,
@@ -35,6 +40,8 @@ log = logging.getLogger(__name__)
 
 QUIET_ERRORS = (JsonRpcContentModified, JsonRpcRequestCancelled)
 """Expected while the user types; answered without a traceback in the log."""
+CLIENT_ERRORS = (JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcMethodNotFound)
+"""A request the client got wrong (an unknown command, say): answered, and logged in one line."""
 
 
 @attrs.define
@@ -51,6 +58,8 @@ class DroppedNotification:
     method: str
     uri: str | None = None  # the document a dropped didChange was for, when its params name one
 
+
+_NOT_JSONRPC = object()
 
 NOTIFICATIONS = frozenset(method for method, (_, response, *_rest) in types.METHOD_TO_TYPES.items()
                           if response is None)
@@ -74,6 +83,16 @@ def _only_integers(value: Any, cl: type) -> Any:
     return value if cl is int else cl(value)
 
 
+def _only_ids(value: Any, cl: Any) -> Any:
+    """A request id or progress token (`int | str`), which lsprotocol passes through unchecked: a cancel
+    whose id was an object reached pygls' table of requests and failed there, unhashable."""
+    if value is None and cl == Optional[Union[int, str]]:
+        return None
+    if _valid_id(value) is None:
+        raise TypeError(f"expected an integer or a string, got {type(value).__name__}")
+    return value
+
+
 def strict_converter() -> Any:
     """pygls' converter, except that a string field takes only a string and an integer field only an
     integer: cattrs' defaults call str() and int() on anything, so `"text": null` in a didOpen would open
@@ -81,6 +100,8 @@ def strict_converter() -> Any:
     converter = default_converter()
     converter.register_structure_hook(str, _only_strings)
     converter.register_structure_hook(int, _only_integers)
+    converter.register_structure_hook(Union[int, str], _only_ids)
+    converter.register_structure_hook(Optional[Union[int, str]], _only_ids)
     return converter
 
 
@@ -110,15 +131,28 @@ def _describe(exc: BaseException) -> str:
 
 
 class CompleterProtocol(LanguageServerProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._sent_requests: dict[Any, Future[Any]] = {}  # ours to the client, by id; apart from the client's
+
     # -- deserialization ---------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
+        if isinstance(data, dict) and "jsonrpc" in data and "method" not in data and "id" in data:
+            msg_id = data["id"]
+            if _valid_id(msg_id) is None or msg_id not in self._sent_requests:
+                log.debug("dropping a response to id %r, which the server never sent", msg_id)
+                return DroppedNotification("")
         if isinstance(data, dict) and "jsonrpc" in data and "method" in data:
             method, msg_id = data["method"], data.get("id")
             if not isinstance(method, str) or ("id" in data and _valid_id(msg_id) is None):
                 what = "method must be a string" if not isinstance(method, str) else "id must be an integer or a string"
                 log.warning("invalid request: %s", what)
-                return UndeliverableRequest(None, str(method)[:100], JsonRpcInvalidRequest(
+                return UndeliverableRequest(_valid_id(msg_id), str(method)[:100], JsonRpcInvalidRequest(
                     message=f"Invalid Request: {what}"))
+            if "id" in data and data["jsonrpc"] != self.VERSION:  # its params might not even be read
+                log.warning("invalid request: jsonrpc %r", data["jsonrpc"])
+                return UndeliverableRequest(msg_id, method, JsonRpcInvalidRequest(
+                    message='Invalid Request: "jsonrpc" must be "2.0"'))
             if "id" in data and method in NOTIFICATIONS:  # carried out, it would leave a request unanswered
                 log.warning("invalid request: %s is a notification, sent with an id", method)
                 return UndeliverableRequest(msg_id, method, JsonRpcInvalidRequest(
@@ -153,8 +187,8 @@ class CompleterProtocol(LanguageServerProtocol):
         if isinstance(message, UndeliverableRequest):
             self._send_error(message.id, message.error)
             return
-        jsonrpc = getattr(message, "jsonrpc", None)
-        if jsonrpc is None:  # not a JSON-RPC object at all: a number, a list (batch), a bare object
+        jsonrpc = getattr(message, "jsonrpc", _NOT_JSONRPC)  # None: a message whose "jsonrpc" is null
+        if jsonrpc is _NOT_JSONRPC:  # not a JSON-RPC object at all: a number, a list (batch), a bare object
             msg_id = _valid_id(message.get("id")) if isinstance(message, dict) else None
             self._send_error(msg_id, JsonRpcInvalidRequest(
                 message="Invalid Request: expected a JSON-RPC 2.0 message object"))
@@ -192,6 +226,32 @@ class CompleterProtocol(LanguageServerProtocol):
         if self._request_futures.get(msg_id) is future:
             del self._request_futures[msg_id]
 
+    def send_request(self, method: str, params: Any | None = None, callback: Callable[[Any], None] | None = None,
+                     msg_id: Any = None) -> Future[Any]:
+        """pygls' send_request, with the future filed in `_sent_requests` instead of the table of the client's
+        running requests, where it could displace one of the same id (and be settled by cancelling that)."""
+        msg_id = str(uuid.uuid4()) if msg_id is None else msg_id
+        running = self._request_futures.pop(msg_id, None)
+        try:
+            future = super().send_request(method, params, callback, msg_id)
+        finally:
+            self._request_futures.pop(msg_id, None)
+            if running is not None:
+                self._request_futures[msg_id] = running
+        self._sent_requests[msg_id] = future
+        return future
+
+    def _handle_response(self, msg_id: Any, result: Any | None = None, error: Any | None = None) -> None:
+        """A response settles only a request the server sent (structure_message drops the others)."""
+        future = self._sent_requests.pop(msg_id, None)
+        if future is None or future.done():
+            log.debug("dropping a response to id %r, which the server is not waiting for", msg_id)
+            return
+        if error is not None:
+            future.set_exception(JsonRpcException.from_error(error))
+        else:
+            future.set_result(result)
+
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         """A cancel that arrives after its request was answered is routine while the user types; pygls logs a
         warning for each. Only a cancel for a request still running goes on to pygls."""
@@ -206,7 +266,11 @@ class CompleterProtocol(LanguageServerProtocol):
 
     # -- responses ---------------------------------------------------------------------------------
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
-        if not future.cancelled() and isinstance(exc := future.exception(), QUIET_ERRORS):
+        """pygls logs a traceback for every error a handler raised, the client's mistakes included."""
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, QUIET_ERRORS + CLIENT_ERRORS):
+            if isinstance(exc, CLIENT_ERRORS):
+                log.warning("request %r refused: %s", msg_id, exc.message)
             self._request_futures.pop(msg_id, None)
             self._send_response(msg_id, error=exc.to_response_error())
             return

@@ -54,6 +54,7 @@ class Stats:
     last_engine_latency_ms: float | None = None  # the engine's own figure for that search
     last_model_runs: int | None = None
     last_context_tokens: int | None = None  # tokens before the cursor the model attended to
+    last_new_tokens: int | None = None  # of those, the ones the model had to run (not in the document's cache)
     last_suggestions: int | None = None
     out_of_time: int = 0  # searches cut short by searchBudgetMs
 
@@ -187,7 +188,8 @@ class CompleterServer(LanguageServer):
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
-        if doc is None or not self.settings.language_enabled(doc.language_id):
+        if doc is None or not (self.settings.language_enabled(doc.language_id)  # an id of the user's own
+                               or self.settings.language_enabled(doc.language)):
             return None
         if position.line >= len(doc.lines):
             return None
@@ -195,6 +197,18 @@ class CompleterServer(LanguageServer):
         codec = self.documents.codec
         column = codec.to_code_points(current, position.character)
         return Target(uri, position.line, column, current, codec.to_units(current, len(current)))
+
+    def prefill(self, uri: str) -> None:
+        """Ask the worker to run the model over a newly opened document's context while it is idle: the text
+        before a cursor at its end, which begins every cursor's context while the file fits the window."""
+        doc = self.documents.get(uri)
+        if doc is None or not doc.lines or not (self.settings.language_enabled(doc.language_id)
+                                                or self.settings.language_enabled(doc.language)):
+            return
+        last = len(doc.lines) - 1
+        sliced = context_slice(doc.lines, last, len(doc.lines[last]))
+        if sliced is not None and not looks_binary(sliced[0]):
+            self.worker.notify_open(uri, clean(sliced[0]))
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
@@ -258,6 +272,7 @@ class CompleterServer(LanguageServer):
         self.stats.last_model_runs = engine.get("model_runs")
         if engine.get("model_runs"):  # typing through reuses the previous search's context
             self.stats.last_context_tokens = (engine.get("cached_tokens") or 0) + (engine.get("new_tokens") or 0)
+            self.stats.last_new_tokens = engine.get("new_tokens") or 0
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines

@@ -9,6 +9,7 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
                      "others": [str]}  (the heads of other open files, most recently edited first)
                     {"id": n, "op": "close", "uri": str}
+                    {"id": n, "op": "prefill", "uri": str, "text": str}  (answered at once; run when idle)
                     {"id": n, "op": "info"}
                     {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
   worker -> server  {"id": n, "ok": value} or {"id": n, "err": {"kind": str, "message": str}}
@@ -20,6 +21,10 @@ When a completion at the end of a line of code has been answered and no job come
 the worker searches the line after Enter ahead of time (Engine.search_next_line, at the likeliest
 indentations), so that keystroke, whose search is the longest, is answered at once. Any job that arrives
 stops that search at its next beam step.
+
+A document just opened is prefilled the same way, after any search-ahead: the model runs over its context
+in chunks (Engine.prefill) while no job waits, so the first keystroke in it costs only its own line, and a
+job that arrives waits for one chunk at most.
 """
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ class Worker:
         self._eof = threading.Event()
         self.engine: Any = None
         self._ahead: dict[str, Any] | None = None  # the last completion at a line's end, not yet searched past
+        self._prefills: dict[str, str] = {}  # documents opened and not yet prefilled: uri -> text, oldest first
         self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
 
     # -- reader thread -------------------------------------------------------------------------
@@ -88,13 +94,18 @@ class Worker:
     def serve(self) -> None:
         while True:
             try:
-                message = self.jobs.get(timeout=SEARCH_AHEAD_AFTER_S if self._ahead else None)
+                idle_work = self._ahead or self._prefills
+                message = self.jobs.get(timeout=SEARCH_AHEAD_AFTER_S if idle_work else None)
             except queue.Empty:
-                self._search_ahead()
+                if self._ahead:
+                    self._search_ahead()
+                else:
+                    self._prefill_next()
                 continue
             if message is _EOF:
                 return
-            self._ahead = None
+            if message.get("op") != "prefill":  # a note to the worker, not a change of what the user is doing
+                self._ahead = None
             job_id = message.get("id")
             try:
                 reply = {"id": job_id, "ok": self.handle(message)}
@@ -123,6 +134,21 @@ class Worker:
         except Exception:  # a search nobody asked for must never cost the worker
             log.exception("searching the next line of %s failed", ahead["uri"])
 
+    def _prefill_next(self) -> None:
+        """Prefill the oldest document opened, until a job arrives (it is then put back, to go on later)."""
+        if not self._prefills or self.engine is None:
+            return
+        uri = next(iter(self._prefills))
+        text = self._prefills.pop(uri)
+        from completer.types import Cancelled
+
+        try:
+            self.engine.prefill(uri, text, is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set())
+        except Cancelled:
+            self._prefills.setdefault(uri, text)
+        except Exception:  # a prefill nobody waits for must never cost the worker
+            log.exception("prefilling %s failed", uri)
+
     def send(self, reply: dict[str, Any]) -> None:
         data = framing.encode(reply)
         with self._write_lock:
@@ -149,8 +175,14 @@ class Worker:
                 self._ahead = request  # searched once the worker has been idle a moment
             return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
         if op == "close":
+            self._prefills.pop(str(message["uri"]), None)
             if self.engine is not None:
                 self.engine.close(str(message["uri"]))
+            return None
+        if op == "prefill":
+            uri = str(message["uri"])
+            self._prefills.pop(uri, None)
+            self._prefills[uri] = str(message["text"])  # the newest text, run after those opened before it
             return None
         if op in ("init", "configure"):
             return self._configure(message.get("settings") or {}, fresh=(op == "init"))

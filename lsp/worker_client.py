@@ -306,6 +306,14 @@ class WorkerClient:
         except Exception:
             pass
 
+    def notify_open(self, uri: str, text: str) -> None:
+        """didOpen: the worker prefills the document's context when it is idle; nobody waits for the answer."""
+        try:
+            _, future = self.submit("prefill", uri=uri, text=text)
+        except WorkerError:
+            return
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
     def notify_close(self, uri: str) -> None:
         """didClose: free the document's KV cache; nobody waits for the answer."""
         try:

@@ -57,8 +57,8 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from eval import fp32_bundle  # noqa: E402
-from export import quantize  # noqa: E402
-from onnx_graph import decoder_model  # noqa: E402
+from completer.graph import quantize  # noqa: E402
+from completer.graph import own_decoder  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
 
 from completer import beam  # noqa: E402
@@ -530,7 +530,7 @@ def io_binding_step(engine: Engine, rounds: int = 300) -> dict[str, dict[str, fl
     import time
 
     rt = engine.runtime
-    h, d, p, t, b = rt.n_head, rt.head_dim, engine.bundle.context_length - 32, 8, 4
+    h, d, p, t, b = rt.n_kv_head, rt.head_dim, engine.bundle.context_length - 32, 8, 4
     rng = np.random.default_rng(0)
     prefix = [(rng.standard_normal((1, h, d, p), np.float32), rng.standard_normal((1, h, p, d), np.float32))
               for _ in range(rt.n_layer)]
@@ -701,7 +701,7 @@ def main() -> None:
         weights = load_file(str(args.bundle / "training" / "model.safetensors"))
         config = json.loads((args.bundle / "training" / "config.json").read_text())
         newline = reuse.tokens.newline_id
-        onnx.save(decoder_model(weights, config, newline, beam_in_graph=False), str(tmp / "logits_fp32.onnx"))
+        onnx.save(own_decoder(weights, config, newline, beam_in_graph=False), str(tmp / "logits_fp32.onnx"))
         quantize(tmp / "logits_fp32.onnx", tmp / "logits_int8.onnx")
         outside = Engine(settings())
         outside.runtime = NumpyBeamRuntime(reuse.bundle, tmp / "logits_int8.onnx", newline, args.threads)

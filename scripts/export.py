@@ -22,7 +22,7 @@ from safetensors.numpy import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import sha256_file as sha256  # noqa: E402
-from onnx_graph import decoder_model  # noqa: E402
+from completer.graph import optimize, own_architecture, own_decoder, quantize  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
@@ -38,40 +38,6 @@ def newline_id(tokenizer_path: Path) -> int:
     if len(ids) != 1:
         raise SystemExit(f"{tokenizer_path}: a newline must be exactly one token, got {ids}")
     return ids[0]
-
-
-def optimize(fp32_path: Path, config: dict) -> dict[str, int]:
-    """onnxruntime's transformer fusions where they fit this hand-built graph (in place).
-
-    The residual Add + LayerNorm pairs become SkipLayerNormalization and GELU stays fused; the
-    attention is our own shared-prefix form, which no fused attention op expresses. opt_level 0
-    keeps the file portable across execution providers; the session applies its own at load."""
-    import logging
-
-    from onnxruntime.transformers.fusion_options import FusionOptions
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)
-    optimized = optimize_model(str(fp32_path), model_type="gpt2", num_heads=config["n_head"],
-                               hidden_size=config["n_embd"], optimization_options=FusionOptions("gpt2"), opt_level=0)
-    optimized.save_model_to_file(str(fp32_path))
-    return {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
-
-
-def quantize(fp32_path: Path, int8_path: Path) -> None:
-    """Dynamic INT8 of the weight MatMuls and the embedding Gathers only: activation-by-activation
-    products (attention scores) and the beam step's Gathers stay fp32. Per channel: one scale per
-    output column makes the file 1.6 % larger and closed most of the INT8-vs-fp32 gap (MODEL.md)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    model = onnx.load(str(fp32_path))
-    weights = {init.name for init in model.graph.initializer}
-    chosen = [n.name for n in model.graph.node
-              if (n.op_type == "MatMul" and n.input[1] in weights) or (n.op_type == "Gather" and n.input[0] in weights
-                                                                        and n.input[0].startswith(("wte", "wpe")))]
-    quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                     nodes_to_quantize=chosen, op_types_to_quantize=["MatMul", "Gather"],
-                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: int, training: dict,
@@ -105,8 +71,8 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     nl = newline_id(tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     fp32_out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(decoder_model(weights, config, nl), str(fp32_out))
-    fusions = optimize(fp32_out, config)
+    onnx.save(own_decoder(weights, config, nl), str(fp32_out))
+    fusions = optimize(fp32_out, own_architecture(config))
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.onnx"
         quantize(fp32_out, staged)

@@ -42,7 +42,7 @@ def main() -> None:
                                                      providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     b, p, t = args.beams, args.prefix, 8
-    h, d = runtime.n_head, runtime.head_dim
+    h, d = runtime.n_kv_head, runtime.head_dim
     prefix = [(rng.standard_normal((1, h, d, p), np.float32), rng.standard_normal((1, h, p, d), np.float32))
               for _ in range(runtime.n_layer)]
     past = [(rng.standard_normal((b, h, t, d), np.float32), rng.standard_normal((b, h, t, d), np.float32))

@@ -6,7 +6,7 @@ import onnxruntime as ort
 import pytest
 
 from completer.repeats import NO_REPEATS, RepeatMix
-from onnx_graph import beam_step_model
+from completer.graph import beam_step_model
 from reference_beam import beam_step
 from reference_beam import log_softmax as reference_log_softmax
 

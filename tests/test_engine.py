@@ -402,7 +402,10 @@ def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
     text = Path(argparse.__file__).read_text()[:20000]
     state = DocumentState()
     for cut in range(0, len(text), 997):
-        assert engine._encode(state, text[:cut]) == engine.tokens.encode(text[:cut])
+        ids, head_count = engine._encode(state, text[:cut])
+        assert ids == engine.tokens.encode(text[:cut])
+        head = text[:cut][:text[:cut].rfind("\n") + 1]
+        assert engine.tokens.decode_bytes(ids[:head_count]) == head.encode()
 
 
 def test_tokens_of_the_lines_below_equal_their_whole_encoding(engine: Engine):
@@ -434,13 +437,13 @@ def fp32_engine(tmp_path_factory, model_dir):
     from safetensors.numpy import load_file
 
     from eval import fp32_bundle
-    from onnx_graph import decoder_model
+    from completer.graph import own_decoder
 
     target = tmp_path_factory.mktemp("fp32")
     manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
-    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(target / "fp32.onnx"))
+    onnx.save(own_decoder(weights, config, manifest["newline_token_id"]), str(target / "fp32.onnx"))
     return Engine(EngineSettings(model_path=str(fp32_bundle(model_dir, target / "fp32.onnx", target / "bundle"))))
 
 
@@ -894,3 +897,28 @@ def test_a_search_ahead_also_foresees_the_dedent_after_enter(fp32_engine: Engine
     typed = fp32_engine.complete_text("file:///dedent.py", before + "\n    zq", "")
     assert typed.model_runs > 0
     assert fp32_engine.complete_text("file:///dedent.py", before + "\n        ", "").model_runs > 0  # dropped
+
+
+def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(engine: Engine):
+    import argparse
+    from pathlib import Path
+
+    from completer.engine import PREFILL_CHUNK_TOKENS
+    from completer.types import Cancelled
+
+    text = Path(argparse.__file__).read_text()[:6000]
+    text = text[:text.rfind("\n") + 1] + "    parser = argparse.Arg"
+    lines = text.split("\n")
+    cursor = (len(lines) - 1, len(lines[-1]))
+    engine.open("file:///cold.py", text)
+    cold = engine.complete("file:///cold.py", *cursor)
+    engine.open("file:///warm.py", text)
+    polls = []
+    with pytest.raises(Cancelled):  # a job arriving stops it between chunks, keeping the chunks already run
+        engine.prefill("file:///warm.py", text, is_cancelled=lambda: polls.append(1) or len(polls) > 2)
+    assert len(engine.cache.get("file:///warm.py").ids) == 2 * PREFILL_CHUNK_TOKENS
+    ran = engine.prefill("file:///warm.py", text)
+    assert ran > 0 and engine.prefill("file:///warm.py", text) == 0  # nothing left to run
+    warm = engine.complete("file:///warm.py", *cursor)
+    assert cold.new_tokens > 10 * PREFILL_CHUNK_TOKENS // 4 and warm.new_tokens <= 2, (cold, warm)
+    assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]

@@ -64,12 +64,12 @@ def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model
     import onnx
     from safetensors.numpy import load_file
 
-    from onnx_graph import decoder_model
+    from completer.graph import own_decoder
 
     manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
-    onnx.save(decoder_model(weights, config, manifest["newline_token_id"]), str(tmp_path / "fp32.onnx"))
+    onnx.save(own_decoder(weights, config, manifest["newline_token_id"]), str(tmp_path / "fp32.onnx"))
     (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
     (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
     before = (model_dir / "manifest.json").read_bytes()

@@ -272,6 +272,39 @@ def test_the_strict_converter_refuses_other_types_but_keeps_enums_and_lenient_bo
             converter.structure({"textDocument": item}, types.DidOpenTextDocumentParams)
 
 
+def test_the_strict_converter_takes_only_integers_and_strings_as_request_ids():
+    from lsp.protocol import strict_converter
+
+    converter = strict_converter()
+    for good in (1, "a"):
+        assert converter.structure({"id": good}, types.CancelParams).id == good
+    for bad in ({"id": 1}, [1], True, 1.5, None):
+        with pytest.raises(Exception):
+            converter.structure({"id": bad}, types.CancelParams)
+    token = converter.structure({"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": 0},
+                                 "workDoneToken": None}, types.CompletionParams).work_done_token
+    assert token is None  # an optional id may be null
+
+
+@pytest.mark.parametrize("uri, language_id, language", [
+    ("file:///a/x.py", "python", "python"), ("file:///a/x.py", "", "python"), ("file:///a/x.PYI", "py", "python"),
+    ("file:///a/x%20y.py?q=1", "", "python"), ("file:///a/x.py", "plaintext", "plaintext"),
+    ("file:///a/x.sh", "sh", "shellscript"), ("file:///a/Makefile", "make", "make"), ("untitled:Untitled-1", "", ""),
+])
+def test_a_documents_language_falls_back_to_its_extension(uri: str, language_id: str, language: str):
+    store = DocumentStore()
+    doc = store.open(uri, language_id, 1, "x = 1\n")
+    assert (doc.language_id, doc.language) == (language_id, language)
+
+
+def test_other_open_documents_of_the_same_language_by_extension():
+    store = DocumentStore()
+    store.open("file:///a/one.py", "", 1, "import one\n")
+    store.open("file:///a/two.txt", "", 1, "two\n")
+    store.open("file:///a/three.py", "python", 1, "import three\n")
+    assert store.others("file:///a/three.py", 5) == ["import one\n"]
+
+
 @pytest.mark.parametrize("data, length", [
     (b"Content-Length: 12\r\n\r\n", 12), (b"content-length:7\n\n", 7), (b"\r\nContent-Type: x\r\nContent-Length: 3 \r\n\r\n", 3),
     (b'{"a": "Content-Length: 9"}Content-Length: 4\r\n\r\n', 4),  # junk first; the last header in the line counts

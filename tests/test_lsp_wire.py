@@ -170,8 +170,9 @@ def test_wrongly_typed_methods_and_ids_and_notifications_sent_as_requests_are_in
     response = raw.request("textDocument/didOpen", {"textDocument": {
         "uri": URI, "languageId": "python", "version": 1, "text": SAMPLE_TEXT}})
     assert response["error"]["code"] == -32600 and "notification" in response["error"]["message"]
-    assert [(e["error"]["code"], "data" in e["error"]) for e in raw.null_id_errors] == [(-32600, False)] * 4
-    assert not raw.responses  # none of the four got an answer under its own id
+    assert raw.wait(8)["error"]["code"] == -32600  # its id is readable: the error goes to it
+    assert [(e["error"]["code"], "data" in e["error"]) for e in raw.null_id_errors] == [(-32600, False)] * 3
+    assert not raw.responses  # none of the other three got an answer under its own id
     _still_serving(raw)
 
 
@@ -223,6 +224,91 @@ def test_a_cancel_for_a_request_already_answered_is_not_a_warning(tmp_path):
         finally:
             client.close()
     assert "WARNING" not in (tmp_path / "stderr").read_text(), (tmp_path / "stderr").read_text()
+
+
+def _logged_lines(path: Path, *names: str) -> list[str]:
+    """The server's stderr lines that name all of `names`; and no traceback or error anywhere in it."""
+    text = path.read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+    return [line for line in text.splitlines() if all(name in line for name in names)]
+
+
+def test_a_cancel_whose_id_is_no_request_id_is_one_log_line(tmp_path):
+    """An object or a list as the id reached pygls' table of requests: TypeError, unhashable, with a traceback."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            for bad in ({"id": 1}, [1], True, None):
+                client.notify("$/cancelRequest", {"id": bad})
+            assert "result" in client.request("completer/info")
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "$/cancelRequest")) == 4
+
+
+def test_a_response_to_an_id_the_server_never_sent_leaves_the_running_request_alone(tmp_path):
+    """pygls filed the client's running requests and the server's own in one table: a response reusing a running
+    request's id tried to settle its task (RuntimeError) and took it off the table, so a cancel no longer found it."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(COMPLETER_WORKER_STEP_DELAY_MS="300"), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.open(URI, SAMPLE_TEXT)
+            running = client.request_nowait("textDocument/completion", {
+                "textDocument": {"uri": URI}, "position": {"line": 12, "character": 4}}, msg_id=1000)
+            time.sleep(0.2)
+            client.send({"jsonrpc": "2.0", "id": 1000, "result": None})
+            client.send({"jsonrpc": "2.0", "id": 1000, "error": {"code": -32603, "message": "no"}})
+            client.send({"jsonrpc": "2.0", "id": [1000], "result": None})
+            client.notify("$/cancelRequest", {"id": running})
+            assert client.wait(running, timeout=5)["error"]["code"] == -32800  # RequestCancelled
+            _still_serving(client)
+        finally:
+            client.close()
+    assert not _logged_lines(tmp_path / "stderr", "1000")
+
+
+def test_an_invalid_request_whose_id_is_readable_is_answered_under_that_id(raw: RawClient):
+    raw.initialize()
+    raw.send({"jsonrpc": "2.0", "id": 77, "method": 7})
+    raw.send({"jsonrpc": None, "id": 78, "method": "completer/info"})
+    raw.send({"jsonrpc": None, "id": "79", "method": "textDocument/completion",
+              "params": {"textDocument": {"uri": URI}, "position": {"line": 0, "character": 0}}})
+    raw.send({"jsonrpc": None, "method": "completer/unknownNotification"})  # a notification: no answer
+    for msg_id in (77, 78, "79"):
+        assert raw.wait(msg_id, timeout=10)["error"]["code"] == -32600, msg_id
+    _still_serving(raw)
+    assert not raw.null_id_errors
+
+
+def test_an_unknown_command_is_invalid_params_and_one_log_line(tmp_path):
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            for _ in range(2):
+                response = client.request("workspace/executeCommand", {"command": "completer.nope", "arguments": []})
+                assert response["error"]["code"] == -32602 and "completer.nope" in response["error"]["message"]
+            assert "result" in client.request("completer/info")
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "completer.nope")) == 2
+
+
+@pytest.mark.parametrize("language_id", ["", "py", "my-own-python"])
+def test_an_empty_or_unknown_language_id_falls_back_to_the_files_extension(raw: RawClient, language_id: str):
+    """Neovim with filetype detection off sends ""; other editors send their own names for a language."""
+    raw.initialize()
+    _ready(raw)
+    raw.open("file:///work/x.py", "import os\nos.pa", language_id=language_id)
+    items = raw.completion("file:///work/x.py", 1, 5)["result"]["items"]
+    assert items and all(item["textEdit"]["newText"].startswith("os.pa") for item in items), items
+    raw.open("file:///work/notes.txt", "import os\nos.pa", language_id=language_id)  # not Python: no suggestions
+    assert raw.completion("file:///work/notes.txt", 1, 5)["result"]["items"] == []
+    raw.open("file:///work/y.py", "import os\nos.pa", language_id="plaintext")  # an id LSP knows is taken as it is
+    assert raw.completion("file:///work/y.py", 1, 5)["result"]["items"] == []
 
 
 def test_info_asked_right_after_a_model_reload_names_the_new_state(raw: RawClient):
@@ -458,3 +544,26 @@ def test_server_help_and_bad_arguments():
                          timeout=30)
     assert bad.returncode == 2
 
+
+
+def test_an_opened_document_is_prefilled_while_the_worker_is_idle(raw: RawClient):
+    """didOpen lets the worker run the file's context before any keystroke: the first completion at the end of
+    a long file runs only its last tokens."""
+    import argparse
+
+    raw.initialize({"completer": {"searchAhead": False}})
+    _ready(raw)
+    text = Path(argparse.__file__).read_text()[:6000]
+    text = text[:text.rfind("\n") + 1] + "    parser = argparse.Arg"
+    lines = text.split("\n")
+    raw.open("file:///work/opened.py", text)
+    deadline = time.monotonic() + 30
+    cached = [-1]
+    while time.monotonic() < deadline:  # the prefill grows the document's cache, chunk by chunk, until it is done
+        time.sleep(0.5)  # (each poll is a job that pauses the prefill; the worker resumes it once idle again)
+        cached.append(raw.request("completer/info")["result"].get("cache_bytes") or 0)
+        if cached[-1] and cached[-1] == cached[-2]:
+            break
+    raw.completion("file:///work/opened.py", len(lines) - 1, len(lines[-1]))
+    server = raw.request("completer/info")["result"]["server"]
+    assert server["last_context_tokens"] > 500 and server["last_new_tokens"] <= 2, server

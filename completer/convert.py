@@ -1,0 +1,241 @@
+"""`completer convert HF_DIR --out BUNDLE`: a Hugging Face checkpoint on the user's disk as a bundle.
+
+Reads config.json, *.safetensors and tokenizer.json from a local folder; never the network, never a
+pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to
+INT8 unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place
+only when every file is written, so a failure leaves nothing half-written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from .bundle import sha256_file
+from .types import ModelError
+
+FORMAT_VERSION = 2
+DEFAULT_CONTEXT = 2048
+# Fill-in-the-middle markers (prefix, suffix, middle) by family; all are prompted prefix-suffix-middle.
+FIM_TEMPLATES = {
+    "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
+}
+
+
+class ConvertError(ValueError):
+    """Why a folder cannot be converted, in one line."""
+
+
+def _tokenizer_json(folder: Path) -> dict:
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise ConvertError(f"{folder}: no tokenizer.json (download the model's tokenizer files too)")
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConvertError(f"{path}: not readable JSON ({exc})") from exc
+    model = spec.get("model") if isinstance(spec, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        raise ConvertError(f"{path}: a {model.get('type') if isinstance(model, dict) else 'unknown'} tokenizer; "
+                           "only byte-level BPE tokenizers are supported")
+    if "ByteLevel" not in json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")]):
+        raise ConvertError(f"{path}: a BPE tokenizer that is not byte-level (SentencePiece-style); only "
+                           "byte-level BPE tokenizers are supported")
+    return spec
+
+
+def _end_of_text(folder: Path, config: dict, vocab: dict[str, int]) -> str:
+    """The token that separates documents: <|endoftext|> where the vocabulary has it, else the model's EOS."""
+    if "<|endoftext|>" in vocab:
+        return "<|endoftext|>"
+    try:
+        eos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("eos_token")
+    except (OSError, ValueError, AttributeError):
+        eos = None
+    eos = eos.get("content") if isinstance(eos, dict) else eos
+    if isinstance(eos, str) and eos in vocab:
+        return eos
+    eos_id = config.get("eos_token_id")
+    eos_id = eos_id[0] if isinstance(eos_id, list) and eos_id else eos_id
+    by_id = {idx: token for token, idx in vocab.items()}
+    if isinstance(eos_id, int) and eos_id in by_id:
+        return by_id[eos_id]
+    raise ConvertError(f"{folder}: no end-of-text token (<|endoftext|>, or an eos_token in tokenizer_config.json)")
+
+
+def _fim(tokenizer) -> dict | None:
+    """The FIM template whose three markers the tokenizer has as special tokens, if any."""
+    specials = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    for template, markers in FIM_TEMPLATES.items():
+        if all(m in specials for m in markers):
+            ids = [tokenizer.token_to_id(m) for m in markers]
+            return {"order": "psm", "template": template, "tokens": dict(zip(("prefix", "suffix", "middle"), markers)),
+                    "ids": dict(zip(("prefix", "suffix", "middle"), ids))}
+    return None
+
+
+def _license(folder: Path) -> str:
+    """The license named in the model card's front matter (README.md), as the source declares it."""
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "unknown (no README.md; see the source's model card)"
+    if text.startswith("---"):
+        for line in text.split("\n---", 1)[0].splitlines():
+            if line.startswith("license:"):
+                return line.split(":", 1)[1].strip().strip("'\"") or "unknown"
+    return "unknown (not declared in README.md; see the source's model card)"
+
+
+class _Progress:
+    """A one-line progress bar over the layers, on stderr, only when it is a terminal or asked for."""
+
+    def __init__(self, total: int, shown: bool) -> None:
+        self.total, self.shown = total, shown
+
+    def __call__(self, done: int) -> None:
+        if self.shown:
+            filled = round(30 * done / self.total)
+            end = "\n" if done == self.total else ""
+            print(f"\rlayers [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total}", end=end, file=sys.stderr,
+                  flush=True)
+
+
+def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
+            force: bool = False, progress: bool | None = None) -> dict:
+    """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest."""
+    from tokenizers import Tokenizer
+
+    from .graph import decoder_model, optimize, quantize, save
+    from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
+    from .tokens import Tokens
+
+    source, out = Path(source), Path(out)
+    if not source.is_dir():
+        raise ConvertError(f"{source}: not a folder (give the folder the model was downloaded to)")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
+    config = read_config(source)
+    limit = int(config.get("n_positions") or config.get("max_position_embeddings") or DEFAULT_CONTEXT)
+    context = context or min(limit, DEFAULT_CONTEXT)
+    if not 2 <= context <= limit:
+        raise ConvertError(f"--context {context} is outside what the model was trained for (2 to {limit:,})")
+    arch = architecture(config, context)
+    _tokenizer_json(source)
+    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    own_vocab = tokenizer.get_vocab_size()
+    if own_vocab > arch.vocab_size:
+        raise ConvertError(f"tokenizer.json has {own_vocab:,} tokens, more than the model's {arch.vocab_size:,}")
+    end_of_text = _end_of_text(source, config, tokenizer.get_vocab())
+    try:
+        tokens = Tokens(source / "tokenizer.json", vocab_size=arch.vocab_size, end_of_text=end_of_text)
+    except ModelError as exc:
+        raise ConvertError(str(exc)) from exc
+    weights = canonical_weights(load_weights(source), arch, config)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
+    try:
+        shown = sys.stderr.isatty() if progress is None else progress
+        model = decoder_model(arch, weights, tokens.ends_line, context, on_layer=_Progress(arch.n_layer, shown))
+        del weights
+        fp32 = staging / "fp32" / "model.onnx"
+        fp32.parent.mkdir()
+        save(model, fp32)
+        del model
+        fusions = optimize(fp32, arch) if arch.family == "gpt2" else {}
+        if int8:
+            quantize(fp32, staging / "model.onnx")
+        else:
+            for file in fp32.parent.iterdir():
+                file.rename(staging / file.name)
+        shutil.rmtree(fp32.parent)
+        shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
+        manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
+                             _fim(tokenizer), int8, fusions)
+        (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
+              end_of_text: str, fim: dict | None, int8: bool, fusions: dict) -> dict:
+    files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
+             for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
+    command = " ".join(["completer convert", str(source), "--out", str(out)] + ([] if int8 else ["--fp32"]) +
+                       [f"--context {context}"])
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "architecture": arch.manifest(),
+        "context_length": context,
+        "vocab_size": arch.vocab_size,
+        "tokenizer_vocab_size": own_vocab,
+        "newline_token_id": tokens.newline_id,
+        "end_of_text_token": end_of_text,
+        "source": {"folder": source.name, "model_type": config.get("model_type"),
+                   "architectures": config.get("architectures"), "license": _license(source),
+                   "config_sha256": sha256_file(source / "config.json"),
+                   "tokenizer_sha256": sha256_file(source / "tokenizer.json")},
+        "conversion": {"command": command},
+        "quantization": ("onnxruntime dynamic INT8 (QInt8 weights, per channel) of weight MatMuls and embeddings"
+                         if int8 else "none (fp32)"),
+        "graph_fusions": fusions,
+        "kv_layout": {"prefix_key": "[1, KV, D, P]", "prefix_value": "[1, KV, P, D]", "past": "[B, KV, T, D]"},
+        "files": files,
+    }
+    if fim is not None:
+        manifest["fim"] = fim
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+def _model_card(manifest: dict) -> str:
+    arch, source = manifest["architecture"], manifest["source"]
+    fim = manifest.get("fim")
+    return "\n".join([
+        f"# {manifest['name']}",
+        "",
+        f"Converted by `completer convert` from the local Hugging Face checkpoint `{source['folder']}` "
+        f"({source['model_type']}, {', '.join(source.get('architectures') or [])}).",
+        "",
+        f"- License declared by the source: **{source['license']}**. The converted weights carry the same license.",
+        f"- Shape: {arch['n_layer']} layers, {arch['n_head']} query heads, {arch['n_kv_head']} key/value heads, "
+        f"width {arch['hidden']}, vocabulary {arch['vocab_size']:,}; context {manifest['context_length']:,} tokens.",
+        f"- Weights: {manifest['quantization']}.",
+        f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}.",
+        f"- Command: `{manifest['conversion']['command']}`",
+        f"- Source files: config.json sha256 `{source['config_sha256']}`, tokenizer.json sha256 "
+        f"`{source['tokenizer_sha256']}`.",
+        "",
+        "Quality and speed are the source model's and this machine's: measure them with scripts/eval.py and "
+        "scripts/bench_lsp.py against this folder.",
+        "",
+    ])
+
+
+def main(args) -> int:
+    try:
+        manifest = convert(Path(args.source), Path(args.out), int8=not args.fp32, context=args.context,
+                           name=args.name, force=args.force)
+    except ModuleNotFoundError as exc:
+        print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
+              file=sys.stderr)
+        return 2
+    except (ValueError, ModelError, OSError) as exc:
+        print(f"completer convert: {exc}", file=sys.stderr)
+        return 2
+    size = sum(meta["bytes"] for meta in manifest["files"].values())
+    print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"
+          f"{', fill-in-the-middle (' + manifest['fim']['template'] + ')' if 'fim' in manifest else ''}; "
+          f"use it with --model {args.out} or the modelPath setting")
+    return 0

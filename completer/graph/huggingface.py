@@ -1,0 +1,213 @@
+"""A local Hugging Face checkpoint folder as an Architecture and canonical weights.
+
+Reads config.json and *.safetensors (one file or shards named by model.safetensors.index.json), never
+the network and never pickles. Anything the graph does not implement is refused with one line that
+names it: a silent wrong model is worse than none.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import safetensors_reader
+from .architecture import Architecture
+
+LLAMA_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_TYPES = ("gpt2", *LLAMA_TYPES)
+GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu"}
+IGNORED_SUFFIXES = ("attn.bias", "attn.masked_bias", "rotary_emb.inv_freq")  # buffers some checkpoints saved
+
+
+class Unsupported(ValueError):
+    """The checkpoint asks for something the graph does not implement; the message says what."""
+
+
+def read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise Unsupported(f"{folder}: no config.json (download the whole model folder)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise Unsupported(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise Unsupported(f"{path}: not a JSON object")
+    return config
+
+
+def architecture(config: dict, context: int) -> Architecture:
+    """The Architecture of a config.json, for a graph of `context` positions."""
+    kind = config.get("model_type")
+    if kind not in SUPPORTED_TYPES:
+        raise Unsupported(f"model_type {kind!r} is not supported (supported: {', '.join(SUPPORTED_TYPES)})")
+    if kind == "gpt2":
+        return _gpt2(config)
+    return _llama(config, context)
+
+
+def _gpt2(config: dict) -> Architecture:
+    activation = GPT2_ACTIVATIONS.get(config.get("activation_function", "gelu_new"))
+    if activation is None:
+        raise Unsupported(f"GPT-2 activation {config.get('activation_function')!r} is not supported")
+    if not config.get("scale_attn_weights", True) or config.get("scale_attn_by_inverse_layer_idx", False):
+        raise Unsupported("GPT-2 attention scaling other than 1/sqrt(head size) is not supported")
+    n_embd, n_head = int(config["n_embd"]), int(config["n_head"])
+    return Architecture(family="gpt2", n_layer=int(config["n_layer"]), n_head=n_head, n_kv_head=n_head,
+                        head_dim=n_embd // n_head, hidden=n_embd, mlp_hidden=int(config.get("n_inner") or 4 * n_embd),
+                        vocab_size=int(config["vocab_size"]), max_positions=int(config["n_positions"]),
+                        norm_eps=float(config.get("layer_norm_epsilon", 1e-5)), activation=activation)
+
+
+def _rope(config: dict) -> tuple[float, dict]:
+    """rope_theta and the scaling, from transformers 4's rope_theta/rope_scaling or 5's rope_parameters."""
+    params = dict(config.get("rope_parameters") or {})
+    theta = float(config.get("rope_theta") or params.pop("rope_theta", None) or 10000.0)
+    params.pop("rope_theta", None)
+    scaling = dict(config.get("rope_scaling") or params)
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind not in ("default", "linear", "llama3"):
+        raise Unsupported(f"rope scaling {kind!r} is not supported (supported: default, linear, llama3)")
+    return theta, ({} if kind == "default" else scaling)
+
+
+def _llama(config: dict, context: int) -> Architecture:
+    if config.get("hidden_act", "silu") != "silu":
+        raise Unsupported(f"activation {config.get('hidden_act')!r} is not supported (LLaMA-family models use silu)")
+    if float(config.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise Unsupported("partial rotary positions are not supported")
+    window = config.get("sliding_window")
+    active = config.get("use_sliding_window", config.get("model_type") == "mistral")
+    if window is not None and active and int(window) < context:
+        raise Unsupported(f"sliding-window attention ({window} tokens) is not implemented; convert with "
+                          f"--context {window} or less")
+    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    theta, scaling = _rope(config)
+    return Architecture(family="llama", n_layer=int(config["num_hidden_layers"]), n_head=heads,
+                        n_kv_head=int(config.get("num_key_value_heads") or heads),
+                        head_dim=int(config.get("head_dim") or hidden // heads), hidden=hidden,
+                        mlp_hidden=int(config["intermediate_size"]), vocab_size=int(config["vocab_size"]),
+                        max_positions=int(config.get("max_position_embeddings", context)),
+                        norm_eps=float(config.get("rms_norm_eps", 1e-6)), activation="silu", rope_theta=theta,
+                        rope_scaling=scaling)
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The safetensors files of a checkpoint; .bin checkpoints are refused (they are pickles)."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise Unsupported(f"{index}: unreadable shard index ({exc})") from exc
+        files = [folder / name for name in names]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise Unsupported(f"{folder}: shards named in {index.name} are missing: {', '.join(missing)}")
+        return files
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        return files
+    if any(folder.glob("*.bin")) or any(folder.glob("*.pt")) or any(folder.glob("*.pth")):
+        raise Unsupported(f"{folder}: only a PyTorch .bin/.pt checkpoint, which is a pickle and is never loaded; "
+                          "download the model's .safetensors files instead")
+    raise Unsupported(f"{folder}: no *.safetensors weights")
+
+
+def load_weights(folder: Path) -> dict[str, np.ndarray]:
+    tensors: dict[str, np.ndarray] = {}
+    for path in weight_files(folder):
+        tensors.update(safetensors_reader.load(path))
+    return tensors
+
+
+class _Taker:
+    """Takes tensors by name, checking shapes, so whatever is left over can be refused."""
+
+    def __init__(self, tensors: dict[str, np.ndarray]) -> None:
+        self.tensors = dict(tensors)
+
+    def take(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
+        if name not in self.tensors:
+            if optional:
+                return None
+            raise Unsupported(f"the weights have no tensor {name!r}")
+        value = self.tensors.pop(name)
+        if tuple(value.shape) != shape:
+            raise Unsupported(f"tensor {name!r} has shape {list(value.shape)}, the config implies {list(shape)}")
+        return np.asarray(value, dtype=np.float32)
+
+    def leftover(self) -> list[str]:
+        return sorted(n for n in self.tensors if not n.endswith(IGNORED_SUFFIXES))
+
+
+def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config: dict) -> dict[str, np.ndarray]:
+    """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for."""
+    taker = _Taker(tensors)
+    out = _gpt2_weights(taker, arch) if arch.family == "gpt2" else _llama_weights(taker, arch)
+    tied = bool(config.get("tie_word_embeddings", arch.family == "gpt2"))
+    head = taker.take("lm_head.weight", (arch.vocab_size, arch.hidden), optional=True)
+    if head is not None and not (tied and np.array_equal(head, out["embed"])):
+        out["lm_head"] = head.T.copy()  # [C, V]
+    elif head is None and not tied:
+        raise Unsupported("the config says the output head is not tied, but the weights have no lm_head.weight")
+    left = taker.leftover()
+    if left:
+        shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        raise Unsupported(f"the weights hold tensors this architecture does not use: {shown}")
+    return out
+
+
+def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    if any(name.startswith("transformer.") for name in taker.tensors):
+        taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
+    c, f = arch.hidden, arch.mlp_hidden
+    out = {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
+           "positions": taker.take("wpe.weight", (arch.max_positions, c)),
+           "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
+    for i in range(arch.n_layer):  # Conv1D weights are already [in, out]
+        p, q = f"h.{i}", f"layers.{i}"
+        for ours, theirs, shape in (("norm1", "ln_1", None), ("norm2", "ln_2", None), ("qkv", "attn.c_attn", (c, 3 * c)),
+                                    ("o", "attn.c_proj", (c, c)), ("fc", "mlp.c_fc", (c, f)),
+                                    ("out", "mlp.c_proj", (f, c))):
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape or (c,))
+            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", ((shape or (c,))[-1],))
+    return out
+
+
+def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    c, f, d = arch.hidden, arch.mlp_hidden, arch.head_dim
+    q_w, kv_w = arch.n_head * d, arch.n_kv_head * d
+    out = {"embed": taker.take("model.embed_tokens.weight", (arch.vocab_size, c)),
+           "norm_f.weight": taker.take("model.norm.weight", (c,))}
+    for i in range(arch.n_layer):
+        p, q = f"model.layers.{i}", f"layers.{i}"
+        out[f"{q}.norm1.weight"] = taker.take(f"{p}.input_layernorm.weight", (c,))
+        out[f"{q}.norm2.weight"] = taker.take(f"{p}.post_attention_layernorm.weight", (c,))
+        parts = [taker.take(f"{p}.self_attn.{n}_proj.weight", (w, c)) for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
+        out[f"{q}.qkv.weight"] = np.concatenate(parts, axis=0).T.copy()  # [C, (H + 2 KV) D]
+        biases = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=True)
+                  for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
+        if any(b is not None for b in biases):
+            out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
+                                                   for b, w in zip(biases, (q_w, kv_w, kv_w))])
+        out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).T.copy()  # [H D, C]
+        _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=True))
+        gate = taker.take(f"{p}.mlp.gate_proj.weight", (f, c))
+        up = taker.take(f"{p}.mlp.up_proj.weight", (f, c))
+        out[f"{q}.gate_up.weight"] = np.concatenate([gate, up], axis=0).T.copy()  # [C, 2F]
+        gate_b = taker.take(f"{p}.mlp.gate_proj.bias", (f,), optional=True)
+        up_b = taker.take(f"{p}.mlp.up_proj.bias", (f,), optional=True)
+        if gate_b is not None or up_b is not None:
+            zeros = np.zeros(f, np.float32)
+            out[f"{q}.gate_up.bias"] = np.concatenate([gate_b if gate_b is not None else zeros,
+                                                       up_b if up_b is not None else zeros])
+        out[f"{q}.down.weight"] = taker.take(f"{p}.mlp.down_proj.weight", (c, f)).T.copy()  # [F, C]
+        _maybe(out, f"{q}.down.bias", taker.take(f"{p}.mlp.down_proj.bias", (c,), optional=True))
+    return out
+
+
+def _maybe(out: dict[str, np.ndarray], name: str, value: np.ndarray | None) -> None:
+    if value is not None:
+        out[name] = value

@@ -1,0 +1,103 @@
+"""A random checkpoint in the exact shape of a released model, as a Hugging Face folder, to measure what
+`completer convert` makes of that shape on this machine without downloading anything.
+
+    python scripts/released_shape.py --shape smollm2-135m --out /tmp/smollm2-135m-random
+    completer convert /tmp/smollm2-135m-random --out /tmp/smollm2-135m-bundle
+    python scripts/bench_lsp.py --settings '{"modelPath": "/tmp/smollm2-135m-bundle"}'
+
+Speed depends on the shape, not on training. The weights are random bf16 (as released checkpoints are
+stored); the tokenizer is a byte-level BPE trained here on the stdlib with Qwen2's pre-tokenizer, so it
+merges newlines into other tokens as the released ones do, and the model's vocabulary pads it to the
+released size (the padding ids are never generated, but the output head computes all of them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import sysconfig
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from hf_models import QWEN_PATTERN, SPECIALS  # noqa: E402
+
+_LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+          "tie_word_embeddings": True}
+_QWEN2 = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu",
+          "tie_word_embeddings": True, "use_sliding_window": False, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+          "max_position_embeddings": 32768}
+SHAPES = {  # from each model's published config.json
+    "smollm2-135m": {**_LLAMA, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                     "num_attention_heads": 9, "num_key_value_heads": 3, "vocab_size": 49152,
+                     "max_position_embeddings": 8192, "rope_theta": 100000.0, "rms_norm_eps": 1e-5},
+    "smollm2-360m": {**_LLAMA, "hidden_size": 960, "intermediate_size": 2560, "num_hidden_layers": 32,
+                     "num_attention_heads": 15, "num_key_value_heads": 5, "vocab_size": 49152,
+                     "max_position_embeddings": 8192, "rope_theta": 100000.0, "rms_norm_eps": 1e-5},
+    "qwen2.5-coder-0.5b": {**_QWEN2, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                           "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936},
+    "qwen2.5-coder-1.5b": {**_QWEN2, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+                           "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936},
+}
+TOKENIZER_VOCAB = 8192
+
+
+def tokenizer(out: Path, fim: bool) -> None:
+    """A byte-level BPE over the stdlib's Python, newlines merged as Qwen2's pre-tokenizer allows."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(stdlib.glob("*.py"))[:120]]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, special_tokens=SPECIALS if fim else SPECIALS[:1],
+                                  show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(texts, trainer=trainer)
+    bpe.save(str(out / "tokenizer.json"))
+
+
+def weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    c, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    d = c // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
+
+    def rand(*shape: int) -> torch.Tensor:
+        return (torch.randn(shape, generator=generator) * 0.02).to(torch.bfloat16)
+
+    out = {"model.embed_tokens.weight": rand(v, c), "model.norm.weight": torch.ones(c, dtype=torch.bfloat16)}
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}"
+        out.update({f"{p}.input_layernorm.weight": torch.ones(c, dtype=torch.bfloat16),
+                    f"{p}.post_attention_layernorm.weight": torch.ones(c, dtype=torch.bfloat16),
+                    f"{p}.self_attn.q_proj.weight": rand(q, c), f"{p}.self_attn.k_proj.weight": rand(kv, c),
+                    f"{p}.self_attn.v_proj.weight": rand(kv, c), f"{p}.self_attn.o_proj.weight": rand(c, q),
+                    f"{p}.mlp.gate_proj.weight": rand(f, c), f"{p}.mlp.up_proj.weight": rand(f, c),
+                    f"{p}.mlp.down_proj.weight": rand(c, f)})
+        if config["model_type"] == "qwen2":  # Qwen2's q/k/v projections carry biases
+            out.update({f"{p}.self_attn.q_proj.bias": rand(q), f"{p}.self_attn.k_proj.bias": rand(kv),
+                        f"{p}.self_attn.v_proj.bias": rand(kv)})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    config = dict(SHAPES[args.shape])
+    args.out.mkdir(parents=True, exist_ok=True)
+    tokenizer(args.out, fim=config["model_type"] == "qwen2")
+    (args.out / "config.json").write_text(json.dumps(config, indent=1))
+    save_file(weights(config, args.seed), str(args.out / "model.safetensors"))
+    (args.out / "README.md").write_text(f"---\nlicense: random-weights\n---\nRandom weights in the {args.shape} shape.\n")
+    print(f"wrote {args.out} ({args.shape}, random bf16 weights)")
+
+
+if __name__ == "__main__":
+    main()
