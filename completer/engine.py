@@ -108,6 +108,16 @@ def slid_start(length: int, limit: int) -> int:
     return math.ceil((length - limit) / slide) * slide
 
 
+def code_line_start(text: str, at: int) -> int:
+    """The start of the last line at or before `at` (a line start) that begins with code, not blank space;
+    0 when there is none."""
+    while at > 0:
+        if at < len(text) and text[at] not in " \t\r\n":
+            return at
+        at = text.rfind("\n", 0, at - 1) + 1
+    return 0
+
+
 def clip_before(before: str) -> tuple[str, bool]:
     """The tail of `before` from a line start, at a position that moves in coarse steps; and
     whether the result still starts at the document start."""
@@ -314,10 +324,22 @@ class Engine:
         line_start = text.rfind("\n") + 1
         head = text[:line_start]
         if not self.tokens.isolates_newlines:
-            return self.tokens.encode_split(text, line_start)
+            return self._encode_merged(state, text, line_start)
         if state.token_memo[0] != head:  # a new line or an edit above: only unseen lines are encoded
             state.token_memo = (head, self._encode_lines(state.head_line_tokens, head[:-1]) if head else [])
         return state.token_memo[1] + self.tokens.encode(text[line_start:]), len(state.token_memo[1])
+
+    def _encode_merged(self, state: DocumentState, text: str, line_start: int) -> tuple[list[int], int]:
+        """`_encode` for a vocabulary that merges newlines: the text up to the last line that starts with code
+        at or before the cursor's line is encoded once and kept; only the rest is encoded again. Byte-level
+        BPE pre-tokenizers never join a newline with a letter or punctuation after it, so the tokens of the two
+        parts are the tokens of the whole (an indented line is no such place: "\n   " can be one token)."""
+        safe = code_line_start(text, line_start)
+        head = text[:safe]
+        if state.token_memo[0] != head:
+            state.token_memo = (head, self.tokens.encode(head) if head else [])
+        tail, before_line = self.tokens.encode_split(text[safe:], line_start - safe)
+        return state.token_memo[1] + tail, len(state.token_memo[1]) + before_line
 
     def _encode_lines(self, known: dict[str, list[int]], text: str) -> list[int]:
         """Tokens of `text` followed by a newline, built from each line's tokens, which `known` keeps between
@@ -379,8 +401,9 @@ class Engine:
         document = ids
         limit = min(self.settings.context_tokens or self.bundle.context_length,
                     self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
-        if self.fim_ids is not None and below.strip():
-            if self.bundle.fim_order == "psm":
+        psm = self.bundle.fim_order == "psm"  # released FIM models: always this template, so all prompts share a head
+        if self.fim_ids is not None and (below.strip() or psm):
+            if psm:
                 fim = self._fim_psm_ids(state, document, min(head_count, len(document)), len(marker), below, limit)
             else:
                 fim = self._fim_ids(state, document, below, limit)
@@ -411,10 +434,12 @@ class Engine:
         """The FIM prompt in prefix-suffix-middle order, as released FIM models were trained: `<prefix> text up
         to the cursor's line <suffix> lines below <middle> the typed part of the line`. The typed part comes
         last, so typing within a line only extends the cached prompt; a new line changes the prefix and the
-        prompt is run again. The document-start marker is left out (`marker` leading ids): the template starts
-        the text. None when the window cannot hold the typed line beside the suffix: the plain prompt is used."""
+        prompt is run again. It is used with nothing below the cursor too (an empty suffix), so every prompt in a
+        file starts with the same head, which Engine.prefill runs ahead. The document-start marker is left out
+        (`marker` leading ids): the template starts the text. None when the window cannot hold the typed line
+        beside the suffix: the plain prompt is used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist()
+        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist() if below.strip() else []
         head, line = document[marker:head_count], document[head_count:]
         room = limit - 3 - len(suffix) - len(line)
         if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):

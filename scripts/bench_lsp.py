@@ -47,6 +47,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def worker_rss_mb(pid: int | None) -> float | None:
+    """The worker's resident memory (Linux /proc), which holds the model and the caches."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            kb = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, TypeError, ValueError):
+        return None
+    return round(kb / 1024, 1)
+
+
 def run(args: argparse.Namespace) -> dict:
     path = Path(args.file) if args.file else default_file()
     text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
@@ -71,6 +81,7 @@ def run(args: argparse.Namespace) -> dict:
             time.sleep(0.05)
         uri = path.resolve().as_uri()
         client.open(uri, prefix)
+        time.sleep(args.pause_after_open)  # 0: the first keystroke pays for the opened file's prefill
         line, col_units = start_line, 0
         current = ""  # the cursor line typed so far
         version = 1
@@ -98,13 +109,15 @@ def run(args: argparse.Namespace) -> dict:
                 actual = lines[line] if line < len(lines) else ""
                 hits += items[0]["textEdit"]["newText"] == actual and actual != current
         info = client.request("completer/info")["result"]
+        rss_mb = worker_rss_mb(info.get("server", {}).get("worker_pid"))
     finally:
         client.close()
         if logs is not None:
             logs.cleanup()
     return {
         "file": str(path), "start_line": start_line, "keystrokes": len(latencies), "latencies": latencies,
-        "with_items": with_items, "top1_hits": hits, "info": info,
+        "with_items": with_items, "top1_hits": hits, "info": info, "worker_rss_mb": rss_mb,
+        "pause_after_open_s": args.pause_after_open,
         "context_tokens": [c for c in contexts if c is not None],
     }
 
@@ -117,13 +130,15 @@ def report(result: dict, argv: list[str]) -> str:
     name = Path(result["file"]).name
     contexts = result["context_tokens"] or [0]
     rows = [
-        "| file | keystrokes | context tokens | p50 ms | p95 ms | max ms | mean ms | replies with lines "
-        "| top line = actual line |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| file | keystrokes | context tokens | first ms | p50 ms | p95 ms | max ms | mean ms | replies with lines "
+        "| top line = actual line | worker RSS MB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {name} (from line {result['start_line'] + 1}) | {result['keystrokes']} "
-        f"| {min(contexts)}–{max(contexts)} (median {statistics.median(contexts):.0f}) | {percentile(lat, 0.5):.1f} "
+        f"| {min(contexts)}–{max(contexts)} (median {statistics.median(contexts):.0f}) | {lat[0]:.1f} "
+        f"| {percentile(lat, 0.5):.1f} "
         f"| {percentile(lat, 0.95):.1f} | {max(lat):.1f} | {statistics.fmean(lat):.1f} "
-        f"| {100 * result['with_items'] / n:.0f}% | {100 * result['top1_hits'] / n:.0f}% |",
+        f"| {100 * result['with_items'] / n:.0f}% | {100 * result['top1_hits'] / n:.0f}% "
+        f"| {result.get('worker_rss_mb') or 'n/a'} |",
     ]
     settings = server.get("settings", {})
     lines = [
@@ -151,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-line", type=int, default=60, help="open the file truncated here (1-based line)")
     parser.add_argument("--keystrokes", type=int, default=400)
     parser.add_argument("--settings", default=None, help='server settings as JSON, e.g. \'{"beams": 2}\'')
+    parser.add_argument("--pause-after-open", type=float, default=0.0,
+                        help="seconds between opening the file and the first keystroke (the server prefills then)")
     parser.add_argument("--json", action="store_true", help="also print the raw latencies as JSON")
     args = parser.parse_args(argv)
     args.start_line = max(0, args.start_line - 1)

@@ -311,3 +311,43 @@ def test_the_command_line_converts_and_completes(source, tmp_path):
     done = subprocess.run([sys.executable, "-m", "completer", "complete", f"{sample}:5:17", "--model", str(out),
                            "--json"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "suggestions" in json.loads(done.stdout), done.stderr
+
+
+def test_merged_vocabulary_encodes_as_the_whole_text_while_typing(converted):
+    """The text up to the last line that starts with code is encoded once and kept: the tokens must still be
+    exactly the whole text's, at every cut, as the cursor moves through a file."""
+    import argparse
+
+    from completer.cache import DocumentState
+
+    _, bundle_dir, _ = converted
+    engine = Engine(EngineSettings(model_path=str(bundle_dir), device="cpu"))
+    assert not engine.tokens.isolates_newlines
+    text = Path(argparse.__file__).read_text()[:12000]
+    state = DocumentState()
+    for cut in [*range(0, len(text), 331), *range(5000, 5200, 7)]:
+        ids, head_count = engine._encode(state, text[:cut])
+        assert ids == engine.tokens.encode(text[:cut]), cut
+        head = text[:cut][:text[:cut].rfind("\n") + 1]
+        assert head.encode().startswith(engine.tokens.decode_bytes(ids[:head_count]))
+
+
+def test_a_prefilled_fim_document_runs_only_the_cursors_line_and_what_follows_its_head(converted):
+    """Released FIM models always get the prefix-suffix-middle prompt, so every cursor's prompt starts with
+    the same head, which the prefill runs ahead of the first keystroke."""
+    _, bundle_dir, _ = converted
+    engine = Engine(EngineSettings(model_path=str(bundle_dir), fill_in_the_middle=True, device="cpu"))
+    text = "import os\n\n\ndef main(argv):\n    for name in argv:\n        pri\n    return 0\n"
+    cursor = (5, len("        pri"))
+    engine.open("file:///cold.py", text)
+    cold = engine.complete("file:///cold.py", *cursor)
+    engine.open("file:///warm.py", text)
+    assert engine.prefill("file:///warm.py", text) > 0
+    warm = engine.complete("file:///warm.py", *cursor)
+    head = len(engine.tokens.encode("import os\n\n\ndef main(argv):\n    for name in argv:\n"))
+    assert warm.cached_tokens >= head and warm.new_tokens <= cold.new_tokens - head + 1, (cold, warm)
+    engine.open("file:///end.py", "import os\n\n\ndef main(argv):\n    for na")
+    engine.complete("file:///end.py", 4, len("    for na"))  # nothing below: the same template, an empty suffix
+    ids = list(engine.cache.get("file:///end.py").ids)
+    pre, suf, mid = engine.bundle.fim_ids
+    assert ids[0] == pre and ids[ids.index(suf) + 1] == mid

@@ -13,8 +13,10 @@ EMBEDDING_TABLES = ("embed", "positions")  # Gathers over these are quantized li
 
 
 def save(model: onnx.ModelProto, path: Path) -> None:
-    """One file, or the file plus `<name>.data` beside it when the weights pass protobuf's 2 GiB."""
-    if model.ByteSize() < PROTOBUF_LIMIT:
+    """One file, or the file plus `<name>.data` beside it when the weights pass protobuf's 2 GiB (measured
+    from the initializers: a larger message cannot even report its own size)."""
+    weights = sum(len(tensor.raw_data) for tensor in model.graph.initializer)
+    if weights < PROTOBUF_LIMIT:
         onnx.checker.check_model(model)
         onnx.save(model, str(path))
         return

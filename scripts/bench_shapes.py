@@ -1,0 +1,155 @@
+"""What `completer convert` makes of released models' shapes on this machine: random weights in the exact
+shape (scripts/released_shape.py), converted to INT8, timed through the engine and the LSP typing replay.
+
+    python scripts/bench_shapes.py --shapes smollm2-135m qwen2.5-coder-0.5b --out docs/bench_shapes.json
+    python scripts/bench_shapes.py --table docs/bench_shapes.json     # the markdown table in docs/benchmarks.md
+
+Speed depends on the shape, not on training, with one exception: random weights never end a line, so every
+search runs to the search budget (searchBudgetMs) or the token limit. The replay's keystroke times are
+therefore an upper bound for the shape; the per-step figures (one 4-beam step, a prefill) are what a
+trained model of the shape costs per step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from paths import cache_dir  # noqa: E402
+
+from completer.cache import DocumentState, extend_prefix  # noqa: E402
+from completer.engine import Engine  # noqa: E402
+from completer.types import EngineSettings  # noqa: E402
+
+
+def bundle_for(shape: str) -> Path:
+    """The converted INT8 bundle of `shape`, built once into the cache."""
+    root = cache_dir() / "shapes" / shape
+    bundle = root / "bundle"
+    if (bundle / "manifest.json").is_file():
+        return bundle
+    subprocess.run([sys.executable, str(REPO / "scripts" / "released_shape.py"), "--shape", shape, "--out",
+                    str(root / "source")], check=True)
+    subprocess.run([sys.executable, "-m", "completer", "convert", str(root / "source"), "--out", str(bundle),
+                    "--force"], check=True)
+    return bundle
+
+
+def stdlib_tokens(engine: Engine, count: int) -> list[int]:
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
+    return engine.tokens.encode(text)[:count]
+
+
+def engine_timings(bundle: Path, rounds: int) -> dict:
+    """Prefill of 1,000 tokens, one 4-beam step at a 1,000-token context, and the first suggestion in a
+    1,000-token file opened cold and opened then prefilled (Engine.prefill, as the server does on didOpen)."""
+    engine = Engine(EngineSettings(model_path=str(bundle), device="cpu"))
+    runtime = engine.runtime
+    ids = stdlib_tokens(engine, 1000)
+    prefill, step, cold, warm = [], [], [], []
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
+    opened = engine.tokens.tokenizer.decode(ids)
+    opened = opened[:opened.rfind("\n") + 1] + "        parser = argparse.Arg"
+    line = opened.count("\n")
+    for round_ in range(rounds):
+        state = DocumentState()
+        started = time.perf_counter()
+        extend_prefix(state, runtime, ids)
+        prefill.append((time.perf_counter() - started) * 1000)
+        past = [(np.zeros((4, runtime.n_kv_head, 8, runtime.head_dim), np.float32),) * 2
+                for _ in range(runtime.n_layer)]
+        for _ in range(5):
+            started = time.perf_counter()
+            runtime.run(np.full((4, 1), ids[-1]), len(ids) + 8, state.prefix(), past, num_beams=8)
+            step.append((time.perf_counter() - started) * 1000)
+        uri = f"file:///cold{round_}.py"
+        engine.open(uri, opened)
+        started = time.perf_counter()
+        engine.complete(uri, line, len("        parser = argparse.Arg"))
+        cold.append((time.perf_counter() - started) * 1000)
+        uri = f"file:///warm{round_}.py"
+        engine.open(uri, opened)
+        engine.prefill(uri, opened[:opened.rfind("\n") + 1])
+        started = time.perf_counter()
+        engine.complete(uri, line, len("        parser = argparse.Arg"))
+        warm.append((time.perf_counter() - started) * 1000)
+    del text
+    median = lambda xs: round(statistics.median(xs), 1)  # noqa: E731
+    return {"prefill_1000_ms": median(prefill), "step_4_beams_at_1000_ms": median(step),
+            "first_suggestion_cold_ms": median(cold), "first_suggestion_prefilled_ms": median(warm),
+            "rounds": rounds, "bundle_mib": round(sum(f.stat().st_size for f in bundle.iterdir()) / 2**20, 1),
+            "architecture": engine.bundle.architecture}
+
+
+def replay(bundle: Path | None, keystrokes: int) -> dict:
+    settings = {"modelPath": str(bundle)} if bundle else {}
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_lsp.py"), "--keystrokes", str(keystrokes),
+                          "--settings", json.dumps(settings), "--json"], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    lat = sorted(result["latencies"][1:])  # the first keystroke pays for the open: timed by engine_timings
+    pick = lambda q: round(lat[min(len(lat) - 1, int(q * (len(lat) - 1) + 0.5))], 1)  # noqa: E731
+    return {"keystrokes": len(result["latencies"]), "p50_ms": pick(0.5), "p95_ms": pick(0.95),
+            "first_keystroke_ms": round(result["latencies"][0], 1), "worker_rss_mb": result.get("worker_rss_mb")}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    results = {"command": " ".join(["python", "scripts/bench_shapes.py", *sys.argv[1:]]),
+               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+                           "python": platform.python_version()}, "shapes": {}}
+    baseline = replay(None, args.keystrokes)  # the embedded model in the same run
+    results["shapes"]["embedded (python-small)"] = {"replay": baseline}
+    for shape in args.shapes:
+        bundle = bundle_for(shape)
+        entry = {"engine": engine_timings(bundle, args.rounds), "replay": replay(bundle, args.keystrokes)}
+        results["shapes"][shape] = entry
+        print(json.dumps({shape: entry}), flush=True)
+    return results
+
+
+def table(results: dict) -> str:
+    rows = ["| shape | INT8 MiB | prefill 1,000 tokens ms | 4-beam step at 1,000 ms | first suggestion, cold ms "
+            "| first suggestion, prefilled ms | replay p50 ms | replay p95 ms | worker RSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for shape, entry in results["shapes"].items():
+        e, r = entry.get("engine", {}), entry["replay"]
+        cell = lambda key: f"{e[key]:,}" if key in e else "–"  # noqa: E731
+        rows.append(f"| {shape} | {cell('bundle_mib')} | {cell('prefill_1000_ms')} | {cell('step_4_beams_at_1000_ms')} "
+                    f"| {cell('first_suggestion_cold_ms')} | {cell('first_suggestion_prefilled_ms')} | {r['p50_ms']} "
+                    f"| {r['p95_ms']} | {r['worker_rss_mb']} |")
+    machine = results["machine"]
+    return "\n".join(rows + ["", f"`{results['command']}` on {machine['cpus']} CPUs ({machine['processor']}), "
+                                 f"Python {machine['python']}; medians."])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["smollm2-135m", "qwen2.5-coder-0.5b"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keystrokes", type=int, default=200)
+    parser.add_argument("--out", type=Path, default=None, help="write the raw results here (JSON)")
+    parser.add_argument("--table", type=Path, default=None, help="print the markdown table of a results file")
+    args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
+    results = measure(args)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
