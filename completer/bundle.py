@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,13 +20,25 @@ DEFAULT_MODEL_NAME = "python-small"
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")  # and any other file the manifest lists (model.onnx.data)
 
 
+def _data_dirs() -> list[Path]:
+    """Where pip puts a distribution's data files: this interpreter's prefix (a venv, pipx, a system install)
+    or the user base of a `--user` install, under every install scheme this Python knows."""
+    dirs = [Path(sys.prefix)]
+    for scheme in sysconfig.get_scheme_names():
+        try:
+            dirs.append(Path(sysconfig.get_path("data", scheme)))
+        except (KeyError, ValueError):  # a scheme for another platform, or a variable this one lacks
+            continue
+    return list(dict.fromkeys(dirs))
+
+
 def default_bundle_dir() -> Path:
     """COMPLETER_MODEL, else the repo's models/ (editable install), else the installed data dir."""
     env = os.environ.get("COMPLETER_MODEL")
     if env:
         return Path(env)
-    candidates = [Path(__file__).resolve().parent.parent / "models" / DEFAULT_MODEL_NAME,
-                  Path(sys.prefix) / "share" / "completer" / "models" / DEFAULT_MODEL_NAME]
+    candidates = [Path(__file__).resolve().parent.parent / "models" / DEFAULT_MODEL_NAME]
+    candidates += [data / "share" / "completer" / "models" / DEFAULT_MODEL_NAME for data in _data_dirs()]
     for candidate in candidates:
         if (candidate / "manifest.json").exists():
             return candidate

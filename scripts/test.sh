@@ -16,6 +16,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-python3 -m pip install -q -e ".[test]"
+source scripts/env.sh
+choose_python  # a venv where the system Python is externally managed
+"$PY" -m pip install -q -e ".[test]"
 (cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error)
-exec python3 -m pytest -q -rs "$@"
+exec "$PY" -m pytest -q -rs "$@"

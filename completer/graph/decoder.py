@@ -57,14 +57,6 @@ def _linear(g: GraphBuilder, x: str, weights: dict[str, np.ndarray], name: str, 
     return g.op("Add", [y, g.const(f"{name}.b", np.asarray(b, np.float32))], f"{name}_out") if b is not None else y
 
 
-def _rotate(g: GraphBuilder, t: str, cos: str, sin: str, half: int) -> str:
-    """Rotary positions, HF's rotate-half convention: [t1 cos - t2 sin, t2 cos + t1 sin]. t [B, heads, S, D]."""
-    t1, t2 = g.op("Split", [t, g.i64("halves", [half, half])], outputs=2, axis=3)
-    first = g.op("Sub", [g.op("Mul", [t1, cos]), g.op("Mul", [t2, sin])])
-    second = g.op("Add", [g.op("Mul", [t2, cos]), g.op("Mul", [t1, sin])])
-    return g.op("Concat", [first, second], "rotated", axis=3)
-
-
 def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str) -> str:
     if arch.family == "gpt2":
         h = _linear(g, h, weights, f"{p}.fc")  # [B, S, F]
@@ -90,18 +82,15 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
 
     embed = np.asarray(weights["embed"], np.float32)  # [V, C]
     x = g.op("Gather", [g.const("embed", embed), "input_ids"], "tok_emb", axis=0)  # [B, S, C]
-    cos = sin = ""
+    cos = sin = batch_positions = ""
     if arch.family == "gpt2":
         table = np.asarray(weights["positions"], np.float32)[:context_length]
         x = g.op("Add", [x, g.op("Gather", [g.const("positions", table), "position_ids"], "pos_emb", axis=0)],
                  "x0")  # [B, S, C]
-    else:
+    else:  # onnxruntime's fused RotaryEmbedding reads the tables at each row's position: [B, S] positions
         cos_table, sin_table = rotary_tables(arch, context_length)  # [N, D/2] each
-        heads_axis = i64("heads_axis", [1])
-        cos = g.op("Unsqueeze", [g.op("Gather", [g.const("rope_cos", cos_table), "position_ids"], axis=0),
-                                 heads_axis], "cos")  # [1, 1, S, D/2]
-        sin = g.op("Unsqueeze", [g.op("Gather", [g.const("rope_sin", sin_table), "position_ids"], axis=0),
-                                 heads_axis], "sin")  # [1, 1, S, D/2]
+        cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
+        batch_positions = g.op("Expand", ["position_ids", g.op("Shape", ["input_ids"])], "batch_positions")  # [B, S]
 
     # Shapes used to build the causal mask over the suffix part: row i may see suffix column j <= T + i.
     s_len = g.op("Gather", [g.op("Shape", ["input_ids"]), i64("one", 1)], "S", axis=0)  # scalar S
@@ -131,12 +120,15 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
         h = _norm(g, arch, x, weights, f"{p}.norm1")  # [B, S, C]
         qkv = _linear(g, h, weights, f"{p}.qkv", scale_cols=(q_width, 1.0 / np.sqrt(dim)))  # [B, S, (H+2KV)D]
         q, k, v = g.op("Split", [qkv, i64("qkv_sizes", [q_width, kv_width, kv_width])], f"{p}_split", outputs=3,
-                       axis=2)
+                       axis=2)  # [B, S, H D], [B, S, KV D], [B, S, KV D]
+        if arch.family == "llama":  # rotary positions, HF's rotate-half convention (not interleaved)
+            q = g.op("RotaryEmbedding", [q, batch_positions, cos, sin], f"{p}_q_rot", domain="com.microsoft",
+                     interleaved=0, num_heads=n_head)
+            k = g.op("RotaryEmbedding", [k, batch_positions, cos, sin], f"{p}_k_rot", domain="com.microsoft",
+                     interleaved=0, num_heads=n_kv)
         q = g.op("Transpose", [g.op("Reshape", [q, split_q])], perm=[0, 2, 1, 3])  # [B, H, S, D]
         k = g.op("Transpose", [g.op("Reshape", [k, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
         v = g.op("Transpose", [g.op("Reshape", [v, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
-        if arch.family == "llama":
-            q, k = _rotate(g, q, cos, sin, dim // 2), _rotate(g, k, cos, sin, dim // 2)
         k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)  # [B, KV, T+S, D]
         v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
         # Prefix attention batches all beams into one matrix product per key/value head, so the shared

@@ -1,0 +1,91 @@
+"""A non-editable install finds the embedded model wherever pip put its data files: a wheel installed with
+`--user` (data under the user base) and into a venv of its own (pipx's layout), each in a temp dir."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = ("import json, completer, completer.bundle as b; "
+         "print(json.dumps({'package': completer.__file__, 'bundle': str(b.load_bundle().path)}))")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built from a copy of the files it packages (the build leaves the checkout alone)."""
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for package in ("completer", "lsp"):
+        shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for bundle in ("python-small", "python-base"):
+        (source / "models" / bundle).mkdir(parents=True)
+        for name in ("model.onnx", "tokenizer.json", "manifest.json", "MODEL.md"):
+            shutil.copy(REPO / "models" / bundle / name, source / "models" / bundle / name)
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(source)], check=True, timeout=600)
+    return next(out.glob("completer-*.whl"))
+
+
+def _probe(python: str, cwd: Path, env: dict[str, str]) -> dict:
+    done = subprocess.run([python, "-c", PROBE], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "COMPLETER_MODEL", "PYTHONUSERBASE", "VIRTUAL_ENV", "COMPLETER_VENV")}
+    env.update(extra)
+    return env
+
+
+def test_a_user_install_finds_its_model_under_the_user_base(wheel: Path, tmp_path: Path):
+    env = _clean_env(PYTHONUSERBASE=str(tmp_path / "user"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-index",
+                    "--no-warn-script-location", str(wheel)], env=env, check=True, timeout=600)
+    found = _probe(sys.executable, tmp_path, env)
+    assert found["package"].startswith(str(tmp_path / "user")), found  # the installed copy, not the checkout
+    assert found["bundle"] == str(tmp_path / "user" / "share" / "completer" / "models" / "python-small")
+
+
+def test_a_venv_of_its_own_finds_its_model_under_its_prefix(wheel: Path, tmp_path: Path):
+    """pipx's layout: the package in a venv without the system's site-packages. Its dependencies come from this
+    interpreter's site-packages on PYTHONPATH (no download), where the checkout's editable install is inert."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, timeout=600)
+    env = _clean_env(PYTHONPATH=sysconfig.get_paths()["purelib"])
+    found = _probe(python, tmp_path, env)
+    assert found["package"].startswith(str(venv)), found
+    assert found["bundle"] == str(venv / "share" / "completer" / "models" / "python-small")
+    demo = subprocess.run([str(venv / "bin" / "completer"), "info"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert demo.returncode == 0 and str(venv) in demo.stdout, demo.stderr
+
+
+def _chosen_prefix(env: dict[str, str]) -> str:
+    done = subprocess.run(["bash", "-c", 'source scripts/env.sh && choose_python && "$PY" -c "import sys; print(sys.prefix)"'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_install_commands_choose_a_venv_of_their_own_or_the_active_one(tmp_path: Path):
+    """scripts/demo.sh and scripts/test.sh (the README's two commands) install into the Python env.sh picks."""
+    venv = tmp_path / "venv"
+    assert _chosen_prefix(_clean_env(COMPLETER_VENV=str(venv))) == str(venv)  # created on first use
+    assert (venv / "bin" / "python").exists()
+    active = _clean_env(COMPLETER_VENV=str(venv), VIRTUAL_ENV="/somewhere")  # an active venv wins: its python3
+    assert _chosen_prefix(active) == subprocess.run(
+        ["python3", "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True).stdout.strip()
