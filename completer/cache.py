@@ -75,6 +75,15 @@ class DocumentCache:
         self._docs[uri] = state
         return state
 
+    def get_quietly(self, uri: str) -> DocumentState:
+        """The document's state without making it recently used; a new one comes least recently used, so work
+        done ahead of any request (a prefill) never pushes out the documents being edited."""
+        state = self._docs.get(uri)
+        if state is None:
+            state = self._docs[uri] = DocumentState()
+            self._docs.move_to_end(uri, last=False)
+        return state
+
     def drop(self, uri: str) -> None:
         self._docs.pop(uri, None)
 

@@ -176,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--context", type=int, default=None,
                          help="context window in tokens (default: the smaller of the model's and 2,048)")
     convert.add_argument("--name", default=None, help="the bundle's name (default: the --out folder's name)")
-    convert.add_argument("--force", action="store_true", help="replace --out if it exists")
+    convert.add_argument("--force", action="store_true", help="replace --out if it is a bundle")
+    convert.add_argument("--no-fim", action="store_true",
+                         help="no fill-in-the-middle even if the tokenizer has FIM markers (a model not trained for it)")
     convert.set_defaults(func=cmd_convert)
     sub.add_parser("serve", help="run the language server (stdio; --tcp --port N for loopback TCP)", add_help=False)
     return parser

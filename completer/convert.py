@@ -41,8 +41,8 @@ def _tokenizer_json(folder: Path) -> dict:
         raise ConvertError(f"{path}: not readable JSON ({exc})") from exc
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE":
-        raise ConvertError(f"{path}: a {model.get('type') if isinstance(model, dict) else 'unknown'} tokenizer; "
-                           "only byte-level BPE tokenizers are supported")
+        kind = model.get("type") if isinstance(model, dict) else None
+        raise ConvertError(f"{path}: a tokenizer of type {kind!r}; only byte-level BPE tokenizers are supported")
     if "ByteLevel" not in json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")]):
         raise ConvertError(f"{path}: a BPE tokenizer that is not byte-level (SentencePiece-style); only "
                            "byte-level BPE tokenizers are supported")
@@ -69,10 +69,11 @@ def _end_of_text(folder: Path, config: dict, vocab: dict[str, int]) -> str:
 
 
 def _fim(tokenizer) -> dict | None:
-    """The FIM template whose three markers the tokenizer has as special tokens, if any."""
-    specials = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    """The FIM template whose three markers the tokenizer has as added tokens, if any (deepseek-coder's are
+    not marked special; the engine never generates them either way)."""
+    added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}
     for template, markers in FIM_TEMPLATES.items():
-        if all(m in specials for m in markers):
+        if all(m in added for m in markers):
             ids = [tokenizer.token_to_id(m) for m in markers]
             return {"order": "psm", "template": template, "tokens": dict(zip(("prefix", "suffix", "middle"), markers)),
                     "ids": dict(zip(("prefix", "suffix", "middle"), ids))}
@@ -106,9 +107,32 @@ class _Progress:
                   flush=True)
 
 
+def _check_out(source: Path, out: Path, force: bool) -> None:
+    """--out must be a new folder, an empty one, or (with --force) a bundle: never the checkpoint, a folder
+    that holds it, or the working directory, which replacing it would delete."""
+    target = out.resolve()
+    for precious, what in ((source.resolve(), "the checkpoint folder"), (Path.cwd().resolve(), "the working directory")):
+        if target == precious or target in precious.parents:
+            raise ConvertError(f"--out {out} is or holds {what}; choose a new folder for the bundle")
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not force:
+        raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
+    if not (out.is_dir() and (out / "manifest.json").is_file()):
+        raise ConvertError(f"{out} is not a bundle (no manifest.json); --force replaces only a bundle")
+
+
+def _position_limit(config: dict) -> int:
+    value = config.get("n_positions") or config.get("max_position_embeddings") or DEFAULT_CONTEXT
+    if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+        raise ConvertError(f"config.json: the model's positions must be a whole number, not {value!r}")
+    return value
+
+
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
-            force: bool = False, progress: bool | None = None) -> dict:
-    """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest."""
+            force: bool = False, progress: bool | None = None, fim: bool = True) -> dict:
+    """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
+    out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in."""
     from tokenizers import Tokenizer
 
     from .graph import decoder_model, optimize, quantize, save
@@ -118,16 +142,18 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     source, out = Path(source), Path(out)
     if not source.is_dir():
         raise ConvertError(f"{source}: not a folder (give the folder the model was downloaded to)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
+    _check_out(source, out, force)
     config = read_config(source)
-    limit = int(config.get("n_positions") or config.get("max_position_embeddings") or DEFAULT_CONTEXT)
-    context = context or min(limit, DEFAULT_CONTEXT)
+    limit = _position_limit(config)
+    context = min(limit, DEFAULT_CONTEXT) if context is None else context
     if not 2 <= context <= limit:
         raise ConvertError(f"--context {context} is outside what the model was trained for (2 to {limit:,})")
     arch = architecture(config, context)
     _tokenizer_json(source)
-    tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    try:
+        tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
+    except Exception as exc:  # the tokenizers library raises a bare Exception for a file it cannot parse
+        raise ConvertError(f"{source / 'tokenizer.json'}: the tokenizers library cannot read it ({exc})") from exc
     own_vocab = tokenizer.get_vocab_size()
     if own_vocab > arch.vocab_size:
         raise ConvertError(f"tokenizer.json has {own_vocab:,} tokens, more than the model's {arch.vocab_size:,}")
@@ -156,7 +182,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         shutil.rmtree(fp32.parent)
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer), int8, fusions)
+                             _fim(tokenizer) if fim else None, int8, fusions)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -226,7 +252,7 @@ def _model_card(manifest: dict) -> str:
 def main(args) -> int:
     try:
         manifest = convert(Path(args.source), Path(args.out), int8=not args.fp32, context=args.context,
-                           name=args.name, force=args.force)
+                           name=args.name, force=args.force, fim=not args.no_fim)
     except ModuleNotFoundError as exc:
         print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
               file=sys.stderr)

@@ -109,10 +109,10 @@ def slid_start(length: int, limit: int) -> int:
 
 
 def code_line_start(text: str, at: int) -> int:
-    """The start of the last line at or before `at` (a line start) that begins with code, not blank space;
-    0 when there is none."""
+    """The start of the last line at or before `at` (a line start) that begins with code, not with any white
+    space (a form feed too: pre-tokenizers join it with the newlines around it); 0 when there is none."""
     while at > 0:
-        if at < len(text) and text[at] not in " \t\r\n":
+        if at < len(text) and not text[at].isspace():
             return at
         at = text.rfind("\n", 0, at - 1) + 1
     return 0
@@ -162,9 +162,7 @@ class Engine:
         if own != expected:
             raise ModelError(f"{bundle.tokenizer_path}: {own:,} tokens, but the model's vocabulary is "
                              f"{expected:,} (a tokenizer from another bundle?)")
-        if bundle.fim_ids is not None and not set(bundle.fim_ids) <= set(tokens.banned_ids):
-            raise ModelError(f"{bundle.path / 'manifest.json'}: its FIM ids {list(bundle.fim_ids)} are not the "
-                             f"tokenizer's special tokens {tokens.banned_ids}")
+        tokens.ban_markers(bundle.fim_ids or ())
         runtime = Runtime(bundle, device=settings.device, threads=settings.threads)
         return bundle, tokens, runtime
 
@@ -253,12 +251,15 @@ class Engine:
         """Run the model over the context of a cursor at the end of `text` (a document just opened), in chunks
         of PREFILL_CHUNK_TOKENS with `is_cancelled` asked between them, so the first suggestion in the file pays
         for its own line only: any cursor's context starts with these tokens while the file fits the window.
-        With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do. Returns
-        how many tokens ran; raises Cancelled between chunks, keeping those already run."""
+        With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do; a
+        suffix-prefix-middle bundle's prompts start with the lines below the cursor, which no prefill can know,
+        so it runs none. The document stays least recently used: a prefill never evicts the documents being
+        edited, and is the first evicted itself. Returns how many tokens ran; raises Cancelled between
+        chunks, keeping those already run."""
         before, at_start = clip_before(text)
-        if looks_binary(before):
+        if looks_binary(before) or (self.fim_ids is not None and self.bundle.fim_order == "spm"):
             return 0
-        state = self.cache.get(uri)
+        state = self.cache.get_quietly(uri)
         ids, _, document, _ = self._context_ids(state, before, at_start)
         if self.fim_ids is not None and self.bundle.fim_order == "psm":
             start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
@@ -271,7 +272,7 @@ class Engine:
                 raise Cancelled()
             done = min(len(prompt), done + PREFILL_CHUNK_TOKENS)
             ran += extend_prefix(state, self.runtime, prompt[:done])[1]
-        self.cache.enforce_budget(keep=uri)
+        self.cache.enforce_budget()
         return ran
 
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
@@ -292,14 +293,23 @@ class Engine:
         else:
             kept = self._speculations.setdefault(uri, [])
             aheads = [before[:len(before) - len(line)] + "\n" + line]
-        last_answer = self.cache.get(uri).last_answer
+        state = self.cache.get(uri)
+        last_answer = state.last_answer
+        # A FIM prompt for the next line is not an extension of this line's (the line moves into the prefix, or
+        # the lines below change), so this line's cached prompt is put back: the next keystroke in it then
+        # costs one token, not the whole prompt after the shared head.
+        cached = (state.ids, state.keys, state.values) if self.fim_ids is not None else None
         try:
             for ahead in aheads:
                 kept.append(Speculation(ahead, below, tuple(others),
                                         self._complete(uri, ahead, "", is_cancelled, below, others)))
                 del kept[:-SPECULATIONS_KEPT]
         finally:
-            self.cache.get(uri).last_answer = last_answer
+            state = self.cache.get(uri)
+            state.last_answer = last_answer
+            if cached is not None:
+                state.ids, state.keys, state.values = cached
+                self.cache.enforce_budget(keep=uri)
         return len(aheads)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:

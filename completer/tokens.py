@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import bisect
 from functools import lru_cache
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,8 @@ class Tokens:
             raise ModelError(f"{path}: has no {end_of_text} token")
         decoder = _byte_decoder()
         added = self.tokenizer.get_added_tokens_decoder()
+        self._added = set(added)
+        self._path = path
         specials = {token.content: idx for idx, token in added.items() if token.special}
         self.token_bytes: list[bytes] = [b""] * self.vocab_size
         for token, idx in self.tokenizer.get_vocab().items():
@@ -84,11 +87,30 @@ class Tokens:
         self.ends_line = np.asarray([b"\n" in b for b in self.token_bytes])  # [V]
         self.ends_line[self.newline_id] = True
         self.isolates_newlines = int(self.ends_line.sum()) == 1
+        self._index_bytes()
+
+    def _index_bytes(self) -> None:
+        """The views of `token_bytes` that healing's prefix queries bisect."""
         order = sorted(range(self.vocab_size), key=lambda i: self.token_bytes[i])
         self._sorted_ids = np.asarray(order, dtype=np.int64)
         self._sorted_bytes = [self.token_bytes[i] for i in order]
         self._by_bytes: dict[bytes, int] = {b: i for i, b in enumerate(self.token_bytes) if b}
         self.starts_code = np.asarray([bool(b) and b[0] not in BLANK_BYTES for b in self.token_bytes])  # [V]
+
+    def ban_markers(self, ids: Sequence[int]) -> None:
+        """Never generate the prompt markers `ids`, which spell nothing, even where the tokenizer does not call
+        them special (deepseek-coder's FIM tokens)."""
+        strays = [idx for idx in ids if idx not in self._added]
+        if strays:
+            raise ModelError(f"{self._path}: marker ids {strays} are not among the tokenizer's added tokens "
+                             "(a manifest from another model?)")
+        for idx in ids:
+            self.token_bytes[idx] = b""
+        self.banned_ids = sorted(set(self.banned_ids) | set(ids))
+        self.generable[self.banned_ids] = False
+        self.ends_line[list(ids)] = False
+        if ids:
+            self._index_bytes()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -113,6 +135,7 @@ class Tokens:
         if not raw.startswith(healed):
             return None
         line = raw[len(healed):].split(b"\n", 1)[0]  # a token that ends the line may carry text before its newline
+        line = line.split(b"\r", 1)[0]  # a lone carriage return breaks the line for LSP clients too
         return line.decode("utf-8", errors="ignore").rstrip()
 
     def line_ends_in(self, token: int, owed: bytes) -> bool:

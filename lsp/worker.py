@@ -24,7 +24,8 @@ stops that search at its next beam step.
 
 A document just opened is prefilled the same way, after any search-ahead: the model runs over its context
 in chunks (Engine.prefill) while no job waits, so the first keystroke in it costs only its own line, and a
-job that arrives waits for one chunk at most.
+job that arrives waits for one chunk at most. The first completion in the document ends its prefill: from then
+on its own requests keep its cache, and the text it was opened with is stale.
 """
 from __future__ import annotations
 
@@ -136,7 +137,10 @@ class Worker:
 
     def _prefill_next(self) -> None:
         """Prefill the oldest document opened, until a job arrives (it is then put back, to go on later)."""
-        if not self._prefills or self.engine is None:
+        if self.engine is None:  # no model (a failed load): nothing to prefill with, and no reason to wake for it
+            self._prefills.clear()
+            return
+        if not self._prefills:
             return
         uri = next(iter(self._prefills))
         text = self._prefills.pop(uri)
@@ -164,6 +168,7 @@ class Worker:
                 from completer.types import Cancelled
 
                 raise Cancelled("cancelled before it started")
+            self._prefills.pop(str(message["uri"]), None)  # typed in: its own requests keep its cache from now on
             request = {"uri": str(message["uri"]), "before": str(message["before"]),
                        "below": str(message.get("below") or ""),
                        "others": [text for text in message.get("others") or () if isinstance(text, str)]}

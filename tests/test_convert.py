@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
 
-from hf_models import build_tokenizer, checkpoint, json_edit, logits  # noqa: E402
+from hf_models import build_model, build_tokenizer, checkpoint, json_edit, logits  # noqa: E402
 from lsp_support import SERVER_CMD, server_env  # noqa: E402
 
 from completer.cli import main as cli_main  # noqa: E402
@@ -256,6 +256,10 @@ def source(tmp_path) -> Path:
     ("rope_yarn", "rope scaling 'yarn' is not supported"),
     ("sliding_window", "sliding-window attention"),
     ("wordpiece", "only byte-level BPE"),
+    ("integer_weights", "not floating point"),
+    ("missing_key", "config.json has no 'intermediate_size'"),
+    ("rope_no_factor", "rope scaling 'linear' needs factor"),
+    ("unreadable_tokenizer", "the tokenizers library cannot read it"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsys, breakage, expected):
     from safetensors.numpy import load_file, save_file
@@ -281,6 +285,20 @@ def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsy
         json_edit(source / "config.json", rope_parameters={"rope_theta": 10000.0, "rope_type": "yarn", "factor": 4.0})
     elif breakage == "sliding_window":
         json_edit(source / "config.json", model_type="mistral", sliding_window=64)
+    elif breakage == "integer_weights":
+        tensors = load_file(str(weights))
+        tensors["lm_head.weight"] = tensors["lm_head.weight"].astype(np.int32)
+        save_file(tensors, str(weights))
+    elif breakage == "missing_key":
+        config = json.loads((source / "config.json").read_text())
+        del config["intermediate_size"]
+        (source / "config.json").write_text(json.dumps(config))
+    elif breakage == "rope_no_factor":
+        json_edit(source / "config.json", rope_parameters={"rope_theta": 10000.0, "rope_type": "linear"})
+    elif breakage == "unreadable_tokenizer":
+        spec = json.loads((source / "tokenizer.json").read_text())
+        spec["model"]["merges"] = [[1, 2, 3]]
+        (source / "tokenizer.json").write_text(json.dumps(spec))
     elif breakage == "wordpiece":
         spec = json.loads((source / "tokenizer.json").read_text())
         spec["model"]["type"] = "WordPiece"
@@ -291,14 +309,24 @@ def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsy
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
 
 
-def test_an_existing_out_is_kept_unless_forced(source, tmp_path, capsys):
+def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     assert "exists and is not empty" in _refused(["convert", str(source), "--out", str(out)], capsys)
+    assert "--force replaces only a bundle" in _refused(["convert", str(source), "--out", str(out), "--force"], capsys)
     assert (out / "keep.txt").read_text() == "mine"
-    assert cli_main(["convert", str(source), "--out", str(out), "--force", "--context", "64"]) == 0
-    assert (out / "manifest.json").is_file() and not (out / "keep.txt").exists()
+    bundle = tmp_path / "bundle"
+    assert cli_main(["convert", str(source), "--out", str(bundle), "--context", "64"]) == 0
+    (bundle / "extra.txt").write_text("old")
+    assert cli_main(["convert", str(source), "--out", str(bundle), "--force", "--context", "64"]) == 0
+    assert (bundle / "manifest.json").is_file() and not (bundle / "extra.txt").exists()
+    for target in (source, tmp_path):  # the checkpoint, or a folder that holds it: never replaced
+        assert "holds the checkpoint folder" in _refused(["convert", str(source), "--out", str(target), "--force"],
+                                                         capsys)
+    monkeypatch.chdir(source / "..")
+    assert "holds" in _refused(["convert", str(source), "--out", ".", "--force"], capsys)
+    assert (source / "config.json").is_file()
 
 
 def test_the_command_line_converts_and_completes(source, tmp_path):
@@ -351,3 +379,48 @@ def test_a_prefilled_fim_document_runs_only_the_cursors_line_and_what_follows_it
     ids = list(engine.cache.get("file:///end.py").ids)
     pre, suf, mid = engine.bundle.fim_ids
     assert ids[0] == pre and ids[ids.index(suf) + 1] == mid
+
+
+def test_searching_the_next_line_ahead_keeps_this_lines_fim_prompt(converted):
+    """A FIM prompt for the line after Enter is no extension of this line's: the search ahead puts this line's
+    cached prompt back, so the next keystroke in the line still costs one token."""
+    _, bundle_dir, _ = converted
+    engine = Engine(EngineSettings(model_path=str(bundle_dir), fill_in_the_middle=True, device="cpu", max_tokens=8))
+    before, below = "import os\n\n\ndef main(argv):\n    for name in arg", "    return 0\n"
+    engine.complete_text("file:///a.py", before, "", below=below)
+    engine.search_next_line("file:///a.py", before, below)
+    result = engine.complete_text("file:///a.py", before + "v", "", below=below)
+    assert result.new_tokens <= 2, result
+
+
+def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generated(tmp_path):
+    """deepseek-coder's FIM tokens are added tokens but not special ones."""
+    from tokenizers import AddedToken, Tokenizer
+
+    checkpoint(tmp_path / "src", "llama", tied=True, fim=False)
+    tokenizer = Tokenizer.from_file(str(tmp_path / "src" / "tokenizer.json"))
+    tokenizer.add_tokens([AddedToken(m, special=False) for m in ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>")])
+    tokenizer.save(str(tmp_path / "src" / "tokenizer.json"))
+    build_model(tmp_path / "src", "llama", tokenizer.get_vocab_size() + 8)  # the model's vocabulary grows too
+    assert cli_main(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "bundle"), "--context", "64"]) == 0
+    engine = Engine(EngineSettings(model_path=str(tmp_path / "bundle"), device="cpu"))
+    assert engine.bundle.manifest["fim"]["template"] == "deepseek"
+    for marker in engine.bundle.fim_ids:
+        assert not engine.tokens.generable[marker] and engine.tokens.token_bytes[marker] == b""
+    assert cli_main(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "plain"), "--context", "64",
+                     "--no-fim"]) == 0
+    assert "fim" not in json.loads((tmp_path / "plain" / "manifest.json").read_text())
+
+
+def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_text(converted):
+    from completer.engine import code_line_start
+
+    text = "import os\n\x0c\nx = 1\n  y\n"
+    assert code_line_start(text, text.index("\x0c")) == 0  # the form feed line starts with white space
+    assert code_line_start(text, text.index("x =")) == text.index("x =")
+    assert code_line_start(text, text.index("  y")) == text.index("x =")
+    _, bundle_dir, _ = converted
+    engine = Engine(EngineSettings(model_path=str(bundle_dir), device="cpu"))
+    tokens = engine.tokens
+    ids = tokens.encode("foo\rbar")
+    assert tokens.after_healed(ids, b"") == "foo"

@@ -922,3 +922,29 @@ def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(
     warm = engine.complete("file:///warm.py", *cursor)
     assert cold.new_tokens > 10 * PREFILL_CHUNK_TOKENS // 4 and warm.new_tokens <= 2, (cold, warm)
     assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
+
+
+def test_a_prefill_never_evicts_the_document_being_edited(engine: Engine):
+    """A prefill runs ahead of any request for its document: it stays least recently used, and goes first."""
+    import argparse
+    from pathlib import Path
+
+    text = Path(argparse.__file__).read_text()[:6000]
+    engine.open("file:///editing.py", text)
+    engine.complete("file:///editing.py", text.count("\n"), 0)
+    editing = engine.cache.get("file:///editing.py").nbytes
+    old_budget = engine.cache.budget_bytes
+    engine.cache.budget_bytes = int(editing * 1.5)  # room for the edited document, not for a second one
+    try:
+        engine.prefill("file:///opened.py", text + "\n# another file\n")
+        assert "file:///editing.py" in engine.cache.uris() and "file:///opened.py" not in engine.cache.uris()
+    finally:
+        engine.cache.budget_bytes = old_budget
+
+
+def test_a_suffix_prefix_middle_bundle_runs_no_prefill():
+    """python-base's prompts start with the lines below the cursor, which a prefill cannot know."""
+    from completer.types import EngineSettings as Settings
+
+    base = Engine(Settings(model_path="python-base"))
+    assert base.bundle.fim_order == "spm" and base.prefill("file:///x.py", "import os\n\n\ndef main():\n") == 0

@@ -338,3 +338,23 @@ class _LineReader:
 
     async def readexactly(self, n: int) -> bytes:
         return self.stream.read(n)
+
+
+def test_the_first_completion_in_a_document_ends_its_prefill(engine):
+    """The text a document was opened with is stale once the user types in it: its own requests keep its cache
+    from then on, and a prefill resumed later would only cut that cache back (and run for ever)."""
+    import io
+
+    from lsp.worker import Worker
+
+    worker = Worker(io.BytesIO())
+    worker.engine = engine
+    worker.handle({"id": 1, "op": "prefill", "uri": "file:///p.py", "text": "import os\n"})
+    assert list(worker._prefills) == ["file:///p.py"]
+    worker.handle({"id": 2, "op": "complete", "uri": "file:///p.py", "before": "import os\nim", "after": "",
+                   "below": ""})
+    assert not worker._prefills
+    worker.handle({"id": 3, "op": "prefill", "uri": "file:///q.py", "text": "import os\n"})
+    worker.engine = None  # no model loaded: nothing to prefill with, and no reason to keep waking for it
+    worker._prefill_next()
+    assert not worker._prefills

@@ -42,9 +42,14 @@ def architecture(config: dict, context: int) -> Architecture:
     kind = config.get("model_type")
     if kind not in SUPPORTED_TYPES:
         raise Unsupported(f"model_type {kind!r} is not supported (supported: {', '.join(SUPPORTED_TYPES)})")
-    if kind == "gpt2":
-        return _gpt2(config)
-    return _llama(config, context)
+    try:
+        return _gpt2(config) if kind == "gpt2" else _llama(config, context)
+    except KeyError as exc:
+        raise Unsupported(f"config.json has no {exc.args[0]!r}, which a {kind} model needs") from exc
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
+        if isinstance(exc, Unsupported):
+            raise
+        raise Unsupported(f"config.json has a value a {kind} model cannot have ({exc})") from exc
 
 
 def _gpt2(config: dict) -> Architecture:
@@ -69,6 +74,12 @@ def _rope(config: dict) -> tuple[float, dict]:
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind not in ("default", "linear", "llama3"):
         raise Unsupported(f"rope scaling {kind!r} is not supported (supported: default, linear, llama3)")
+    needs = {"linear": ("factor",),
+             "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+    missing = [key for key in needs.get(kind, ()) if isinstance(scaling.get(key), bool)
+               or not isinstance(scaling.get(key), (int, float))]
+    if missing:
+        raise Unsupported(f"rope scaling {kind!r} needs {', '.join(missing)} as numbers")
     return theta, ({} if kind == "default" else scaling)
 
 
@@ -99,6 +110,8 @@ def weight_files(folder: Path) -> list[Path]:
     if index.is_file():
         try:
             names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+            if not all(isinstance(name, str) and "/" not in name for name in names):
+                raise ValueError("its weight_map must name files in this folder")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise Unsupported(f"{index}: unreadable shard index ({exc})") from exc
         files = [folder / name for name in names]
@@ -134,6 +147,8 @@ class _Taker:
                 return None
             raise Unsupported(f"the weights have no tensor {name!r}")
         value = self.tensors.pop(name)
+        if not np.issubdtype(value.dtype, np.floating):
+            raise Unsupported(f"tensor {name!r} is {value.dtype}, not floating point (a quantized checkpoint?)")
         if tuple(value.shape) != shape:
             raise Unsupported(f"tensor {name!r} has shape {list(value.shape)}, the config implies {list(shape)}")
         return np.asarray(value, dtype=np.float32)

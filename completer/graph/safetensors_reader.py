@@ -57,8 +57,12 @@ def load(path: Path) -> dict[str, np.ndarray]:
     for name, meta in header.items():
         try:
             dtype, shape, (begin, end) = meta["dtype"], [int(n) for n in meta["shape"]], meta["data_offsets"]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (begin, end)) or min(shape, default=0) < 0:
+                raise ValueError("offsets and sizes must be whole numbers, not negative")
+            if not isinstance(dtype, str):
+                raise TypeError("dtype must be a name")
         except (KeyError, TypeError, ValueError) as exc:
-            raise SafetensorsError(f"{path}: tensor {name!r} has a malformed description") from exc
+            raise SafetensorsError(f"{path}: tensor {name!r} has a malformed description ({exc})") from exc
         if dtype not in DTYPES:
             raise SafetensorsError(f"{path}: tensor {name!r} has dtype {dtype}, which is not supported")
         itemsize = np.dtype(DTYPES[dtype]).itemsize
