@@ -47,6 +47,20 @@ class WorkerDied(WorkerError):
         super().__init__("died", message)
 
 
+MMAP_THRESHOLD_BYTES = 64 * 1024
+"""glibc's malloc serves allocations above this from mmap and returns them to the system when freed. By
+default it raises the threshold to the largest block freed so far, so the KV caches' megabyte arrays, made
+and freed on every prefill, end up in the heap and fragment it, and the worker's memory grows with every
+keystroke (scripts/soak.py; docs/benchmarks.md, "Memory over a long session")."""
+
+
+def worker_environment() -> dict[str, str]:
+    """The server's environment, plus a fixed mmap threshold for glibc unless the user chose one."""
+    env = dict(os.environ)
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
+    return env
+
+
 class WorkerClient:
     """One live worker process at a time, plus the futures of the jobs it has not answered yet."""
 
@@ -91,7 +105,7 @@ class WorkerClient:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                limit=framing.MAX_FRAME_BYTES,
+                limit=framing.MAX_FRAME_BYTES, env=worker_environment(),
             )
         except OSError as exc:  # nothing will exit, so nothing would restart it: retry from here
             self.model_error = f"cannot start the inference worker ({sys.executable}): {exc}"

@@ -109,6 +109,19 @@ def run(args: argparse.Namespace) -> dict:
             "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 1), "samples": samples}
 
 
+def table(named: list[tuple[str, dict]]) -> str:
+    """The markdown table of soak results, one row per (name, result)."""
+    rows = ["| worker | RSS MB at 1,000 | RSS MB at 10,000 | growth | outside the KV caches, MB | KV caches MB "
+            "| p50 ms | p95 ms | errors |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for name, result in named:
+        first = next(s for s in result["samples"] if s["keystroke"] >= 1000)
+        last, growth = result["samples"][-1], result["growth_after_1000"]
+        rows.append(f"| {name} | {first['worker_rss_mb']} | {last['worker_rss_mb']} | {100 * growth['rss']:+.1f} % "
+                    f"| {growth['outside_caches_mb'][0]} → {growth['outside_caches_mb'][1]} | {last['cache_mb']} "
+                    f"| {result['p50_ms']} | {result['p95_ms']} | {result['errors']} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keystrokes", type=int, default=10000)
@@ -117,7 +130,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--settings", default=None, help="server settings as JSON")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", nargs="+", metavar="NAME=FILE", default=None,
+                        help="print the markdown table of results files, each row named")
     args = parser.parse_args()
+    if args.table:
+        pairs = [item.split("=", 1) for item in args.table]
+        print(table([(name, json.loads(Path(file).read_text())) for name, file in pairs]))
+        return
     result = run(args)
     first = next((s for s in result["samples"] if s["keystroke"] >= 1000), None)
     last = result["samples"][-1] if result["samples"] else None

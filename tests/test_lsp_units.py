@@ -358,3 +358,12 @@ def test_the_first_completion_in_a_document_ends_its_prefill(engine):
     worker.engine = None  # no model loaded: nothing to prefill with, and no reason to keep waking for it
     worker._prefill_next()
     assert not worker._prefills
+
+
+def test_the_worker_gets_a_fixed_mmap_threshold_unless_the_user_chose_one(monkeypatch):
+    from lsp.worker_client import MMAP_THRESHOLD_BYTES, worker_environment
+
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert worker_environment()["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD_BYTES)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    assert worker_environment()["MALLOC_MMAP_THRESHOLD_"] == "1048576"
