@@ -2,11 +2,13 @@
 worker's memory sampled as it goes, to see whether anything grows without bound.
 
     python scripts/soak.py --keystrokes 10000 --documents 20 --out /tmp/soak.json
+    python scripts/soak.py --keystrokes 3000 --kill-every 500      # faults: the worker SIGKILLed while typing
 
 Each keystroke is an incremental didChange and a completion at the cursor, typing stdlib files from a random
 line; now and then a paste (several lines at once), an undo (the paste taken out again) or a close and reopen.
 Every --every keystrokes it records the worker's RSS (Linux /proc) and the engine's KV cache bytes
-(completer/info), so the growth outside the caches can be read off: RSS minus cache bytes.
+(completer/info), so the growth outside the caches can be read off: RSS minus cache bytes. With --kill-every N
+it SIGKILLs the worker every N keystrokes and times the next keystroke's reply, which waits for the restart.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import sys
 import sysconfig
@@ -56,7 +59,8 @@ def run(args: argparse.Namespace) -> dict:
     env["COMPLETER_LOG_DIR"] = logs.name
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     client = RawClient([sys.executable, "-m", "lsp", "--log-level", "WARNING"], env=env, stderr=sys.stderr)
-    samples, latencies, errors = [], [], 0
+    samples, latencies, errors, recoveries = [], [], 0, []
+    killed = False
     try:
         client.initialize({"completer": json.loads(args.settings) if args.settings else {}})
         while not client.request("completer/info")["result"].get("model"):
@@ -94,19 +98,27 @@ def run(args: argparse.Namespace) -> dict:
             response = client.completion(doc.uri, line, col, timeout=60)
             latencies.append((time.perf_counter() - sent) * 1000)
             errors += "error" in response
+            if killed:  # this reply waited for the new worker
+                recoveries.append({"keystroke": keystroke, "ms": round(latencies[-1], 1),
+                                   "answered": "result" in response})
+                killed = False
             if keystroke % args.every == 0:
                 info = client.request("completer/info")["result"]
                 samples.append({"keystroke": keystroke, "worker_rss_mb": worker_rss_mb(info["server"]["worker_pid"]),
                                 "cache_mb": round((info.get("cache_bytes") or 0) / 2**20, 1),
                                 "documents_cached": info.get("documents_cached")})
                 print(json.dumps(samples[-1]), flush=True)
+            if args.kill_every and keystroke % args.kill_every == 0:  # after the sample, which reads its memory
+                os.kill(client.request("completer/info")["result"]["server"]["worker_pid"], signal.SIGKILL)
+                killed = True
     finally:
         client.close()
         logs.cleanup()
     ordered = sorted(latencies)
     return {"command": " ".join(["python", "scripts/soak.py", *sys.argv[1:]]), "keystrokes": len(latencies),
             "errors": errors, "p50_ms": round(statistics.median(ordered), 1),
-            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 1), "samples": samples}
+            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 1), "samples": samples,
+            "recoveries": recoveries}
 
 
 def table(named: list[tuple[str, dict]]) -> str:
@@ -129,6 +141,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=500, help="sample the memory every this many keystrokes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--settings", default=None, help="server settings as JSON")
+    parser.add_argument("--kill-every", type=int, default=0, help="SIGKILL the worker every this many keystrokes")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", nargs="+", metavar="NAME=FILE", default=None,
                         help="print the markdown table of results files, each row named")
