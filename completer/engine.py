@@ -90,6 +90,7 @@ class Speculation:
     below: str
     others: tuple[str, ...]
     result: CompletionResult
+    snippets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -200,7 +201,7 @@ class Engine:
         self._speculations.pop(uri, None)
 
     def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
-                 others: Sequence[str] = ()) -> CompletionResult:
+                 others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
         """Suggestions at a 0-based line and code-point column of an open document; `others` are the texts
         of other files open beside it, most recently edited first."""
         lines = self.documents.get(uri)
@@ -209,23 +210,24 @@ class Engine:
             return CompletionResult(skipped=SKIPPED_OUTSIDE)
         before, after = sliced
         below = text_below(lines, line, MAX_CONTEXT_CHARS) if self.reads_below else ""
-        return self.complete_text(uri, before, after, is_cancelled, below, others)
+        return self.complete_text(uri, before, after, is_cancelled, below, others, snippets)
 
     # Completion ----------------------------------------------------------------------------
     def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None,
-                      below: str = "", others: Sequence[str] = ()) -> CompletionResult:
+                      below: str = "", others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
         """Suggestions for a cursor with `before` the text before it, `after` the rest of its line, `below`
-        the lines after it and `others` the texts of other open files, most recently edited first (both
-        searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
+        the lines after it, `others` the texts of other open files, most recently edited first, and `snippets`
+        windows of the repository's other files most like the code at the cursor (completer/workspace.py; all
+        three searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
         steps; otherwise never raises."""
         started = time.perf_counter()
-        foreseen = self._foreseen(uri, before, after, below, others)
+        foreseen = self._foreseen(uri, before, after, below, others, snippets)
         if foreseen is not None:
             self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
                            latency_ms=(time.perf_counter() - started) * 1000)
         try:
-            result = self._complete(uri, before, after, is_cancelled, below, others)
+            result = self._complete(uri, before, after, is_cancelled, below, others, snippets)
         except Cancelled:
             raise
         except Exception:  # a bad request must never take the engine down
@@ -234,14 +236,15 @@ class Engine:
         result.latency_ms = (time.perf_counter() - started) * 1000
         return result
 
-    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str]) -> Speculation | None:
+    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str],
+                  snippets: Sequence[str] = ()) -> Speculation | None:
         """The search run ahead for exactly this request, if any. A request none of them foresaw (the user typed
         on) drops them all; one that was foreseen keeps the others (the user may dedent next)."""
         kept = self._speculations.get(uri)
         if not kept:
             return None
-        request = (before, below, tuple(others))
-        foreseen = next((s for s in kept if (s.before, s.below, s.others) == request), None)
+        request = (before, below, tuple(others), tuple(snippets))
+        foreseen = next((s for s in kept if (s.before, s.below, s.others, s.snippets) == request), None)
         if foreseen is None or after.strip():
             del self._speculations[uri]
             return None
@@ -276,7 +279,7 @@ class Engine:
         return ran
 
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
-                         is_cancelled: CancelCheck | None = None) -> int:
+                         is_cancelled: CancelCheck | None = None, snippets: Sequence[str] = ()) -> int:
         """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
         it most likely starts at (`next_line_indents`), while the user has not asked for anything, and keep their
         answers for those requests: the first keystroke on a new line searches a whole line, the slowest search
@@ -302,7 +305,8 @@ class Engine:
         try:
             for ahead in aheads:
                 kept.append(Speculation(ahead, below, tuple(others),
-                                        self._complete(uri, ahead, "", is_cancelled, below, others)))
+                                        self._complete(uri, ahead, "", is_cancelled, below, others, snippets),
+                                        tuple(snippets)))
                 del kept[:-SPECULATIONS_KEPT]
         finally:
             state = self.cache.get(uri)
@@ -458,13 +462,14 @@ class Engine:
         return [prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
 
     def _repeats(self, state: DocumentState, document: list[int], window: int, below: str,
-                 others: Sequence[str] = ()) -> DocumentRepeats | None:
+                 others: Sequence[str] = (), snippets: Sequence[str] = ()) -> DocumentRepeats | None:
         """The document's own repeats for the beam step (the model's window is the last `window` of the
         `document` ids; the lines `below` the cursor's are searched too, placed before them, and the heads
-        of the other open files before those), unless switched off or the bundle predates them."""
+        of the other open files before those, and the repository's snippets first), unless switched off or the
+        bundle predates them."""
         if not (self.settings.document_repeats and self.runtime.mixes_repeats):
             return None
-        parts = [self._other_ids(text) for text in others[:self.settings.open_files]]
+        parts = [self._other_ids(text) for text in (*snippets, *others[:self.settings.open_files])]
         others_end = sum(len(part) for part in parts)
         if below and self.settings.repeats_below:
             parts.append(self._below_ids(state, below))
@@ -491,7 +496,7 @@ class Engine:
         return state.below_memo[1]
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = "",
-                  others: Sequence[str] = ()) -> CompletionResult:
+                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
@@ -519,7 +524,7 @@ class Engine:
                                 margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed),
-                                repeats=self._repeats(state, document, window, below, others))
+                                repeats=self._repeats(state, document, window, below, others, snippets))
         offer = LineOffer(tokens, healed, typed_line, after, context)
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = beam_search(self.runtime, tokens, request, is_cancelled)
@@ -574,8 +579,8 @@ class Engine:
             del suggestions[self.settings.max_suggestions - 1:]
         suggestions.append(at_cursor(typed_line, inserted, after, None, SOURCE_EARLIER_LINE))
 
-    def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = ()
-                   ) -> float | None:
+    def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = (),
+                   snippets: Sequence[str] = ()) -> float | None:
         """The log-probability the beam search would give the line ending in `rest` (then a newline) at the
         cursor after `before`: evaluation compares it with the suggestions' scores to tell a line the search
         missed from one the model ranks low. None when the search could not produce it: more tokens than
@@ -595,7 +600,7 @@ class Engine:
             return None
         extend_prefix(state, self.runtime, ids[:-1])
         score = forced_score(self.runtime, state.prefix(), len(ids) - 1, ids[-1], continuation,
-                             self._repeats(state, document, window, below, others))
+                             self._repeats(state, document, window, below, others, snippets))
         self.cache.enforce_budget(keep=uri)  # as after a completion: the KV it may have added counts too
         return score
 

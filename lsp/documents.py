@@ -157,6 +157,9 @@ class DocumentStore:
     def __len__(self) -> int:
         return len(self._docs)
 
+    def uris(self) -> list[str]:
+        return list(self._docs)
+
     def get(self, uri: str) -> Document | None:
         return self._docs.get(uri)
 

@@ -61,6 +61,16 @@ def register(server: CompleterServer) -> None:
         ls.skips_noted = {noted for noted in ls.skips_noted if noted[0] != uri}
         if ls.documents.close(uri) is not None:
             ls.worker.notify_close(uri)
+        ls.workspace_file_changed(uri)  # its unsaved edits are gone: the disk's text counts again
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: CompleterServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.workspace_file_changed(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: CompleterServer, params: types.DidChangeWatchedFilesParams) -> None:
+        for change in params.changes:
+            ls.workspace_file_changed(change.uri)
 
     # -- completion --------------------------------------------------------------------------------
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,

@@ -44,7 +44,8 @@ class SearchScheduler:
         return self._changes.get(uri, 0)
 
     async def run(self, key: Hashable, uri: str, before: str, after: str, ready_timeout: float,
-                  changes: int | None = None, below: str = "", others: list[str] | None = None) -> Any:
+                  changes: int | None = None, below: str = "", others: list[str] | None = None,
+                  snippets: list[str] | None = None) -> Any:
         """The engine result for `key`; raises ContentModified, WorkerError or CancelledError.
 
         `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
@@ -64,7 +65,7 @@ class SearchScheduler:
             raise ContentModified(uri)
         if search is None:
             job_id, future = self._worker.submit("complete", uri=uri, before=before, after=after, below=below,
-                                                 others=others or [])
+                                                 others=others or [], snippets=snippets or [])
             search = _Search(key, uri, job_id, future)
             self._inflight[key] = search
             future.add_done_callback(lambda f, s=search: self._finished(s, f))

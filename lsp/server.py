@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
+from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
@@ -30,6 +31,7 @@ from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
+from lsp.workspace import WorkspaceFiles
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,25 @@ class Target:
     end_units: int  # its length in client units
 
 
+def path_of(uri: str) -> Path | None:
+    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones)."""
+    if not uri.startswith("file:"):
+        return None
+    path = uris.to_fs_path(uri)
+    return Path(path) if path else None
+
+
+def workspace_roots(params: types.InitializeParams) -> list[Path]:
+    """The folders the editor opened: workspaceFolders, else rootUri, else the deprecated rootPath."""
+    if params.workspace_folders:
+        found = [path_of(folder.uri) for folder in params.workspace_folders]
+    elif params.root_uri:
+        found = [path_of(params.root_uri)]
+    else:
+        found = [Path(params.root_path)] if params.root_path else []
+    return [path for path in found if path is not None]
+
+
 class CompleterServer(LanguageServer):
     def __init__(self, log_level: str = "INFO", log_file: Path | None = None,
                  worker_log_file: str | None = None) -> None:
@@ -82,6 +103,8 @@ class CompleterServer(LanguageServer):
         self.settings_generation = 0
         self.worker = WorkerClient(lambda: engine_dict(self.settings), log_level, worker_log_file)
         self.searches = SearchScheduler(self.worker)
+        self.repository: WorkspaceFiles | None = None
+        self._roots: list[Path] = []
         self.stats = Stats()
         self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
@@ -130,7 +153,34 @@ class CompleterServer(LanguageServer):
         log.info("initialize: client %s, position encoding %s, settings %s",
                  params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
         self._config_lock = asyncio.Lock()
+        self._roots = workspace_roots(params)
+        self.index_workspace()
         self.spawn(self.boot_worker())
+
+    def index_workspace(self) -> None:
+        """Start indexing the workspace folders when the setting asks for it and no index runs yet."""
+        if self.settings.workspace_context and self.repository is None and self._roots:
+            self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages)
+            self.repository.start(self._roots)
+            log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+
+    def workspace_file_changed(self, uri: str) -> None:
+        """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again."""
+        path = path_of(uri)
+        if self.repository is not None and path is not None:
+            self.repository.update(path)
+
+    def workspace_snippets(self, uri: str, before: str) -> list[str]:
+        """Windows of the repository's other files most like the code above the cursor (none when off)."""
+        if self.repository is None or not self.settings.workspace_context:
+            return []
+        by_path = {str(path_of(doc_uri)): doc_uri for doc_uri in self.documents.uris()}
+
+        def open_text(name: str) -> str | None:
+            doc = self.documents.get(by_path[name]) if name in by_path else None
+            return doc.text() if doc is not None else None
+
+        return self.repository.snippets(uri, path_of(uri), before, open_text)
 
     async def boot_worker(self) -> None:
         assert self._config_lock is not None
@@ -183,6 +233,7 @@ class CompleterServer(LanguageServer):
                 self.settings_generation += 1
                 self.searches.invalidate()
                 log.info("settings now %s", new.to_camel())
+                self.index_workspace()  # turned on, or on from the start once settings arrive
 
     # -- completion -------------------------------------------------------------------------------
     def locate(self, uri: str, position: types.Position) -> Target | None:
@@ -233,14 +284,16 @@ class CompleterServer(LanguageServer):
         below = clean(text_below(doc.lines, target.line_no)) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files) \
             if engine_settings.document_repeats else []
+        snippets = self.workspace_snippets(target.uri, before) if engine_settings.document_repeats else []
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
-               self.documents.generation if others else 0)  # an edit elsewhere changes what is searched
+               self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
+               self.repository.generation if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None
         for attempt in range(2):  # a worker that died under us gets one retry on its successor
             try:
                 result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
-                                                 others)
+                                                 others, snippets)
                 break
             except asyncio.CancelledError:
                 self.stats.cancelled += 1

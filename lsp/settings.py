@@ -34,6 +34,8 @@ SERVER_KEYS: dict[str, str] = {
     "enabledLanguages": "enabled_languages",
     "completionItems": "completion_items",
     "inlineCompletions": "inline_completions",
+    "workspaceContext": "workspace_context",
+    "workspaceMemoryMb": "workspace_memory_mb",
 }
 
 
@@ -45,6 +47,8 @@ class ServerSettings:
     enabled_languages: tuple[str, ...] = ("python",)
     completion_items: bool = True
     inline_completions: bool = True
+    workspace_context: bool = False  # index the workspace folders; their snippets join the document's repeats
+    workspace_memory_mb: int = 128  # the index's budget; files past it are left out
 
     def language_enabled(self, language_id: str | None) -> bool:
         return "*" in self.enabled_languages or (language_id or "") in self.enabled_languages
@@ -55,6 +59,8 @@ class ServerSettings:
         out["enabledLanguages"] = list(self.enabled_languages)
         out["completionItems"] = self.completion_items
         out["inlineCompletions"] = self.inline_completions
+        out["workspaceContext"] = self.workspace_context
+        out["workspaceMemoryMb"] = self.workspace_memory_mb
         return out
 
 
@@ -96,7 +102,7 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"enabledLanguages must be a list of language ids, got {value!r}")
         return tuple(value)
-    if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead"):
+    if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "workspaceContext"):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
         return value
@@ -113,6 +119,8 @@ def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSe
         return dataclasses.replace(settings, engine=engine)
     name = SERVER_KEYS[key]
     coerced = getattr(defaults, name) if value is None else _coerce(key, value)
+    if key == "workspaceMemoryMb" and not 1 <= coerced <= 4096:
+        raise ValueError(f"workspaceMemoryMb must be between 1 and 4096, got {coerced}")
     return dataclasses.replace(settings, **{name: coerced})
 
 

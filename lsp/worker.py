@@ -7,7 +7,8 @@ survive a crash in native code by simply starting a new worker.
 Protocol (one msgpack map per frame, see `lsp.framing`):
   server -> worker  {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
-                     "others": [str]}  (the heads of other open files, most recently edited first)
+                     "others": [str], "snippets": [str]}  (the heads of other open files, most recently edited
+                     first; windows of the repository's files like the code at the cursor)
                     {"id": n, "op": "close", "uri": str}
                     {"id": n, "op": "prefill", "uri": str, "text": str}  (answered at once; run when idle)
                     {"id": n, "op": "info"}
@@ -129,7 +130,8 @@ class Worker:
 
         try:
             self.engine.search_next_line(ahead["uri"], ahead["before"], ahead["below"], ahead["others"],
-                                         is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set())
+                                         is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set(),
+                                         snippets=ahead["snippets"])
         except Cancelled:
             pass
         except Exception:  # a search nobody asked for must never cost the worker
@@ -171,11 +173,12 @@ class Worker:
             self._prefills.pop(str(message["uri"]), None)  # typed in: its own requests keep its cache from now on
             request = {"uri": str(message["uri"]), "before": str(message["before"]),
                        "below": str(message.get("below") or ""),
-                       "others": [text for text in message.get("others") or () if isinstance(text, str)]}
+                       "others": [text for text in message.get("others") or () if isinstance(text, str)],
+                       "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
             after = str(message["after"])
             result = engine.complete_text(request["uri"], request["before"], after,
                                           is_cancelled=lambda: self.is_cancelled(job_id), below=request["below"],
-                                          others=request["others"])
+                                          others=request["others"], snippets=request["snippets"])
             if engine.settings.search_ahead and not after.strip() and not result.skipped:
                 self._ahead = request  # searched once the worker has been idle a moment
             return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}

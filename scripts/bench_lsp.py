@@ -73,7 +73,12 @@ def run(args: argparse.Namespace) -> dict:
     client = RawClient([sys.executable, "-m", "lsp", "--log-level", "WARNING"], env=env, stderr=sys.stderr)
     try:
         settings = json.loads(args.settings) if args.settings else {}
-        client.initialize({"completer": settings})
+        if args.root:  # a workspace folder: the server indexes it while the typing goes on
+            client.request("initialize", {"processId": os.getpid(), "rootUri": Path(args.root).resolve().as_uri(),
+                                          "capabilities": {}, "initializationOptions": {"completer": settings}})
+            client.notify("initialized", {})
+        else:
+            client.initialize({"completer": settings})
         deadline = time.monotonic() + 60
         while not client.request("completer/info")["result"].get("model"):
             if time.monotonic() > deadline:
@@ -166,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-line", type=int, default=60, help="open the file truncated here (1-based line)")
     parser.add_argument("--keystrokes", type=int, default=400)
     parser.add_argument("--settings", default=None, help='server settings as JSON, e.g. \'{"beams": 2}\'')
+    parser.add_argument("--root", default=None, help="a workspace folder for the server to index (rootUri)")
     parser.add_argument("--pause-after-open", type=float, default=0.0,
                         help="seconds between opening the file and the first keystroke (the server prefills then)")
     parser.add_argument("--json", action="store_true", help="also print the raw latencies as JSON")

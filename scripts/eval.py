@@ -52,10 +52,13 @@ from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
+from completer.workspace import WorkspaceIndex  # noqa: E402
+from lsp.workspace import SNIPPETS as WORKSPACE_SNIPPETS  # noqa: E402
 
 MIN_CODE_CHARS = 4
 PAIRED_METRICS = (("exact1", "exact@1"), ("exact5", "exact@5"), ("line_edit_sim", "edit sim (whole line)"))
 Z_95 = 1.96  # the normal quantile of a two-sided 95 % interval
+WORKSPACE_BUDGET_BYTES = 128 * 1024 * 1024  # the server's default workspaceMemoryMb
 
 
 @dataclass(frozen=True)
@@ -191,18 +194,29 @@ def imported_open_files(files: dict[str, str], train_path: Path, count: int) -> 
     return OpenFiles(count, keys, {k: texts[k] for others in keys.values() for k in others})
 
 
+def workspace_indexes(files: dict[str, str]) -> dict[str, WorkspaceIndex]:
+    """One index per package (the `origin` of each `origin:path` key), over all its files."""
+    indexes: dict[str, WorkspaceIndex] = {}
+    for key, text in files.items():
+        index = indexes.setdefault(key.split(":", 1)[0], WorkspaceIndex(WORKSPACE_BUDGET_BYTES))
+        index.add(key, text)
+    return indexes
+
+
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
              lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
              suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin, partial_lines: bool = True,
-             after_cursor: bool = False) -> tuple[dict, dict[str, list[float]]]:
+             after_cursor: bool = False, workspace: bool = False) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
     search other files of the project, as the server searches other open files (scripts/open_files.py).
     `after_cursor`: a FIM bundle reads the lines below the cursor (the rest of the cursor's line is what it
     must write, so it is never given). The card's definition of the context (the text before the cursor)
-    leaves all three out."""
+    leaves all three out. `workspace`: the package's other files are the workspace, indexed as the server
+    indexes a workspace folder, and the snippets it picks join the document's repeats."""
     opened = opened or OpenFiles(0, {}, {})
+    indexes = workspace_indexes(files) if workspace else {}
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
                                    max_tokens=max_tokens, document_repeats=document_repeats, repeats_below=lines_below,
                                    open_files=opened.count, first_by_consensus=first_by_consensus,
@@ -220,7 +234,9 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         expected_rest = actual[pos.column:]
         below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below or after_cursor else ""
         others = [opened.texts[key] for key in opened.keys.get(pos.path, ())]
-        result = engine.complete_text(pos.path, before, "", below=below, others=others)
+        index = indexes.get(pos.path.split(":", 1)[0])
+        snippets = index.snippets(before, pos.path, WORKSPACE_SNIPPETS, files.get) if index is not None else []
+        result = engine.complete_text(pos.path, before, "", below=below, others=others, snippets=snippets)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
         exact1 = float(bool(predicted) and predicted[0] == actual)
@@ -420,6 +436,9 @@ def main() -> None:
     parser.add_argument("--open-from", choices=("nearby", "imports"), default="nearby",
                         help="with --open-files: the validation files nearest in the tree (nearby), or the "
                              "project's modules that the file imports, mostly training files (imports)")
+    parser.add_argument("--workspace", action="store_true",
+                        help="the package's other files are the workspace (the server's workspaceContext): its "
+                             "snippets join the document's repeats")
     parser.add_argument("--update-model-card", action="store_true", help="write results into manifest and MODEL.md")
     args = parser.parse_args()
     if args.compare:
@@ -456,6 +475,8 @@ def main() -> None:
         parser.error("--suggestions does not go with --update-model-card: the card's exact@5 needs five")
     if args.paired_with and args.update_model_card:
         parser.error("--paired-with does not go with --update-model-card: the card records this bundle's own run")
+    if args.workspace and args.update_model_card:
+        parser.error("--workspace does not go with --update-model-card: the card's context is the text before the cursor")
     if args.after_cursor and args.update_model_card:
         parser.error("--after-cursor does not go with --update-model-card: the card's context is the text before "
                      "the cursor")
@@ -501,14 +522,14 @@ def main() -> None:
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
                                                args.search_errors, repeats, args.lines_below, opened, consensus,
                                                args.suggestions, args.stop_margin, partial,
-                                           args.after_cursor)
+                                           args.after_cursor, args.workspace)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
             results["fp32"], fp32 = evaluate(fp32_bundle(args.bundle, fp32_onnx, Path(tmp)), files, positions,
                                              args.beams, args.max_tokens, args.search_errors, repeats,
                                              args.lines_below, opened, consensus, args.suggestions, args.stop_margin,
-                                             partial, args.after_cursor)
+                                             partial, args.after_cursor, args.workspace)
         differences["INT8 − fp32 exact@1"] = paired_difference(int8["exact1"], fp32["exact1"])
     if args.baseline:
         baseline_beams = args.baseline_beams or args.beams
@@ -517,7 +538,7 @@ def main() -> None:
         results[name], baseline = evaluate(args.baseline, files, positions, baseline_beams, args.max_tokens,
                                            args.search_errors, repeats, args.lines_below, opened, consensus,
                                            args.suggestions, args.stop_margin, partial,
-                                           args.after_cursor)
+                                           args.after_cursor, args.workspace)
         differences.update(paired_differences("INT8 − baseline", int8, baseline))
     if earlier is not None:
         differences.update(paired_differences(f"INT8 − {args.paired_with.name}", int8, earlier))

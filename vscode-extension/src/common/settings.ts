@@ -21,6 +21,8 @@ export interface ExtensionSettings {
     openFiles: number;
     searchAhead: boolean;
     fillInTheMiddle: boolean;
+    workspaceContext: boolean;
+    workspaceMemoryMb: number;
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -46,6 +48,8 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'openFiles',
     'searchAhead',
     'fillInTheMiddle',
+    'workspaceContext',
+    'workspaceMemoryMb',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -68,13 +72,15 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     openFiles: 4,
     searchAhead: true,
     fillInTheMiddle: true,
+    workspaceContext: false,
+    workspaceMemoryMb: 128,
     enabledLanguages: ['python'],
     completionItems: true,
     inlineCompletions: true,
 });
 
 type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens'
-    | 'searchBudgetMs' | 'openFiles';
+    | 'searchBudgetMs' | 'openFiles' | 'workspaceMemoryMb';
 
 const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     beams: [1, 16],
@@ -85,6 +91,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
     searchBudgetMs: [0, 60000],
     openFiles: [0, 16],
+    workspaceMemoryMb: [1, 4096],
 };
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
@@ -174,6 +181,8 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         openFiles: readInteger(config.get('openFiles'), 'openFiles'),
         searchAhead: readBoolean(config.get('searchAhead'), DEFAULT_SETTINGS.searchAhead),
         fillInTheMiddle: readBoolean(config.get('fillInTheMiddle'), DEFAULT_SETTINGS.fillInTheMiddle),
+        workspaceContext: readBoolean(config.get('workspaceContext'), DEFAULT_SETTINGS.workspaceContext),
+        workspaceMemoryMb: readInteger(config.get('workspaceMemoryMb'), 'workspaceMemoryMb'),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -199,6 +208,8 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         openFiles: settings.openFiles,
         searchAhead: settings.searchAhead,
         fillInTheMiddle: settings.fillInTheMiddle,
+        workspaceContext: settings.workspaceContext,
+        workspaceMemoryMb: settings.workspaceMemoryMb,
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -66,6 +66,8 @@ describe('settings', () => {
             openFiles: 4,
             searchAhead: true,
             fillInTheMiddle: true,
+            workspaceContext: false,
+            workspaceMemoryMb: 128,
             enabledLanguages: ['python'],
             completionItems: true,
             inlineCompletions: true,
@@ -90,6 +92,8 @@ describe('settings', () => {
                 openFiles: 2,
                 searchAhead: false,
                 fillInTheMiddle: false,
+                workspaceContext: true,
+                workspaceMemoryMb: 256,
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -112,6 +116,8 @@ describe('settings', () => {
                 openFiles: 2,
                 searchAhead: false,
                 fillInTheMiddle: false,
+                workspaceContext: true,
+                workspaceMemoryMb: 256,
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -137,6 +143,8 @@ describe('settings', () => {
                 openFiles: 99,
                 searchAhead: 'yes',
                 fillInTheMiddle: 'no',
+                workspaceContext: 'yes',
+                workspaceMemoryMb: 100000,
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -156,6 +164,8 @@ describe('settings', () => {
         assert.equal(settings.openFiles, 16);
         assert.equal(settings.searchAhead, true);
         assert.equal(settings.fillInTheMiddle, true);
+        assert.equal(settings.workspaceContext, false);
+        assert.equal(settings.workspaceMemoryMb, 4096);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, true);
         assert.equal(settings.inlineCompletions, true);

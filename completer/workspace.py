@@ -1,0 +1,112 @@
+"""The user's repository as context: which snippets of the other files look most like the code at the cursor.
+
+An index holds each file's identifiers (names of three characters or more) in an inverted index, within a
+memory budget. For a cursor, the identifiers of the lines above it score the files by how many they share,
+weighted by rarity (BM25's idf, as in CrossCodeEval's retrieval baselines), and from the best files the
+window of lines sharing the most identifiers is returned. The engine searches those windows with the
+document's repeats (completer/repeats.py), as it searches other open files: a call or a name written out in
+another file is continued the way it was written there. Nothing here reads the disk or leaves the process:
+the caller gives the texts.
+"""
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+QUERY_LINES = 40  # the lines above the cursor that say what it is about
+SNIPPET_LINES = 60  # a snippet: this many lines of another file
+SNIPPET_STRIDE = 10  # snippets start every this many lines
+ENTRY_BYTES = 136  # the index's cost of one identifier of one file, as tracemalloc measured it on the stdlib
+COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
+                          "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
+                          "async", "await", "cls", "args", "kwargs"})
+
+
+def identifiers(text: str) -> set[str]:
+    return set(IDENTIFIER.findall(text)) - COMMON_WORDS
+
+
+@dataclass
+class WorkspaceIndex:
+    """Identifiers per file and files per identifier, within `budget_bytes`; files beyond it are not indexed."""
+
+    budget_bytes: int
+    files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a tuple: a third of a set's memory
+    postings: dict[str, set[str]] = field(default_factory=dict)
+    nbytes: int = 0
+    skipped_for_budget: int = 0
+
+    def add(self, path: str, text: str) -> bool:
+        """Index (or index again) `path`; False when the budget has no room for it."""
+        self.remove(path)
+        names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
+        cost = ENTRY_BYTES * (len(names) + 1) + len(path)
+        if self.nbytes + cost > self.budget_bytes:
+            self.skipped_for_budget += 1
+            return False
+        self.files[path] = names
+        for name in names:
+            self.postings.setdefault(name, set()).add(path)
+        self.nbytes += cost
+        return True
+
+    def remove(self, path: str) -> None:
+        names = self.files.pop(path, None)
+        if names is None:
+            return
+        for name in names:
+            holders = self.postings.get(name)
+            if holders is not None:
+                holders.discard(path)
+                if not holders:
+                    del self.postings[name]
+        self.nbytes -= ENTRY_BYTES * (len(names) + 1) + len(path)
+
+    def best_files(self, query: Iterable[str], exclude: str | None, count: int) -> list[str]:
+        """The `count` files sharing the most query identifiers, each weighted by its rarity; best first."""
+        total = max(1, len(self.files))
+        scores: Counter[str] = Counter()
+        for name in set(query):
+            holders = self.postings.get(name)
+            if not holders or (total >= 8 and len(holders) > total / 2):  # in most files: says nothing of which
+                continue
+            weight = math.log(1 + (total - len(holders) + 0.5) / (len(holders) + 0.5))
+            for path in holders:
+                if path != exclude:
+                    scores[path] += weight
+        return [path for path, _ in scores.most_common(count)]
+
+    def snippets(self, before: str, exclude: str | None, count: int, read: Callable[[str], str | None]
+                 ) -> list[str]:
+        """Up to `count` windows of other files most like the lines above the cursor (`before` is the text
+        before it; its last, unfinished line is left out, so a query holds while the user types on a line).
+        `read` gives a file's text, or None when it cannot be read."""
+        head = before[:before.rfind("\n") + 1]
+        query = identifiers("\n".join(head.split("\n")[-QUERY_LINES - 1:]))
+        if not query or count <= 0:
+            return []
+        found = []
+        for path in self.best_files(query, exclude, count):
+            text = read(path)
+            if text:
+                found.append(best_window(text, query))
+        return found
+
+
+def best_window(text: str, query: set[str]) -> str:
+    """The SNIPPET_LINES lines of `text` that share the most identifiers with `query` (counted per line, so
+    one pass over the file: a window's score is the sum of its lines')."""
+    lines = text.split("\n")
+    if len(lines) <= SNIPPET_LINES:
+        return text
+    sums = [0]
+    for line in lines:
+        sums.append(sums[-1] + len(set(IDENTIFIER.findall(line)) & query))  # sums[i]: lines before i
+    starts = range(0, len(lines) - SNIPPET_LINES // 2, SNIPPET_STRIDE)
+    best_start = max(starts, key=lambda start: (sums[min(start + SNIPPET_LINES, len(lines))] - sums[start], -start))
+    return "\n".join(lines[best_start:best_start + SNIPPET_LINES]) + "\n"

@@ -1,0 +1,194 @@
+"""The workspace folders, indexed in the background for the repository's snippets (completer/workspace.py).
+
+What it reads: files in the enabled languages under each workspace folder, as an editor opens a folder;
+`.gitignore` files are honoured (each for its own folder and below, with pathspec's git semantics), the
+usual tool folders (.git, node_modules, virtual environments, caches) are skipped, no symlink is followed out
+of the folder, and files over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
+and logged once. Nothing leaves the machine: the index lives in the server's memory, within its budget.
+
+Building it never delays a keystroke: it runs on a thread that gives the event loop the interpreter between
+files, and a request asks the index only for what is already in it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from completer.workspace import WorkspaceIndex
+
+log = logging.getLogger(__name__)
+
+LANGUAGE_SUFFIXES = {"python": (".py", ".pyi")}
+MAX_FILE_BYTES = 1 << 20
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
+                          ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
+SNIPPETS = 4  # windows of other files sent with a request
+
+
+def read_source(path: Path) -> str | None:
+    """The file's text, or None when it is over MAX_FILE_BYTES, binary, or unreadable (raises OSError)."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+class _Ignores:
+    """The .gitignore files met on the way down, each applying to its folder and below."""
+
+    def __init__(self) -> None:
+        self.specs: list[tuple[Path, object]] = []
+
+    def add(self, folder: Path) -> None:
+        try:
+            import pathspec
+
+            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+            self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
+        except OSError:
+            pass
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for folder, spec in self.specs:
+            try:
+                relative = path.relative_to(folder).as_posix()
+            except ValueError:
+                continue
+            if spec.match_file(relative + ("/" if is_dir else "")):  # type: ignore[attr-defined]
+                return True
+        return False
+
+
+class WorkspaceFiles:
+    """The index of the workspace folders, built on a thread and kept up to date by the server's events."""
+
+    def __init__(self, budget_mb: int, languages: tuple[str, ...]) -> None:
+        self.index = WorkspaceIndex(budget_mb * 1024 * 1024)
+        self.suffixes = tuple(s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ()))
+        if "*" in languages:
+            self.suffixes = tuple(s for suffixes in LANGUAGE_SUFFIXES.values() for s in suffixes)
+        self.roots: list[Path] = []
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._unreadable_logged = False
+        self._memo: dict[str, tuple[tuple, list[str]]] = {}  # per document: (query key, snippets)
+        self.generation = 0  # moves with every change of the index: memoized snippets are then stale
+
+    # -- building -----------------------------------------------------------------------------------
+    def start(self, roots: list[Path]) -> None:
+        self.roots = [root.resolve() for root in roots if root.is_dir()]
+        threading.Thread(target=self._build, name="workspace-index", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _build(self) -> None:
+        started, count = time.perf_counter(), 0
+        try:
+            for root in self.roots:
+                for path in self._walk(root):
+                    if self._stop.is_set():
+                        return
+                    count += self._index_file(path, building=True)
+                    time.sleep(0)  # let the event loop run between files
+        except Exception:  # a folder that vanishes mid-walk, or worse: the server goes on without an index
+            log.exception("indexing the workspace stopped")
+        finally:
+            with self._lock:
+                self.generation += 1  # once the index is whole: snippets picked from a part of it are stale
+            self.done.set()
+        skipped = self.index.skipped_for_budget
+        log.info("workspace index: %d files in %.1f s, %.1f MB%s", count, time.perf_counter() - started,
+                 self.index.nbytes / 2**20, f"; {skipped} files left out for the memory budget" if skipped else "")
+
+    def _walk(self, root: Path):
+        ignores = _Ignores()
+        for folder, dirs, files in os.walk(root, followlinks=False, onerror=lambda error: None):
+            here = Path(folder)
+            if ".gitignore" in files:
+                ignores.add(here)
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+                       and not ignores.ignored(here / d, is_dir=True)]
+            for name in files:
+                path = here / name
+                if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False):
+                    continue
+                if path.is_symlink():
+                    try:
+                        path.resolve().relative_to(root)
+                    except (ValueError, OSError):  # points out of the folder (or nowhere)
+                        continue
+                if path.is_file():  # not a FIFO or a device, whose read would never end
+                    yield path
+
+    def _index_file(self, path: Path, building: bool = False) -> int:
+        """Index one file; while the first build runs, the generation stays put, so a document's snippets are
+        not picked again after every file."""
+        try:
+            text = read_source(path)
+        except OSError as exc:
+            if not self._unreadable_logged:
+                log.warning("workspace index: skipping unreadable files, first %s (%s)", path, exc.strerror or exc)
+                self._unreadable_logged = True
+            return 0
+        if text is None:
+            return 0
+        with self._lock:
+            added = self.index.add(str(path), text)
+            if not building:
+                self.generation += 1
+        return int(added)
+
+    # -- keeping up -------------------------------------------------------------------------------
+    def covers(self, path: Path) -> bool:
+        return path.name.endswith(self.suffixes) and any(path.is_relative_to(root) for root in self.roots)
+
+    def update(self, path: Path, text: str | None = None) -> None:
+        """A saved, changed, created or deleted file: index its text (given, or read from the disk) again."""
+        if not self.covers(path):
+            return
+        if text is None and not path.is_file():
+            with self._lock:
+                self.index.remove(str(path))
+                self.generation += 1
+            return
+        if text is None:
+            self._index_file(path)
+            return
+        with self._lock:
+            self.index.add(str(path), text)
+            self.generation += 1
+
+    # -- asking -----------------------------------------------------------------------------------
+    def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None]
+                 ) -> list[str]:
+        """Windows of other files most like the lines above the cursor, kept while those lines and the index
+        stay the same (typing on one line asks once)."""
+        head = before[:before.rfind("\n") + 1]
+        key = (head[-4000:], self.generation)
+        memo = self._memo.get(uri)
+        if memo is not None and memo[0] == key:
+            return memo[1]
+
+        def read(name: str) -> str | None:
+            text = open_text(name)
+            if text is not None:
+                return text
+            try:
+                return read_source(Path(name))
+            except OSError:
+                return None
+
+        with self._lock:
+            found = self.index.snippets(before, str(path) if path else None, SNIPPETS, read)
+        self._memo[uri] = (key, found)
+        return found
+
+    def forget(self, uri: str) -> None:
+        self._memo.pop(uri, None)

@@ -1,0 +1,157 @@
+"""The repository as context: the index of the workspace folders, and what it adds to a suggestion through the
+real server. The other file is never opened: only the index can supply its line."""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from completer.workspace import WorkspaceIndex, best_window
+from lsp.rawclient import RawClient
+from lsp.workspace import MAX_FILE_BYTES, WorkspaceFiles
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
+    server_env
+
+
+def _index(root: Path, budget_mb: int = 8) -> WorkspaceFiles:
+    files = WorkspaceFiles(budget_mb, ("python",))
+    files.start([root])
+    assert files.done.wait(60)
+    return files
+
+
+def test_the_index_reads_what_an_editor_shows_and_nothing_else(tmp_path: Path):
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "used.py").write_text("def frobnicate_payload(alpha):\n    return alpha\n")
+    (root / "generated").mkdir()
+    (root / "generated" / "ignored.py").write_text("IGNORED_NAME = 1\n")
+    (root / "pkg" / "skip_me.py").write_text("SKIPPED_BY_PATTERN = 1\n")
+    (root / ".gitignore").write_text("generated/\n")
+    (root / "pkg" / ".gitignore").write_text("skip_me.py\n")
+    (root / "node_modules").mkdir()
+    (root / "node_modules" / "vendored.py").write_text("VENDORED = 1\n")
+    (root / "binary.py").write_bytes(b"BINARY_NAME = 1\n\0\0\0")
+    (root / "huge.py").write_text("HUGE_NAME = 1\n" + "#" * MAX_FILE_BYTES)
+    outside = tmp_path / "outside.py"
+    outside.write_text("OUTSIDE_NAME = 1\n")
+    (root / "link.py").symlink_to(outside)  # points out of the folder: not followed
+    (root / "inside_link.py").symlink_to(root / "pkg" / "used.py")  # stays inside: read
+    (root / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    os.mkfifo(root / "pipe.py")  # reading it would never end
+    (root / "notes.txt").write_text("TEXT_NAME = 1\n")
+    files = _index(root)
+    indexed = {Path(p).relative_to(root).as_posix() for p in files.index.files}
+    assert indexed == {"pkg/used.py", "inside_link.py"}, indexed
+
+
+def test_the_memory_budget_holds_on_a_large_generated_repository(tmp_path: Path):
+    for package in range(20):
+        folder = tmp_path / f"pkg{package}"
+        folder.mkdir()
+        for module in range(50):
+            names = "\n".join(f"def function_{package}_{module}_{i}(argument_{i}):\n    return argument_{i}\n"
+                              for i in range(40))
+            (folder / f"module{module}.py").write_text(names)
+    files = _index(tmp_path, budget_mb=1)
+    assert files.index.nbytes <= 1024 * 1024
+    assert files.index.skipped_for_budget > 0 and len(files.index.files) > 50
+
+
+def test_a_folder_deleted_while_indexing_stops_the_walk_not_the_server(tmp_path: Path):
+    for module in range(400):
+        (tmp_path / f"m{module}.py").write_text(f"VALUE_{module} = {module}\n" * 50)
+    files = WorkspaceFiles(8, ("python",))
+    files.start([tmp_path])
+    shutil.rmtree(tmp_path)
+    assert files.done.wait(60)  # finished or stopped, without raising out of its thread
+
+
+def test_snippets_come_from_the_files_sharing_the_rarest_names():
+    index = WorkspaceIndex(1 << 20)
+    index.add("a.py", "import os\n\ndef load_settings(path):\n    return os.path.join(path)\n")
+    index.add("b.py", "def register_handler(registry, name):\n    registry.add(name, frobnicate_payload)\n")
+    index.add("c.py", "import os\nprint(os.getcwd())\n")
+    found = index.snippets("def install(registry):\n    register_handler(registry, 'x')\n    regi", "me.py", 1,
+                           {"a.py": "A", "b.py": "B", "c.py": "C"}.get)
+    assert found == ["B"]
+    index.remove("b.py")
+    assert "frobnicate_payload" not in index.postings and "b.py" not in index.files
+    lines = [f"line_{i} = {i}" for i in range(200)]
+    lines[120] = "special_name = registry_lookup()"
+    assert "special_name" in best_window("\n".join(lines), {"special_name", "registry_lookup"})
+
+
+def _server(root: Path, **settings) -> RawClient:
+    client = RawClient(SERVER_CMD, env=server_env())
+    client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                  "initializationOptions": {"completer": settings}})
+    client.notify("initialized", {})
+    deadline = time.monotonic() + 60
+    while not client.request("completer/info")["result"].get("model"):
+        assert time.monotonic() < deadline, "the worker never loaded the model"
+        time.sleep(0.05)
+    return client
+
+
+def _lines(client: RawClient, uri: str) -> list[str]:
+    result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
+    return [item["textEdit"]["newText"] for item in result["items"]]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "registry.py").write_text(OTHER_FILE)  # never opened
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    return tmp_path
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_line_only_another_file_holds_comes_from_the_index(project: Path, on: bool):
+    with _server(project, workspaceContext=on) as client:
+        time.sleep(0.5)  # the index is built on a thread; two files take milliseconds
+        uri = (project / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert (FROM_OTHER_FILE in _lines(client, uri)) == on
+
+
+def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
+    with _server(project, workspaceContext=True) as client:
+        time.sleep(0.5)
+        uri = (project / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        (project / "registry.py").write_text(OTHER_FILE.replace("zq_alpha", "zq_alright"))
+        client.notify("workspace/didChangeWatchedFiles",
+                      {"changes": [{"uri": (project / "registry.py").as_uri(), "type": 2}]})
+        client.change(uri, 2, (4, BESIDE_OTHER_FILE_CURSOR[1]), (4, BESIDE_OTHER_FILE_CURSOR[1]), "r")
+        cursor = (BESIDE_OTHER_FILE_CURSOR[0], BESIDE_OTHER_FILE_CURSOR[1] + 1)
+        result = client.completion(uri, *cursor)["result"]
+        assert any("handle_zq_alright" in item["textEdit"]["newText"] for item in result["items"]), result
+
+        (project / "registry.py").unlink()
+        client.notify("workspace/didChangeWatchedFiles",
+                      {"changes": [{"uri": (project / "registry.py").as_uri(), "type": 3}]})
+        fresh = (project / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, BESIDE_OTHER_FILE + "r")
+        result = client.completion(fresh, *cursor)["result"]
+        assert all("handle_zq_alright" not in item["textEdit"]["newText"] for item in result["items"]), result
+
+
+def test_indexing_a_large_folder_never_leaves_a_request_unanswered(tmp_path: Path):
+    for module in range(300):
+        (tmp_path / f"m{module}.py").write_text("".join(f"def f_{module}_{i}(): return {i}\n" for i in range(200)))
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, workspaceContext=True) as client:
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        for _ in range(5):  # while the index is being built
+            assert "result" in client.completion(uri, *BESIDE_OTHER_FILE_CURSOR, timeout=30)
+        deleter = threading.Thread(target=shutil.rmtree, args=(tmp_path,))
+        deleter.start()
+        assert "result" in client.completion(uri, *BESIDE_OTHER_FILE_CURSOR, timeout=30)
+        deleter.join()
