@@ -90,7 +90,6 @@ class Speculation:
     below: str
     others: tuple[str, ...]
     result: CompletionResult
-    snippets: tuple[str, ...] = ()
 
 
 @dataclass
@@ -243,8 +242,10 @@ class Engine:
         kept = self._speculations.get(uri)
         if not kept:
             return None
-        request = (before, below, tuple(others), tuple(snippets))
-        foreseen = next((s for s in kept if (s.before, s.below, s.others, s.snippets) == request), None)
+        # The repository's snippets are picked again after Enter, from the new lines above; a search run ahead
+        # with the last line's snippets still answers (they only nudge the repeats).
+        request = (before, below, tuple(others))
+        foreseen = next((s for s in kept if (s.before, s.below, s.others) == request), None)
         if foreseen is None or after.strip():
             del self._speculations[uri]
             return None
@@ -305,8 +306,7 @@ class Engine:
         try:
             for ahead in aheads:
                 kept.append(Speculation(ahead, below, tuple(others),
-                                        self._complete(uri, ahead, "", is_cancelled, below, others, snippets),
-                                        tuple(snippets)))
+                                        self._complete(uri, ahead, "", is_cancelled, below, others, snippets)))
                 del kept[:-SPECULATIONS_KEPT]
         finally:
             state = self.cache.get(uri)

@@ -21,7 +21,9 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 QUERY_LINES = 40  # the lines above the cursor that say what it is about
 SNIPPET_LINES = 60  # a snippet: this many lines of another file
 SNIPPET_STRIDE = 10  # snippets start every this many lines
-ENTRY_BYTES = 136  # the index's cost of one identifier of one file, as tracemalloc measured it on the stdlib
+NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
+SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
+FILE_BYTES = 200  # a file's path and its entries in the index's dicts
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
                           "async", "await", "cls", "args", "kwargs"})
@@ -37,35 +39,45 @@ class WorkspaceIndex:
 
     budget_bytes: int
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a tuple: a third of a set's memory
+    costs: dict[str, int] = field(default_factory=dict)  # each file's bytes as counted when it came in
     postings: dict[str, set[str]] = field(default_factory=dict)
     nbytes: int = 0
     skipped_for_budget: int = 0
 
     def add(self, path: str, text: str) -> bool:
-        """Index (or index again) `path`; False when the budget has no room for it."""
-        self.remove(path)
+        """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
+        A name no other file has costs about nine times a shared one: generated code is counted as it weighs."""
         names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
-        cost = ENTRY_BYTES * (len(names) + 1) + len(path)
-        if self.nbytes + cost > self.budget_bytes:
+        cost = FILE_BYTES + len(path) + sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES
+                                            for name in names)
+        if self.nbytes - self.costs.get(path, 0) + cost > self.budget_bytes:
             self.skipped_for_budget += 1
             return False
+        self.remove(path)
         self.files[path] = names
+        self.costs[path] = cost
         for name in names:
             self.postings.setdefault(name, set()).add(path)
         self.nbytes += cost
         return True
 
-    def remove(self, path: str) -> None:
+    def _shared(self, name: str, path: str) -> bool:
+        """Whether a file other than `path` has `name` already."""
+        holders = self.postings.get(name)
+        return holders is not None and (len(holders) > 1 or path not in holders)
+
+    def remove(self, path: str) -> bool:
         names = self.files.pop(path, None)
         if names is None:
-            return
+            return False
         for name in names:
             holders = self.postings.get(name)
             if holders is not None:
                 holders.discard(path)
                 if not holders:
                     del self.postings[name]
-        self.nbytes -= ENTRY_BYTES * (len(names) + 1) + len(path)
+        self.nbytes -= self.costs.pop(path)
+        return True
 
     def best_files(self, query: Iterable[str], exclude: str | None, count: int) -> list[str]:
         """The `count` files sharing the most query identifiers, each weighted by its rarity; best first."""
@@ -86,16 +98,28 @@ class WorkspaceIndex:
         """Up to `count` windows of other files most like the lines above the cursor (`before` is the text
         before it; its last, unfinished line is left out, so a query holds while the user types on a line).
         `read` gives a file's text, or None when it cannot be read."""
-        head = before[:before.rfind("\n") + 1]
-        query = identifiers("\n".join(head.split("\n")[-QUERY_LINES - 1:]))
+        query = identifiers_above(before)
         if not query or count <= 0:
             return []
+        return self.windows(self.best_files(query, exclude, count), before, read)
+
+    @staticmethod
+    def windows(paths: Iterable[str], before: str, read: Callable[[str], str | None]) -> list[str]:
+        """Each readable file's window most like the lines above the cursor."""
+        query = identifiers_above(before)
         found = []
-        for path in self.best_files(query, exclude, count):
+        for path in paths:
             text = read(path)
             if text:
                 found.append(best_window(text, query))
         return found
+
+
+def identifiers_above(before: str) -> set[str]:
+    """The names in the QUERY_LINES whole lines above the cursor (`before` is the text before it; its last,
+    unfinished line is left out, so the query holds while the user types on a line)."""
+    head = before[:before.rfind("\n") + 1]
+    return identifiers("\n".join(head.split("\n")[-QUERY_LINES - 1:]))
 
 
 def best_window(text: str, query: set[str]) -> str:

@@ -62,6 +62,8 @@ def register(server: CompleterServer) -> None:
         if ls.documents.close(uri) is not None:
             ls.worker.notify_close(uri)
         ls.workspace_file_changed(uri)  # its unsaved edits are gone: the disk's text counts again
+        if ls.repository is not None:
+            ls.repository.forget(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CompleterServer, params: types.DidSaveTextDocumentParams) -> None:

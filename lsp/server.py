@@ -31,7 +31,7 @@ from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import WorkspaceFiles
+from lsp.workspace import WorkspaceFiles, normal_path
 
 log = logging.getLogger(__name__)
 
@@ -158,29 +158,41 @@ class CompleterServer(LanguageServer):
         self.spawn(self.boot_worker())
 
     def index_workspace(self) -> None:
-        """Start indexing the workspace folders when the setting asks for it and no index runs yet."""
+        """Start indexing the workspace folders when the setting asks for it and no index runs yet; stop and
+        free the index when it is turned off (turned on again, it is built anew, with the settings of then)."""
+        if not self.settings.workspace_context and self.repository is not None:
+            self.repository.stop()
+            self.repository = None
+            log.info("workspace index dropped (workspaceContext off)")
         if self.settings.workspace_context and self.repository is None and self._roots:
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
 
     def workspace_file_changed(self, uri: str) -> None:
-        """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again."""
+        """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a
+        thread (it reads the disk)."""
         path = path_of(uri)
         if self.repository is not None and path is not None:
-            self.repository.update(path)
+            self.spawn(asyncio.to_thread(self.repository.update, path))
 
-    def workspace_snippets(self, uri: str, before: str) -> list[str]:
-        """Windows of the repository's other files most like the code above the cursor (none when off)."""
-        if self.repository is None or not self.settings.workspace_context:
+    async def workspace_snippets(self, uri: str, before: str) -> list[str]:
+        """Windows of the repository's other files most like the code above the cursor (none when off). Kept
+        per document while the lines above stay the same; picked again on a thread, which reads files."""
+        repository = self.repository
+        if repository is None or not self.settings.workspace_context:
             return []
-        by_path = {str(path_of(doc_uri)): doc_uri for doc_uri in self.documents.uris()}
-
-        def open_text(name: str) -> str | None:
-            doc = self.documents.get(by_path[name]) if name in by_path else None
-            return doc.text() if doc is not None else None
-
-        return self.repository.snippets(uri, path_of(uri), before, open_text)
+        cached = repository.cached(uri, before)
+        if cached is not None:
+            return cached
+        texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
+        for doc_uri in self.documents.uris():
+            path, doc = path_of(doc_uri), self.documents.get(doc_uri)
+            if path is not None and doc is not None:
+                texts[str(normal_path(path))] = doc.text()
+        path = path_of(uri)
+        return await asyncio.to_thread(repository.snippets, uri, normal_path(path) if path else None, before,
+                                       texts.get)
 
     async def boot_worker(self) -> None:
         assert self._config_lock is not None
@@ -284,7 +296,7 @@ class CompleterServer(LanguageServer):
         below = clean(text_below(doc.lines, target.line_no)) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files) \
             if engine_settings.document_repeats else []
-        snippets = self.workspace_snippets(target.uri, before) if engine_settings.document_repeats else []
+        snippets = await self.workspace_snippets(target.uri, before) if engine_settings.document_repeats else []
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
                self.repository.generation if snippets and self.repository else 0)

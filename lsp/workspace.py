@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from completer.workspace import WorkspaceIndex
+from completer.workspace import WorkspaceIndex, identifiers_above
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,12 @@ MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 4  # windows of other files sent with a request
+
+
+def normal_path(path: Path) -> Path:
+    """The path the index knows a file by: its folder's real path (a symlinked workspace root, /tmp on
+    macOS), the file's own name (a symlinked file is judged where it lies)."""
+    return Path(os.path.realpath(path.parent)) / path.name
 
 
 def read_source(path: Path) -> str | None:
@@ -78,11 +84,16 @@ class WorkspaceFiles:
         self._stop = threading.Event()
         self._unreadable_logged = False
         self._memo: dict[str, tuple[tuple, list[str]]] = {}  # per document: (query key, snippets)
+        self._building = False
+        self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
-        self.roots = [root.resolve() for root in roots if root.is_dir()]
+        resolved = sorted({root.resolve() for root in roots if root.is_dir()}, key=lambda r: len(r.parts))
+        self.roots = [root for i, root in enumerate(resolved)
+                      if not any(root.is_relative_to(outer) for outer in resolved[:i])]  # a nested root once
+        self._building = True
         threading.Thread(target=self._build, name="workspace-index", daemon=True).start()
 
     def stop(self) -> None:
@@ -102,6 +113,8 @@ class WorkspaceFiles:
         finally:
             with self._lock:
                 self.generation += 1  # once the index is whole: snippets picked from a part of it are stale
+                self._building = False
+                self._changed_while_building.clear()
             self.done.set()
         skipped = self.index.skipped_for_budget
         log.info("workspace index: %d files in %.1f s, %.1f MB%s", count, time.perf_counter() - started,
@@ -128,50 +141,88 @@ class WorkspaceFiles:
                     yield path
 
     def _index_file(self, path: Path, building: bool = False) -> int:
-        """Index one file; while the first build runs, the generation stays put, so a document's snippets are
-        not picked again after every file."""
+        """Index one file (a file that became too big, binary or unreadable leaves the index); while the first
+        build runs, the generation stays put, so a document's snippets are not picked again after every file,
+        and the build never writes back a file an event has indexed since."""
         try:
             text = read_source(path)
         except OSError as exc:
             if not self._unreadable_logged:
                 log.warning("workspace index: skipping unreadable files, first %s (%s)", path, exc.strerror or exc)
                 self._unreadable_logged = True
-            return 0
-        if text is None:
-            return 0
+            text = None
         with self._lock:
-            added = self.index.add(str(path), text)
+            if building and str(path) in self._changed_while_building:
+                return 0
+            if not building and self._building:
+                self._changed_while_building.add(str(path))
+            added = self.index.add(str(path), text) if text is not None else self.index.remove(str(path))
             if not building:
                 self.generation += 1
-        return int(added)
+        return int(bool(added))
 
     # -- keeping up -------------------------------------------------------------------------------
-    def covers(self, path: Path) -> bool:
-        return path.name.endswith(self.suffixes) and any(path.is_relative_to(root) for root in self.roots)
+    def root_of(self, path: Path) -> Path | None:
+        return next((root for root in self.roots if path.is_relative_to(root)), None)
 
-    def update(self, path: Path, text: str | None = None) -> None:
-        """A saved, changed, created or deleted file: index its text (given, or read from the disk) again."""
-        if not self.covers(path):
+    def readable(self, path: Path) -> bool:
+        """Whether the walk would read `path`: under a root, in an enabled language, in no skipped folder, not
+        ignored by a .gitignore between the root and it, and no symlink out of the root."""
+        root = self.root_of(path)
+        if root is None or not path.name.endswith(self.suffixes):
+            return False
+        relative = path.relative_to(root).parts
+        if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative[:-1]):
+            return False
+        ignores = _Ignores()
+        folder = root
+        for part in (None, *relative[:-1]):
+            folder = folder if part is None else folder / part
+            ignores.add(folder)
+            if part is not None and ignores.ignored(folder, is_dir=True):
+                return False
+        if ignores.ignored(path, is_dir=False):
+            return False
+        if path.is_symlink():
+            try:
+                path.resolve().relative_to(root)
+            except (ValueError, OSError):
+                return False
+        return True
+
+    def update(self, path: Path) -> None:
+        """A saved, changed, created or deleted file or folder: index what the disk holds now (what the walk
+        would read), or take it out. Runs off the event loop (the server gives it to a thread)."""
+        path = normal_path(Path(os.path.abspath(path)))
+        if path.is_dir() or not path.exists():  # a folder, or something deleted: whatever lay under it goes
+            prefix = str(path) + os.sep
+            with self._lock:
+                gone = [p for p in self.index.files if p == str(path) or p.startswith(prefix)]
+                for name in gone:
+                    self.index.remove(name)
+                if self._building:
+                    self._changed_while_building.update(gone)
+                self.generation += bool(gone)
+            if path.is_dir():
+                for root in self.roots:
+                    if path.is_relative_to(root):
+                        for found in self._walk(path):
+                            if self.readable(found):
+                                self._index_file(found)
             return
-        if text is None and not path.is_file():
+        if self.readable(path) and path.is_file():
+            self._index_file(path)
+        elif str(path) in self.index.files:
             with self._lock:
                 self.index.remove(str(path))
                 self.generation += 1
-            return
-        if text is None:
-            self._index_file(path)
-            return
-        with self._lock:
-            self.index.add(str(path), text)
-            self.generation += 1
 
     # -- asking -----------------------------------------------------------------------------------
     def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None]
                  ) -> list[str]:
         """Windows of other files most like the lines above the cursor, kept while those lines and the index
         stay the same (typing on one line asks once)."""
-        head = before[:before.rfind("\n") + 1]
-        key = (head[-4000:], self.generation)
+        key = self._key(before)
         memo = self._memo.get(uri)
         if memo is not None and memo[0] == key:
             return memo[1]
@@ -186,9 +237,21 @@ class WorkspaceFiles:
                 return None
 
         with self._lock:
-            found = self.index.snippets(before, str(path) if path else None, SNIPPETS, read)
+            best = self.index.best_files(identifiers_above(before), str(normal_path(path)) if path else None,
+                                         SNIPPETS)
+        found = self.index.windows(best, before, read)  # reads files: outside the lock
         self._memo[uri] = (key, found)
         return found
 
     def forget(self, uri: str) -> None:
+        """A document closed: its snippets are not kept."""
         self._memo.pop(uri, None)
+
+    def cached(self, uri: str, before: str) -> list[str] | None:
+        """The snippets picked for these lines above the cursor and this index, if they were (no work)."""
+        memo = self._memo.get(uri)
+        return memo[1] if memo is not None and memo[0] == self._key(before) else None
+
+    def _key(self, before: str) -> tuple:
+        head = before[:before.rfind("\n") + 1]
+        return head[-4000:], self.generation

@@ -128,6 +128,7 @@ def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
         (project / "registry.py").write_text(OTHER_FILE.replace("zq_alpha", "zq_alright"))
         client.notify("workspace/didChangeWatchedFiles",
                       {"changes": [{"uri": (project / "registry.py").as_uri(), "type": 2}]})
+        time.sleep(0.3)  # the server indexes it again on a thread
         client.change(uri, 2, (4, BESIDE_OTHER_FILE_CURSOR[1]), (4, BESIDE_OTHER_FILE_CURSOR[1]), "r")
         cursor = (BESIDE_OTHER_FILE_CURSOR[0], BESIDE_OTHER_FILE_CURSOR[1] + 1)
         result = client.completion(uri, *cursor)["result"]
@@ -136,6 +137,7 @@ def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
         (project / "registry.py").unlink()
         client.notify("workspace/didChangeWatchedFiles",
                       {"changes": [{"uri": (project / "registry.py").as_uri(), "type": 3}]})
+        time.sleep(0.3)
         fresh = (project / "again.py").as_uri()  # a document with no earlier answer to type through
         client.open(fresh, BESIDE_OTHER_FILE + "r")
         result = client.completion(fresh, *cursor)["result"]
@@ -155,3 +157,53 @@ def test_indexing_a_large_folder_never_leaves_a_request_unanswered(tmp_path: Pat
         deleter.start()
         assert "result" in client.completion(uri, *BESIDE_OTHER_FILE_CURSOR, timeout=30)
         deleter.join()
+
+
+def test_events_follow_the_walks_rules_and_keep_the_index_true_to_the_disk(tmp_path: Path):
+    """An event indexes only what the walk would read; a deleted folder takes its files along; a file that grew
+    past the limit leaves the index; a symlinked root and a nested root change nothing."""
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (real / ".gitignore").write_text("generated/\nsecret.py\n")
+    for i in range(3):
+        (real / "pkg" / f"m{i}.py").write_text(f"PKG_NAME_{i} = 1\n")
+    (tmp_path / "link").symlink_to(real)
+    files = WorkspaceFiles(8, ("python",))
+    files.start([tmp_path / "link", tmp_path / "link" / "pkg"])  # symlinked, and a root nested in it
+    assert files.done.wait(60) and files.roots == [real]
+    for rel in ("generated/gen.py", "secret.py", ".venv/lib/dep.py"):
+        (real / rel).parent.mkdir(parents=True, exist_ok=True)
+        (real / rel).write_text("IGNORED = 1\n")
+        files.update(tmp_path / "link" / rel)
+    outside = tmp_path / "outside.py"
+    outside.write_text("OUTSIDE = 1\n")
+    (real / "out.py").symlink_to(outside)
+    files.update(real / "out.py")
+    assert sorted(Path(p).relative_to(real).as_posix() for p in files.index.files) == \
+        ["pkg/m0.py", "pkg/m1.py", "pkg/m2.py"]
+    (real / "big.py").write_text("BIG_OLD = 1\n")
+    files.update(tmp_path / "link" / "big.py")
+    assert str(real / "big.py") in files.index.files
+    (real / "big.py").write_text("BIG_NEW = 1\n" + "#" * MAX_FILE_BYTES)
+    files.update(real / "big.py")
+    assert str(real / "big.py") not in files.index.files
+    shutil.rmtree(real / "pkg")
+    files.update(tmp_path / "link" / "pkg")  # one event for the folder
+    assert not files.index.files and files.index.nbytes == 0
+    (real / "me.py").write_text("def frobnicate(registry_thing):\n    return registry_thing\n")
+    files.update(tmp_path / "link" / "me.py")
+    own = files.snippets("file:///me", tmp_path / "link" / "me.py", "frobnicate(registry_thing)\n", lambda _: None)
+    assert own == []  # the editor's path through the link is still the document's own file
+
+
+def test_turning_the_setting_off_drops_the_index(project: Path):
+    with _server(project, workspaceContext=True) as client:
+        time.sleep(0.5)
+        uri = (project / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"workspaceContext": False}}})
+        time.sleep(0.3)
+        fresh = (project / "fresh.py").as_uri()
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE not in _lines(client, fresh)
