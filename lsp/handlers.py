@@ -23,6 +23,10 @@ def register(server: CompleterServer) -> None:
     def initialize(ls: CompleterServer, params: types.InitializeParams) -> None:
         ls.on_initialize(params)
 
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CompleterServer, params: types.InitializedParams) -> None:
+        await ls.watch_workspace_files()
+
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: CompleterServer, *args: Any) -> None:
         await ls.shutdown_worker()

@@ -25,6 +25,7 @@ class RawClient:
         self.responses: dict[Any, dict[str, Any]] = {}
         self.notifications: list[dict[str, Any]] = []
         self.null_id_errors: list[dict[str, Any]] = []
+        self.server_requests: list[dict[str, Any]] = []  # what the server asked of us (all answered)
         self.arrival: dict[Any, float] = {}
         self._next_id = 0
         self._write_lock = threading.Lock()
@@ -67,6 +68,7 @@ class RawClient:
                 self._cond.notify_all()
 
     def _answer_server_request(self, message: dict[str, Any]) -> None:
+        self.server_requests.append(message)
         result: Any = None
         if message["method"] == "workspace/configuration":
             result = [None for _ in message.get("params", {}).get("items", [])]

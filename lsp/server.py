@@ -105,6 +105,8 @@ class CompleterServer(LanguageServer):
         self.searches = SearchScheduler(self.worker)
         self.repository: WorkspaceFiles | None = None
         self._roots: list[Path] = []
+        self._client_capabilities: types.ClientCapabilities | None = None
+        self._watching = False  # file watchers registered with the client
         self.stats = Stats()
         self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
@@ -154,6 +156,7 @@ class CompleterServer(LanguageServer):
                  params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
         self._config_lock = asyncio.Lock()
         self._roots = workspace_roots(params)
+        self._client_capabilities = params.capabilities
         self.index_workspace()
         self.spawn(self.boot_worker())
 
@@ -168,6 +171,23 @@ class CompleterServer(LanguageServer):
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+
+    async def watch_workspace_files(self) -> None:
+        """Ask the client to report changes on disk to the indexed files (a git pull, a branch switch), where it
+        can register file watchers; clients send workspace/didChangeWatchedFiles only for registered ones."""
+        workspace = self._client_capabilities.workspace if self._client_capabilities else None
+        watched = workspace.did_change_watched_files if workspace else None
+        if self._watching or self.repository is None or not (watched and watched.dynamic_registration):
+            return
+        self._watching = True
+        watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in self.repository.suffixes]
+        registration = types.Registration(id="completer-workspace-files",
+                                          method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                          register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as exc:  # the client refused: the index still follows didSave and didClose
+            log.info("the client did not register file watchers (%s)", exc)
 
     def workspace_file_changed(self, uri: str) -> None:
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a
@@ -246,6 +266,7 @@ class CompleterServer(LanguageServer):
                 self.searches.invalidate()
                 log.info("settings now %s", new.to_camel())
                 self.index_workspace()  # turned on, or on from the start once settings arrive
+                self.spawn(self.watch_workspace_files())
 
     # -- completion -------------------------------------------------------------------------------
     def locate(self, uri: str, position: types.Position) -> Target | None:

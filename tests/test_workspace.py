@@ -207,3 +207,25 @@ def test_turning_the_setting_off_drops_the_index(project: Path):
         fresh = (project / "fresh.py").as_uri()
         client.open(fresh, BESIDE_OTHER_FILE)
         assert FROM_OTHER_FILE not in _lines(client, fresh)
+
+
+def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
+    """Clients send workspace/didChangeWatchedFiles only for watchers the server registered."""
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {
+            "processId": os.getpid(), "rootUri": project.as_uri(),
+            "capabilities": {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}},
+            "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        client.request("completer/info")
+        deadline = time.monotonic() + 10
+        while not any(r["method"] == "client/registerCapability" for r in client.server_requests):
+            assert time.monotonic() < deadline, client.server_requests
+            time.sleep(0.05)
+        registration = next(r for r in client.server_requests
+                            if r["method"] == "client/registerCapability")["params"]["registrations"][0]
+        assert registration["method"] == "workspace/didChangeWatchedFiles"
+        assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi"}
+    finally:
+        client.close()
