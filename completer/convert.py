@@ -32,13 +32,10 @@ class ConvertError(ValueError):
 
 
 def _tokenizer_json(folder: Path) -> dict:
+    from .graph.huggingface import read_json
+
     path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise ConvertError(f"{folder}: no tokenizer.json (download the model's tokenizer files too)")
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConvertError(f"{path}: not readable JSON ({exc})") from exc
+    spec = read_json(folder, "tokenizer.json", "download the model's tokenizer files too")
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict) or model.get("type") != "BPE":
         kind = model.get("type") if isinstance(model, dict) else None

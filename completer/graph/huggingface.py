@@ -24,14 +24,20 @@ class Unsupported(ValueError):
     """The checkpoint asks for something the graph does not implement; the message says what."""
 
 
-def read_config(folder: Path) -> dict:
-    path = folder / "config.json"
+def read_json(folder: Path, name: str, missing: str) -> object:
+    """A JSON file of the checkpoint folder, or a one-line refusal; `missing` says what to do when it is absent."""
+    path = folder / name
     if not path.is_file():
-        raise Unsupported(f"{folder}: no config.json (download the whole model folder)")
+        raise Unsupported(f"{folder}: no {name} ({missing})")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise Unsupported(f"{path}: not readable JSON ({exc})") from exc
+
+
+def read_config(folder: Path) -> dict:
+    config = read_json(folder, "config.json", "download the whole model folder")
+    path = folder / "config.json"
     if not isinstance(config, dict):
         raise Unsupported(f"{path}: not a JSON object")
     return config
