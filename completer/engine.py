@@ -317,6 +317,10 @@ class Engine:
         return len(aheads)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
+        """The last answer's suggestions that the text typed since still begins, trimmed by it; or, when the
+        typed text finished one of them (the user accepted it, or typed all of it), an empty answer with no
+        search: a line just finished is not extended (`main(sys.stdout)` followed by `.close()`) until the next
+        keystroke or Enter. None when the last answer does not apply: the model is asked."""
         if not self.typing_through or uri not in self.cache:
             return None
         last = self.cache.get(uri).last_answer
@@ -327,7 +331,11 @@ class Engine:
             return None
         kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed), end=s.end + len(typed))
                 for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
-        return CompletionResult(suggestions=kept) if kept else None
+        if kept:
+            return CompletionResult(suggestions=kept)
+        if typed.strip() and any(s.text.rstrip() == typed.rstrip() for s in last.suggestions):
+            return CompletionResult()
+        return None
 
     def _encode(self, state: DocumentState, text: str) -> tuple[list[int], int]:
         """Tokens of `text`, and how many of them come before the cursor's line. Where a newline is always its

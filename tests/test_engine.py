@@ -948,3 +948,19 @@ def test_a_suffix_prefix_middle_bundle_runs_no_prefill():
 
     base = Engine(Settings(model_path="python-base"))
     assert base.bundle.fim_order == "spm" and base.prefill("file:///x.py", "import os\n\n\ndef main():\n") == 0
+
+
+def test_a_line_just_finished_as_suggested_is_not_extended_until_the_next_keystroke(engine: Engine):
+    """Accepting a suggestion (or typing all of it) answers nothing, without the model; the next keystroke or
+    Enter asks the model again."""
+    text = "import sys\n\n\ndef main(out):\n    out.write(\"hello\")\n    out.fl"
+    engine.open("file:///finished.py", text)
+    first = engine.complete("file:///finished.py", 5, len("    out.fl"))
+    assert first.suggestions, first
+    accepted = text[:text.rfind("\n") + 1] + first.suggestions[0].line
+    engine.update("file:///finished.py", accepted)
+    done = engine.complete("file:///finished.py", 5, len(first.suggestions[0].line))
+    assert done.suggestions == [] and done.model_runs == 0, done
+    engine.update("file:///finished.py", accepted + ".")
+    after = engine.complete("file:///finished.py", 5, len(first.suggestions[0].line) + 1)
+    assert after.model_runs > 0 or after.suggestions == [] and after.skipped, after

@@ -567,3 +567,21 @@ def test_an_opened_document_is_prefilled_while_the_worker_is_idle(raw: RawClient
     raw.completion("file:///work/opened.py", len(lines) - 1, len(lines[-1]))
     server = raw.request("completer/info")["result"]["server"]
     assert server["last_context_tokens"] > 500 and server["last_new_tokens"] <= 2, server
+
+
+def test_a_line_just_accepted_gets_no_suggestion_to_extend_it(raw: RawClient):
+    """After the client applies a suggestion, a request at the end of that line answers nothing (no `.close()`
+    after `main(sys.stdout)`); typing on asks the model again."""
+    raw.initialize({"completer": {"searchAhead": False}})
+    _ready(raw)
+    uri = "file:///work/accepted.py"
+    text = "import sys\n\n\ndef main(out):\n    out.write(\"hello\")\n    out.fl"
+    raw.open(uri, text)
+    items = raw.completion(uri, 5, len("    out.fl"))["result"]["items"]
+    assert items, "no suggestion to accept"
+    line = items[0]["textEdit"]["newText"]
+    raw.change(uri, 2, (5, 0), (5, len("    out.fl")), line)  # what accepting the item does
+    assert raw.completion(uri, 5, len(line))["result"]["items"] == []
+    assert raw.request("completer/info")["result"]["server"]["last_model_runs"] == 0  # answered without a search
+    raw.change(uri, 3, (5, len(line)), (5, len(line)), "\n")
+    assert "result" in raw.completion(uri, 6, 0)
