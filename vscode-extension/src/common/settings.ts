@@ -75,7 +75,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     workspaceContext: false,
     workspaceMemoryMb: 128,
     enabledLanguages: ['python'],
-    completionItems: true,
+    completionItems: false, // ghost text only: items would open the suggest widget, and Tab would take them
     inlineCompletions: true,
 });
 

@@ -56,6 +56,7 @@ describe('bundled extension in a fake VS Code host (real server)', { timeout: 60
         process.env.COMPLETER_LOG_DIR = logDir;
         process.env.PYTHONPATH = [repoDir, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
         mock.settings.set('completer.pythonPath', python);
+        mock.settings.set('completer.completionItems', true); // off by default in VS Code: these tests check both kinds
         mock.workspaceFolders = [{ uri: Uri.file(repoDir) as any, name: 'repo', index: 0 }];
         host.documents.push(document);
         // eslint-disable-next-line @typescript-eslint/no-require-imports

@@ -135,7 +135,7 @@ describe('language server over stdio (real server)', { timeout: 600_000 }, () =>
     let stderr = '';
     let exited: Promise<number | null> = Promise.resolve(null);
     const logMessages: string[] = [];
-    let settings = defaultSettings();
+    let settings = { ...defaultSettings(), completionItems: true }; // items too, though VS Code users get ghost text only by default
     const uri = pathToFileURL(path.join(repoDir, 'integration_example.py')).toString();
     let version = 1;
 

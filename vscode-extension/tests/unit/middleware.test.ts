@@ -58,7 +58,7 @@ describe('middleware', () => {
 
     test('drops completion items when turned off, passes them otherwise', async () => {
         const list = { items: [{ label: 'x = 1' }], isIncomplete: false } as any;
-        const on = setup();
+        const on = setup({ completionItems: true });
         assert.equal(await on.middleware.provideCompletionItem!({} as any, {} as any, {} as any, token, async () => list), list);
         for (const overrides of [{ completionItems: false }, { enabled: false }]) {
             const off = setup(overrides);

@@ -69,7 +69,7 @@ describe('settings', () => {
             workspaceContext: false,
             workspaceMemoryMb: 128,
             enabledLanguages: ['python'],
-            completionItems: true,
+            completionItems: false,
             inlineCompletions: true,
         });
         assert.ok(!('pythonPath' in server) && !('enabled' in server));
@@ -167,7 +167,7 @@ describe('settings', () => {
         assert.equal(settings.workspaceContext, false);
         assert.equal(settings.workspaceMemoryMb, 4096);
         assert.deepEqual(settings.enabledLanguages, ['python']);
-        assert.equal(settings.completionItems, true);
+        assert.equal(settings.completionItems, false);
         assert.equal(settings.inlineCompletions, true);
     });
 
