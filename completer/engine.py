@@ -220,7 +220,7 @@ class Engine:
         three searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
         steps; otherwise never raises."""
         started = time.perf_counter()
-        foreseen = self._foreseen(uri, before, after, below, others, snippets)
+        foreseen = self._foreseen(uri, before, after, below, others)
         if foreseen is not None:
             self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
@@ -235,8 +235,7 @@ class Engine:
         result.latency_ms = (time.perf_counter() - started) * 1000
         return result
 
-    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str],
-                  snippets: Sequence[str] = ()) -> Speculation | None:
+    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str]) -> Speculation | None:
         """The search run ahead for exactly this request, if any. A request none of them foresaw (the user typed
         on) drops them all; one that was foreseen keeps the others (the user may dedent next)."""
         kept = self._speculations.get(uri)
@@ -444,12 +443,17 @@ class Engine:
         line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS (a quarter of a small window). None
         when the window could not hold enough of the text before the cursor beside it: the plain prompt is used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist()
+        suffix = self._fim_suffix(state, below, limit)
         room = limit - 3 - len(suffix)
         if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
             return None
         kept = document[slid_start(len(document), room):]
         return [prefix_id, suffix_id, *suffix, middle_id, *kept], len(kept)
+
+    def _fim_suffix(self, state: DocumentState, below: str, limit: int) -> list[int]:
+        """A FIM prompt's lines below the cursor: the nearest FIM_SUFFIX_TOKENS, at most a quarter of the window;
+        none when there is nothing below."""
+        return self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist() if below.strip() else []
 
     def _fim_psm_ids(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
                      limit: int) -> tuple[list[int], int] | None:
@@ -461,7 +465,7 @@ class Engine:
         (`marker` leading ids): the template starts the text. None when the window cannot hold the typed line
         beside the suffix: the plain prompt is used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist() if below.strip() else []
+        suffix = self._fim_suffix(state, below, limit)
         head, line = document[marker:head_count], document[head_count:]
         room = limit - 3 - len(suffix) - len(line)
         if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):

@@ -101,12 +101,11 @@ class WorkspaceIndex:
         query = identifiers_above(before)
         if not query or count <= 0:
             return []
-        return self.windows(self.best_files(query, exclude, count), before, read)
+        return self.windows(self.best_files(query, exclude, count), query, read)
 
     @staticmethod
-    def windows(paths: Iterable[str], before: str, read: Callable[[str], str | None]) -> list[str]:
-        """Each readable file's window most like the lines above the cursor."""
-        query = identifiers_above(before)
+    def windows(paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[str]:
+        """Each readable file's window sharing the most `query` identifiers."""
         found = []
         for path in paths:
             text = read(path)

@@ -24,7 +24,7 @@ from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SY
 from lsp import __version__
 from lsp.cli import parse_args
 from lsp.completions import LineSuggestion, suggested_lines
-from lsp.documents import DocumentStore, PositionCodec, choose_position_encoding
+from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.protocol import CompleterProtocol, is_parse_error, strict_converter
 from lsp.searches import ContentModified, SearchScheduler
@@ -272,8 +272,7 @@ class CompleterServer(LanguageServer):
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
-        if doc is None or not (self.settings.language_enabled(doc.language_id)  # an id of the user's own
-                               or self.settings.language_enabled(doc.language)):
+        if doc is None or not self.completes(doc):
             return None
         if position.line >= len(doc.lines):
             return None
@@ -282,12 +281,16 @@ class CompleterServer(LanguageServer):
         column = codec.to_code_points(current, position.character)
         return Target(uri, position.line, column, current, codec.to_units(current, len(current)))
 
+    def completes(self, doc: Document) -> bool:
+        """Whether the document's language is enabled: the client's id (which may be the user's own) or the one
+        its file's extension gives."""
+        return self.settings.language_enabled(doc.language_id) or self.settings.language_enabled(doc.language)
+
     def prefill(self, uri: str) -> None:
         """Ask the worker to run the model over a newly opened document's context while it is idle: the text
         before a cursor at its end, which begins every cursor's context while the file fits the window."""
         doc = self.documents.get(uri)
-        if doc is None or not doc.lines or not (self.settings.language_enabled(doc.language_id)
-                                                or self.settings.language_enabled(doc.language)):
+        if doc is None or not doc.lines or not self.completes(doc):
             return
         last = len(doc.lines) - 1
         sliced = context_slice(doc.lines, last, len(doc.lines[last]))

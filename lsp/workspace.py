@@ -35,6 +35,17 @@ def normal_path(path: Path) -> Path:
     return Path(os.path.realpath(path.parent)) / path.name
 
 
+def _links_out(path: Path, root: Path) -> bool:
+    """Whether `path` is a symlink pointing out of `root` (or nowhere)."""
+    if not path.is_symlink():
+        return False
+    try:
+        path.resolve().relative_to(root)
+    except (ValueError, OSError):
+        return True
+    return False
+
+
 def read_source(path: Path) -> str | None:
     """The file's text, or None when it is over MAX_FILE_BYTES, binary, or unreadable (raises OSError)."""
     with open(path, "rb") as handle:
@@ -132,11 +143,8 @@ class WorkspaceFiles:
                 path = here / name
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False):
                     continue
-                if path.is_symlink():
-                    try:
-                        path.resolve().relative_to(root)
-                    except (ValueError, OSError):  # points out of the folder (or nowhere)
-                        continue
+                if _links_out(path, root):
+                    continue
                 if path.is_file():  # not a FIFO or a device, whose read would never end
                     yield path
 
@@ -181,14 +189,7 @@ class WorkspaceFiles:
             ignores.add(folder)
             if part is not None and ignores.ignored(folder, is_dir=True):
                 return False
-        if ignores.ignored(path, is_dir=False):
-            return False
-        if path.is_symlink():
-            try:
-                path.resolve().relative_to(root)
-            except (ValueError, OSError):
-                return False
-        return True
+        return not ignores.ignored(path, is_dir=False) and not _links_out(path, root)
 
     def update(self, path: Path) -> None:
         """A saved, changed, created or deleted file or folder: index what the disk holds now (what the walk
@@ -203,12 +204,10 @@ class WorkspaceFiles:
                 if self._building:
                     self._changed_while_building.update(gone)
                 self.generation += bool(gone)
-            if path.is_dir():
-                for root in self.roots:
-                    if path.is_relative_to(root):
-                        for found in self._walk(path):
-                            if self.readable(found):
-                                self._index_file(found)
+            if path.is_dir() and self.root_of(path) is not None:
+                for found in self._walk(path):
+                    if self.readable(found):  # the .gitignore files above the folder count too
+                        self._index_file(found)
             return
         if self.readable(path) and path.is_file():
             self._index_file(path)
@@ -222,10 +221,9 @@ class WorkspaceFiles:
                  ) -> list[str]:
         """Windows of other files most like the lines above the cursor, kept while those lines and the index
         stay the same (typing on one line asks once)."""
-        key = self._key(before)
-        memo = self._memo.get(uri)
-        if memo is not None and memo[0] == key:
-            return memo[1]
+        cached = self.cached(uri, before)
+        if cached is not None:
+            return cached
 
         def read(name: str) -> str | None:
             text = open_text(name)
@@ -236,11 +234,11 @@ class WorkspaceFiles:
             except OSError:
                 return None
 
+        query = identifiers_above(before)
         with self._lock:
-            best = self.index.best_files(identifiers_above(before), str(normal_path(path)) if path else None,
-                                         SNIPPETS)
-        found = self.index.windows(best, before, read)  # reads files: outside the lock
-        self._memo[uri] = (key, found)
+            best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
+        found = self.index.windows(best, query, read)  # reads files: outside the lock
+        self._memo[uri] = (self._key(before), found)
         return found
 
     def forget(self, uri: str) -> None:
