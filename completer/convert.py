@@ -15,18 +15,11 @@ import tempfile
 from pathlib import Path
 
 from .bundle import sha256_file
+from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import ModelError
 
 FORMAT_VERSION = 2
 DEFAULT_CONTEXT = 2048
-# Fill-in-the-middle markers (prefix, suffix, middle) by family; all are prompted prefix-suffix-middle.
-FIM_TEMPLATES = {
-    "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
-    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
-    "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
-}
-
-
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
 
@@ -69,7 +62,8 @@ def _fim(tokenizer) -> dict | None:
     """The FIM template whose three markers the tokenizer has as added tokens, if any (deepseek-coder's are
     not marked special; the engine never generates them either way)."""
     added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}
-    for template, markers in FIM_TEMPLATES.items():
+    for template in TOKENIZER_TEMPLATES:
+        markers = FIM_TEMPLATES[template]
         if all(m in added for m in markers):
             ids = [tokenizer.token_to_id(m) for m in markers]
             return {"order": "psm", "template": template, "tokens": dict(zip(("prefix", "suffix", "middle"), markers)),

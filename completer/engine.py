@@ -26,28 +26,22 @@ from .indentation import next_line_indents
 from .partial_lines import partial_line
 from .repeats import DocumentRepeats
 from .runtime import Runtime
-from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, context_slice, head_of_file,
-                   looks_binary, split_lines, text_below)
+from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, context_slice,
+                   head_of_file, looks_binary, split_lines, text_below)
 from .tokens import Tokens
+from .typing_through import LastAnswer, typed_through
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, ModelError, Suggestion)
+                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, ModelError, Suggestion,
+                    at_cursor)
 
 log = logging.getLogger(__name__)
 
-CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
 PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
 MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
-
-
-def at_cursor(typed_line: str, inserted: str, after: str, score: float | None, source: str) -> Suggestion:
-    """A suggestion that inserts `inserted` at the end of `typed_line`, replacing the text `after` the cursor."""
-    cursor = len(typed_line)
-    return Suggestion(line=typed_line + inserted, text=inserted, start=cursor, end=cursor + len(after),
-                      score=round(score, 4) if score is not None else None, source=source)
 
 
 @dataclass
@@ -92,13 +86,6 @@ class Speculation:
     result: CompletionResult
 
 
-@dataclass
-class LastAnswer:
-    before: str
-    after: str
-    suggestions: list[Suggestion]
-
-
 def slid_start(length: int, limit: int) -> int:
     """Where a window of at most `limit` tokens starts in `length` tokens: it slides in coarse jumps, so the
     cache survives typing."""
@@ -116,18 +103,6 @@ def code_line_start(text: str, at: int) -> int:
             return at
         at = text.rfind("\n", 0, at - 1) + 1
     return 0
-
-
-def clip_before(before: str) -> tuple[str, bool]:
-    """The tail of `before` from a line start, at a position that moves in coarse steps; and
-    whether the result still starts at the document start."""
-    excess = len(before) - MAX_CONTEXT_CHARS
-    if excess <= 0:
-        return before, True
-    start = -(-excess // CLIP_STEP_CHARS) * CLIP_STEP_CHARS
-    newline = before.find("\n", start)
-    cut = newline + 1 if newline != -1 else start  # no line start after `start`: cut the long line itself
-    return before[cut:], False
 
 
 class Engine:
@@ -316,25 +291,11 @@ class Engine:
         return len(aheads)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
-        """The last answer's suggestions that the text typed since still begins, trimmed by it; or, when the
-        typed text finished one of them (the user accepted it, or typed all of it), an empty answer with no
-        search: a line just finished is not extended (`main(sys.stdout)` followed by `.close()`) until the next
-        keystroke or Enter. None when the last answer does not apply: the model is asked."""
+        """`typed_through` the document's last answer, unless benchmarks turned typing through off."""
         if not self.typing_through or uri not in self.cache:
             return None
         last = self.cache.get(uri).last_answer
-        if not isinstance(last, LastAnswer) or after != last.after or not before.startswith(last.before):
-            return None
-        typed = before[len(last.before):]
-        if not typed or "\n" in typed:
-            return None
-        kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed), end=s.end + len(typed))
-                for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
-        if kept:
-            return CompletionResult(suggestions=kept)
-        if typed.strip() and any(s.text.rstrip() == typed.rstrip() for s in last.suggestions):
-            return CompletionResult()
-        return None
+        return typed_through(last if isinstance(last, LastAnswer) else None, before, after)
 
     def _encode(self, state: DocumentState, text: str) -> tuple[list[int], int]:
         """Tokens of `text`, and how many of them come before the cursor's line. Where a newline is always its

@@ -11,6 +11,7 @@ import re
 
 CLIP_LINE_STEP = 64
 MAX_CONTEXT_CHARS = 32768  # text kept before the cursor (and searched below it): far more than the window holds
+CLIP_STEP_CHARS = 4096  # clip positions move in these steps, so the clipped text stays stable
 OTHER_FILE_CHARS = 16384  # searched of each other open file: its head, where imports and definitions lie
 MAX_LINE_CHARS = 4096  # no suggestions inside longer lines (minified or data; training dropped them)
 # A suggestion adds at most this much: 0.03 % of validation lines are longer than 160 characters in all,
@@ -98,3 +99,15 @@ def head_of_file(text: str, max_chars: int = OTHER_FILE_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     return text[:text.rfind("\n", 0, max_chars + 1) + 1]
+
+
+def clip_before(before: str) -> tuple[str, bool]:
+    """The tail of `before` from a line start, at a position that moves in coarse steps; and
+    whether the result still starts at the document start."""
+    excess = len(before) - MAX_CONTEXT_CHARS
+    if excess <= 0:
+        return before, True
+    start = -(-excess // CLIP_STEP_CHARS) * CLIP_STEP_CHARS
+    newline = before.find("\n", start)
+    cut = newline + 1 if newline != -1 else start  # no line start after `start`: cut the long line itself
+    return before[cut:], False

@@ -21,6 +21,7 @@ class ModelError(Exception):
 SOURCE_MODEL = "model"  # a line the beam search found
 SOURCE_EARLIER_LINE = "earlier line"  # a line further up the file (completer/earlier_lines.py)
 SOURCE_PARTIAL_LINE = "partial line"  # the start of a line too long for the search (completer/partial_lines.py)
+SOURCE_REMOTE = "endpoint"  # a line an OpenAI-compatible endpoint generated (completer/remote.py)
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,10 @@ class EngineSettings:
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+def at_cursor(typed_line: str, inserted: str, after: str, score: float | None, source: str) -> Suggestion:
+    """A suggestion that inserts `inserted` at the end of `typed_line`, replacing the text `after` the cursor."""
+    cursor = len(typed_line)
+    return Suggestion(line=typed_line + inserted, text=inserted, start=cursor, end=cursor + len(after),
+                      score=round(score, 4) if score is not None else None, source=source)

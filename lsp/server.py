@@ -27,6 +27,7 @@ from lsp.completions import LineSuggestion, suggested_lines
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.protocol import CompleterProtocol, is_parse_error, strict_converter
+from lsp.remote_backend import OpenAIBackend
 from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
@@ -98,10 +99,11 @@ class CompleterServer(LanguageServer):
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.log_level = log_level
         self.log_file = log_file
+        self.worker_log_file = worker_log_file
         self.documents = DocumentStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
-        self.worker = WorkerClient(lambda: engine_dict(self.settings), log_level, worker_log_file)
+        self.worker: WorkerClient | OpenAIBackend = self._new_backend()
         self.searches = SearchScheduler(self.worker)
         self.repository: WorkspaceFiles | None = None
         self._roots: list[Path] = []
@@ -135,6 +137,21 @@ class CompleterServer(LanguageServer):
         if source is not FeatureRequestError:  # request errors were already answered
             log.error("error handling a message: %s", error)
 
+    def _new_backend(self) -> WorkerClient | OpenAIBackend:
+        """What generates the lines, by the `backend` setting: the local worker, or an OpenAI-compatible endpoint."""
+        if self.settings.remote.is_remote:
+            return OpenAIBackend(lambda: self.settings)
+        return WorkerClient(lambda: engine_dict(self.settings), self.log_level, self.worker_log_file)
+
+    async def _replace_backend(self) -> None:
+        """The `backend` setting (or the endpoint's) changed: stop the old backend and start the new one. Its
+        searches in flight fail; the next keystroke asks the new one."""
+        old = self.worker
+        self.worker = self._new_backend()
+        self.searches = SearchScheduler(self.worker)
+        await old.stop()
+        await self._boot()
+
     def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
@@ -155,6 +172,9 @@ class CompleterServer(LanguageServer):
         log.info("initialize: client %s, position encoding %s, settings %s",
                  params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
         self._config_lock = asyncio.Lock()
+        if self.settings.remote.is_remote:
+            self.worker = self._new_backend()
+            self.searches = SearchScheduler(self.worker)
         self._roots = workspace_roots(params)
         self._client_capabilities = params.capabilities
         self.index_workspace()
@@ -217,17 +237,26 @@ class CompleterServer(LanguageServer):
     async def boot_worker(self) -> None:
         assert self._config_lock is not None
         async with self._config_lock:
+            await self._boot()
+
+    async def _boot(self) -> None:
+        """Start the backend; a local model that will not load falls back to the default model, then settings."""
+        if isinstance(self.worker, OpenAIBackend):
             error = await self.worker.start()
-            defaults = EngineSettings()
-            for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
-                if not error or fallback == self.settings.engine:
-                    continue
-                self.show(f"cannot load the model with the configured settings ({error}); "
-                          f"using the default {'model' if fallback != defaults else 'settings'}")
-                self.settings = dataclasses.replace(self.settings, engine=fallback)
-                error = await self.worker.configure(engine_dict(self.settings))
             if error:
-                self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
+                self.show(f"no completions: {error}", types.MessageType.Error)
+            return
+        error = await self.worker.start()
+        defaults = EngineSettings()
+        for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
+            if not error or fallback == self.settings.engine:
+                continue
+            self.show(f"cannot load the model with the configured settings ({error}); "
+                      f"using the default {'model' if fallback != defaults else 'settings'}")
+            self.settings = dataclasses.replace(self.settings, engine=fallback)
+            error = await self.worker.configure(engine_dict(self.settings))
+        if error:
+            self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
 
     async def shutdown_worker(self) -> None:
         await self.worker.stop()
@@ -250,7 +279,11 @@ class CompleterServer(LanguageServer):
         async with lock:
             old = self.settings
             new = self._merge(changes, "didChangeConfiguration")
-            if new.engine != old.engine:
+            if new.remote != old.remote and (new.remote.is_remote or old.remote.is_remote):
+                self.settings = new
+                await self._replace_backend()
+                new = self.settings  # a local model that would not load fell back
+            elif new.engine != old.engine:
                 error = await self.worker.configure(engine_dict(new))
                 kept = _with_model_of(new.engine, old.engine)
                 if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
@@ -320,7 +353,8 @@ class CompleterServer(LanguageServer):
         below = clean(text_below(doc.lines, target.line_no)) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files) \
             if engine_settings.document_repeats else []
-        snippets = await self.workspace_snippets(target.uri, before) if engine_settings.document_repeats else []
+        snippets = await self.workspace_snippets(target.uri, before) \
+            if engine_settings.document_repeats or self.settings.remote.is_remote else []
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
                self.repository.generation if snippets and self.repository else 0)
@@ -396,6 +430,7 @@ class CompleterServer(LanguageServer):
         out: dict[str, Any] = dict(self.worker.info)
         out["model_runs"] = self.worker.model_runs_total
         out["model_error"] = self.worker.model_error
+        out["backend"] = self.settings.remote.backend
         out["server"] = {
             "version": __version__,
             "pid": os.getpid(),

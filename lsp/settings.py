@@ -7,10 +7,15 @@ other (`maxTokens` and `contextTokens`) apply in any order.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
+from completer.fim import FIM_TEMPLATES
+from completer.remote import PROMPT_CHARS
 from completer.types import EngineSettings
 
 SECTION = "completer"
@@ -37,6 +42,43 @@ SERVER_KEYS: dict[str, str] = {
     "workspaceContext": "workspace_context",
     "workspaceMemoryMb": "workspace_memory_mb",
 }
+REMOTE_KEYS: dict[str, str] = {
+    "backend": "backend",
+    "endpoint": "endpoint",
+    "model": "model",
+    "apiKeyEnv": "api_key_env",
+    "fimTemplate": "fim_template",
+    "requestTimeoutMs": "timeout_ms",
+    "promptChars": "prompt_chars",
+    "endpointChoices": "choices",
+}
+BACKENDS = ("local", "openai")
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """The backend that generates the lines: the local engine, or an OpenAI-compatible endpoint (lsp/remote_backend.py)."""
+
+    backend: str = "local"
+    endpoint: str | None = None  # the API's base URL, as OpenAI clients take it: http://127.0.0.1:8080/v1
+    model: str = ""  # the model name the endpoint serves
+    api_key_env: str | None = None  # the environment variable that holds the API key (never the key itself)
+    fim_template: str = "auto"  # "auto" (from the model's name), "none", or one of completer.fim.FIM_TEMPLATES
+    timeout_ms: int = 5000
+    prompt_chars: int = PROMPT_CHARS  # text before the cursor sent at most
+    choices: int = 1  # completions asked for per request: 1 is greedy; more are sampled (temperature 0.2)
+
+    @property
+    def is_remote(self) -> bool:
+        return self.backend != "local"
+
+    def template(self) -> str | None:
+        """The FIM template the prompts use, or None for the text before the cursor alone."""
+        from completer.fim import template_for_model
+
+        if self.fim_template == "auto":
+            return template_for_model(self.model)
+        return None if self.fim_template == "none" else self.fim_template
 
 
 @dataclass(frozen=True)
@@ -49,6 +91,7 @@ class ServerSettings:
     inline_completions: bool = True
     workspace_context: bool = False  # index the workspace folders; their snippets join the document's repeats
     workspace_memory_mb: int = 128  # the index's budget; files past it are left out
+    remote: RemoteSettings = field(default_factory=RemoteSettings)
 
     def language_enabled(self, language_id: str | None) -> bool:
         return "*" in self.enabled_languages or (language_id or "") in self.enabled_languages
@@ -61,6 +104,7 @@ class ServerSettings:
         out["inlineCompletions"] = self.inline_completions
         out["workspaceContext"] = self.workspace_context
         out["workspaceMemoryMb"] = self.workspace_memory_mb
+        out.update({key: getattr(self.remote, name) for key, name in REMOTE_KEYS.items()})
         return out
 
 
@@ -84,8 +128,72 @@ def _integer(key: str, value: Any) -> int:
     return value
 
 
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_endpoint(value: Any) -> str:
+    """An endpoint URL the server may send code to: https anywhere, plain http only to this machine."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"endpoint must be a URL such as http://127.0.0.1:8080/v1, got {value!r}")
+    url = value.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise ValueError(f"endpoint {value!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {value!r}")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise ValueError(f"endpoint {value!r}: plain http is allowed only to this machine (localhost, 127.0.0.1, "
+                         "::1); use https for another host")
+    if parts.username or parts.password:
+        raise ValueError("endpoint must not hold credentials; name an environment variable in apiKeyEnv")
+    return url
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _coerce_remote(key: str, value: Any) -> Any:
+    if key == "backend":
+        if value not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {value!r}")
+        return value
+    if key == "endpoint":
+        return check_endpoint(value)
+    if key == "model":
+        if not isinstance(value, str):
+            raise ValueError(f"model must be a string, got {value!r}")
+        return value.strip()
+    if key == "apiKeyEnv":
+        if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"apiKeyEnv must name an environment variable (not hold the key), got "
+                             f"{'a string' if isinstance(value, str) else repr(value)}")
+        return value
+    if key == "fimTemplate":
+        allowed = ("auto", "none", *FIM_TEMPLATES)
+        if value not in allowed:
+            raise ValueError(f"fimTemplate must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    limits = {"requestTimeoutMs": (100, 120000), "promptChars": (256, 1_000_000), "endpointChoices": (1, 16)}
+    low, high = limits[key]
+    number = _integer(key, value)
+    if not low <= number <= high:
+        raise ValueError(f"{key} must be between {low} and {high}, got {number}")
+    return number
+
+
 def _coerce(key: str, value: Any) -> Any:
     """Check one value's JSON type and turn it into the Python value; ValueError names the key."""
+    if key in REMOTE_KEYS:
+        return _coerce_remote(key, value)
     if key == "modelPath":
         if value is None or value == "":
             return None
@@ -117,6 +225,10 @@ def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSe
         engine = dataclasses.replace(settings.engine, **{name: coerced})
         engine.validate()
         return dataclasses.replace(settings, engine=engine)
+    if key in REMOTE_KEYS:
+        name = REMOTE_KEYS[key]
+        coerced = getattr(defaults.remote, name) if value is None else _coerce(key, value)
+        return dataclasses.replace(settings, remote=dataclasses.replace(settings.remote, **{name: coerced}))
     name = SERVER_KEYS[key]
     coerced = getattr(defaults, name) if value is None else _coerce(key, value)
     if key == "workspaceMemoryMb" and not 1 <= coerced <= 4096:
@@ -135,8 +247,9 @@ def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[
     """
     defaults = ServerSettings()
     new = current
-    unknown = [str(key) for key in changes if key not in ENGINE_KEYS and key not in SERVER_KEYS]
-    pending = {key: value for key, value in changes.items() if key in ENGINE_KEYS or key in SERVER_KEYS}
+    known = ENGINE_KEYS.keys() | SERVER_KEYS.keys() | REMOTE_KEYS.keys()
+    unknown = [str(key) for key in changes if key not in known]
+    pending = {key: value for key, value in changes.items() if key in known}
     errors: dict[str, Exception] = {}
     progress = True
     while pending and progress:

@@ -33,6 +33,7 @@ export interface StatusLike {
     setEnabled(enabled: boolean): void;
     setState(state: ServerState, problem?: string): void;
     setModel(model: string | undefined): void;
+    setRemote(endpoint: string | undefined): void;
     setLatency(ms: number): void;
 }
 
@@ -82,6 +83,26 @@ export function modelLabel(info: unknown): string | undefined {
     return parts.length ? parts[parts.length - 1] : model.trim();
 }
 
+/** The endpoint and its state when the lines come from an OpenAI-compatible server (backend "openai"). */
+export function remoteOf(info: unknown): { endpoint: string; state: string; lastError: string | undefined } | undefined {
+    const remote = (info as { remote?: unknown } | null)?.remote;
+    if (!remote || typeof remote !== 'object') {
+        return undefined;
+    }
+    const { endpoint, state, last_error: lastError } = remote as Record<string, unknown>;
+    if (typeof endpoint !== 'string' || endpoint === '') {
+        return undefined;
+    }
+    return {
+        endpoint,
+        state: typeof state === 'string' ? state : 'ready',
+        lastError: typeof lastError === 'string' ? lastError : undefined,
+    };
+}
+
+/** How often the status bar asks a remote backend's state again while suggestions are being answered. */
+export const REMOTE_INFO_INTERVAL_MS = 2000;
+
 export class ServerManager {
     private client: ClientLike | undefined;
     private settings: ExtensionSettings;
@@ -91,6 +112,8 @@ export class ServerManager {
     private disposed = false;
     private modelKnown = false;
     private infoPending = false;
+    private remote = false;
+    private lastInfoAt = 0;
     private readonly infoRetryDelays: readonly number[];
 
     constructor(private readonly deps: ManagerDeps) {
@@ -233,8 +256,9 @@ export class ServerManager {
             getSettings: () => this.settings,
             onLatency: (ms) => {
                 status.setLatency(ms);
-                if (!this.modelKnown && !this.infoPending) {
-                    void this.refreshInfo(client, this.infoRetryDelays.length);
+                const remoteDue = this.remote && Date.now() - this.lastInfoAt > REMOTE_INFO_INTERVAL_MS;
+                if ((!this.modelKnown || remoteDue) && !this.infoPending) {
+                    void this.refreshInfo(client, this.infoRetryDelays.length, remoteDue);
                 }
             },
             onStateChange: (state) => {
@@ -291,10 +315,11 @@ export class ServerManager {
      * so right after start the answer may not name one yet: then ask again later (and after the next
      * answered inline completion), unless the server reports why no model could be loaded.
      */
-    private async refreshInfo(client: ClientLike | undefined = this.client, retry = 0): Promise<void> {
-        if (!client || this.client !== client || (retry > 0 && this.modelKnown)) {
+    private async refreshInfo(client: ClientLike | undefined = this.client, retry = 0, again = false): Promise<void> {
+        if (!client || this.client !== client || (retry > 0 && this.modelKnown && !again)) {
             return;
         }
+        this.lastInfoAt = Date.now();
         let info: unknown;
         this.infoPending = true;
         try {
@@ -310,11 +335,20 @@ export class ServerManager {
         }
         const label = modelLabel(info);
         const modelError = (info as { model_error?: unknown } | null)?.model_error;
-        if (label) {
+        const remote = remoteOf(info);
+        this.remote = remote !== undefined;
+        this.deps.status.setRemote(remote?.endpoint);
+        if (label && remote?.state === 'error') {
+            this.modelKnown = true;
+            this.deps.status.setModel(label);
+            this.deps.status.setState('error', `the endpoint ${remote.endpoint} failed: ${remote.lastError ?? 'no reply'}`);
+        } else if (label) {
+            if (!this.modelKnown) {
+                this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
+            }
             this.modelKnown = true;
             this.deps.status.setState('running');
             this.deps.status.setModel(label);
-            this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
         } else if (typeof modelError === 'string' && modelError !== '') {
             this.deps.log.error(`The server has no model: ${modelError}`);
             this.deps.status.setState('error', `no model loaded: ${modelError}`);

@@ -3,6 +3,8 @@
 import * as path from 'path';
 
 export type Device = 'auto' | 'cpu' | 'cuda';
+export type Backend = 'local' | 'openai';
+export type FimTemplate = 'auto' | 'none' | 'qwen' | 'starcoder' | 'deepseek' | 'codellama';
 
 /** Everything the extension reads from the `completer` configuration section. */
 export interface ExtensionSettings {
@@ -26,6 +28,14 @@ export interface ExtensionSettings {
     enabledLanguages: string[];
     completionItems: boolean;
     inlineCompletions: boolean;
+    backend: Backend;
+    endpoint: string | null;
+    model: string;
+    apiKeyEnv: string | null;
+    fimTemplate: FimTemplate;
+    requestTimeoutMs: number;
+    promptChars: number;
+    endpointChoices: number;
 }
 
 /** What the server receives, as `initializationOptions` and in `workspace/didChangeConfiguration`. */
@@ -53,6 +63,14 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
+    'backend',
+    'endpoint',
+    'model',
+    'apiKeyEnv',
+    'fimTemplate',
+    'requestTimeoutMs',
+    'promptChars',
+    'endpointChoices',
 ];
 
 /** Must equal the defaults in package.json's contributes.configuration (a unit test checks). */
@@ -77,10 +95,18 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     enabledLanguages: ['python'],
     completionItems: false, // ghost text only: items would open the suggest widget, and Tab would take them
     inlineCompletions: true,
+    backend: 'local',
+    endpoint: null,
+    model: '',
+    apiKeyEnv: null,
+    fimTemplate: 'auto',
+    requestTimeoutMs: 5000,
+    promptChars: 6000,
+    endpointChoices: 1,
 });
 
 type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memoryBudgetMb' | 'contextTokens'
-    | 'searchBudgetMs' | 'openFiles' | 'workspaceMemoryMb';
+    | 'searchBudgetMs' | 'openFiles' | 'workspaceMemoryMb' | 'requestTimeoutMs' | 'promptChars' | 'endpointChoices';
 
 const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     beams: [1, 16],
@@ -92,9 +118,19 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     searchBudgetMs: [0, 60000],
     openFiles: [0, 16],
     workspaceMemoryMb: [1, 4096],
+    requestTimeoutMs: [100, 120000],
+    promptChars: [256, 1000000],
+    endpointChoices: [1, 16],
 };
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
+const BACKENDS: readonly Backend[] = ['local', 'openai'];
+const FIM_TEMPLATES: readonly FimTemplate[] = ['auto', 'none', 'qwen', 'starcoder', 'deepseek', 'codellama'];
+
+/** A trimmed string, or null when unset or empty (the server checks what it means). */
+function readText(value: unknown): string | null {
+    return typeof value === 'string' && value.trim() !== '' ? value.trim() : null;
+}
 
 /** The part of vscode.WorkspaceConfiguration that reading settings needs. */
 export interface ConfigReader {
@@ -186,6 +222,18 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
+        backend: BACKENDS.includes(config.get<string>('backend') as Backend)
+            ? (config.get<string>('backend') as Backend)
+            : DEFAULT_SETTINGS.backend,
+        endpoint: readText(config.get('endpoint')),
+        model: readText(config.get('model')) ?? DEFAULT_SETTINGS.model,
+        apiKeyEnv: readText(config.get('apiKeyEnv')),
+        fimTemplate: FIM_TEMPLATES.includes(config.get<string>('fimTemplate') as FimTemplate)
+            ? (config.get<string>('fimTemplate') as FimTemplate)
+            : DEFAULT_SETTINGS.fimTemplate,
+        requestTimeoutMs: readInteger(config.get('requestTimeoutMs'), 'requestTimeoutMs'),
+        promptChars: readInteger(config.get('promptChars'), 'promptChars'),
+        endpointChoices: readInteger(config.get('endpointChoices'), 'endpointChoices'),
     };
 }
 
@@ -213,6 +261,14 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         enabledLanguages: [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,
+        backend: settings.backend,
+        endpoint: settings.endpoint,
+        model: settings.model,
+        apiKeyEnv: settings.apiKeyEnv,
+        fimTemplate: settings.fimTemplate,
+        requestTimeoutMs: settings.requestTimeoutMs,
+        promptChars: settings.promptChars,
+        endpointChoices: settings.endpointChoices,
     };
 }
 

@@ -13,6 +13,7 @@ export class StatusBar {
     private model: string | undefined;
     private latencyMs: number | undefined;
     private problem: string | undefined;
+    private endpoint: string | undefined;
 
     constructor() {
         this.item = createStatusBarItem('completer.status', 100);
@@ -38,6 +39,12 @@ export class StatusBar {
 
     setModel(model: string | undefined): void {
         this.model = model;
+        this.render();
+    }
+
+    /** The endpoint the lines come from (backend "openai"), or undefined for the local model. */
+    setRemote(endpoint: string | undefined): void {
+        this.endpoint = endpoint;
         this.render();
     }
 
@@ -71,9 +78,12 @@ export class StatusBar {
                 this.item.tooltip = `Completer: starting the server… ${toggleHint}`;
                 break;
             case 'running':
-                this.item.text = `$(sparkle) ${model}${latency}`;
+                this.item.text = `${this.endpoint ? '$(cloud)' : '$(sparkle)'} ${model}${latency}`;
                 this.item.tooltip =
                     `Completer: model ${model}` +
+                    (this.endpoint
+                        ? ` at ${this.endpoint}: the code around the cursor is sent there, not kept on this machine`
+                        : '') +
                     (this.latencyMs === undefined ? '' : `, last suggestion took ${Math.round(this.latencyMs)} ms`) +
                     `. ${toggleHint}`;
                 break;

@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ACTIONS, ClientHooks, ClientLike, ManagerDeps, modelLabel, ServerManager } from '../../src/common/manager';
+import {
+    ACTIONS,
+    ClientHooks,
+    ClientLike,
+    ManagerDeps,
+    modelLabel,
+    remoteOf,
+    REMOTE_INFO_INTERVAL_MS,
+    ServerManager,
+} from '../../src/common/manager';
 import type { InstallCheck, Interpreter } from '../../src/common/python';
 import { DEFAULT_SETTINGS, ExtensionSettings } from '../../src/common/settings';
 
@@ -41,6 +50,8 @@ interface SetupOptions {
     choice?: string;
     /** completer/info answers of every client before its final one. */
     loading?: unknown[];
+    /** The final completer/info answer (default: a local model). */
+    info?: unknown;
 }
 
 function setup(options: SetupOptions = {}) {
@@ -52,6 +63,7 @@ function setup(options: SetupOptions = {}) {
         problem: undefined as string | undefined,
         model: undefined as string | undefined,
         latency: undefined as number | undefined,
+        endpoint: undefined as string | undefined,
         setEnabled(v: boolean) {
             this.enabled = v;
         },
@@ -65,6 +77,9 @@ function setup(options: SetupOptions = {}) {
         setLatency(ms: number) {
             this.latency = ms;
         },
+        setRemote(endpoint: string | undefined) {
+            this.endpoint = endpoint;
+        },
     };
     const errors: { message: string; actions: string[] }[] = [];
     const logs: string[] = [];
@@ -77,6 +92,9 @@ function setup(options: SetupOptions = {}) {
         createClient: (hooks) => {
             const client = new FakeClient(hooks, options.failStart);
             client.infoSequence = [...(options.loading ?? [])];
+            if (options.info !== undefined) {
+                client.info = options.info;
+            }
             clients.push(client);
             return client;
         },
@@ -315,6 +333,45 @@ describe('server manager', () => {
         assert.equal(status.state, 'error');
         assert.match(String(status.problem), /sha256 mismatch/);
         assert.ok(logs.some((line) => line.includes('sha256 mismatch')));
+    });
+
+    test('a remote backend shows its endpoint, and its failures as an error until it answers again', async (t) => {
+        const remote = (state: string, lastError: string | null = null) => ({
+            model: 'qwen2.5-coder-1.5b',
+            backend: 'openai',
+            remote: { endpoint: 'https://gpu.example.com/v1', state, last_error: lastError },
+        });
+        t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+        const { manager, clients, status } = setup({ info: remote('ready') });
+        await manager.start();
+        assert.equal(status.endpoint, 'https://gpu.example.com/v1');
+        assert.equal(status.model, 'qwen2.5-coder-1.5b');
+        assert.equal(status.state, 'running');
+        clients[0].info = remote('error', 'cannot connect to https://gpu.example.com/v1/completions');
+        clients[0].hooks.onLatency(12);
+        await tick();
+        assert.equal(status.state, 'running', 'asked again only every few seconds');
+        t.mock.timers.tick(REMOTE_INFO_INTERVAL_MS + 1);
+        clients[0].hooks.onLatency(12);
+        await tick();
+        assert.equal(status.state, 'error');
+        assert.match(String(status.problem), /cannot connect/);
+        clients[0].info = remote('ready');
+        t.mock.timers.tick(REMOTE_INFO_INTERVAL_MS + 1);
+        clients[0].hooks.onLatency(12);
+        await tick();
+        assert.equal(status.state, 'running');
+    });
+
+    test('remoteOf', () => {
+        assert.deepEqual(remoteOf({ remote: { endpoint: 'http://127.0.0.1:8080/v1', state: 'ready' } }), {
+            endpoint: 'http://127.0.0.1:8080/v1',
+            state: 'ready',
+            lastError: undefined,
+        });
+        assert.equal(remoteOf({ model: 'python-small' }), undefined);
+        assert.equal(remoteOf({ remote: { endpoint: '' } }), undefined);
+        assert.equal(remoteOf(null), undefined);
     });
 
     test('modelLabel', () => {

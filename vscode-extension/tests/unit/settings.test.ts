@@ -71,6 +71,14 @@ describe('settings', () => {
             enabledLanguages: ['python'],
             completionItems: false,
             inlineCompletions: true,
+            backend: 'local',
+            endpoint: null,
+            model: '',
+            apiKeyEnv: null,
+            fimTemplate: 'auto',
+            requestTimeoutMs: 5000,
+            promptChars: 6000,
+            endpointChoices: 1,
         });
         assert.ok(!('pythonPath' in server) && !('enabled' in server));
     });
@@ -97,6 +105,14 @@ describe('settings', () => {
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
+                backend: 'openai',
+                endpoint: ' https://gpu.example.com/v1 ',
+                model: 'Qwen2.5-Coder-1.5B',
+                apiKeyEnv: 'TEAM_API_KEY',
+                fimTemplate: 'qwen',
+                requestTimeoutMs: 3000,
+                promptChars: 4000,
+                endpointChoices: 2,
             }),
             { home: '/home/u', workspaceFolder: '/ws' },
         );
@@ -121,6 +137,14 @@ describe('settings', () => {
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
+                backend: 'openai',
+                endpoint: 'https://gpu.example.com/v1',
+                model: 'Qwen2.5-Coder-1.5B',
+                apiKeyEnv: 'TEAM_API_KEY',
+                fimTemplate: 'qwen',
+                requestTimeoutMs: 3000,
+                promptChars: 4000,
+                endpointChoices: 2,
             },
         });
         assert.deepEqual(didChangeConfigurationParams(settings), { settings: initializationOptions(settings) });

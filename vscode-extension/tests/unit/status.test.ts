@@ -34,6 +34,19 @@ describe('status bar', () => {
         assert.equal(item.text, '$(sparkle) py-small-v1 · 7 ms');
     });
 
+    test('a remote backend shows a cloud and says where the code goes', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setModel('qwen2.5-coder');
+        status.setRemote('https://gpu.example.com/v1');
+        assert.equal(item.text, '$(cloud) qwen2.5-coder');
+        assert.match(String(item.tooltip), /https:\/\/gpu\.example\.com\/v1/);
+        assert.match(String(item.tooltip), /sent there/);
+        status.setRemote(undefined);
+        assert.equal(item.text, '$(sparkle) qwen2.5-coder');
+    });
+
     test('shows off when toggled off, and back on', () => {
         const status = new StatusBar();
         const item = mock.statusItems[0];

@@ -1,0 +1,39 @@
+"""Fill-in-the-middle templates of released code models: their three markers, and a prompt built from them.
+
+`completer convert` finds a template by the markers a tokenizer holds; the remote backend is told the template
+by a setting (or guesses it from the model's name), and sends the prompt as text, which inference servers
+(llama.cpp, vLLM) tokenize with the markers as special tokens.
+"""
+from __future__ import annotations
+
+import re
+
+FIM_TEMPLATES: dict[str, tuple[str, str, str]] = {
+    "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
+    "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
+    "codellama": ("<PRE> ", " <SUF>", " <MID>"),
+}
+"""(prefix, suffix, middle) markers by family; every family is prompted prefix-suffix-middle."""
+
+TOKENIZER_TEMPLATES = ("qwen", "starcoder", "deepseek")
+"""The templates `completer convert` looks for in a tokenizer (Code Llama's SentencePiece tokenizer is refused)."""
+
+_NAME_PATTERNS = (
+    ("qwen", re.compile(r"qwen.*coder", re.IGNORECASE)),
+    ("starcoder", re.compile(r"starcoder|santacoder|stable-?code", re.IGNORECASE)),
+    ("deepseek", re.compile(r"deepseek.*coder", re.IGNORECASE)),
+    ("codellama", re.compile(r"code-?llama", re.IGNORECASE)),
+)
+
+
+def template_for_model(name: str) -> str | None:
+    """The FIM template a served model most likely knows, from its name; None when the name says nothing (the
+    prompt is then the text before the cursor alone)."""
+    return next((template for template, pattern in _NAME_PATTERNS if pattern.search(name)), None)
+
+
+def fim_prompt(template: str, prefix: str, suffix: str) -> str:
+    """The prefix-suffix-middle prompt: the model's continuation is the text between `prefix` and `suffix`."""
+    begin, hole, end = FIM_TEMPLATES[template]
+    return f"{begin}{prefix}{hole}{suffix}{end}"

@@ -1,0 +1,137 @@
+"""Whole-line suggestions from lines another engine generated (an OpenAI-compatible endpoint): the prompt it is
+sent, and its completions turned into suggestions with the local engine's clipping, filters and typing through.
+No HTTP here (lsp/remote_backend.py sends the prompt), so all of it is tested without a server.
+"""
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from .fim import fim_prompt
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
+from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clip_before, looks_binary
+from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
+from .typing_through import LastAnswer, typed_through
+
+PROMPT_CHARS = 6000
+"""Text before the cursor sent by default: about 1,500-2,000 tokens of code, which fits every code model's
+window beside the lines below and the generated line."""
+BELOW_CHARS = 1500
+"""Lines below the cursor a FIM prompt sends at most: the nearest ones say most."""
+SNIPPET_CHARS = 2000
+"""Repository snippets sent at most, in all (the prompt's head, commented out)."""
+DOCUMENTS_KEPT = 256
+"""Documents whose last answer is kept for typing through."""
+
+_HASH_COMMENTS = {".py", ".pyi", ".rb", ".sh", ".bash", ".zsh", ".yaml", ".yml", ".toml", ".r", ".pl", ".jl",
+                  ".ex", ".exs", ".nim", ".cmake", ".ps1", ".tf"}
+_DASH_COMMENTS = {".lua", ".sql", ".hs", ".elm", ".ada", ".vhd"}
+
+
+def line_comment(uri: str) -> str:
+    """The line-comment marker of a document's language, from its file name: snippets go in commented out."""
+    suffix = PurePosixPath(uri).suffix.lower()
+    if suffix in _HASH_COMMENTS:
+        return "# "
+    if suffix in _DASH_COMMENTS:
+        return "-- "
+    return "// "
+
+
+def clip_prompt(before: str, limit: int) -> str:
+    """The tail of `before` the prompt holds: at most `limit` characters, cut at a line start that moves in
+    steps of a quarter of the limit, so that consecutive prompts share a long head (an inference server's
+    prefix cache then reuses it)."""
+    excess = len(before) - limit
+    if excess <= 0:
+        return before
+    step = max(1, limit // 4)
+    start = -(-excess // step) * step
+    newline = before.find("\n", start)
+    return before[newline + 1:] if newline != -1 else before[start:]
+
+
+def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) -> str:
+    """The repository's snippets most like the code at the cursor, commented out in the document's language,
+    each under a line that says what it is, within `limit` characters."""
+    comment = line_comment(uri)
+    parts: list[str] = []
+    size = 0
+    for snippet in snippets:
+        block = f"{comment}A similar part of the repository:\n" + "".join(
+            f"{comment}{line}\n" for line in snippet.rstrip("\n").split("\n"))
+        if size + len(block) > limit:
+            break
+        parts.append(block)
+        size += len(block)
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """One prompt for the endpoint, and what turns its completions into suggestions."""
+
+    prompt: str
+    before: str  # the text before the cursor, clipped as the engine clips it (typing through compares it)
+    typed_line: str
+    after: str  # the rest of the cursor's line, which a suggestion replaces
+    context: LineContext
+
+
+class RemoteAnswers:
+    """The per-document state of the remote backend: the last answer, for typing through."""
+
+    def __init__(self, documents_kept: int = DOCUMENTS_KEPT) -> None:
+        self._last: collections.OrderedDict[str, LastAnswer] = collections.OrderedDict()
+        self._documents_kept = documents_kept
+
+    def prepare(self, uri: str, before: str, after: str, below: str = "", snippets: Sequence[str] = (),
+                fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS
+                ) -> CompletionResult | PromptRequest:
+        """The answer when no request is needed (typing through, a long line, binary text), else the prompt:
+        fill-in-the-middle with the lines below when `fim_template` names one, else the text before the cursor.
+        `before`, `after` and `below` are cleaned as for the engine."""
+        typed_line = before[before.rfind("\n") + 1:]
+        after = after.split("\n", 1)[0].split("\r", 1)[0]
+        if len(typed_line) + len(after) > MAX_LINE_CHARS:
+            return CompletionResult(skipped=SKIPPED_LONG_LINE)
+        before, _ = clip_before(before)
+        through = typed_through(self._last.get(uri), before, after)
+        if through is not None:
+            return through
+        if looks_binary(before):
+            return CompletionResult(skipped=SKIPPED_BINARY)
+        head = before[:before.rfind("\n") + 1]
+        context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
+        prefix = snippet_head(snippets, uri) + clip_prompt(before, prompt_chars)
+        if fim_template is not None:
+            prompt = fim_prompt(fim_template, prefix, below[:below.rfind("\n", 0, BELOW_CHARS + 1) + 1]
+                                if len(below) > BELOW_CHARS else below)
+        else:
+            prompt = prefix
+        return PromptRequest(prompt, before, typed_line, after, context)
+
+    def answer(self, uri: str, request: PromptRequest, texts: Sequence[str], limit: int) -> CompletionResult:
+        """Suggestions from the endpoint's completions of `request.prompt`, best first as it ordered them: each
+        cut at its first line break, then kept only if the filters let it through, at most `limit`."""
+        suggestions: list[Suggestion] = []
+        seen: set[str] = set()
+        for text in texts:
+            inserted = text.split("\n", 1)[0].split("\r", 1)[0].replace("\x00", "").rstrip()
+            if (inserted in seen or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES
+                    or not keep_suggestion(request.typed_line + inserted, inserted, request.after, request.context)):
+                continue
+            seen.add(inserted)
+            suggestions.append(at_cursor(request.typed_line, inserted, request.after, None, SOURCE_REMOTE))
+            if len(suggestions) >= limit:
+                break
+        self._last[uri] = LastAnswer(request.before, request.after, suggestions)
+        self._last.move_to_end(uri)
+        while len(self._last) > self._documents_kept:
+            self._last.popitem(last=False)
+        return CompletionResult(suggestions=suggestions)
+
+    def forget(self, uri: str) -> None:
+        self._last.pop(uri, None)

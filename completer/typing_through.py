@@ -1,0 +1,35 @@
+"""Typing through: a keystroke that types the start of the last answer's suggestions is answered by trimming
+them, with no model and no request. The local engine and the remote backend both answer this way."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .types import CompletionResult, Suggestion
+
+
+@dataclass
+class LastAnswer:
+    """A document's last answer and the cursor it was given for: the text before it (clipped) and after it."""
+
+    before: str
+    after: str
+    suggestions: list[Suggestion]
+
+
+def typed_through(last: LastAnswer | None, before: str, after: str) -> CompletionResult | None:
+    """The last answer's suggestions that the text typed since still begins, trimmed by it; or, when the
+    typed text finished one of them (the user accepted it, or typed all of it), an empty answer with no
+    search: a line just finished is not extended (`main(sys.stdout)` followed by `.close()`) until the next
+    keystroke or Enter. None when the last answer does not apply: the model is asked."""
+    if last is None or after != last.after or not before.startswith(last.before):
+        return None
+    typed = before[len(last.before):]
+    if not typed or "\n" in typed:
+        return None
+    kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed), end=s.end + len(typed))
+            for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
+    if kept:
+        return CompletionResult(suggestions=kept)
+    if typed.strip() and any(s.text.rstrip() == typed.rstrip() for s in last.suggestions):
+        return CompletionResult()
+    return None

@@ -1,0 +1,332 @@
+"""The OpenAI-compatible backend: whole lines from an inference server's `/completions` (vLLM, llama.cpp's server,
+TGI, Ollama), in place of the local worker.
+
+It answers the same jobs as lsp.worker_client.WorkerClient, on the server's event loop: the prompt, the filters
+and typing through are completer/remote.py's; this module sends the prompt and reads the reply. Its rules:
+- one request in flight per document: a newer one cancels the older, whose HTTP call is closed;
+- an error (unreachable, a 4xx or 5xx, a timeout, a malformed or huge reply) answers empty, is logged once per
+  distinct kind, shows in completer/info's `remote.state`, and backs the backend off (no request is sent for a
+  while, doubling up to a limit) until one succeeds again;
+- the API key is read from the environment variable the settings name, sent only in the Authorization header,
+  and never logged.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import time
+from typing import Any, Callable
+
+from completer.remote import PromptRequest, RemoteAnswers
+from completer.types import CompletionResult
+from lsp.settings import ServerSettings, is_loopback
+from lsp.worker_client import WorkerError
+
+log = logging.getLogger(__name__)
+logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every request at INFO
+logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+MAX_REPLY_BYTES = 1 << 20
+"""A completion of one line is a few hundred bytes; a reply past this is not one, and is not read further."""
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Seconds without requests after the n-th failure in a row."""
+SAMPLING_TEMPERATURE = 0.2
+"""With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
+INSTALL_HINT = "pip install 'completer[remote]'"
+
+
+class EndpointError(Exception):
+    """A request the endpoint did not answer with completions; `kind` groups errors for the log."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def completion_texts(body: bytes) -> list[str]:
+    """The `choices[].text` of a /completions reply that are whole lines, in the endpoint's order: those cut off
+    at max_tokens (finish_reason "length") are not. EndpointError when it is not such a reply."""
+    try:
+        reply = json.loads(body)
+    except ValueError as exc:
+        raise EndpointError("malformed", f"the reply is not JSON ({exc})") from None
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str)
+                                                for c in choices):
+        raise EndpointError("malformed", "the reply has no choices[].text (is the endpoint an OpenAI-compatible "
+                                         "/completions API?)")
+    ordered = sorted(choices, key=lambda c: c.get("index") if isinstance(c.get("index"), int) else 0)
+    return [c["text"] for c in ordered if c.get("finish_reason") != "length"]
+
+
+class OpenAIBackend:
+    """Sends each completion job to `{endpoint}/completions`; the rest of the server sees a worker."""
+
+    def __init__(self, settings: Callable[[], ServerSettings]) -> None:
+        self._settings = settings
+        self._client: Any = None  # httpx.AsyncClient, built by start()
+        self._client_key: tuple[Any, ...] | None = None
+        self._answers = RemoteAnswers()
+        self._ids = itertools.count(1)
+        self._jobs: dict[int, asyncio.Task[Any]] = {}
+        self._in_flight: dict[str, asyncio.Task[Any]] = {}  # the request of each document, at most one
+        self._ready: asyncio.Event | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._logged: set[str] = set()  # error kinds logged since the last success
+        self._missing_key_noted = False
+        self.state = "not started"
+        self.last_error: str | None = None
+        self.info: dict[str, Any] = {}
+        self.model_error: str | None = None
+        self.model_runs_total = 0  # requests sent
+        self.requests_failed = 0
+        self.restarts = 0
+        self.cancelled_in_worker = 0  # HTTP calls closed before their reply
+        self.pid: int | None = None
+
+    # -- lifecycle (WorkerClient's) ---------------------------------------------------------------
+    def _event(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    async def start(self) -> str | None:
+        """Check the settings and make the HTTP client; returns what is wrong, or None. Nothing is sent yet."""
+        remote = self._settings().remote
+        self._event().set()  # requests never wait: without a client they answer empty at once
+        if not remote.endpoint:
+            self.model_error = ("backend \"openai\" needs completer.endpoint, the API's base URL (for example "
+                                "http://127.0.0.1:8080/v1)")
+        else:
+            try:
+                import httpx
+            except ImportError:
+                self.model_error = f"backend \"openai\" needs the httpx package: {INSTALL_HINT}"
+            else:
+                await self._close_client()
+                loopback = is_loopback(httpx.URL(remote.endpoint).host)
+                timeout = remote.timeout_ms / 1000
+                # A proxy from the environment is used only for another host: code for this machine stays on it.
+                self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
+                                                 trust_env=not loopback,
+                                                 limits=httpx.Limits(max_keepalive_connections=8))
+                self._client_key = (remote.endpoint, remote.timeout_ms)
+                self.model_error = None
+        self.state = "error" if self.model_error else "ready"
+        self.last_error = self.model_error
+        self._refresh_info()
+        if self.model_error:
+            log.error("%s", self.model_error)
+        else:
+            log.info("completions come from %s (model %r, fill-in-the-middle: %s); the code around the cursor is "
+                     "sent there", remote.endpoint, remote.model, remote.template() or "none")
+        return self.model_error
+
+    async def configure(self, settings: dict[str, Any]) -> str | None:
+        """Engine settings changed: they are read at each request (maxTokens, maxSuggestions), nothing to load."""
+        return self.model_error
+
+    async def refresh_info(self, timeout: float) -> None:
+        self._refresh_info()
+
+    def _refresh_info(self) -> None:
+        remote = self._settings().remote
+        self.info = {
+            "model": remote.model or "(the endpoint's default model)",
+            "model_path": None,
+            "backend": remote.backend,
+            "remote": {
+                "endpoint": remote.endpoint,
+                "model": remote.model,
+                "fim_template": remote.template(),
+                "state": self.state,
+                "last_error": self.last_error,
+                "requests": self.model_runs_total,
+                "requests_failed": self.requests_failed,
+                "requests_closed": self.cancelled_in_worker,
+            },
+        }
+
+    async def stop(self, grace: float = 1.0) -> None:
+        for task in list(self._jobs.values()):
+            task.cancel()
+        await self._close_client()
+
+    def kill(self) -> None:
+        """The process is exiting: drop the jobs; the sockets close with it."""
+        for task in list(self._jobs.values()):
+            task.cancel()
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # -- jobs -------------------------------------------------------------------------------------
+    async def wait_ready(self, timeout: float) -> bool:
+        return True
+
+    def submit(self, op: str, **fields: Any) -> tuple[int, asyncio.Future[Any]]:
+        """Start a completion job; the future resolves as the worker's reply would: {"result": {...}}."""
+        if op != "complete":
+            raise WorkerError("value", f"the remote backend has no {op!r} job")
+        job_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(self._complete(future, **fields))
+        self._jobs[job_id] = task
+        task.add_done_callback(lambda _t: self._jobs.pop(job_id, None))
+        return job_id, future
+
+    def cancel(self, job_id: int) -> None:
+        """The request was abandoned: its HTTP call is closed."""
+        task = self._jobs.get(job_id)
+        if task is not None and not task.done():
+            task.cancel()
+
+    def notify_open(self, uri: str, text: str) -> None:
+        """Nothing to prefill here: the endpoint keeps its own prefix cache."""
+
+    def notify_close(self, uri: str) -> None:
+        self._answers.forget(uri)
+
+    async def _complete(self, future: asyncio.Future[Any], uri: str, before: str, after: str, below: str = "",
+                        others: list[str] | None = None, snippets: list[str] | None = None) -> None:
+        started = time.perf_counter()
+        previous = self._in_flight.get(uri)
+        current = asyncio.current_task()
+        assert current is not None
+        self._in_flight[uri] = current
+        try:
+            if previous is not None and not previous.done():  # one request per document: the newer one wins
+                previous.cancel()
+                await asyncio.wait([previous])
+            result = await self._result(uri, before, after, below, snippets or [])
+            result.latency_ms = (time.perf_counter() - started) * 1000
+            if not future.done():
+                future.set_result({"result": result.to_dict()})
+        except asyncio.CancelledError:
+            if not future.done():
+                future.set_exception(WorkerError("cancelled", "the request was cancelled"))
+            raise
+        except WorkerError as exc:  # no answer to give: not one the server may keep for the same request
+            if not future.done():
+                future.set_exception(exc)
+        except Exception as exc:  # a bug here must not leave the request unanswered
+            log.exception("remote completion failed for %s", uri)
+            if not future.done():
+                future.set_exception(WorkerError("internal", str(exc)))
+        finally:
+            if self._in_flight.get(uri) is current:
+                del self._in_flight[uri]
+
+    async def _result(self, uri: str, before: str, after: str, below: str, snippets: list[str]) -> CompletionResult:
+        """The answer; WorkerError("unavailable") when the endpoint failed now or lately (an empty answer that
+        the server does not keep: the same request may be answered once the endpoint is back)."""
+        settings = self._settings()
+        remote = settings.remote
+        prepared = self._answers.prepare(uri, before, after, below, snippets, remote.template(), remote.prompt_chars)
+        if isinstance(prepared, CompletionResult):  # typed through, or nothing to ask
+            return prepared
+        if self._client is None:
+            raise WorkerError("nomodel", self.model_error or "the remote backend is not configured")
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            raise WorkerError("unavailable", f"the endpoint failed ({self.last_error}); trying again in {wait:.1f} s")
+        try:
+            texts = await self._post(prepared, settings)
+        except EndpointError as exc:
+            self._failed(exc)
+            raise WorkerError("unavailable", exc.message) from None
+        self._succeeded()
+        return self._answers.answer(uri, prepared, texts, settings.engine.max_suggestions)
+
+    def _headers(self, settings: ServerSettings) -> dict[str, str]:
+        name = settings.remote.api_key_env
+        if not name:
+            return {}
+        key = os.environ.get(name)
+        if not key:
+            if not self._missing_key_noted:
+                self._missing_key_noted = True
+                log.warning("the environment variable %s (completer.apiKeyEnv) is not set: sending no API key", name)
+            return {}
+        return {"Authorization": f"Bearer {key}"}
+
+    async def _post(self, request: PromptRequest, settings: ServerSettings) -> list[str]:
+        """The endpoint's completions of the prompt, each a line's rest; EndpointError for anything else."""
+        import httpx
+
+        remote = settings.remote
+        body: dict[str, Any] = {
+            "prompt": request.prompt,
+            "max_tokens": settings.engine.max_tokens,
+            "temperature": 0.0 if remote.choices == 1 else SAMPLING_TEMPERATURE,
+            "n": remote.choices,
+            "stop": ["\n"],
+            "stream": False,
+        }
+        if remote.model:
+            body["model"] = remote.model
+        url = f"{remote.endpoint}/completions"
+        self.model_runs_total += 1
+
+        async def exchange() -> tuple[int, bytes]:
+            async with self._client.stream("POST", url, json=body, headers=self._headers(settings)) as reply:
+                return reply.status_code, await _read_capped(reply)
+
+        try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
+            status, data = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
+        except asyncio.CancelledError:
+            self.cancelled_in_worker += 1
+            raise
+        except (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException):
+            raise EndpointError("timeout", f"no reply from {url} within {remote.timeout_ms} ms") from None
+        except httpx.ConnectError as exc:
+            raise EndpointError("unreachable", f"cannot connect to {url}: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise EndpointError("http", f"{url}: {type(exc).__name__}: {exc}") from None
+        if status >= 400:
+            detail = data[:200].decode("utf-8", "replace").replace("\n", " ")
+            raise EndpointError(f"status {status}", f"{url} answered {status}: {detail}")
+        return completion_texts(data)
+
+    def _failed(self, error: EndpointError) -> None:
+        self.requests_failed += 1
+        self._failures += 1
+        delay = BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1]
+        self._retry_at = time.monotonic() + delay
+        self.state, self.last_error = "error", error.message
+        if error.kind not in self._logged:
+            self._logged.add(error.kind)
+            log.warning("remote completion failed: %s; no requests for %.1f s, then trying again", error.message,
+                        delay)
+        self._refresh_info()
+
+    def _succeeded(self) -> None:
+        if self._failures:
+            log.info("the endpoint answers again after %d failed request(s)", self._failures)
+        self._failures, self._retry_at = 0, 0.0
+        self._logged.clear()
+        self.state, self.last_error = "ready", None
+        self._refresh_info()
+
+
+async def _read_capped(reply: Any) -> bytes:
+    """The reply's body, refused past MAX_REPLY_BYTES (without reading the rest)."""
+    declared = reply.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        raise EndpointError("too large", f"the reply is {int(declared):,} bytes, over {MAX_REPLY_BYTES:,}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in reply.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            raise EndpointError("too large", f"the reply is over {MAX_REPLY_BYTES:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+

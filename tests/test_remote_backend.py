@@ -1,0 +1,287 @@
+"""The OpenAI-compatible backend: its prompts, filters and typing through (completer/remote.py), its settings, and
+the real server process in front of a loopback endpoint that answers well or misbehaves on purpose
+(tests/fake_endpoint.py). tests/test_llama_server.py runs it against llama.cpp's server."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from completer.fim import fim_prompt, template_for_model
+from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_head
+from completer.types import SOURCE_REMOTE, CompletionResult
+from fake_endpoint import Behaviour, FakeEndpoint
+from lsp.remote_backend import EndpointError, completion_texts
+from lsp.settings import ServerSettings, apply_changes, check_endpoint
+from lsp_support import LOG_DIR, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc, server_env
+
+URI = "file:///work/adder.py"
+DOC = "import math\n\n\ndef add(a, b):\n\n\nprint(add(1, 2))\n"
+CURSOR = (4, 0)  # the empty line of add's body
+API_KEY = "test-key-7f3a9c"
+
+
+# -- the prompt and the answer, without a server ----------------------------------------------------
+def test_fim_prompt_holds_the_text_before_and_the_lines_below():
+    answers = RemoteAnswers()
+    request = answers.prepare(URI, "def add(a, b):\n    ", "", "print(add(1, 2))\n", fim_template="qwen")
+    assert not isinstance(request, CompletionResult)
+    assert request.prompt == "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>print(add(1, 2))\n<|fim_middle|>"
+    plain = answers.prepare(URI, "def add(a, b):\n    ", "", "print(add(1, 2))\n")
+    assert not isinstance(plain, CompletionResult) and plain.prompt == "def add(a, b):\n    "
+
+
+def test_templates_by_model_name():
+    assert template_for_model("Qwen/Qwen2.5-Coder-1.5B") == "qwen"
+    assert template_for_model("bigcode/starcoder2-3b") == "starcoder"
+    assert template_for_model("deepseek-coder-1.3b-base") == "deepseek"
+    assert template_for_model("codellama/CodeLlama-7b-hf") == "codellama"
+    assert template_for_model("Qwen2.5-0.5B-Instruct") is None  # not a code model: no FIM
+    assert template_for_model("gpt-3.5-turbo-instruct") is None
+    assert fim_prompt("codellama", "a", "b") == "<PRE> a <SUF>b <MID>"
+
+
+def test_prompt_is_clipped_at_a_line_start_that_holds_still_while_typing():
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(2000))
+    clipped = clip_prompt(text + "val", 4000)
+    assert len(clipped) <= 4000 and clipped.startswith("value_") and clipped.endswith("val")
+    assert clip_prompt(text + "value_2000 = comp", 4000).startswith(clipped[:-3])  # the same head
+    assert clip_prompt("short", 4000) == "short"
+
+
+def test_snippets_go_in_commented_out():
+    head = snippet_head(["def helper(x):\n    return x * 2\n"], "file:///w/a.py")
+    assert head == ("# A similar part of the repository:\n# def helper(x):\n#     return x * 2\n")
+    assert line_comment("file:///w/a.ts") == "// " and line_comment("file:///w/q.sql") == "-- "
+    assert snippet_head(["x" * 5000], "file:///w/a.py") == ""  # over the budget: left out
+
+
+def test_answer_cuts_at_the_line_end_filters_and_types_through():
+    answers = RemoteAnswers()
+    before = "def add(a, b):\n    "
+    request = answers.prepare(URI, before, "", "")
+    assert not isinstance(request, CompletionResult)
+    result = answers.answer(URI, request, ["return a + b\n    # more", "return a + b", "   ", "return a + b)",
+                                                  "def add(a, b):", "x" * 400], limit=3)
+    assert [s.text for s in result.suggestions] == ["return a + b"]  # the filters' and overlong lines dropped
+    assert result.suggestions[0].source == SOURCE_REMOTE and result.suggestions[0].line == "    return a + b"
+    through = answers.prepare(URI, before + "ret", "", "")
+    assert isinstance(through, CompletionResult) and [s.text for s in through.suggestions] == ["urn a + b"]
+    finished = answers.prepare(URI, before + "return a + b", "", "")
+    assert isinstance(finished, CompletionResult) and finished.suggestions == []  # a finished line is not extended
+    answers.forget(URI)
+    assert not isinstance(answers.prepare(URI, before + "ret", "", ""), CompletionResult)
+
+
+def test_completion_texts_reads_choices_and_refuses_garbage():
+    body = b'{"choices": [{"index": 1, "text": "b", "finish_reason": "stop"}, {"index": 0, "text": "a"},' \
+           b' {"index": 2, "text": "cut", "finish_reason": "length"}]}'
+    assert completion_texts(body) == ["a", "b"]
+    for bad in (b"not json", b'{"error": "x"}', b'{"choices": [{"text": 3}]}', b"[]"):
+        with pytest.raises(EndpointError):
+            completion_texts(bad)
+
+
+@pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.2:8000/v1", "ftp://127.0.0.1/v1",
+                                 "https:///v1", "https://user:pw@example.com/v1", "http://127.0.0.1:99999/v1", 3])
+def test_endpoints_that_would_leak_code_are_refused(url):
+    with pytest.raises(ValueError):
+        check_endpoint(url)
+
+
+def test_loopback_http_and_remote_https_are_allowed():
+    assert check_endpoint("http://127.0.0.1:8080/v1/") == "http://127.0.0.1:8080/v1"
+    assert check_endpoint("http://localhost:8080/v1") == "http://localhost:8080/v1"
+    assert check_endpoint("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
+    assert check_endpoint("https://gpu.example.com/v1") == "https://gpu.example.com/v1"
+
+
+def test_settings_take_an_environment_variable_name_never_a_key():
+    settings, warnings, _ = apply_changes(ServerSettings(), {"backend": "openai", "apiKeyEnv": "sk-live-123",
+                                                              "fimTemplate": "qwen", "requestTimeoutMs": 50})
+    assert settings.remote.backend == "openai" and settings.remote.api_key_env is None
+    assert len(warnings) == 2 and not any("sk-live-123" in w for w in warnings)
+    assert settings.remote.template() == "qwen"
+
+
+# -- the real server in front of a loopback endpoint --------------------------------------------------
+@pytest.fixture
+def endpoint():
+    fake = FakeEndpoint().start()
+    yield fake
+    fake.stop()
+
+
+def _options(url: str, **extra) -> dict:
+    return {"backend": "openai", "endpoint": url, "model": "qwen2.5-coder-test", "apiKeyEnv": "COMPLETER_TEST_KEY",
+            "requestTimeoutMs": 1000, **extra}
+
+
+async def _start(client: LanguageClient, url: str, **extra) -> None:
+    await client.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
+                                                           initialization_options=_options(url, **extra)))
+
+
+async def _stop(client: LanguageClient) -> None:
+    try:
+        await asyncio.wait_for(client.shutdown_session(), 10)
+    except Exception:
+        if client._server is not None and client._server.returncode is None:
+            client._server.kill()
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER_CMD,
+                                              server_env=server_env(COMPLETER_TEST_KEY=API_KEY)))
+async def client(lsp_client: LanguageClient):
+    yield lsp_client
+    await _stop(lsp_client)
+
+
+async def _inline(client: LanguageClient, line: int, column: int) -> list[str]:
+    result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(URI, line, column)), 10)
+    return [item.insert_text for item in result.items] if result else []
+
+
+async def test_lines_come_from_the_endpoint_with_a_fim_prompt(client: LanguageClient, endpoint: FakeEndpoint):
+    await _start(client, endpoint.url)
+    open_doc(client, URI, DOC)
+    assert await _inline(client, *CURSOR) == ["    return a + b"]
+    items = await client.text_document_completion_async(completion_params(URI, *CURSOR))
+    assert [item.text_edit.new_text for item in items.items] == ["    return a + b"]
+    assert items.items[0].detail == "completer · from the configured endpoint"
+    seen = endpoint.seen[0]
+    assert seen.path == "/v1/completions" and len(endpoint.seen) == 1  # the second request typed through nothing new
+    assert seen.body["prompt"] == ("<|fim_prefix|>import math\n\n\ndef add(a, b):\n<|fim_suffix|>\n"
+                                   "print(add(1, 2))\n<|fim_middle|>")
+    assert seen.body["stop"] == ["\n"] and seen.body["max_tokens"] == 24 and seen.body["temperature"] == 0
+    assert seen.body["model"] == "qwen2.5-coder-test" and seen.body["n"] == 1
+    assert seen.headers["authorization"] == f"Bearer {API_KEY}"
+    # typing the start of the line types through the answer: no second request
+    change_doc(client, URI, 2, CURSOR, CURSOR, "    ret")
+    assert await _inline(client, 4, 7) == ["    return a + b"]
+    assert len(endpoint.seen) == 1
+    state = await info(client)
+    assert state["backend"] == "openai" and state["model"] == "qwen2.5-coder-test"
+    assert state["remote"]["endpoint"] == endpoint.url and state["remote"]["state"] == "ready"
+    assert state["server"]["worker_pid"] is None  # no local model was loaded
+    logged = "\n".join(m.message for m in client.log_messages)
+    assert "the code around the cursor is sent there" in logged
+    assert API_KEY not in logged
+    assert not any(API_KEY in p.read_text(errors="replace") for p in Path(LOG_DIR).rglob("*") if p.is_file())
+
+
+async def _answered_empty(client: LanguageClient, column: int, within: float) -> None:
+    started = time.monotonic()
+    assert await _inline(client, CURSOR[0], column) == []
+    assert time.monotonic() - started < within
+
+
+async def _recover(client: LanguageClient, endpoint: FakeEndpoint, version: int) -> None:
+    """Wait out the back-off and see the endpoint answer again (which resets it)."""
+    endpoint.behaviour = Behaviour()
+    change_doc(client, URI, version, (4, 0), (4, 100), "")
+    deadline = time.monotonic() + 10
+    while not await _inline(client, *CURSOR):
+        assert time.monotonic() < deadline, "the backend never asked the endpoint again"
+        await asyncio.sleep(0.3)
+    assert (await info(client))["remote"]["state"] == "ready"
+
+
+async def test_errors_answer_empty_back_off_and_are_logged_once(client: LanguageClient, endpoint: FakeEndpoint):
+    await _start(client, endpoint.url)
+    open_doc(client, URI, DOC)
+    version = 2
+    for mode in ("status", "garbage", "huge", "trickle", "slow"):
+        endpoint.behaviour = Behaviour(mode=mode, delay_s=3.0)
+        change_doc(client, URI, version, (4, 0), (4, 100), "    q")  # not typed through the last answer
+        await _answered_empty(client, 5, within=3.0)  # the timeout is 1 s
+        sent = len(endpoint.seen)
+        change_doc(client, URI, version + 1, (4, 5), (4, 5), "u")
+        await _answered_empty(client, 6, within=0.5)  # backing off: not sent
+        assert len(endpoint.seen) == sent
+        state = (await info(client))["remote"]
+        assert state["state"] == "error" and state["last_error"], mode
+        await _recover(client, endpoint, version + 2)
+        version += 3
+    warnings = [m.message for m in client.log_messages if "remote completion failed" in m.message]
+    kinds = ("answered 500", "not JSON", "over 1,048,576", "within 1000 ms", "within 1000 ms")
+    assert [next(kind for kind in kinds if kind in w) for w in warnings] == list(kinds)  # one line per failure
+
+
+async def test_unreachable_endpoint_answers_empty(client: LanguageClient):
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    await _start(client, f"http://127.0.0.1:{port}/v1")
+    open_doc(client, URI, DOC)
+    await _answered_empty(client, 0, within=2.0)
+    state = (await info(client))["remote"]
+    assert state["state"] == "error" and "cannot connect" in state["last_error"]
+    assert any("cannot connect" in m.message for m in client.log_messages)
+
+
+async def test_a_cancelled_request_closes_its_http_call(client: LanguageClient, endpoint: FakeEndpoint):
+    await _start(client, endpoint.url, requestTimeoutMs=10000)
+    open_doc(client, URI, DOC)
+    endpoint.behaviour = Behaviour(mode="slow", delay_s=8.0)
+    pending = asyncio.ensure_future(client.protocol.send_request_async(
+        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(URI, *CURSOR), msg_id="remote-1"))
+    await _until(lambda: len(endpoint.seen) == 1)
+    client.cancel_request(types.CancelParams(id="remote-1"))
+    with pytest.raises(JsonRpcException):
+        await asyncio.wait_for(pending, 5)
+    await _until(lambda: endpoint.seen[0].closed_early)
+    assert (await info(client))["remote"]["requests_closed"] == 1
+
+
+async def test_one_request_at_a_time_per_document(client: LanguageClient, endpoint: FakeEndpoint):
+    await _start(client, endpoint.url, requestTimeoutMs=10000)
+    open_doc(client, URI, DOC)
+    endpoint.behaviour = Behaviour(mode="slow", delay_s=1.5)
+    first = asyncio.ensure_future(_inline(client, 3, 0))
+    await _until(lambda: len(endpoint.seen) == 1)
+    second = asyncio.ensure_future(_inline(client, *CURSOR))  # the cursor moved: the first is superseded
+    with pytest.raises(JsonRpcException):
+        await first
+    assert await asyncio.wait_for(second, 10) == ["    return a + b"]
+    assert endpoint.most_in_flight == 1 and endpoint.seen[0].closed_early and len(endpoint.seen) == 2
+
+
+async def test_backend_switches_at_run_time(client: LanguageClient, endpoint: FakeEndpoint):
+    await _start(client, endpoint.url)
+    open_doc(client, URI, DOC)
+    assert await _inline(client, *CURSOR) == ["    return a + b"]
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"completer": {"backend": "local"}}))
+    deadline = time.monotonic() + 30
+    while not (state := await info(client))["server"]["worker_pid"]:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    assert state["backend"] == "local" and state["model"] == "python-small"
+    change_doc(client, URI, 2, (4, 0), (4, 0), "    return")
+    lines = await _inline(client, 4, 10)
+    assert lines and all(line.startswith("    return") for line in lines)
+    assert len(endpoint.seen) == 1  # the local model answered
+
+
+async def test_a_missing_endpoint_is_one_clear_error(client: LanguageClient):
+    await client.initialize_session(types.InitializeParams(capabilities=client_capabilities("visual-studio-code"),
+                                                           initialization_options={"backend": "openai"}))
+    open_doc(client, URI, DOC)
+    assert await _inline(client, *CURSOR) == []
+    await _until(lambda: any("needs completer.endpoint" in m.message for m in client.messages))
+    assert "needs completer.endpoint" in (await info(client))["model_error"]
+
+
+async def _until(predicate, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
