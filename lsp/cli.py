@@ -22,6 +22,9 @@ def build_parser(prog: str = "python -m lsp") -> argparse.ArgumentParser:
                         help="minimum level for the log file and window/logMessage (default INFO)")
     parser.add_argument("--log-file", default=None,
                         help="log file (default: lsp.log in the user log dir, or in $COMPLETER_LOG_DIR)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="run a private inference worker instead of the user's shared engine (also: "
+                             "COMPLETER_STANDALONE=1)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 

@@ -25,6 +25,7 @@ from lsp import __version__
 from lsp.cli import parse_args
 from lsp.completions import LineSuggestion, suggested_lines
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
+from lsp.engine_socket import STANDALONE_ENV
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.protocol import CompleterProtocol, is_parse_error, strict_converter
 from lsp.remote_backend import OpenAIBackend
@@ -94,12 +95,13 @@ def workspace_roots(params: types.InitializeParams) -> list[Path]:
 
 class CompleterServer(LanguageServer):
     def __init__(self, log_level: str = "INFO", log_file: Path | None = None,
-                 worker_log_file: str | None = None) -> None:
+                 worker_log_file: str | None = None, shared_engine: bool = False) -> None:
         super().__init__("completer", __version__, protocol_cls=CompleterProtocol, converter_factory=strict_converter,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.log_level = log_level
         self.log_file = log_file
         self.worker_log_file = worker_log_file
+        self.shared_engine = shared_engine
         self.documents = DocumentStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
@@ -141,7 +143,8 @@ class CompleterServer(LanguageServer):
         """What generates the lines, by the `backend` setting: the local worker, or an OpenAI-compatible endpoint."""
         if self.settings.remote.is_remote:
             return OpenAIBackend(lambda: self.settings)
-        return WorkerClient(lambda: engine_dict(self.settings), self.log_level, self.worker_log_file)
+        return WorkerClient(lambda: engine_dict(self.settings), self.log_level, self.worker_log_file,
+                            shared=self.shared_engine)
 
     async def _replace_backend(self) -> None:
         """The `backend` setting (or the endpoint's) changed: stop the old backend and start the new one. Its
@@ -435,6 +438,7 @@ class CompleterServer(LanguageServer):
             "version": __version__,
             "pid": os.getpid(),
             "worker_pid": self.worker.pid,
+            "shared_engine": getattr(self.worker, "shared", False),
             "worker_restarts": self.worker.restarts,
             "position_encoding": self.documents.codec.encoding,
             "open_documents": len(self.documents),
@@ -467,7 +471,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
     args = parse_args(argv, prog)
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
-    server = CompleterServer(args.log_level, log_file, worker_log)
+    shared = not (args.standalone or os.environ.get(STANDALONE_ENV) == "1")
+    server = CompleterServer(args.log_level, log_file, worker_log, shared_engine=shared)
     attach_lsp_handler(server.log_handler, args.log_level)
     from lsp.handlers import register
 

@@ -57,7 +57,7 @@ BACKENDS = ("local", "openai")
 
 @dataclass(frozen=True)
 class RemoteSettings:
-    """The backend that generates the lines: the local engine, or an OpenAI-compatible endpoint (lsp/remote_backend.py)."""
+    """What generates the lines: the local engine, or an OpenAI-compatible endpoint (lsp/remote_backend.py)."""
 
     backend: str = "local"
     endpoint: str | None = None  # the API's base URL, as OpenAI clients take it: http://127.0.0.1:8080/v1

@@ -5,7 +5,8 @@ Running the model here, not in the server, keeps the server's event loop free (i
 survive a crash in native code by simply starting a new worker.
 
 Protocol (one msgpack map per frame, see `lsp.framing`):
-  server -> worker  {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
+  server -> worker  {"id": n, "op": "hello", "version": str}  (the shared engine answers its version and pid)
+                    {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
                      "others": [str], "snippets": [str]}  (the heads of other open files, most recently edited
                      first; windows of the repository's files like the code at the cursor)
@@ -15,8 +16,14 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
                     {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
   worker -> server  {"id": n, "ok": value} or {"id": n, "err": {"kind": str, "message": str}}
 
-Jobs run one at a time in arrival order. A reader thread drains stdin continuously so a cancel
-arrives while a search is running; the search polls for it between beam steps.
+Jobs run one at a time in arrival order. A reader thread drains each client's channel continuously so a
+cancel arrives while a search is running; the search polls for it between beam steps.
+
+A worker serves one server over its stdin and stdout (`--standalone`, and where there are no Unix sockets),
+or, as the user's shared engine (`--listen SOCKET`, lsp/engine_socket.py), every server that connects to
+its socket: one Engine per model, whichever window asked for it, documents kept apart per client, and
+each client's settings applied to its own jobs. The shared engine exits IDLE_EXIT_S after its last client
+leaves.
 
 When a completion at the end of a line of code has been answered and no job comes for SEARCH_AHEAD_AFTER_S,
 the worker searches the line after Enter ahead of time (Engine.search_next_line, at the likeliest
@@ -31,15 +38,17 @@ on its own requests keep its cache, and the text it was opened with is stale.
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import queue
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from lsp import framing
+from lsp import __version__, framing
 
 log = logging.getLogger("lsp.worker")
 
@@ -47,27 +56,62 @@ SEARCH_AHEAD_AFTER_S = 0.15  # quiet time after an answer at a line's end before
 STEP_DELAY_ENV = "COMPLETER_WORKER_STEP_DELAY_MS"
 """Debug/test hook: sleep this many ms at every cancellation poll, to make searches slow on purpose."""
 
-_EOF = object()
+IDLE_EXIT_S = float(os.environ.get("COMPLETER_ENGINE_IDLE_EXIT_S") or 300)
+"""The shared engine exits this long after its last client left (the env variable is for tests)."""
+
+_GONE = object()  # a client's channel closed
+
+
+@dataclass(eq=False)
+class Client:
+    """One server talking to this worker: its channel, its settings, and the model they chose."""
+
+    id: int
+    out: BinaryIO
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+    settings: Any = None  # its EngineSettings, once it sent init
+    model_key: tuple | None = None  # which of the worker's engines serves it
+
+    def document(self, uri: str) -> str:
+        """The engine's key for the client's document: clients never share a document's cache."""
+        return f"{self.id}:{uri}"
+
+
+def model_key(settings: Any) -> tuple:
+    """What loads a model: clients that agree on it share one Engine."""
+    return (settings.model_path, settings.device, settings.threads)
 
 
 class Worker:
-    """Holds the engine and serves jobs from `jobs` until the server closes our stdin."""
+    """Holds the engines and serves the jobs of its clients, one at a time, until the last one leaves (a
+    standalone worker) or has been gone IDLE_EXIT_S (the shared engine)."""
 
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
-        self._write_lock = threading.Lock()
+    def __init__(self, shared: bool = False) -> None:
+        self.shared = shared
         self.jobs: queue.Queue[Any] = queue.Queue()
-        self._cancelled: set[int] = set()
+        self.clients: dict[int, Client] = {}
+        self._clients_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._cancelled: set[tuple[int, Any]] = set()  # (client id, job id)
         self._cancel_lock = threading.Lock()
-        self._eof = threading.Event()
-        self.engine: Any = None
-        self._ahead: dict[str, Any] | None = None  # the last completion at a line's end, not yet searched past
-        self._prefills: dict[str, str] = {}  # documents opened and not yet prefilled: uri -> text, oldest first
+        self._stopping = threading.Event()
+        self.engines: dict[tuple, Any] = {}  # by model_key
+        self._ahead: tuple[Client, dict[str, Any]] | None = None  # the last completion at a line's end
+        self._prefills: dict[str, tuple[Client, str, str]] = {}  # engine document -> (client, uri, text)
+        self._idle_since = time.monotonic()
         self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
 
-    # -- reader thread -------------------------------------------------------------------------
-    def read_loop(self, stream: BinaryIO) -> None:
-        """Drain stdin: cancels are recorded at once, everything else is queued in order."""
+    # -- clients and their reader threads -------------------------------------------------------
+    def add_client(self, stream: BinaryIO, out: BinaryIO) -> Client:
+        client = Client(next(self._ids), out)
+        with self._clients_lock:
+            self.clients[client.id] = client
+        threading.Thread(target=self.read_loop, args=(client, stream), name=f"worker-reader-{client.id}",
+                         daemon=True).start()
+        return client
+
+    def read_loop(self, client: Client, stream: BinaryIO) -> None:
+        """Drain a client's channel: cancels are recorded at once, everything else is queued in order."""
         try:
             while True:
                 message = framing.read_frame(stream)
@@ -78,134 +122,193 @@ class Worker:
                     continue
                 if message.get("op") == "cancel":
                     with self._cancel_lock:
-                        self._cancelled.add(message.get("id"))
+                        self._cancelled.add((client.id, message.get("id")))
                     continue
-                self.jobs.put(message)
-        except Exception:  # a broken channel means the server is gone or confused: stop
-            log.exception("worker input channel failed")
+                self.jobs.put((client, message))
+        except Exception:  # a broken channel means the server is gone or confused: drop it
+            log.exception("client %d's channel failed", client.id)
         finally:
-            self._eof.set()
-            self.jobs.put(_EOF)
+            self.jobs.put((client, _GONE))
 
-    def is_cancelled(self, job_id: int) -> bool:
+    def _drop_client(self, client: Client) -> None:
+        """A client left: forget its documents, and the engines no other client uses."""
+        with self._clients_lock:
+            self.clients.pop(client.id, None)
+            remaining = list(self.clients.values())
+        if self._ahead is not None and self._ahead[0] is client:
+            self._ahead = None
+        for document in [d for d, (owner, _, _) in self._prefills.items() if owner is client]:
+            del self._prefills[document]
+        engine = self.engines.get(client.model_key) if client.model_key else None
+        if engine is not None:
+            for document in [d for d in list(engine.documents) + engine.cache.uris()
+                             if d.startswith(f"{client.id}:")]:
+                engine.close(document)
+        for key in [k for k in self.engines if all(c.model_key != k for c in remaining)]:
+            del self.engines[key]
+        with self._cancel_lock:
+            self._cancelled = {c for c in self._cancelled if c[0] != client.id}
+        if not remaining:
+            self._idle_since = time.monotonic()
+            if not self.shared:  # a standalone worker's server is gone
+                self._stopping.set()
+        log.info("client %d left; %d remain", client.id, len(remaining))
+
+    def is_cancelled(self, client: Client, job_id: Any) -> bool:
         if self._step_delay:
             time.sleep(self._step_delay)
-        return self._eof.is_set() or job_id in self._cancelled
+        return self._stopping.is_set() or (client.id, job_id) in self._cancelled or client.id not in self.clients
+
+    def _waiting(self) -> bool:
+        """A job waits (or the worker is stopping): idle work yields to it."""
+        return not self.jobs.empty() or self._stopping.is_set()
 
     # -- main loop ------------------------------------------------------------------------------
     def serve(self) -> None:
-        while True:
+        while not self._stopping.is_set():
+            idle_work = self._ahead or self._prefills
+            timeout = SEARCH_AHEAD_AFTER_S if idle_work else None
+            if self.shared and not self.clients:
+                timeout = max(0.0, self._idle_since + IDLE_EXIT_S - time.monotonic())
             try:
-                idle_work = self._ahead or self._prefills
-                message = self.jobs.get(timeout=SEARCH_AHEAD_AFTER_S if idle_work else None)
+                client, message = self.jobs.get(timeout=timeout)
             except queue.Empty:
+                if self.shared and not self.clients and time.monotonic() >= self._idle_since + IDLE_EXIT_S:
+                    log.info("no client for %.0f s: the shared engine exits", IDLE_EXIT_S)
+                    return
                 if self._ahead:
                     self._search_ahead()
                 else:
                     self._prefill_next()
                 continue
-            if message is _EOF:
-                return
+            if message is _GONE:
+                self._drop_client(client)
+                continue
+            if client.id not in self.clients:
+                continue  # queued before its client left
             if message.get("op") != "prefill":  # a note to the worker, not a change of what the user is doing
                 self._ahead = None
             job_id = message.get("id")
             try:
-                reply = {"id": job_id, "ok": self.handle(message)}
+                reply = {"id": job_id, "ok": self.handle(client, message)}
             except Exception as exc:  # every job gets an answer, whatever went wrong
                 reply = {"id": job_id, "err": _error(exc)}
                 if reply["err"]["kind"] == "internal":
                     log.exception("job %s (%s) failed", job_id, message.get("op"))
             finally:
-                with self._cancel_lock:  # jobs run in id order: older cancels can no longer matter
+                with self._cancel_lock:  # a client's jobs run in id order: its older cancels no longer matter
                     if isinstance(job_id, int):
-                        self._cancelled = {i for i in self._cancelled if isinstance(i, int) and i > job_id}
-            self.send(reply)
+                        self._cancelled = {(c, i) for c, i in self._cancelled
+                                           if c != client.id or (isinstance(i, int) and i > job_id)}
+            self.send(client, reply)
 
     def _search_ahead(self) -> None:
         """Search the line after Enter for the last completion at a line's end, until a job arrives."""
         ahead, self._ahead = self._ahead, None
-        if ahead is None or self.engine is None:
+        if ahead is None:
+            return
+        client, request = ahead
+        engine = self._engine_of(client)
+        if engine is None:
             return
         from completer.types import Cancelled
 
         try:
-            self.engine.search_next_line(ahead["uri"], ahead["before"], ahead["below"], ahead["others"],
-                                         is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set(),
-                                         snippets=ahead["snippets"])
+            engine.search_next_line(client.document(request["uri"]), request["before"], request["below"],
+                                    request["others"], is_cancelled=self._waiting, snippets=request["snippets"])
         except Cancelled:
             pass
         except Exception:  # a search nobody asked for must never cost the worker
-            log.exception("searching the next line of %s failed", ahead["uri"])
+            log.exception("searching the next line of %s failed", request["uri"])
 
     def _prefill_next(self) -> None:
         """Prefill the oldest document opened, until a job arrives (it is then put back, to go on later)."""
-        if self.engine is None:  # no model (a failed load): nothing to prefill with, and no reason to wake for it
-            self._prefills.clear()
-            return
         if not self._prefills:
             return
-        uri = next(iter(self._prefills))
-        text = self._prefills.pop(uri)
+        document = next(iter(self._prefills))
+        client, uri, text = self._prefills.pop(document)
+        engine = self._engine_of(client)
+        if engine is None:  # no model (a failed load): nothing to prefill with
+            return
         from completer.types import Cancelled
 
         try:
-            self.engine.prefill(uri, text, is_cancelled=lambda: not self.jobs.empty() or self._eof.is_set())
+            engine.prefill(document, text, is_cancelled=self._waiting)
         except Cancelled:
-            self._prefills.setdefault(uri, text)
+            self._prefills.setdefault(document, (client, uri, text))
         except Exception:  # a prefill nobody waits for must never cost the worker
             log.exception("prefilling %s failed", uri)
 
-    def send(self, reply: dict[str, Any]) -> None:
+    def send(self, client: Client, reply: dict[str, Any]) -> None:
         data = framing.encode(reply)
-        with self._write_lock:
-            self._out.write(data)
-            self._out.flush()
+        try:
+            with client.write_lock:
+                client.out.write(data)
+                client.out.flush()
+        except OSError:  # the client went away mid-reply; its reader sees the end
+            if not self.shared:
+                raise
 
-    def handle(self, message: dict[str, Any]) -> Any:
+    def _engine_of(self, client: Client) -> Any:
+        """The client's engine, set to the client's settings (other clients of the same model may differ)."""
+        engine = self.engines.get(client.model_key) if client.model_key else None
+        if engine is not None and client.settings is not None and engine.settings != client.settings:
+            engine.configure(client.settings)
+        return engine
+
+    def handle(self, client: Client, message: dict[str, Any]) -> Any:
         op = message.get("op")
         job_id = message.get("id")
         if op == "complete":
-            engine = self._require_engine()
-            if job_id in self._cancelled:
+            engine = self._require_engine(client)
+            if (client.id, job_id) in self._cancelled:
                 from completer.types import Cancelled
 
                 raise Cancelled("cancelled before it started")
-            self._prefills.pop(str(message["uri"]), None)  # typed in: its own requests keep its cache from now on
-            request = {"uri": str(message["uri"]), "before": str(message["before"]),
-                       "below": str(message.get("below") or ""),
+            uri = str(message["uri"])
+            document = client.document(uri)
+            self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
+            request = {"uri": uri, "before": str(message["before"]), "below": str(message.get("below") or ""),
                        "others": [text for text in message.get("others") or () if isinstance(text, str)],
                        "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
             after = str(message["after"])
-            result = engine.complete_text(request["uri"], request["before"], after,
-                                          is_cancelled=lambda: self.is_cancelled(job_id), below=request["below"],
-                                          others=request["others"], snippets=request["snippets"])
+            result = engine.complete_text(document, request["before"], after,
+                                          is_cancelled=lambda: self.is_cancelled(client, job_id),
+                                          below=request["below"], others=request["others"],
+                                          snippets=request["snippets"])
             if engine.settings.search_ahead and not after.strip() and not result.skipped:
-                self._ahead = request  # searched once the worker has been idle a moment
+                self._ahead = (client, request)  # searched once the worker has been idle a moment
             return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
         if op == "close":
-            self._prefills.pop(str(message["uri"]), None)
-            if self.engine is not None:
-                self.engine.close(str(message["uri"]))
+            document = client.document(str(message["uri"]))
+            self._prefills.pop(document, None)
+            engine = self.engines.get(client.model_key) if client.model_key else None
+            if engine is not None:
+                engine.close(document)
             return None
         if op == "prefill":
             uri = str(message["uri"])
-            self._prefills.pop(uri, None)
-            self._prefills[uri] = str(message["text"])  # the newest text, run after those opened before it
+            document = client.document(uri)
+            self._prefills.pop(document, None)
+            self._prefills[document] = (client, uri, str(message["text"]))  # after those opened before it
             return None
         if op in ("init", "configure"):
-            return self._configure(message.get("settings") or {}, fresh=(op == "init"))
+            return self._configure(client, message.get("settings") or {})
         if op == "info":
-            return self._info()
-        if op == "ping":
-            return {"pid": os.getpid()}
+            return self._info(client)
+        if op in ("ping", "hello"):
+            return {"pid": os.getpid(), "version": __version__, "clients": len(self.clients)}
         raise ValueError(f"unknown op {op!r}")
 
-    def _require_engine(self) -> Any:
-        if self.engine is None:
+    def _require_engine(self, client: Client) -> Any:
+        engine = self._engine_of(client)
+        if engine is None:
             raise RuntimeError("no model is loaded")
-        return self.engine
+        return engine
 
-    def _configure(self, raw: dict[str, Any], fresh: bool) -> dict[str, Any]:
+    def _configure(self, client: Client, raw: dict[str, Any]) -> dict[str, Any]:
+        """The client's settings: its model's engine, loaded unless another client loaded it already. On any
+        error the client keeps its engine and settings."""
         from completer.engine import Engine
         from completer.types import EngineSettings
 
@@ -213,16 +316,32 @@ class Worker:
         settings = EngineSettings(**{k: v for k, v in raw.items() if k in known})
         settings.validate()
         started = time.perf_counter()
-        if fresh or self.engine is None:
-            self.engine = Engine(settings)
+        key = model_key(settings)
+        engine = self.engines.get(key)
+        if engine is None:
+            engine = Engine(settings)
+            self.engines[key] = engine
         else:
-            self.engine.configure(settings)
-        log.info("engine ready in %.0f ms: %s", (time.perf_counter() - started) * 1000, settings)
-        return self._info()
+            engine.configure(settings)
+        old_key, client.model_key, client.settings = client.model_key, key, settings
+        if old_key is not None and old_key != key:  # the old model's engine goes unless another client uses it
+            with self._clients_lock:
+                others = [c for c in self.clients.values() if c is not client]
+            if all(c.model_key != old_key for c in others):
+                self.engines.pop(old_key, None)
+        log.info("engine ready in %.0f ms for client %d: %s", (time.perf_counter() - started) * 1000, client.id,
+                 settings)
+        return self._info(client)
 
-    def _info(self) -> dict[str, Any]:
-        engine = self._require_engine()
-        return {"info": dict(engine.info()), "model_runs_total": int(engine.model_runs), "pid": os.getpid()}
+    def _info(self, client: Client) -> dict[str, Any]:
+        engine = self._require_engine(client)
+        info = dict(engine.info())
+        info["engine"] = {"shared": self.shared, "clients": len(self.clients), "models": len(self.engines)}
+        return {"info": info, "model_runs_total": int(engine.model_runs), "pid": os.getpid()}
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.jobs.put((None, _GONE))
 
 
 def _error(exc: BaseException) -> dict[str, str]:
@@ -242,10 +361,21 @@ def _error(exc: BaseException) -> dict[str, str]:
     return {"kind": kind, "message": str(exc) or type(exc).__name__}
 
 
+def _accept_loop(worker: Worker, listener: Any) -> None:
+    """The shared engine: every connection to its socket is a client."""
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # the listener was closed: the engine is exiting
+            return
+        worker.add_client(connection.makefile("rb", buffering=0), connection.makefile("wb", buffering=0))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lsp.worker", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-file", default=None)
+    parser.add_argument("--listen", default=None, help="serve as the user's shared engine on this Unix socket")
     args = parser.parse_args(argv)
 
     # Our stdout is the reply channel. Keep a private copy of it and point fd 1 at stderr, so a
@@ -258,16 +388,29 @@ def main(argv: list[str] | None = None) -> int:
     from lsp.logs import setup_worker_logging
 
     setup_worker_logging(args.log_level, args.log_file)
-    worker = Worker(out)
-    reader = threading.Thread(target=worker.read_loop, args=(stdin,), name="worker-reader", daemon=True)
-    reader.start()
-    log.info("worker %d started", os.getpid())
+    listener = None
+    if args.listen:
+        from lsp.engine_socket import listen
+
+        worker = Worker(shared=True)
+        listener, inode = listen(args.listen)  # refuses a directory that is not the user's own
+        threading.Thread(target=_accept_loop, args=(worker, listener), name="engine-accept", daemon=True).start()
+        log.info("shared engine %d listening on %s", os.getpid(), args.listen)
+    else:
+        worker = Worker()
+        worker.add_client(stdin, out)
+        log.info("worker %d started", os.getpid())
     try:
         worker.serve()
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:  # the server went away mid-reply
         pass
+    finally:
+        if listener is not None:
+            from lsp.engine_socket import unlisten
+
+            unlisten(listener, args.listen, inode)
     log.info("worker %d exiting", os.getpid())
     return 0
 

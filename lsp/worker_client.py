@@ -1,8 +1,10 @@
-"""The server's side of the worker: spawn it, talk msgpack frames to it, restart it when it dies.
+"""The server's side of the worker: reach it, talk msgpack frames to it, start it again when it dies.
 
-Everything here runs on the server's asyncio loop and never blocks it: requests are futures
-resolved by a reader task, and a dead worker is replaced at once (with back-off only when it
-keeps dying), so the next request is served by a fresh process within a couple of seconds.
+The worker is either the user's shared engine, reached over its Unix socket and started by the first server
+that needs it (lsp/engine_socket.py), or a private child process on pipes (`--standalone`). Everything here
+runs on the server's asyncio loop and never blocks it: requests are futures resolved by a reader task, and a
+dead worker is replaced at once (with back-off only when it keeps dying), so the next request is served by a
+fresh process within a couple of seconds.
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from lsp import framing
+from lsp import __version__, framing
+from lsp.engine_socket import EngineSocketError, connect_or_start, shared_engine_supported
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +64,102 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+class PipeChannel:
+    """A private worker: a child process, its stdin and stdout."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self.reader: asyncio.StreamReader = proc.stdout
+        self.writer: Any = proc.stdin
+        self.pid = proc.pid
+        self.shared = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None and not self.writer.is_closing()
+
+    async def close(self, grace: float) -> None:
+        """Close its stdin (it abandons any search and exits); kill it after `grace` s."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            self.writer.close()
+            await asyncio.wait_for(self.proc.wait(), grace)
+        except (asyncio.TimeoutError, ProcessLookupError, OSError):
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            try:
+                os.kill(self.proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))  # TerminateProcess on Windows
+            except (ProcessLookupError, OSError):
+                pass
+
+    async def ended(self) -> str:
+        """How it ended, once it has: its exit code."""
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), 5)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            code = await self.proc.wait()
+        return f"exit code {code}"
+
+
+class SocketChannel:
+    """A connection to the user's shared engine; closing it leaves the engine to its other clients."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer: Any = writer
+        self.pid: int | None = None  # the engine's, from its hello
+        self.shared = True
+
+    @property
+    def alive(self) -> bool:
+        return not self.writer.is_closing()
+
+    async def close(self, grace: float) -> None:
+        self.writer.close()
+        try:
+            await asyncio.wait_for(self.writer.wait_closed(), grace)
+        except (asyncio.TimeoutError, OSError):
+            pass
+
+    def kill(self) -> None:
+        transport = self.writer.transport
+        if transport is not None:
+            transport.abort()
+
+    async def ended(self) -> str:
+        return "its connection closed"
+
+
+Channel = PipeChannel | SocketChannel
+
+
+async def _handshake(channel: SocketChannel) -> dict[str, Any]:
+    """The first exchange on a new connection to the shared engine, before its reader task starts: its
+    version and pid."""
+    channel.writer.write(framing.encode({"id": 0, "op": "hello", "version": __version__}))
+    reply = await framing.read_frame_async(channel.reader)
+    hello = reply.get("ok") if isinstance(reply, dict) else None
+    if not isinstance(hello, dict):
+        raise EngineSocketError(f"the shared engine answered its hello with {reply!r:.200}")
+    return hello
+
+
 class WorkerClient:
-    """One live worker process at a time, plus the futures of the jobs it has not answered yet."""
+    """One live worker at a time, plus the futures of the jobs it has not answered yet. `shared`: use the
+    user's shared engine, falling back to a private worker when it cannot be used (said once in the log)."""
 
     def __init__(self, engine_settings: Callable[[], dict[str, Any]], log_level: str = "INFO",
-                 log_file: str | None = None) -> None:
+                 log_file: str | None = None, shared: bool = False) -> None:
         self._engine_settings = engine_settings
         self._log_level = log_level
         self._log_file = log_file
-        self._proc: asyncio.subprocess.Process | None = None
+        self.shared = shared and shared_engine_supported()
+        self._channel: Channel | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._ready: asyncio.Event | None = None
@@ -86,44 +176,69 @@ class WorkerClient:
     # -- lifecycle --------------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
-        proc = self._proc
-        return proc.pid if proc is not None and proc.returncode is None else None
+        channel = self._channel
+        return channel.pid if channel is not None and channel.alive else None
 
     def _event(self) -> asyncio.Event:
         if self._ready is None:
             self._ready = asyncio.Event()
         return self._ready
 
-    async def start(self) -> str | None:
-        """Spawn a worker and load the model; returns the model error message, if any."""
-        ready = self._event()
-        ready.clear()
+    def _worker_command(self) -> list[str]:
         cmd = [sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--log-level", self._log_level]
         if self._log_file:
             cmd += ["--log-file", self._log_file]
+        return cmd
+
+    async def _open(self) -> Channel:
+        """A channel to a worker: the shared engine's socket (started if need be), else a private process.
+        Raises OSError when no process can be started."""
+        if self.shared:
+            try:
+                reader, writer = await connect_or_start(self._worker_command(), worker_environment())
+                channel = SocketChannel(reader, writer)
+                hello = await asyncio.wait_for(_handshake(channel), INIT_TIMEOUT)
+                if hello.get("version") != __version__:
+                    await channel.close(1.0)
+                    raise EngineSocketError(f"the shared engine speaks version {hello.get('version')!r}, this server "
+                                            f"{__version__}")
+                channel.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+                return channel
+            except (EngineSocketError, OSError, asyncio.TimeoutError, framing.FrameError, ValueError) as exc:
+                self.shared = False
+                log.warning("not using the shared engine (%s): running a private worker", exc)
+        proc = await asyncio.create_subprocess_exec(
+            *self._worker_command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            limit=framing.MAX_FRAME_BYTES, env=worker_environment(),
+        )
+        return PipeChannel(proc)
+
+    async def start(self) -> str | None:
+        """Reach a worker and load the model; returns the model error message, if any."""
+        ready = self._event()
+        ready.clear()
         started = time.perf_counter()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                limit=framing.MAX_FRAME_BYTES, env=worker_environment(),
-            )
+            channel = await self._open()
         except OSError as exc:  # nothing will exit, so nothing would restart it: retry from here
             self.model_error = f"cannot start the inference worker ({sys.executable}): {exc}"
             log.error("%s", self.model_error)
             if not self._stopping:
                 self._spawn(self._start_later())
             return self.model_error
-        self._proc = proc
+        self._channel = channel
         self.started_at = time.monotonic()
-        self._spawn(self._read_loop(proc))
-        log.info("started inference worker pid %d", proc.pid)
+        self._spawn(self._read_loop(channel))
+        log.info("%s pid %s", "connected to the shared engine" if channel.shared else "started inference worker",
+                 channel.pid)
         try:
-            reply = await asyncio.wait_for(self._call_on(proc, "init", settings=self._engine_settings()),
+            reply = await asyncio.wait_for(self._call_on(channel, "init", settings=self._engine_settings()),
                                            INIT_TIMEOUT)
         except asyncio.TimeoutError:
             self.model_error = f"the inference worker did not load the model within {INIT_TIMEOUT:.0f} s"
-            log.error("%s; killing pid %d", self.model_error, proc.pid)
-            proc.kill()  # its reader sees the exit and starts a replacement, with back-off
+            log.error("%s; dropping pid %s", self.model_error, channel.pid)
+            self.shared = False  # a hung shared engine would hang its replacement too
+            channel.kill()  # its reader sees the end and starts a replacement, with back-off
             return self.model_error
         except WorkerError as exc:
             self.info = {}
@@ -134,7 +249,7 @@ class WorkerClient:
             return exc.message
         self._accept(reply)
         ready.set()
-        log.info("worker pid %d ready in %.0f ms", proc.pid, (time.perf_counter() - started) * 1000)
+        log.info("worker pid %s ready in %.0f ms", channel.pid, (time.perf_counter() - started) * 1000)
         return None
 
     async def refresh_info(self, timeout: float) -> None:
@@ -165,49 +280,34 @@ class WorkerClient:
         self.model_error = None
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Close the worker's stdin (it abandons any search and exits); kill it after `grace` s."""
+        """Leave the worker: a private one exits (it is killed after `grace` s); the shared engine goes on."""
         self._stopping = True
-        proc = self._proc
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            await asyncio.wait_for(proc.wait(), grace)
-        except (asyncio.TimeoutError, ProcessLookupError, OSError):
-            self.kill()
+        if self._channel is not None:
+            await self._channel.close(grace)
 
     def kill(self) -> None:
         """Synchronous last resort (exit paths where the loop may be gone)."""
         self._stopping = True
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            try:
-                os.kill(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))  # SIGTERM = TerminateProcess on Windows
-            except (ProcessLookupError, OSError):
-                pass
+        if self._channel is not None:
+            self._channel.kill()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _read_loop(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
+    async def _read_loop(self, channel: Channel) -> None:
         try:
             while True:
-                message = await framing.read_frame_async(proc.stdout)
+                message = await framing.read_frame_async(channel.reader)
                 if message is None:
                     break
                 self._resolve(message)
         except Exception:
-            log.exception("worker pid %d sent garbage; killing it", proc.pid)
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
+            log.exception("worker pid %s sent garbage; dropping it", channel.pid)
+            channel.kill()
         finally:
-            await self._on_exit(proc)
+            await self._on_exit(channel)
 
     def _resolve(self, message: Any) -> None:
         if not isinstance(message, dict):
@@ -227,28 +327,24 @@ class WorkerClient:
                 self.model_runs_total = int(ok["model_runs_total"])
             future.set_result(ok)
 
-    async def _on_exit(self, proc: asyncio.subprocess.Process) -> None:
-        if proc is not self._proc:
+    async def _on_exit(self, channel: Channel) -> None:
+        if channel is not self._channel:
             return
         self._event().clear()
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
                 future.set_exception(WorkerDied())
-        try:
-            code = await asyncio.wait_for(proc.wait(), 5)
-        except asyncio.TimeoutError:
-            proc.kill()
-            code = await proc.wait()
+        how = await channel.ended()
         if self._stopping:
-            log.info("worker pid %d exited (%s)", proc.pid, code)
+            log.info("worker pid %s exited (%s)", channel.pid, how)
             return
         delay = self._next_restart_delay()
-        log.warning("inference worker pid %d died (exit code %s); restarting%s", proc.pid, code,
+        log.warning("inference worker pid %s died (%s); restarting%s", channel.pid, how,
                     f" in {delay:.1f} s" if delay else "")
         if delay:
             await asyncio.sleep(delay)
-        if self._stopping or proc is not self._proc:
+        if self._stopping or channel is not self._channel:
             return
         self.restarts += 1
         try:
@@ -279,28 +375,26 @@ class WorkerClient:
 
     def submit(self, op: str, **fields: Any) -> tuple[int, asyncio.Future[Any]]:
         """Send a job to the current worker; the future resolves with its reply."""
-        proc = self._proc
-        if proc is None or proc.returncode is not None or proc.stdin is None or proc.stdin.is_closing():
+        channel = self._channel
+        if channel is None or not channel.alive:
             # Dead before the reader noticed: make waiters wait for the replacement, not retry now.
             self._event().clear()
             raise WorkerDied("the inference worker is not running")
-        return self._submit_on(proc, op, fields)
+        return self._submit_on(channel, op, fields)
 
-    def _submit_on(self, proc: asyncio.subprocess.Process, op: str,
-                   fields: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
+    def _submit_on(self, channel: Channel, op: str, fields: dict[str, Any]) -> tuple[int, asyncio.Future[Any]]:
         job_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[job_id] = future
-        assert proc.stdin is not None
         try:
-            proc.stdin.write(framing.encode({"id": job_id, "op": op, **fields}))
+            channel.writer.write(framing.encode({"id": job_id, "op": op, **fields}))
         except Exception as exc:
             self._pending.pop(job_id, None)
             raise WorkerDied(f"cannot write to the inference worker: {exc}") from exc
         return job_id, future
 
-    async def _call_on(self, proc: asyncio.subprocess.Process, op: str, **fields: Any) -> Any:
-        _, future = self._submit_on(proc, op, fields)
+    async def _call_on(self, channel: Channel, op: str, **fields: Any) -> Any:
+        _, future = self._submit_on(channel, op, fields)
         return await future
 
     async def call(self, op: str, timeout: float = 30.0, **fields: Any) -> Any:
@@ -312,11 +406,11 @@ class WorkerClient:
 
     def cancel(self, job_id: int) -> None:
         """Ask the worker to abandon job `job_id` at its next beam step (or skip it if queued)."""
-        proc = self._proc
-        if proc is None or proc.returncode is not None or proc.stdin is None or proc.stdin.is_closing():
+        channel = self._channel
+        if channel is None or not channel.alive:
             return
         try:
-            proc.stdin.write(framing.encode({"op": "cancel", "id": job_id}))
+            channel.writer.write(framing.encode({"op": "cancel", "id": job_id}))
         except Exception:
             pass
 

@@ -69,6 +69,7 @@ def server_env(**extra: str) -> dict[str, str]:
     """The server's environment: repo importable, logs in a temp dir, plus `extra`."""
     env = dict(os.environ)
     env["COMPLETER_LOG_DIR"] = LOG_DIR
+    env["COMPLETER_STANDALONE"] = "1"  # a private worker per server; tests/test_shared_engine.py shares one
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra)
     return env

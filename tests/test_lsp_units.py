@@ -345,17 +345,19 @@ def test_the_first_completion_in_a_document_ends_its_prefill(engine):
     from then on, and a prefill resumed later would only cut that cache back (and run for ever)."""
     import io
 
-    from lsp.worker import Worker
+    from lsp.worker import Client, Worker, model_key
 
-    worker = Worker(io.BytesIO())
-    worker.engine = engine
-    worker.handle({"id": 1, "op": "prefill", "uri": "file:///p.py", "text": "import os\n"})
-    assert list(worker._prefills) == ["file:///p.py"]
-    worker.handle({"id": 2, "op": "complete", "uri": "file:///p.py", "before": "import os\nim", "after": "",
-                   "below": ""})
+    worker = Worker()
+    client = Client(1, io.BytesIO(), model_key=model_key(engine.settings), settings=engine.settings)
+    worker.clients[client.id] = client
+    worker.engines[client.model_key] = engine
+    worker.handle(client, {"id": 1, "op": "prefill", "uri": "file:///p.py", "text": "import os\n"})
+    assert list(worker._prefills) == [client.document("file:///p.py")]
+    worker.handle(client, {"id": 2, "op": "complete", "uri": "file:///p.py", "before": "import os\nim", "after": "",
+                           "below": ""})
     assert not worker._prefills
-    worker.handle({"id": 3, "op": "prefill", "uri": "file:///q.py", "text": "import os\n"})
-    worker.engine = None  # no model loaded: nothing to prefill with, and no reason to keep waking for it
+    worker.handle(client, {"id": 3, "op": "prefill", "uri": "file:///q.py", "text": "import os\n"})
+    worker.engines.clear()  # no model loaded: nothing to prefill with, and no reason to keep waking for it
     worker._prefill_next()
     assert not worker._prefills
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
 

@@ -38,6 +38,7 @@ def test_vscode_extension_npm_tests() -> None:
         pytest.skip(f"node and npm are needed for the VS Code extension tests (node={node}, npm={npm})")
     env = dict(os.environ)
     env.setdefault("COMPLETER_PYTHON", sys.executable)
+    env["COMPLETER_STANDALONE"] = "1"  # private workers: no shared engine outlives the test
     env.setdefault("npm_config_update_notifier", "false")
     env.setdefault("npm_config_fund", "false")
     env.setdefault("npm_config_audit", "false")

@@ -1,0 +1,171 @@
+"""Where the user's shared engine listens, and how a server reaches it: a Unix socket in a directory only the
+user can enter, mode 0600, never TCP. The first server to need it starts it, under a lock, so two servers
+starting at once start one engine; a stale socket (its engine died) is replaced under the same lock. A socket
+or directory that belongs to someone else, or that others could open, is refused, never used.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsp import __version__
+
+log = logging.getLogger(__name__)
+
+RUNTIME_DIR_ENV = "COMPLETER_RUNTIME_DIR"
+"""Overrides where the socket lives (tests give each run its own engine)."""
+STANDALONE_ENV = "COMPLETER_STANDALONE"
+"""Set to 1, the server runs a private worker as `--standalone` does."""
+START_TIMEOUT_S = 20.0
+"""How long a server waits for an engine it started to listen."""
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+class EngineSocketError(Exception):
+    """The shared engine cannot be used safely or at all; the message says why, in one line."""
+
+
+def shared_engine_supported() -> bool:
+    return hasattr(socket, "AF_UNIX") and os.name == "posix"
+
+
+def runtime_dir() -> Path:
+    """The user's private directory for the socket: $COMPLETER_RUNTIME_DIR, $XDG_RUNTIME_DIR/completer, or
+    <tmp>/completer-<uid>; made 0700 if missing, refused unless the user owns it and no one else may enter."""
+    base = os.environ.get(RUNTIME_DIR_ENV)
+    if base:
+        path = Path(base)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "completer"
+    else:
+        path = Path(tempfile.gettempdir()) / f"completer-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.lstat()
+    except OSError as exc:
+        raise EngineSocketError(f"cannot make the engine's directory {path}: {exc}") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise EngineSocketError(f"{path} is not a private directory of this user (owner uid {info.st_uid}, mode "
+                                f"{stat.filemode(info.st_mode)}): not using a shared engine there")
+    return path
+
+
+def socket_path() -> Path:
+    """The engine's socket for this install: one per version, package location and interpreter, so servers
+    of another install never talk to an engine that speaks differently."""
+    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}".encode()).hexdigest()[:12]
+    return runtime_dir() / f"engine-{__version__}-{install}.sock"
+
+
+def check_socket(path: Path) -> None:
+    """Refuse a socket file that is not the user's own, mode 0600 (FileNotFoundError when there is none)."""
+    info = path.lstat()
+    if not stat.S_ISSOCK(info.st_mode):
+        raise EngineSocketError(f"{path} is not a socket: not using it")
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise EngineSocketError(f"{path} belongs to uid {info.st_uid} with mode {stat.filemode(info.st_mode)}: "
+                                "not using it")
+
+
+def listen(path: str | Path) -> tuple[socket.socket, int]:
+    """The engine's listening socket at `path`, created 0600 (the umask is set while it is bound), and the
+    socket file's inode, which `unlisten` checks before removing it."""
+    path = Path(path)
+    runtime = path.parent
+    info = runtime.lstat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise EngineSocketError(f"{runtime} is not a private directory of this user")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a stale socket: the server that started us holds the lock, so no engine uses it
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    return listener, path.lstat().st_ino
+
+
+def unlisten(listener: socket.socket, path: str | Path, inode: int) -> None:
+    """Close the listener and remove its socket file, unless another engine has replaced it since."""
+    listener.close()
+    with contextlib.suppress(OSError):
+        if Path(path).lstat().st_ino == inode:
+            Path(path).unlink()
+
+
+@contextlib.contextmanager
+def _start_lock(directory: Path) -> Any:
+    """An exclusive lock on the directory's lock file: one server at a time starts (or replaces) the engine."""
+    import fcntl
+
+    fd = os.open(directory / "engine.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _connected(path: Path) -> socket.socket | None:
+    """A connection to the engine at `path`, or None when no engine listens there (no file, or a stale one)."""
+    try:
+        check_socket(path)
+    except FileNotFoundError:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    except OSError as exc:
+        sock.close()
+        raise EngineSocketError(f"cannot connect to the shared engine at {path}: {exc}") from None
+    return sock
+
+
+def _connect_or_start_blocking(path: Path, engine_command: list[str], env: dict[str, str]) -> socket.socket:
+    """Connect, or under the lock start the engine (another server may have started it meanwhile) and connect."""
+    sock = _connected(path)
+    if sock is not None:
+        return sock
+    with _start_lock(path.parent):
+        sock = _connected(path)
+        if sock is not None:
+            return sock
+        log.info("starting the shared engine on %s", path)
+        subprocess.Popen([*engine_command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                         close_fds=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (sock := _connected(path)) is None:
+            if time.monotonic() > deadline:
+                raise EngineSocketError(f"the shared engine did not listen on {path} within {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.02)
+        return sock
+
+
+async def connect_or_start(engine_command: list[str], env: dict[str, str]
+                           ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the user's engine, started first if none listens (on a thread: the lock blocks).
+    Raises EngineSocketError."""
+    from lsp import framing
+
+    path = socket_path()
+    sock = await asyncio.to_thread(_connect_or_start_blocking, path, engine_command, env)
+    sock.setblocking(False)
+    return await asyncio.open_unix_connection(sock=sock, limit=framing.MAX_FRAME_BYTES)

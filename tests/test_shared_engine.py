@@ -1,0 +1,193 @@
+"""One engine for every editor window: real server processes on the user's shared engine (lsp/engine_socket.py,
+lsp/worker.py --listen), each test with a runtime directory of its own."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lsp.engine_socket import socket_path
+from lsp.rawclient import RawClient
+from lsp_support import SAMPLE_TEXT, server_env
+
+URI = "file:///work/window{}.py"
+LINE, COLUMN = 12, 4  # a position of the sample where the model offers lines
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    env = server_env(COMPLETER_RUNTIME_DIR=str(runtime), COMPLETER_ENGINE_IDLE_EXIT_S="3", **extra)
+    env.pop("COMPLETER_STANDALONE", None)
+    return env
+
+
+def _server(runtime: Path, **extra: str) -> RawClient:
+    client = RawClient([sys.executable, "-m", "lsp", "--log-level", "INFO"], env=_env(runtime, **extra))
+    client.initialize({"completer": {"searchAhead": False}})
+    return client
+
+
+def _info(client: RawClient) -> dict:
+    return client.request("completer/info")["result"]
+
+
+def _ready(client: RawClient, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while not ((info := _info(client)).get("model") and info["server"]["worker_pid"]):
+        assert time.monotonic() < deadline, f"not ready: {info}"
+        time.sleep(0.05)
+    return info
+
+
+def _lines(reply: dict) -> list[str]:
+    return [item["textEdit"]["newText"] for item in (reply.get("result") or {}).get("items") or []]
+
+
+def _engine_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # reap it if it is our child (it is not: it runs in its own session)
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def test_windows_share_one_engine_and_get_the_answers_a_private_worker_gives(tmp_path: Path):
+    clients = [_server(tmp_path) for _ in range(3)]
+    standalone = RawClient([sys.executable, "-m", "lsp", "--standalone"], env=_env(tmp_path / "private"))
+    standalone.initialize({"completer": {"searchAhead": False}})
+    try:
+        infos = [_ready(client) for client in clients]
+        pids = {info["server"]["worker_pid"] for info in infos}
+        assert len(pids) == 1, "three windows, one engine"
+        assert all(info["server"]["shared_engine"] for info in infos)
+        assert _info(clients[-1])["engine"] == {"shared": True, "clients": 3, "models": 1}
+        engine_pid = pids.pop()
+        assert all(engine_pid != client.proc.pid for client in clients)
+        # the same file in each window, at different cursors, asked at once: every answer is a private worker's
+        private = _ready(standalone)
+        assert not private["server"]["shared_engine"] and private["server"]["worker_pid"] != engine_pid
+        lines = SAMPLE_TEXT.split("\n")
+        for index, client in enumerate(clients):
+            client.open(URI.format(index), SAMPLE_TEXT)
+        standalone.open(URI.format(0), SAMPLE_TEXT)
+        cursors = [(LINE, COLUMN), (LINE + 1, len(lines[LINE + 1]) // 2), (LINE + 2, 4)]
+        ids = [client.request_nowait("textDocument/completion", {
+            "textDocument": {"uri": URI.format(index)}, "position": {"line": cursors[index][0],
+                                                                    "character": cursors[index][1]}})
+               for index, client in enumerate(clients)]
+        answers = [_lines(client.wait(msg_id, timeout=60)) for client, msg_id in zip(clients, ids)]
+        for index, (line, column) in enumerate(cursors):
+            expected = _lines(standalone.completion(URI.format(0), line, column, timeout=60))
+            assert answers[index] == expected, f"window {index} at {line}:{column}"
+        assert any(answers)
+        path = socket_path_in(tmp_path)
+        assert stat.S_IMODE(path.lstat().st_mode) == 0o600 and stat.S_ISSOCK(path.lstat().st_mode)
+        assert stat.S_IMODE(path.parent.lstat().st_mode) == 0o700
+    finally:
+        for client in [*clients, standalone]:
+            client.close()
+    assert _engine_gone(engine_pid, timeout=15), "the engine outlived its last client by far more than 3 s"
+    assert not socket_path_in(tmp_path).exists()
+
+
+def socket_path_in(runtime: Path) -> Path:
+    old = os.environ.get("COMPLETER_RUNTIME_DIR")
+    os.environ["COMPLETER_RUNTIME_DIR"] = str(runtime)
+    try:
+        return socket_path()
+    finally:
+        if old is None:
+            del os.environ["COMPLETER_RUNTIME_DIR"]
+        else:
+            os.environ["COMPLETER_RUNTIME_DIR"] = old
+
+
+def test_a_killed_engine_is_replaced_within_two_seconds(tmp_path: Path):
+    clients = [_server(tmp_path) for _ in range(2)]
+    try:
+        engine_pid = _ready(clients[0])["server"]["worker_pid"]
+        assert _ready(clients[1])["server"]["worker_pid"] == engine_pid
+        for index, client in enumerate(clients):
+            client.open(URI.format(index), SAMPLE_TEXT)
+        os.kill(engine_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        answered = {0: 0.0, 1: 0.0}
+        while not all(answered.values()):
+            for index, client in enumerate(clients):
+                if answered[index]:
+                    continue
+                reply = client.completion(URI.format(index), LINE, COLUMN, timeout=10)  # every request answered
+                assert "result" in reply or "error" in reply
+                if _lines(reply):
+                    answered[index] = time.monotonic() - killed
+            assert time.monotonic() - killed < 10, "no server recovered"
+        assert max(answered.values()) < 2.0, answered
+        pids = {_info(client)["server"]["worker_pid"] for client in clients}
+        assert len(pids) == 1 and engine_pid not in pids, "both servers on one new engine"
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_socket_others_could_open_is_refused(tmp_path: Path):
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    planted = socket_path_in(runtime)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(planted))
+    listener.listen(1)
+    os.chmod(planted, 0o666)  # anyone may connect: not the user's engine, and not to be trusted
+    if os.getuid() == 0:
+        os.chown(planted, 65534, 65534)  # as root the test can also plant another user's socket
+    client = _server(runtime)
+    try:
+        info = _ready(client)
+        assert not info["server"]["shared_engine"], "fell back to a private worker"
+        logged = "\n".join(n["params"]["message"] for n in client.notifications if n["method"] == "window/logMessage")
+        assert "not using the shared engine" in logged and str(planted) in logged
+        listener.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # nothing ever connected to it
+    finally:
+        client.close()
+        listener.close()
+
+
+def test_a_directory_others_can_enter_is_refused(tmp_path: Path):
+    runtime = tmp_path / "open"
+    runtime.mkdir()
+    os.chmod(runtime, 0o777)
+    client = _server(runtime)
+    try:
+        info = _ready(client)
+        assert not info["server"]["shared_engine"]
+        assert not list(runtime.iterdir()), "nothing created in a directory others can enter"
+    finally:
+        client.close()
+
+
+def test_two_servers_starting_at_once_start_one_engine(tmp_path: Path):
+    clients = [RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path)) for _ in range(2)]
+    try:
+        ids = [client.request_nowait("initialize", {"processId": os.getpid(), "rootUri": None, "capabilities": {}})
+               for client in clients]
+        for client, msg_id in zip(clients, ids):
+            client.wait(msg_id, timeout=30)
+            client.notify("initialized", {})
+        pids = {_ready(client)["server"]["worker_pid"] for client in clients}
+        assert len(pids) == 1
+    finally:
+        for client in clients:
+            client.close()
