@@ -5,13 +5,14 @@ No HTTP here (lsp/remote_backend.py sends the prompt), so all of it is tested wi
 from __future__ import annotations
 
 import collections
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .fim import fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
-from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clip_before, looks_binary
+from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
 from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
 from .typing_through import LastAnswer, typed_through
 
@@ -22,6 +23,8 @@ BELOW_CHARS = 1500
 """Lines below the cursor a FIM prompt sends at most: the nearest ones say most."""
 SNIPPET_CHARS = 2000
 """Repository snippets sent at most, in all (the prompt's head, commented out)."""
+LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+"""Every character some editor or JSON reader takes for a line break: a suggestion ends at the first."""
 DOCUMENTS_KEPT = 256
 """Documents whose last answer is kept for typing through."""
 
@@ -61,7 +64,7 @@ def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) 
     size = 0
     for snippet in snippets:
         block = f"{comment}A similar part of the repository:\n" + "".join(
-            f"{comment}{line}\n" for line in snippet.rstrip("\n").split("\n"))
+            f"{comment}{line}\n" for line in clean(snippet).rstrip("\n").split("\n"))
         if size + len(block) > limit:
             break
         parts.append(block)
@@ -119,8 +122,9 @@ class RemoteAnswers:
         suggestions: list[Suggestion] = []
         seen: set[str] = set()
         for text in texts:
-            inserted = text.split("\n", 1)[0].split("\r", 1)[0].replace("\x00", "").rstrip()
-            if (inserted in seen or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES
+            inserted = clean(LINE_BREAKS.split(text, 1)[0]).rstrip()
+            if (inserted in seen or not inserted.isprintable()  # control characters, terminal escapes
+                    or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES
                     or not keep_suggestion(request.typed_line + inserted, inserted, request.after, request.context)):
                 continue
             seen.add(inserted)

@@ -19,11 +19,12 @@ import logging
 import os
 import time
 from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
 
 from completer.remote import PromptRequest, RemoteAnswers
 from completer.types import CompletionResult
 from lsp.settings import ServerSettings, is_loopback
-from lsp.worker_client import WorkerError
+from lsp.worker_client import WorkerDied, WorkerError
 
 log = logging.getLogger(__name__)
 logging.getLogger("httpx").setLevel(logging.WARNING)  # it logs every request at INFO
@@ -52,8 +53,8 @@ def completion_texts(body: bytes) -> list[str]:
     at max_tokens (finish_reason "length") are not. EndpointError when it is not such a reply."""
     try:
         reply = json.loads(body)
-    except ValueError as exc:
-        raise EndpointError("malformed", f"the reply is not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: brackets nested past Python's stack
+        raise EndpointError("malformed", f"the reply is not JSON ({_one_line(str(exc))[:120]})") from None
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str)
                                                 for c in choices):
@@ -63,13 +64,33 @@ def completion_texts(body: bytes) -> list[str]:
     return [c["text"] for c in ordered if c.get("finish_reason") != "length"]
 
 
+def completions_url(endpoint: str) -> str:
+    """`<endpoint>/completions`, keeping a query the endpoint needs (Azure's ?api-version=...) at the end."""
+    parts = urlsplit(endpoint)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/completions"))
+
+
+def _one_line(text: str) -> str:
+    """Text for one log line: line breaks, control characters and terminal escapes become spaces."""
+    return "".join(char if char.isprintable() else " " for char in text)
+
+
+def _http_client(httpx: Any, endpoint: str, timeout_s: float) -> Any:
+    """The HTTP client for `endpoint`: no redirects followed (code goes where the settings say, nowhere else),
+    and a proxy from the environment only for another host: code for this machine stays on it."""
+    loopback = is_loopback(httpx.URL(endpoint).host)
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False, trust_env=not loopback,
+                             limits=httpx.Limits(max_keepalive_connections=8))
+
+
 class OpenAIBackend:
     """Sends each completion job to `{endpoint}/completions`; the rest of the server sees a worker."""
 
     def __init__(self, settings: Callable[[], ServerSettings]) -> None:
         self._settings = settings
         self._client: Any = None  # httpx.AsyncClient, built by start()
-        self._client_key: tuple[Any, ...] | None = None
+        self._futures: dict[int, asyncio.Future[Any]] = {}  # the jobs not answered yet
+        self._last_failure_at = float("-inf")
         self._answers = RemoteAnswers()
         self._ids = itertools.count(1)
         self._jobs: dict[int, asyncio.Task[Any]] = {}
@@ -79,6 +100,7 @@ class OpenAIBackend:
         self._retry_at = 0.0
         self._logged: set[str] = set()  # error kinds logged since the last success
         self._missing_key_noted = False
+        self._secret: str | None = None  # the API key last sent: never in a message
         self.state = "not started"
         self.last_error: str | None = None
         self.info: dict[str, Any] = {}
@@ -109,14 +131,12 @@ class OpenAIBackend:
                 self.model_error = f"backend \"openai\" needs the httpx package: {INSTALL_HINT}"
             else:
                 await self._close_client()
-                loopback = is_loopback(httpx.URL(remote.endpoint).host)
-                timeout = remote.timeout_ms / 1000
-                # A proxy from the environment is used only for another host: code for this machine stays on it.
-                self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout), follow_redirects=False,
-                                                 trust_env=not loopback,
-                                                 limits=httpx.Limits(max_keepalive_connections=8))
-                self._client_key = (remote.endpoint, remote.timeout_ms)
-                self.model_error = None
+                try:
+                    self._client = _http_client(httpx, remote.endpoint, remote.timeout_ms / 1000)
+                    self.model_error = None
+                except Exception as exc:  # an endpoint httpx cannot parse, or a proxy or CA setting it cannot use
+                    why = _one_line(str(exc) or type(exc).__name__)
+                    self.model_error = f"cannot use the endpoint {remote.endpoint}: {why}"
         self.state = "error" if self.model_error else "ready"
         self.last_error = self.model_error
         self._refresh_info()
@@ -153,12 +173,17 @@ class OpenAIBackend:
         }
 
     async def stop(self, grace: float = 1.0) -> None:
-        for task in list(self._jobs.values()):
-            task.cancel()
+        """The backend is replaced or the server stops: its jobs end as a dead worker's do (the server asks the
+        next backend once), and their HTTP calls are closed."""
+        self.kill()
         await self._close_client()
 
     def kill(self) -> None:
-        """The process is exiting: drop the jobs; the sockets close with it."""
+        """Answer every job still pending (a job cancelled before it ever ran answers nothing itself), then
+        cancel them; the sockets close with the client, or with the process."""
+        for future in list(self._futures.values()):
+            if not future.done():
+                future.set_exception(WorkerDied("the remote backend was replaced or stopped"))
         for task in list(self._jobs.values()):
             task.cancel()
 
@@ -179,11 +204,20 @@ class OpenAIBackend:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(self._complete(future, **fields))
         self._jobs[job_id] = task
-        task.add_done_callback(lambda _t: self._jobs.pop(job_id, None))
+        self._futures[job_id] = future
+
+        def finished(_task: asyncio.Task[Any]) -> None:
+            self._jobs.pop(job_id, None)
+            self._futures.pop(job_id, None)
+
+        task.add_done_callback(finished)
         return job_id, future
 
     def cancel(self, job_id: int) -> None:
-        """The request was abandoned: its HTTP call is closed."""
+        """The request was abandoned: its HTTP call is closed, and its job answers that it was cancelled."""
+        future = self._futures.get(job_id)
+        if future is not None and not future.done():
+            future.set_exception(WorkerError("cancelled", "the request was cancelled"))
         task = self._jobs.get(job_id)
         if task is not None and not task.done():
             task.cancel()
@@ -237,10 +271,11 @@ class OpenAIBackend:
         wait = self._retry_at - time.monotonic()
         if wait > 0:
             raise WorkerError("unavailable", f"the endpoint failed ({self.last_error}); trying again in {wait:.1f} s")
+        sent_at = time.monotonic()
         try:
             texts = await self._post(prepared, settings)
         except EndpointError as exc:
-            self._failed(exc)
+            self._failed(exc, sent_at)
             raise WorkerError("unavailable", exc.message) from None
         self._succeeded()
         return self._answers.answer(uri, prepared, texts, settings.engine.max_suggestions)
@@ -249,12 +284,16 @@ class OpenAIBackend:
         name = settings.remote.api_key_env
         if not name:
             return {}
-        key = os.environ.get(name)
+        key = (os.environ.get(name) or "").strip()  # a key read from a CRLF file keeps its \r
         if not key:
             if not self._missing_key_noted:
                 self._missing_key_noted = True
                 log.warning("the environment variable %s (completer.apiKeyEnv) is not set: sending no API key", name)
             return {}
+        if not all("!" <= char <= "~" for char in key):
+            raise EndpointError("key", f"the API key in the environment variable {name} has characters an HTTP "
+                                       "header cannot carry (spaces, control or non-ASCII characters)")
+        self._secret = key
         return {"Authorization": f"Bearer {key}"}
 
     async def _post(self, request: PromptRequest, settings: ServerSettings) -> list[str]:
@@ -272,11 +311,17 @@ class OpenAIBackend:
         }
         if remote.model:
             body["model"] = remote.model
-        url = f"{remote.endpoint}/completions"
+        url = completions_url(remote.endpoint)
+        headers = {**self._headers(settings), "Accept-Encoding": "identity"}  # the 1 MiB cap counts what is sent
+        try:
+            content = json.dumps(body, ensure_ascii=True).encode("ascii")  # lone surrogates become \u escapes
+        except (ValueError, TypeError) as exc:
+            raise EndpointError("prompt", f"the prompt cannot be sent as JSON: {exc}") from None
         self.model_runs_total += 1
 
         async def exchange() -> tuple[int, bytes]:
-            async with self._client.stream("POST", url, json=body, headers=self._headers(settings)) as reply:
+            async with self._client.stream("POST", url, content=content,
+                                           headers={**headers, "Content-Type": "application/json"}) as reply:
                 return reply.status_code, await _read_capped(reply)
 
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
@@ -284,22 +329,36 @@ class OpenAIBackend:
         except asyncio.CancelledError:
             self.cancelled_in_worker += 1
             raise
+        except EndpointError:
+            raise
         except (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException):
             raise EndpointError("timeout", f"no reply from {url} within {remote.timeout_ms} ms") from None
         except httpx.ConnectError as exc:
-            raise EndpointError("unreachable", f"cannot connect to {url}: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise EndpointError("http", f"{url}: {type(exc).__name__}: {exc}") from None
+            raise EndpointError("unreachable", self._said(f"cannot connect to {url}: {exc}")) from None
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
+            raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {exc}")) from None
         if status >= 400:
-            detail = data[:200].decode("utf-8", "replace").replace("\n", " ")
-            raise EndpointError(f"status {status}", f"{url} answered {status}: {detail}")
+            detail = data[:200].decode("utf-8", "replace")
+            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"))
         return completion_texts(data)
 
-    def _failed(self, error: EndpointError) -> None:
+    def _said(self, message: str) -> str:
+        """A message with text from elsewhere (an error, the endpoint's reply) made safe to log: the API key
+        taken out, and one line of printable characters."""
+        if self._secret:
+            message = message.replace(self._secret, "<API key>")
+        return _one_line(message)
+
+    def _failed(self, error: EndpointError, sent_at: float) -> None:
+        """A request failed. Requests that were in flight together fail together: only one sent after the
+        last failure makes the failures in a row one more, and the back-off twice as long."""
         self.requests_failed += 1
-        self._failures += 1
+        now = time.monotonic()
+        if sent_at >= self._last_failure_at or not self._failures:
+            self._failures += 1
+        self._last_failure_at = now
         delay = BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1]
-        self._retry_at = time.monotonic() + delay
+        self._retry_at = now + delay
         self.state, self.last_error = "error", error.message
         if error.kind not in self._logged:
             self._logged.add(error.kind)

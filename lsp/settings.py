@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from completer.fim import FIM_TEMPLATES
 from completer.remote import PROMPT_CHARS
+from completer.text import MAX_CONTEXT_CHARS
 from completer.types import EngineSettings
 
 SECTION = "completer"
@@ -138,27 +139,34 @@ def is_loopback(host: str) -> bool:
 
 
 def check_endpoint(value: Any) -> str:
-    """An endpoint URL the server may send code to: https anywhere, plain http only to this machine."""
+    """An endpoint URL the server may send code to: https anywhere, plain http only to this machine. The
+    messages never repeat the value: a key pasted here by mistake must not reach the logs."""
+    example = "a URL such as http://127.0.0.1:8080/v1"
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"endpoint must be a URL such as http://127.0.0.1:8080/v1, got {value!r}")
+        raise ValueError(f"endpoint must be {example}")
     url = value.strip().rstrip("/")
+    if not all("!" <= char <= "~" for char in url):
+        raise ValueError(f"endpoint must be {example}, in plain ASCII without spaces (an international domain "
+                         "name in its xn-- form)")
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError as exc:
-        raise ValueError(f"endpoint {value!r} is not a URL: {exc}") from None
+    except ValueError:
+        raise ValueError(f"endpoint must be {example}: its host or port cannot be read") from None
     if parts.scheme not in ("http", "https") or not host:
-        raise ValueError(f"endpoint must be an http:// or https:// URL with a host, got {value!r}")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise ValueError(f"endpoint {value!r}: plain http is allowed only to this machine (localhost, 127.0.0.1, "
-                         "::1); use https for another host")
+        raise ValueError(f"endpoint must be {example}: an http:// or https:// URL with a host")
     if parts.username or parts.password:
         raise ValueError("endpoint must not hold credentials; name an environment variable in apiKeyEnv")
+    if parts.scheme == "http" and not is_loopback(host):
+        raise ValueError(f"endpoint: plain http is allowed only to this machine (localhost, 127.0.0.1, ::1), not "
+                         f"{host}; use https for another host")
     return url
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+_KEY_LIKE = re.compile(r"[A-Z0-9]{24}")
+"""A run this long without an underscore is a key's, not a variable name's (API_KEY, TEAM_COMPLETIONS_KEY)."""
 
 
 def _coerce_remote(key: str, value: Any) -> Any:
@@ -173,16 +181,16 @@ def _coerce_remote(key: str, value: Any) -> Any:
             raise ValueError(f"model must be a string, got {value!r}")
         return value.strip()
     if key == "apiKeyEnv":
-        if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-            raise ValueError(f"apiKeyEnv must name an environment variable (not hold the key), got "
-                             f"{'a string' if isinstance(value, str) else repr(value)}")
+        if not isinstance(value, str) or not _ENV_NAME.fullmatch(value) or _KEY_LIKE.search(value):
+            raise ValueError("apiKeyEnv must be the name of an environment variable, in capitals, such as "
+                             "TEAM_COMPLETIONS_KEY (the key itself never goes in settings)")
         return value
     if key == "fimTemplate":
         allowed = ("auto", "none", *FIM_TEMPLATES)
         if value not in allowed:
             raise ValueError(f"fimTemplate must be one of {', '.join(allowed)}, got {value!r}")
         return value
-    limits = {"requestTimeoutMs": (100, 120000), "promptChars": (256, 1_000_000), "endpointChoices": (1, 16)}
+    limits = {"requestTimeoutMs": (100, 120000), "promptChars": (256, MAX_CONTEXT_CHARS), "endpointChoices": (1, 16)}
     low, high = limits[key]
     number = _integer(key, value)
     if not low <= number <= high:

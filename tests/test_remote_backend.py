@@ -90,7 +90,8 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
 
 
 @pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.2:8000/v1", "ftp://127.0.0.1/v1",
-                                 "https:///v1", "https://user:pw@example.com/v1", "http://127.0.0.1:99999/v1", 3])
+                                 "https:///v1", "https://user:pw@example.com/v1", "http://127.0.0.1:99999/v1", 3,
+                                 "http://127.0.0.1:8080/v\t1", "https://bücher.example/v1", "http://0.0.0.0:80/v1"])
 def test_endpoints_that_would_leak_code_are_refused(url):
     with pytest.raises(ValueError):
         check_endpoint(url)
@@ -104,10 +105,15 @@ def test_loopback_http_and_remote_https_are_allowed():
 
 
 def test_settings_take_an_environment_variable_name_never_a_key():
-    settings, warnings, _ = apply_changes(ServerSettings(), {"backend": "openai", "apiKeyEnv": "sk-live-123",
-                                                              "fimTemplate": "qwen", "requestTimeoutMs": 50})
-    assert settings.remote.backend == "openai" and settings.remote.api_key_env is None
-    assert len(warnings) == 2 and not any("sk-live-123" in w for w in warnings)
+    for pasted in ("sk-live-123", "hf_QzXwVbNmLkJhGfDsAaPoIuYtReWq12345678", "DEADBEEF0123456789ABCDEF0123"):
+        settings, warnings, _ = apply_changes(ServerSettings(), {"backend": "openai", "apiKeyEnv": pasted,
+                                                                  "endpoint": pasted, "fimTemplate": "qwen",
+                                                                  "requestTimeoutMs": 50})
+        assert settings.remote.backend == "openai" and settings.remote.api_key_env is None
+        assert settings.remote.endpoint is None
+        assert len(warnings) == 3 and not any(pasted in w for w in warnings)
+    assert apply_changes(ServerSettings(), {"apiKeyEnv": "TEAM_COMPLETIONS_KEY"})[0].remote.api_key_env \
+        == "TEAM_COMPLETIONS_KEY"
     assert settings.remote.template() == "qwen"
 
 

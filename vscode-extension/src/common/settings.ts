@@ -119,7 +119,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     openFiles: [0, 16],
     workspaceMemoryMb: [1, 4096],
     requestTimeoutMs: [100, 120000],
-    promptChars: [256, 1000000],
+    promptChars: [256, 32768],
     endpointChoices: [1, 16],
 };
 
