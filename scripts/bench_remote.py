@@ -46,9 +46,10 @@ def start_server(settings: dict, env: dict[str, str]) -> RawClient:
     return client
 
 
-def replay(client: RawClient, uri: str, prefix: str, start_line: int, to_type: str, actual: list[str]
-           ) -> dict[str, list]:
-    """Type `to_type` after `prefix` in a new document; each keystroke's latency (ms) and top line."""
+def replay(client: RawClient, uri: str, prefix: str, start_line: int, to_type: str, actual: list[str],
+           pause_s: float = 0.0) -> dict[str, list]:
+    """Type `to_type` after `prefix` in a new document, `pause_s` between a reply and the next keystroke; each
+    keystroke's latency (ms) and top line."""
     client.open(uri, prefix)
     line, col_units, current, version = start_line, 0, "", 1
     latencies: list[float] = []
@@ -72,6 +73,8 @@ def replay(client: RawClient, uri: str, prefix: str, start_line: int, to_type: s
         answered.append(bool(items))
         target = actual[line] if line < len(actual) else ""
         hits.append(bool(items) and items[0]["textEdit"]["newText"] == target and target != current)
+        if pause_s:
+            time.sleep(pause_s)
     client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
     return {"latencies": latencies, "hits": hits, "answered": answered}
 
