@@ -6,8 +6,8 @@ context the engine prefills in the background; the first window's own search-ahe
 
 Blocks of keystrokes alternate between an idle second window and a busy one, so the machine's noise falls
 on both alike; each block types the same text into a new document, at a typist's pace (--pause), so that the
-engine's background work (prefills, search-ahead) runs between keystrokes, as it does for a person. The figure is the typing window's
-keystroke-to-reply p95 under load over its p95 idle (issue 31 asks for at most 1.3x).
+engine's background work (prefills, search-ahead) runs between keystrokes, as it does for a person. The
+figure is the typing window's keystroke-to-reply p95 under load over its p95 idle (issue 31: at most 1.3x).
 """
 from __future__ import annotations
 
