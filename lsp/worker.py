@@ -71,6 +71,7 @@ class Client:
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     settings: Any = None  # its EngineSettings, once it sent init
     model_key: tuple | None = None  # which of the worker's engines serves it
+    gone: bool = False  # its channel closed: its search in progress stops at the next beam step
 
     def document(self, uri: str) -> str:
         """The engine's key for the client's document: clients never share a document's cache."""
@@ -128,6 +129,7 @@ class Worker:
         except Exception:  # a broken channel means the server is gone or confused: drop it
             log.exception("client %d's channel failed", client.id)
         finally:
+            client.gone = True
             self.jobs.put((client, _GONE))
 
     def _drop_client(self, client: Client) -> None:
@@ -157,7 +159,7 @@ class Worker:
     def is_cancelled(self, client: Client, job_id: Any) -> bool:
         if self._step_delay:
             time.sleep(self._step_delay)
-        return self._stopping.is_set() or (client.id, job_id) in self._cancelled or client.id not in self.clients
+        return self._stopping.is_set() or client.gone or (client.id, job_id) in self._cancelled
 
     def _waiting(self) -> bool:
         """A job waits (or the worker is stopping): idle work yields to it."""
