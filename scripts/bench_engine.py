@@ -238,7 +238,7 @@ def consensus(settings: Callable[..., EngineSettings], script: list[tuple[str, .
 
 
 def lines_wanted(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
-    """As many suggestions as beams (every search waited for that many lines until 2026-11-23) vs the default
+    """As many suggestions as beams (as every search once waited for that many lines) vs the default
     `max_suggestions`, fewer, at which the search now stops: what waiting for the lines nobody is shown cost."""
     every, shown = EngineSettings.beams, EngineSettings.max_suggestions
     return compare_settings({f"wait_for_{every}_lines": Engine(settings(max_suggestions=every)),
