@@ -16,7 +16,8 @@ from rapidfuzz.distance import Levenshtein
 
 TEMPERATURE = 1.0
 """Scores divided by this before the softmax. 1.0 takes the model's probabilities as they are, and
-beat 1.25 to 2.5 on a split the card does not use (MODEL.md, "The first line: by consensus")."""
+beat 1.25 to 2.5 on a split the card does not use (docs/experiments/2026-11-23-model-history.md,
+"The first line: by consensus")."""
 
 
 def consensus_index(lines: Sequence[str], scores: Sequence[float], temperature: float = TEMPERATURE) -> int:

@@ -4,7 +4,8 @@ Code repeats whole lines (a call with the same arguments, a decorator, an assert
 search does not always reach a long one: it may need more than `max_tokens`, or shorter lines may
 outscore it. So, as Vim's whole-line completion does, the engine also offers the nearest line above
 that begins with the typed text and goes on past it, after the model's own lines. It costs no model
-run; eval.py measures what it adds (MODEL.md, "Lines further up the file").
+run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
+"Lines further up the file").
 """
 from __future__ import annotations
 

@@ -52,8 +52,8 @@ class RepeatMix(NamedTuple):
     model_share: np.ndarray  # [1 or B] float32: 1 - share
 
     def dense(self, vocab_size: int) -> np.ndarray:
-        """The same probabilities as one [1 or B, V] row per beam (bundles exported before 2026-11-24
-        take the repeats this way)."""
+        """The same probabilities as one [1 or B, V] row per beam (bundles exported before the sparse
+        repeat inputs take the repeats this way)."""
         rows = np.zeros((len(self.tokens), vocab_size), np.float32)  # [B, V]
         np.put_along_axis(rows, self.tokens, self.probs, axis=1)  # padding writes its entry again
         return rows

@@ -64,8 +64,8 @@ class Runtime:
         self.calls = 0
         self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
         inputs = {i.name for i in self.session.get_inputs()}
-        # Bundles exported before the beam step took the document's repeats lack these inputs; those exported
-        # on 2026-11-23 take them as dense rows over the vocabulary, without `repeat_tokens`.
+        # Bundles exported before the beam step took the document's repeats lack these inputs; those of the
+        # first version of these inputs take them as dense rows over the vocabulary, without `repeat_tokens`.
         self.mixes_repeats = {"repeat_probs", "model_share"} <= inputs
         self.dense_repeats = self.mixes_repeats and "repeat_tokens" not in inputs
         self.device_type = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"

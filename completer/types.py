@@ -67,9 +67,9 @@ class CompletionResult:
 
 STOP_MARGIN = 6.0
 """The search stops once its best live beam trails its best finished line by more than this (nats): a line
-e^6, some 400 times, less likely than one already found is not worth the steps. Down from 8 on 2026-11-24:
-on 1,000 positions of two validation splits no suggestion list changed, and long-document keystrokes ran
-the model 7 % less (docs/benchmarks.md, "The search's margin"); at 4 a line was lost."""
+e^6, some 400 times, less likely than one already found is not worth the steps. Against 8, on 1,000 positions
+of two validation splits no suggestion list changed, and long-document keystrokes ran the model 7 % less
+(docs/experiments/2026-11-24-benchmarks-history.md, "The search's margin"); at 4 a line was lost."""
 
 
 @dataclass

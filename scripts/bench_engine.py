@@ -20,6 +20,8 @@
 6. The engine vs PyTorch eager running the same weights and the same beam search (if torch is installed).
 7. One beam step through session.run vs through IO binding with the prefix KV bound as OrtValues.
 
+With `--table FILE` it runs nothing and prints the markdown tables of a result written by `--out`
+(docs/benchmarks.md pastes them from docs/bench_engine.json).
 With `--only document_repeats`, `--only after_enter` or `--only open_files` it runs that long-document
 comparison alone. `--only consensus` runs one more in the same document: the likeliest line first vs
 the line the beams agree on most; `--only lines_wanted` a search that waits for as many lines as
@@ -236,7 +238,7 @@ def consensus(settings: Callable[..., EngineSettings], script: list[tuple[str, .
 
 
 def lines_wanted(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
-    """As many suggestions as beams (every search waited for that many lines until 2026-11-23) vs the default
+    """As many suggestions as beams (as every search once waited for that many lines) vs the default
     `max_suggestions`, fewer, at which the search now stops: what waiting for the lines nobody is shown cost."""
     every, shown = EngineSettings.beams, EngineSettings.max_suggestions
     return compare_settings({f"wait_for_{every}_lines": Engine(settings(max_suggestions=every)),
@@ -379,6 +381,103 @@ def write_results(results: dict, out: Path | None) -> None:
     results["command"] = "python scripts/bench_engine.py " + " ".join(sys.argv[1:])
     if out:
         out.write_text(json.dumps(results, indent=1) + "\n")
+
+
+def _runs(entry: dict) -> str:
+    """Model runs per keystroke as `p50 / p95 / max`."""
+    runs = entry.get("model_runs")
+    return f"{runs['p50']:g} / {runs['p95']:.1f} / {runs['max']}" if runs else ""
+
+
+def _pair(entry: dict, rows: dict[str, str], extra=None, unit: str = "keystrokes") -> list[str]:
+    """Two alternating variants as rows of p50, p95, mean (and model runs per keystroke, where recorded),
+    and their ratios."""
+    runs = all("model_runs" in entry[key] for key in rows)
+    lines = ["| | p50 | p95 | mean |" + (" model runs per keystroke p50 / p95 / max |" if runs else ""),
+             "|---|---:|---:|---:|" + ("---|" if runs else "")]
+    for key, label in rows.items():
+        e = entry[key]
+        lines.append(f"| {label} | {e['p50_ms']:.2f} ms | {e['p95_ms']:.2f} ms | {e['mean_ms']:.2f} ms |"
+                     + (f" {_runs(e)} |" if runs else ""))
+    a, b = (entry[k] for k in rows)
+    lines.append(f"\n{list(rows.values())[1]} / {list(rows.values())[0]}: p50 {b['p50_ms'] / a['p50_ms']:.2f}×, "
+                 f"p95 {b['p95_ms'] / a['p95_ms']:.2f}× ({a['n']} {unit} each"
+                 + (f", context {entry['context_tokens']['min']}–{entry['context_tokens']['max']} tokens"
+                    if "context_tokens" in entry else "") + ")" + (extra or "") + ".")
+    return lines
+
+
+def tables(results: dict) -> str:
+    """The markdown tables of docs/benchmarks.md from a result written by --out, one section per entry."""
+    out = [f"Command: `{results.get('command', '?')}`"]
+    contexts = sorted((k for k in results if k.startswith("context_")), key=lambda k: int(k.split("_")[1]))
+    if contexts:
+        out += ["", "#### Per keystroke: KV reuse vs full recompute", "",
+                "| context (tokens, min–max) | KV reuse p50 | KV reuse p95 | recompute p50 | recompute p95 | "
+                "speed-up (p50) | model runs per keystroke p50 / p95 (KV reuse) |",
+                "|---|---:|---:|---:|---:|---:|---|"]
+        for k in contexts:
+            r = results[k]
+            runs = r["kv_reuse_model_runs"]
+            reuse, recompute = r["kv_reuse"], r["recompute"]
+            out.append(f"| {r['context_tokens']['min']}–{r['context_tokens']['max']} | {reuse['p50_ms']:.2f} ms | "
+                       f"{reuse['p95_ms']:.2f} ms | {recompute['p50_ms']:.2f} ms | {recompute['p95_ms']:.2f} ms | "
+                       f"{r['speedup_p50']:.2f}× | {runs['p50']:g} / {runs['p95']:.1f} |")
+    if "search_budget" in results:
+        r = results["search_budget"]
+        budget = next(k for k in r if k.startswith("budget_"))
+        out += ["", "#### A time budget for the search", ""]
+        out += _pair(r, {"no_budget": "no budget (default)", budget: f"`searchBudgetMs` {budget[7:-2]}"},
+                     f"; searches cut short: {r['cut_short']}, top line changed: {r['top_line_changed']}, "
+                     f"left with no line: {r['top_line_lost']}")
+    if "beam_width" in results:
+        r = results["beam_width"]
+        other = next(k for k in r if k.startswith("beams_") and k != "beams_4")
+        out += ["", "#### Beam width", ""]
+        out += _pair(r, {"beams_4": "4 beams (default)", other: f"{other[6:]} beams"},
+                     f"; top line changed: {r['top_line_changed']}")
+    if "full_beams" in results:
+        r = results["full_beams"]
+        out += ["", "#### Keeping the beams full", ""]
+        out += _pair(r, {"plain_beams": "plain beams", "full_beams": "beams kept full (shipped)"},
+                     f"; top line changed: {r['top_line_changed']}")
+    if "document_repeats" in results:
+        r = results["document_repeats"]
+        out += ["", "#### The document's repeats (a long document)", ""]
+        out += _pair(r, {"model_alone": "model alone", "with_repeats": "with the repeats (default)"},
+                     f"; ms per model run p50: {r['model_alone']['ms_per_model_run_p50']:.2f} vs "
+                     f"{r['with_repeats']['ms_per_model_run_p50']:.2f}; top line changed: {r['top_line_changed']}")
+    if "prefill_chunks" in results:
+        out += ["", "#### Prefill in one run or two", "",
+                "| bundle | model runs per keystroke p50 / p95 / max, one run | the same, two runs | "
+                "keystrokes whose number of model runs changed | keystrokes whose top line changed |",
+                "|---|---|---|---:|---:|"]
+        for name, r in results["prefill_chunks"].items():
+            n = r["one_run"]["n"]
+            out.append(f"| {'INT8 (shipped)' if name == 'int8' else name} | {_runs(r['one_run'])} | "
+                       f"{_runs(r['two_runs'])} | {r['model_runs_changed']} of {n} | {r['top_line_changed']} of {n} |")
+    if "typing_through" in results and results["typing_through"].get("n"):
+        r = results["typing_through"]
+        out += ["", "#### Typing through the last suggestion", "", "| | p50 | p95 | n |", "|---|---:|---:|---:|",
+                f"| a keystroke that continues the previous suggestion (no model call) | {r['p50_ms']:.2f} ms | "
+                f"{r['p95_ms']:.2f} ms | {r['n']} |"]
+    if "beam_step" in results:
+        out += ["", "#### The beam step in the graph vs in numpy outside it", ""]
+        out += _pair(results["beam_step"], {"in_graph": "beam step inside the ONNX graph (shipped)",
+                                            "numpy_outside": "beam step in numpy outside the graph"})
+    if "precision" in results:
+        out += ["", "#### INT8 vs fp32", ""]
+        out += _pair(results["precision"], {"int8": "INT8 (shipped)", "fp32": "fp32"})
+    if "pytorch" in results:
+        out += ["", "#### The engine vs PyTorch eager", ""]
+        out += _pair(results["pytorch"], {"engine": "engine (onnxruntime, INT8, beam step in the graph)",
+                                          "pytorch_eager": "PyTorch eager, fp32, the same beam search"})
+    if "io_binding" in results:
+        out += ["", "#### IO binding (one 4-beam step)", ""]
+        out += _pair(results["io_binding"], {"session_run": "`session.run` with numpy inputs",
+                                             "io_binding": "IO binding, the prefix KV bound once as OrtValues"},
+                     unit="rounds")
+    return "\n".join(out)
 
 
 def context_range() -> dict[str, int]:
@@ -595,7 +694,15 @@ def main() -> None:
                         help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
+    parser.add_argument("--table", type=Path, default=None,
+                        help="print the markdown tables of a result written before by --out, and run nothing")
     args = parser.parse_args()
+    if args.table:
+        try:
+            print(tables(json.loads(args.table.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError) as error:
+            parser.error(f"--table {args.table}: {error}")
+        return
     if args.beams:
         try:
             EngineSettings(beams=args.beams).validate()  # the engine's own range, with its message

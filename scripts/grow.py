@@ -9,7 +9,8 @@ weights start from trained values rather than noise.
 Wider MLPs (--mlp-width): each MLP gains hidden units whose input weights are drawn as at
 initialisation and whose output weights are zero, so they add nothing until training moves them.
 This is the cheap way to add parameters at inference: a keystroke's time at a long context goes
-mostly to attention over the prefix, which a wider MLP does not touch (docs/benchmarks.md).
+mostly to attention over the prefix, which a wider MLP does not touch
+(docs/experiments/2026-11-24-benchmarks-history.md, "Wider MLPs").
 
 Training then gives the new weights their own work. The train state (tokens seen, shard cursors,
 window length, history) carries over so the data stream continues where it was; the AdamW moments

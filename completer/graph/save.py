@@ -47,7 +47,8 @@ def optimize(fp32_path: Path, arch: Architecture) -> dict[str, int]:
 def quantize(fp32_path: Path, int8_path: Path) -> None:
     """Dynamic INT8 of the weight MatMuls and the embedding Gathers only: activation-by-activation
     products (attention scores) and the beam step's Gathers stay fp32. Per channel: one scale per
-    output column makes the file 1.6 % larger and closed most of the INT8-vs-fp32 gap (MODEL.md)."""
+    output column makes the file 1.6 % larger and closed most of the INT8-vs-fp32 gap
+    (docs/experiments/2026-11-23-model-history.md)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     model = onnx.load(str(fp32_path), load_external_data=False)
