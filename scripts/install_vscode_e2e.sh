@@ -7,10 +7,24 @@
 # code-server's own install scripts download ripgrep, argon2 and kerberos binaries from GitHub, so they are
 # not run (--ignore-scripts): the native modules are built here against node's headers (/usr/include/node)
 # and @vscode/ripgrep is pointed at /usr/bin/rg. A finished install leaves a stamp and is reused.
-# Prints the install directory on its last line of output.
+# Prints the install directory on its last line of output. With --check it installs nothing: it prints the
+# directory when everything is there, else says what is missing and exits with status 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
+SCRIPT="$REPO/scripts/install_vscode_e2e.sh"
+LOCK="$REPO/tests/vscode_e2e/package-lock.json"
+KEY=$( (cat "$REPO/tests/vscode_e2e/package.json" "$LOCK" "$SCRIPT"; node --version 2>/dev/null || true) | sha256sum | cut -c1-12)
+DIR="${COMPLETER_E2E_DIR:-$HOME/.cache/completer-e2e}/$KEY"
+
+if [ "${1:-}" = "--check" ]; then
+    for tool in node /usr/bin/chromium /usr/bin/rg; do
+        command -v "$tool" >/dev/null 2>&1 || { echo "install_vscode_e2e: $tool is missing (run bash scripts/install_vscode_e2e.sh)" >&2; exit 1; }
+    done
+    [ -f "$DIR/.installed" ] || { echo "install_vscode_e2e: code-server is not installed in $DIR (run bash scripts/install_vscode_e2e.sh)" >&2; exit 1; }
+    echo "$DIR"
+    exit 0
+fi
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -27,9 +41,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-LOCK="$REPO/tests/vscode_e2e/package-lock.json"
-KEY=$( (cat "$REPO/tests/vscode_e2e/package.json" "$LOCK" "$0"; node --version) | sha256sum | cut -c1-12)
-DIR="${COMPLETER_E2E_DIR:-$HOME/.cache/completer-e2e}/$KEY"
 if [ -f "$DIR/.installed" ]; then
     echo "$DIR"
     exit 0
