@@ -87,7 +87,8 @@ async function main() {
         toolsDir: values.tools,
         extensionSource: path.join(REPO, 'vscode-extension'),
         workspace,
-        settings: settings(),
+        // The bench times what a user has by default: no LSP trace.
+        settings: values.bench ? { ...settings(), 'completer.trace.server': 'off' } : settings(),
         machineSettings: { 'completer.pythonPath': values.python },
         root,
     });

@@ -138,12 +138,33 @@ export async function editorSettled(page) {
     await page.evaluate(() => new Promise((resolve) => requestIdleCallback(() => resolve(undefined), { timeout: 10000 })));
 }
 
-/** Delete what was typed on the cursor's line, keeping its indentation (Home stops after it). */
-export async function clearLine(page) {
+/** The cursor line's text once it differs from `before` (the editor renders edits a frame later). */
+async function lineAfter(page, before, timeoutMs = 2000) {
+    const deadline = Date.now() + timeoutMs;
+    let line = (await ghostState(page)).line;
+    while (line === before && Date.now() < deadline) {
+        await sleep(20);
+        line = (await ghostState(page)).line;
+    }
+    return line;
+}
+
+/** Make the cursor's line read `indent` and nothing else, with the cursor at its end. */
+export async function clearLine(page, indent = '    ') {
     await page.keyboard.press('Escape');
-    await page.keyboard.press('End');
-    await page.keyboard.press('Shift+Home');
-    await page.keyboard.press('Backspace');
+    // Each round deletes up to the indentation, or on a blank line the indentation itself.
+    let line = (await ghostState(page)).line;
+    for (let round = 0; round < 3 && line !== ''; round++) {
+        await page.keyboard.press('End');
+        await page.keyboard.press('Shift+Home');
+        await page.keyboard.press('Backspace');
+        line = await lineAfter(page, line);
+    }
+    await page.keyboard.insertText(indent);
+    line = await lineAfter(page, line);
+    if (line !== indent) {
+        throw new Error(`could not clear the line: it reads ${JSON.stringify(line)}`);
+    }
 }
 
 /**
