@@ -7,6 +7,7 @@ import {
     clearLine,
     editSettings,
     ghostState,
+    notificationHistory,
     notifications,
     openFile,
     runCommand,
@@ -164,8 +165,12 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     pass(`Restart Server started the server again (${starts} -> ${logLines(session, /\] Starting: .* -m lsp/).length} starts); ghost text "${restarted.ghost}"`);
 
     // No notification from Completer so far (an invalid setting, a crash, ...).
-    const shown = (await notifications(page)).filter((text) => /completer/i.test(text));
+    const shown = (await notificationHistory(page)).filter((text) => /completer/i.test(text));
     check(shown.length === 0, `unexpected notifications: ${JSON.stringify(shown)}`);
+    pass('no notification from Completer or its server on the way');
+    await page.locator('.monaco-editor.focused').waitFor({ state: 'visible' });
+    await clearLine(page);
+    await typeForGhost(page, 'fo'); // the ghost text for the screenshot
     const screenshot = path.join(artifacts, 'vscode-ghost-text.png');
     await session.screenshot(screenshot);
     pass(`screenshot with ghost text: ${screenshot}`);

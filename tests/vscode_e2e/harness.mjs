@@ -118,9 +118,12 @@ export class Session {
         this.server = spawn(process.execPath, args, {
             detached: true, // its own process group: the extension host and our server are killed with it
             stdio: ['ignore', out, out],
-            env: { ...process.env, DONT_PROMPT_WSL_INSTALL: '1' },
+            // Its config, heartbeat and logs stay in this session's folder, not in ~/.config and ~/.local/share.
+            env: { ...process.env, XDG_CONFIG_HOME: path.join(this.root, 'xdg-config'), XDG_DATA_HOME: path.join(this.root, 'xdg-data') },
         });
         fs.closeSync(out);
+        // For whoever must clean up after a driver that was killed: the process group to end.
+        fs.writeFileSync(path.join(this.root, 'code-server.pgid'), String(this.server.pid));
         this.url = `http://127.0.0.1:${port}/?folder=${encodeURIComponent(this.workspace)}`;
         await this.waitFor(() => fs.readFileSync(this.serverLog, 'utf8').includes('HTTP server listening'), 30000,
             'code-server to listen', () => fs.readFileSync(this.serverLog, 'utf8'));

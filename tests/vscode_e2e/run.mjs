@@ -16,6 +16,8 @@ import { log, Session, sleep } from './harness.mjs';
 import { runChecks } from './checks.mjs';
 import { runBench } from './bench.mjs';
 
+/** The whole run's limit: the checks take ~20 s, the bench ~1 min. */
+const DEADLINE_S = 240;
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..', '..');
 
@@ -94,6 +96,14 @@ async function main() {
     });
     let failed = false;
     const started = Date.now();
+    // Stop on our own well before the pytest wrapper's timeout, so code-server and chromium are always closed.
+    const deadline = setTimeout(async () => {
+        console.error(`FAIL: still running after ${DEADLINE_S} s; screenshot in ${values.artifacts}`);
+        await session.screenshot(path.join(values.artifacts, 'failure.png')).catch(() => undefined);
+        await session.close();
+        process.exit(1);
+    }, DEADLINE_S * 1000);
+    deadline.unref();
     try {
         await session.start();
         if (values.bench) {

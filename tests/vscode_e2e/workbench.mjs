@@ -87,6 +87,20 @@ export async function notifications(page) {
     );
 }
 
+/** The texts of every notification so far, from the notification center (toasts hide after a while). */
+export async function notificationHistory(page) {
+    await runCommand(page, 'Notifications: Show Notifications');
+    const center = page.locator('.notifications-center');
+    await center.waitFor({ state: 'visible' });
+    await sleep(200);
+    const texts = await center.locator('.notification-list-item-message').evaluateAll((items) =>
+        items.map((item) => (item.textContent ?? '').replace(/\u00a0/g, ' ')),
+    );
+    await runCommand(page, 'Notifications: Hide Notifications');
+    await center.waitFor({ state: 'hidden' });
+    return texts;
+}
+
 /** Run a command by its title from the command palette (F1), as a user would. */
 export async function runCommand(page, title) {
     await page.keyboard.press('F1');
