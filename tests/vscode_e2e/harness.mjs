@@ -22,6 +22,7 @@ const CHROMIUM_ARGS = [
     '--disable-sync',
     '--disable-default-apps',
     '--disable-extensions',
+    '--disable-dev-shm-usage', // containers often have a small /dev/shm
 ];
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
