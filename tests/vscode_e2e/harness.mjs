@@ -120,7 +120,13 @@ export class Session {
             detached: true, // its own process group: the extension host and our server are killed with it
             stdio: ['ignore', out, out],
             // Its config, heartbeat and logs stay in this session's folder, not in ~/.config and ~/.local/share.
-            env: { ...process.env, XDG_CONFIG_HOME: path.join(this.root, 'xdg-config'), XDG_DATA_HOME: path.join(this.root, 'xdg-data') },
+            // A shared engine (where the server has one) that outlives the session ends soon after it.
+            env: {
+                ...process.env,
+                XDG_CONFIG_HOME: path.join(this.root, 'xdg-config'),
+                XDG_DATA_HOME: path.join(this.root, 'xdg-data'),
+                COMPLETER_ENGINE_IDLE_EXIT_S: '5',
+            },
         });
         fs.closeSync(out);
         // For whoever must clean up after a driver that was killed: the process group to end.
