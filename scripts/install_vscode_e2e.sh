@@ -95,7 +95,7 @@ ln -sfn node_modules "$CS/lib/vscode/node_modules.asar"
 (cd "$CS/lib/vscode" && node -e '
 for (const m of ["kerberos", "@vscode/spdlog", "native-watchdog", "node-pty", "@parcel/watcher"]) require(m);')
 (cd "$DIR" && node -e 'require("argon2"); require("playwright-core")')
-node "$CS/out/node/entry.js" --version >&2
+XDG_CONFIG_HOME="$DIR/xdg-config" XDG_DATA_HOME="$DIR/xdg-data" node "$CS/out/node/entry.js" --version >&2  # not in ~/.config
 touch "$DIR/.installed"
 # Earlier installs (other pins) in the same cache folder go.
 for old in "$(dirname "$DIR")"/*/; do

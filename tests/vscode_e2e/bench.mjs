@@ -2,6 +2,7 @@
 // DOM change that shows ghost text for the new line, measured in the page by a MutationObserver. This
 // includes VS Code's own inline-suggest scheduling, the extension, the LSP round trip and the model.
 
+import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { log, sleep } from './harness.mjs';
@@ -134,7 +135,7 @@ export async function runBench(session, { keystrokes, python }) {
         summary,
         passes: Object.fromEntries(Object.entries(passes).map(([name, pass]) => [name, pass.samples])),
         setup: {
-            code_server: versionOf(process.execPath, [`${session.toolsDir}/node_modules/code-server/out/node/entry.js`, '--version']),
+            code_server: JSON.parse(fs.readFileSync(`${session.toolsDir}/node_modules/code-server/package.json`, 'utf8')).version,
             chromium: versionOf('/usr/bin/chromium', ['--version']),
             node: process.version,
             python: versionOf(python, ['--version']),
