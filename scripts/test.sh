@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run the whole suite (Python, LSP with
-# real clients, Neovim, the VS Code extension's Node tests). .ci/run calls exactly this.
+# real clients, Neovim, the VS Code extension's Node tests, VS Code itself end to end). .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,4 +20,7 @@ source scripts/env.sh
 choose_python  # a venv where the system Python is externally managed
 "$PY" -m pip install -q -e ".[test]"
 (cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error)
+# The VS Code end-to-end test's tools: Debian's chromium, code-server and playwright-core (pinned in
+# tests/vscode_e2e/package-lock.json), cached in ~/.cache/completer-e2e; about 40 s the first time.
+bash scripts/install_vscode_e2e.sh >/dev/null
 exec "$PY" -m pytest -q -rs "$@"

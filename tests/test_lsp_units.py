@@ -168,6 +168,18 @@ def test_settings_apply_valid_and_report_invalid_keys():
     assert reset.engine.beams == 4 and reset.enabled_languages == ("python",) and not warnings
 
 
+def test_every_boolean_setting_takes_true_and_false():
+    """The VS Code extension sends each of them in initializationOptions; none may be refused (fillInTheMiddle was)."""
+    keys = ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle",
+            "workspaceContext")
+    for value in (True, False):
+        new, warnings, unknown = apply_changes(ServerSettings(), {key: value for key in keys})
+        assert warnings == [] and unknown == []
+        assert new.engine.fill_in_the_middle is value and new.engine.search_ahead is value
+    assert apply_changes(ServerSettings(), {"fillInTheMiddle": 1})[1][0].startswith(
+        "Ignoring invalid setting completer.fillInTheMiddle")
+
+
 @pytest.mark.parametrize("order", [("maxTokens", "contextTokens"), ("contextTokens", "maxTokens")])
 def test_settings_that_depend_on_each_other_apply_in_any_order(order):
     """A client sends every key at once; whether maxTokens 64 fits depends on the contextTokens of the same

@@ -14,6 +14,7 @@ import {
 import { createLanguageClient } from './common/server';
 import { CONFIG_SECTION, readSettings } from './common/settings';
 import { StatusBar } from './common/status';
+import { TraceChannel } from './common/trace';
 import {
     createLogOutputChannel,
     executeCommand,
@@ -43,7 +44,8 @@ async function getPythonApi(): Promise<PythonExtensionApi | undefined> {
 export async function activate(context: ExtensionContext): Promise<ServerManager> {
     const log = createLogOutputChannel(EXTENSION_NAME);
     const status = new StatusBar();
-    context.subscriptions.push(log, status);
+    const traceChannel = new TraceChannel(log, () => getConfiguration(CONFIG_SECTION).get('trace.server'));
+    context.subscriptions.push(log, status, traceChannel);
 
     const firstFolder = () => getWorkspaceFolders()[0]?.uri;
     const read = () =>
@@ -59,7 +61,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
                 log: (message) => log.warn(message),
             }),
         checkInstalled: (python) => checkServerInstalled(python),
-        createClient: (hooks) => createLanguageClient(hooks, log),
+        createClient: (hooks) => createLanguageClient(hooks, log, traceChannel),
         status,
         log,
         showError: showErrorMessage,
@@ -76,6 +78,9 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         registerCommand(COMMANDS.restartServer, () => serverManager.restart()),
         registerCommand(COMMANDS.showLogs, () => log.show()),
         onDidChangeConfiguration((event) => {
+            if (event.affectsConfiguration(`${CONFIG_SECTION}.trace.server`)) {
+                traceChannel.refresh();
+            }
             if (event.affectsConfiguration(CONFIG_SECTION)) {
                 void serverManager.onConfigurationChanged();
             }

@@ -18,7 +18,16 @@ import { documentSelector, initializationOptions } from './settings';
 
 const STOP_TIMEOUT_MS = 3000;
 
-export function createLanguageClient(hooks: ClientHooks, outputChannel: LogOutputChannel): ClientLike {
+/**
+ * @param outputChannel the Completer output channel
+ * @param traceOutputChannel where the LSP message trace goes (trace.ts: the same channel, following
+ *   `completer.trace.server` rather than VS Code's log level)
+ */
+export function createLanguageClient(
+    hooks: ClientHooks,
+    outputChannel: LogOutputChannel,
+    traceOutputChannel: LogOutputChannel,
+): ClientLike {
     const { command, args } = serverCommand(hooks.python);
     const serverOptions: ServerOptions = {
         command,
@@ -36,6 +45,7 @@ export function createLanguageClient(hooks: ClientHooks, outputChannel: LogOutpu
     const clientOptions: LanguageClientOptions = {
         documentSelector: documentSelector(hooks.getSettings().enabledLanguages),
         outputChannel,
+        traceOutputChannel,
         revealOutputChannelOn: RevealOutputChannelOn.Never,
         // Evaluated at each (re)start of the server, so it always carries the current settings.
         initializationOptions: () => initializationOptions(hooks.getSettings()),

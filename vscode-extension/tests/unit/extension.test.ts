@@ -140,6 +140,21 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         assert.equal(created[1].state, 1);
     });
 
+    test('gives the client a trace channel that follows completer.trace.server', async () => {
+        mock.settings.set('completer.pythonPath', goodPython);
+        mock.settings.set('completer.trace.server', 'messages');
+        await extension.activate(context());
+        await until(() => created.length === 1, 'a client');
+        const traceChannel = created[0].clientOptions.traceOutputChannel;
+        assert.equal(traceChannel.logLevel, 1); // LogLevel.Trace: the client traces
+        traceChannel.trace("Received response 'completer/info - (1)' in 3ms.");
+        assert.ok(mock.outputChannels[0].lines.includes("[LSP] Received response 'completer/info - (1)' in 3ms."));
+        const levels: number[] = [];
+        traceChannel.onDidChangeLogLevel((level: number) => levels.push(level));
+        mock.changeSettings({ 'completer.trace.server': 'off' });
+        assert.deepEqual(levels, [0]);
+    });
+
     test('shows the install command when the interpreter lacks the server', async () => {
         mock.settings.set('completer.pythonPath', badPython);
         await extension.activate(context());
