@@ -22,5 +22,6 @@ choose_python  # a venv where the system Python is externally managed
 (cd vscode-extension && npm ci --no-audit --no-fund --loglevel=error)
 # The VS Code end-to-end test's tools: Debian's chromium, code-server and playwright-core (pinned in
 # tests/vscode_e2e/package-lock.json), cached in ~/.cache/completer-e2e; about 40 s the first time.
-bash scripts/install_vscode_e2e.sh >/dev/null
+bash scripts/install_vscode_e2e.sh >/dev/null \
+    || echo "test.sh: the VS Code end-to-end tools did not install; tests/test_vscode_e2e.py says why" >&2
 exec "$PY" -m pytest -q -rs "$@"
