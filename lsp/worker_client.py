@@ -31,6 +31,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 WORKER_BOOT = "import sys; sys.path[0] = {root!r}; from lsp.worker import main; sys.exit(main(sys.argv[1:]))"
 """The worker's entry. `python -m lsp.worker` would put the working directory (the user's project)
 first on the import path, and a project with its own `lsp/` or `completer/` would run instead."""
+CONNECT_ATTEMPTS = 4
+"""Tries to reach the shared engine before a private worker is started instead."""
 INIT_TIMEOUT = 120.0
 """Loading a model takes well under a second on the CPU; a worker silent this long is hung (a driver,
 a disk) and is killed, so it cannot hold the settings lock forever. Its replacement backs off."""
@@ -143,6 +145,8 @@ async def _handshake(channel: SocketChannel) -> dict[str, Any]:
     version and pid."""
     channel.writer.write(framing.encode({"id": 0, "op": "hello", "version": __version__}))
     reply = await framing.read_frame_async(channel.reader)
+    if reply is None:  # an engine that is exiting (or was killed) closed it: another may be starting
+        raise ConnectionResetError("the shared engine closed the connection before its hello")
     hello = reply.get("ok") if isinstance(reply, dict) else None
     if not isinstance(hello, dict):
         raise EngineSocketError(f"the shared engine answered its hello with {reply!r:.200}")
@@ -195,23 +199,38 @@ class WorkerClient:
         Raises OSError when no process can be started."""
         if self.shared:
             try:
-                reader, writer = await connect_or_start(self._worker_command(), worker_environment())
-                channel = SocketChannel(reader, writer)
-                hello = await asyncio.wait_for(_handshake(channel), INIT_TIMEOUT)
-                if hello.get("version") != __version__:
-                    await channel.close(1.0)
-                    raise EngineSocketError(f"the shared engine speaks version {hello.get('version')!r}, this server "
-                                            f"{__version__}")
-                channel.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
-                return channel
-            except (EngineSocketError, OSError, asyncio.TimeoutError, framing.FrameError, ValueError) as exc:
+                return await self._connect_shared()
+            except EngineSocketError as exc:  # not safe or not compatible: never tried again by this server
                 self.shared = False
                 log.warning("not using the shared engine (%s): running a private worker", exc)
+            except (OSError, asyncio.TimeoutError, framing.FrameError, ValueError) as exc:
+                log.warning("cannot reach the shared engine (%s): running a private worker until the next restart",
+                            exc)
         proc = await asyncio.create_subprocess_exec(
             *self._worker_command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             limit=framing.MAX_FRAME_BYTES, env=worker_environment(),
         )
         return PipeChannel(proc)
+
+    async def _connect_shared(self) -> SocketChannel:
+        """Connect to the shared engine and greet it. A connection that an engine being killed had queued is
+        reset: it is tried again a few times, when a new engine (started by this server or another) listens."""
+        for attempt in range(CONNECT_ATTEMPTS):
+            try:
+                reader, writer = await connect_or_start(self._worker_command(), worker_environment())
+                channel = SocketChannel(reader, writer)
+                hello = await asyncio.wait_for(_handshake(channel), INIT_TIMEOUT)
+                break
+            except (ConnectionError, framing.FrameError):
+                if attempt == CONNECT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        if hello.get("version") != __version__:
+            await channel.close(1.0)
+            raise EngineSocketError(f"the shared engine speaks version {hello.get('version')!r}, this server "
+                                    f"{__version__}")
+        channel.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+        return channel
 
     async def start(self) -> str | None:
         """Reach a worker and load the model; returns the model error message, if any."""
@@ -303,6 +322,8 @@ class WorkerClient:
                 if message is None:
                     break
                 self._resolve(message)
+        except ConnectionError:  # the shared engine died: its connection was reset, not closed
+            pass
         except Exception:
             log.exception("worker pid %s sent garbage; dropping it", channel.pid)
             channel.kill()
