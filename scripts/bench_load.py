@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_lsp import percentile  # noqa: E402
-from bench_remote import replay, summary  # noqa: E402
+from bench_lsp import percentile, replay  # noqa: E402
+from bench_remote import summary  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 OPEN_EVERY_S = 0.3  # the busy window opens a new file this often (each prefill takes longer than that)

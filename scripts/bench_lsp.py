@@ -57,6 +57,41 @@ def worker_rss_mb(pid: int | None) -> float | None:
     return round(kb / 1024, 1)
 
 
+def replay(client: RawClient, uri: str, prefix: str, start_line: int, to_type: str, actual: list[str],
+           pause_s: float = 0.0, ask_context: bool = False, pause_after_open_s: float = 0.0) -> dict[str, list]:
+    """Type `to_type` after `prefix` in a new document, `pause_s` between a reply and the next keystroke: each
+    keystroke's latency (ms), whether it got lines, whether the top one was the file's actual line, and with
+    `ask_context` the context the search ran at (asked after the reply, untimed)."""
+    client.open(uri, prefix)
+    time.sleep(pause_after_open_s)
+    line, col_units, current, version = start_line, 0, "", 1
+    out: dict[str, list] = {"latencies": [], "hits": [], "answered": [], "contexts": []}
+    for ch in to_type:
+        version += 1
+        pos = (line, col_units)
+        sent = time.perf_counter()
+        client.change(uri, version, pos, pos, ch)
+        if ch == "\n":
+            line, col_units, current = line + 1, 0, ""
+        else:
+            current += ch
+            col_units += utf16_len(ch)
+        msg_id = client.request_nowait("textDocument/completion", {
+            "textDocument": {"uri": uri}, "position": {"line": line, "character": col_units}})
+        response = client.wait(msg_id, timeout=60)
+        out["latencies"].append((client.arrival.pop(msg_id) - sent) * 1000)
+        if ask_context:
+            out["contexts"].append(client.request("completer/info")["result"]["server"]["last_context_tokens"])
+        items = (response.get("result") or {}).get("items") or []
+        target = actual[line] if line < len(actual) else ""
+        out["answered"].append(bool(items))
+        out["hits"].append(bool(items) and items[0]["textEdit"]["newText"] == target and target != current)
+        if pause_s:
+            time.sleep(pause_s)
+    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+    return out
+
+
 def run(args: argparse.Namespace) -> dict:
     path = Path(args.file) if args.file else default_file()
     text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
@@ -85,34 +120,11 @@ def run(args: argparse.Namespace) -> dict:
                 raise SystemExit("the server's worker never became ready")
             time.sleep(0.05)
         uri = path.resolve().as_uri()
-        client.open(uri, prefix)
-        time.sleep(args.pause_after_open)  # 0: the first keystroke pays for the opened file's prefill
-        line, col_units = start_line, 0
-        current = ""  # the cursor line typed so far
-        version = 1
-        latencies: list[float] = []
-        contexts: list[int | None] = []  # the context the last search ran at, after each keystroke (untimed)
-        with_items = hits = 0
-        for ch in to_type:
-            version += 1
-            pos = (line, col_units)
-            sent = time.perf_counter()
-            client.change(uri, version, pos, pos, ch)
-            if ch == "\n":
-                line, col_units, current = line + 1, 0, ""
-            else:
-                current += ch
-                col_units += utf16_len(ch)
-            msg_id = client.request_nowait("textDocument/completion", {
-                "textDocument": {"uri": uri}, "position": {"line": line, "character": col_units}})
-            response = client.wait(msg_id, timeout=60)
-            latencies.append((client.arrival.pop(msg_id) - sent) * 1000)
-            contexts.append(client.request("completer/info")["result"]["server"]["last_context_tokens"])
-            items = (response.get("result") or {}).get("items") or []
-            if items:
-                with_items += 1
-                actual = lines[line] if line < len(lines) else ""
-                hits += items[0]["textEdit"]["newText"] == actual and actual != current
+        # with no pause after opening, the first keystroke pays for the opened file's prefill
+        typed = replay(client, uri, prefix, start_line, to_type, lines, ask_context=True,
+                       pause_after_open_s=args.pause_after_open)
+        latencies, contexts = typed["latencies"], typed["contexts"]
+        with_items, hits = sum(typed["answered"]), sum(typed["hits"])
         info = client.request("completer/info")["result"]
         rss_mb = worker_rss_mb(info.get("server", {}).get("worker_pid"))
     finally:

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_lsp import percentile, utf16_len  # noqa: E402
+from bench_lsp import percentile, replay  # noqa: E402
 from llama_server import llama_server, our_gguf  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
@@ -44,39 +44,6 @@ def start_server(settings: dict, env: dict[str, str]) -> RawClient:
             raise SystemExit(f"the server with settings {settings} never became ready")
         time.sleep(0.05)
     return client
-
-
-def replay(client: RawClient, uri: str, prefix: str, start_line: int, to_type: str, actual: list[str],
-           pause_s: float = 0.0) -> dict[str, list]:
-    """Type `to_type` after `prefix` in a new document, `pause_s` between a reply and the next keystroke; each
-    keystroke's latency (ms) and top line."""
-    client.open(uri, prefix)
-    line, col_units, current, version = start_line, 0, "", 1
-    latencies: list[float] = []
-    hits: list[bool] = []
-    answered: list[bool] = []
-    for ch in to_type:
-        version += 1
-        pos = (line, col_units)
-        sent = time.perf_counter()
-        client.change(uri, version, pos, pos, ch)
-        if ch == "\n":
-            line, col_units, current = line + 1, 0, ""
-        else:
-            current += ch
-            col_units += utf16_len(ch)
-        msg_id = client.request_nowait("textDocument/completion", {
-            "textDocument": {"uri": uri}, "position": {"line": line, "character": col_units}})
-        response = client.wait(msg_id, timeout=60)
-        latencies.append((client.arrival.pop(msg_id) - sent) * 1000)
-        items = (response.get("result") or {}).get("items") or []
-        answered.append(bool(items))
-        target = actual[line] if line < len(actual) else ""
-        hits.append(bool(items) and items[0]["textEdit"]["newText"] == target and target != current)
-        if pause_s:
-            time.sleep(pause_s)
-    client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    return {"latencies": latencies, "hits": hits, "answered": answered}
 
 
 def summary(values: list[float]) -> dict[str, float]:
