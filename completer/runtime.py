@@ -38,10 +38,18 @@ def choose_providers(device: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+MEMORY_ARENA = False
+"""onnxruntime's CPU memory arena keeps the largest buffers a call ever needed (a long prefill's attention)
+for the life of the session: about 120 MB that a long session never gives back. Without it the worker holds
+about 110 MB outside its KV caches instead of 230, with the keystroke latency within the noise
+(docs/benchmarks.md, "Memory over a long session")."""
+
+
 class Runtime:
     """Owns the InferenceSession; counts the ONNX calls so tests can prove a path skips the model."""
 
-    def __init__(self, bundle: Bundle, device: str = "auto", threads: int = 0, io_binding: bool | None = None) -> None:
+    def __init__(self, bundle: Bundle, device: str = "auto", threads: int = 0, io_binding: bool | None = None,
+                 memory_arena: bool = MEMORY_ARENA) -> None:
         arch = bundle.architecture
         self.n_layer = int(arch["n_layer"])
         self.n_kv_head = int(arch.get("n_kv_head", arch["n_head"]))  # grouped-query attention caches fewer heads
@@ -52,6 +60,8 @@ class Runtime:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        options.enable_cpu_mem_arena = memory_arena
+        options.enable_mem_pattern = memory_arena  # planned for fixed shapes; ours change with every call
         try:
             self.session = ort.InferenceSession(str(bundle.model_path), options, providers=choose_providers(device))
         except ModelError:

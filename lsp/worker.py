@@ -341,10 +341,6 @@ class Worker:
         info["engine"] = {"shared": self.shared, "clients": len(self.clients), "models": len(self.engines)}
         return {"info": info, "model_runs_total": int(engine.model_runs), "pid": os.getpid()}
 
-    def stop(self) -> None:
-        self._stopping.set()
-        self.jobs.put((None, _GONE))
-
 
 def _error(exc: BaseException) -> dict[str, str]:
     """Name the failure so the server can tell a cancel from a bad setting from a bug."""

@@ -245,6 +245,15 @@ def lines_wanted(settings: Callable[..., EngineSettings], script: list[tuple[str
                              f"wait_for_{shown}_lines": Engine(settings())}, script)
 
 
+def memory_arena(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
+    """onnxruntime's CPU memory arena on (its default) vs off (ours) in the long document: the latency per
+    keystroke, which allocating each call's buffers afresh could raise."""
+    arena, no_arena = Engine(settings()), Engine(settings())
+    arena.runtime = Runtime(arena.bundle, device="cpu", threads=arena.runtime.threads, memory_arena=True)
+    no_arena.runtime = Runtime(no_arena.bundle, device="cpu", threads=no_arena.runtime.threads, memory_arena=False)
+    return compare_settings({"arena": arena, "no_arena": no_arena}, script)
+
+
 def after_enter(settings: Callable[..., EngineSettings], script: list[tuple[str, str, str]]) -> dict:
     """In a long document (document_script), the first keystroke on a new line against the last keystroke of
     the line before it, alternating line by line: the line's last character typed (with the rest of the
@@ -477,6 +486,11 @@ def tables(results: dict) -> str:
         out += _pair(results["io_binding"], {"session_run": "`session.run` with numpy inputs",
                                              "io_binding": "IO binding, the prefix KV bound once as OrtValues"},
                      unit="rounds")
+    if "memory_arena" in results:
+        r = results["memory_arena"]
+        out += ["", "#### onnxruntime's CPU memory arena (a long document)", ""]
+        out += _pair(r, {"arena": "arena on (onnxruntime's default)", "no_arena": "arena off (ours)"},
+                     extra=f"; top line changed: {r['top_line_changed']}")
     return "\n".join(out)
 
 
@@ -690,7 +704,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="with --candidate or --against: how many times to type the lines")
     parser.add_argument("--only", default=None,
-                        choices=("document_repeats", "after_enter", "open_files", "consensus", "lines_wanted"),
+                        choices=("document_repeats", "after_enter", "open_files", "consensus", "lines_wanted",
+                                 "memory_arena"),
                         help="run only this long-document comparison")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     parser.add_argument("--svg", type=Path, default=None, help="write a bar chart of the p50s")
@@ -736,7 +751,8 @@ def main() -> None:
                    "after_enter": lambda: after_enter(settings, document_script(text, ENTER_LINES)),
                    "open_files": lambda: other_open_files(settings, document_script(text)),
                    "consensus": lambda: consensus(settings, document_script(text)),
-                   "lines_wanted": lambda: lines_wanted(settings, document_script(text))}[args.only]
+                   "lines_wanted": lambda: lines_wanted(settings, document_script(text)),
+                   "memory_arena": lambda: memory_arena(settings, document_script(text))}[args.only]
         results[args.only] = compare()
         print(f"{args.only}: {json.dumps(results[args.only])}", flush=True)
         write_results(results, args.out)

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> dict:
     if logs is not None:  # keep the benchmark's server logs out of the user's log dir
         env["COMPLETER_LOG_DIR"] = logs.name
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["COMPLETER_STANDALONE"] = "1"  # its own worker, whose memory it reports: not a shared engine's
     client = RawClient([sys.executable, "-m", "lsp", "--log-level", "WARNING"], env=env, stderr=sys.stderr)
     try:
         settings = json.loads(args.settings) if args.settings else {}

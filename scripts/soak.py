@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     logs = tempfile.TemporaryDirectory(prefix="completer-soak-logs-")
     env["COMPLETER_LOG_DIR"] = logs.name
+    env["COMPLETER_STANDALONE"] = "1"  # its own worker: a shared engine may run with another's environment
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     client = RawClient([sys.executable, "-m", "lsp", "--log-level", "WARNING"], env=env, stderr=sys.stderr)
     samples, latencies, errors, recoveries = [], [], 0, []
