@@ -293,7 +293,10 @@ class CompleterProtocol(LanguageServerProtocol):
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = prefer_encodings(list(general.position_encodings))
-        return (yield from super().lsp_initialize(params))
+        result = yield from super().lsp_initialize(params)
+        if self._server.completion_items_registered_later():  # type: ignore[attr-defined]
+            result.capabilities.completion_provider = None  # no suggest widget on every character
+        return result
 
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)

@@ -23,7 +23,7 @@ from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, t
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
-from lsp.completions import LineSuggestion, suggested_lines
+from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, suggested_lines
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
@@ -37,6 +37,7 @@ from lsp.workspace import WorkspaceFiles, normal_path
 
 log = logging.getLogger(__name__)
 
+COMPLETION_REGISTRATION = "completer-completion-items"
 READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
 SETTINGS_WAIT = 20.0
@@ -111,6 +112,8 @@ class CompleterServer(LanguageServer):
         self._roots: list[Path] = []
         self._client_capabilities: types.ClientCapabilities | None = None
         self._watching = False  # file watchers registered with the client
+        self._completion_dynamic = False  # completion items registered (and unregistered) with the client
+        self._completion_registration: str | None = None
         self.stats = Stats()
         self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
@@ -194,6 +197,41 @@ class CompleterServer(LanguageServer):
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+
+    def completion_items_registered_later(self) -> bool:
+        """At initialize: whether to leave completion items out of the capabilities, because the settings turn
+        them off and the client can register them when they are turned on. A client shown a completion provider
+        with every printable character as a trigger asks for items at every keystroke, and VS Code opens its
+        suggest widget, whose Tab then takes an item instead of the ghost text."""
+        text_document = self._client_capabilities.text_document if self._client_capabilities else None
+        completion = text_document.completion if text_document else None
+        self._completion_dynamic = bool(completion and completion.dynamic_registration) \
+            and not self.settings.completion_items
+        return self._completion_dynamic
+
+    async def register_completion_items(self) -> None:
+        """Register completion items with the client when the settings turn them on, and unregister them when
+        they turn them off again, where they were left out at initialize."""
+        if not self._completion_dynamic:
+            return
+        registered = self._completion_registration is not None
+        if self.settings.completion_items == registered:
+            return
+        try:
+            if self.settings.completion_items:
+                self._completion_registration = COMPLETION_REGISTRATION
+                options = types.CompletionRegistrationOptions(document_selector=None,
+                                                              trigger_characters=TRIGGER_CHARACTERS,
+                                                              resolve_provider=False)
+                await self.client_register_capability_async(types.RegistrationParams(registrations=[
+                    types.Registration(id=COMPLETION_REGISTRATION, method=types.TEXT_DOCUMENT_COMPLETION,
+                                       register_options=options)]))
+            else:
+                self._completion_registration = None
+                await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                    types.Unregistration(id=COMPLETION_REGISTRATION, method=types.TEXT_DOCUMENT_COMPLETION)]))
+        except Exception as exc:  # the client refused: its completion requests are still answered as set
+            log.info("the client did not take the completion items' registration (%s)", exc)
 
     async def watch_workspace_files(self) -> None:
         """Ask the client to report changes on disk to the indexed files (a git pull, a branch switch), where it
@@ -303,6 +341,7 @@ class CompleterServer(LanguageServer):
                 log.info("settings now %s", new.to_camel())
                 self.index_workspace()  # turned on, or on from the start once settings arrive
                 self.spawn(self.watch_workspace_files())
+                self.spawn(self.register_completion_items())
 
     # -- completion -------------------------------------------------------------------------------
     def locate(self, uri: str, position: types.Position) -> Target | None:

@@ -585,3 +585,43 @@ def test_a_line_just_accepted_gets_no_suggestion_to_extend_it(raw: RawClient):
     assert raw.request("completer/info")["result"]["server"]["last_model_runs"] == 0  # answered without a search
     raw.change(uri, 3, (5, len(line)), (5, len(line)), "\n")
     assert "result" in raw.completion(uri, 6, 0)
+
+
+DYNAMIC_COMPLETION = {"textDocument": {"completion": {"dynamicRegistration": True}}}
+
+
+def _server_request(client: RawClient, method: str, timeout: float = 10.0) -> dict:
+    """The first request the server sent of `method`, waiting for it if need be (RawClient answers them)."""
+    deadline = time.monotonic() + timeout
+    while not (found := [r for r in client.server_requests if r["method"] == method]):
+        assert time.monotonic() < deadline, f"the server sent no {method}"
+        time.sleep(0.05)
+    return found[0]
+
+
+def test_completion_items_off_leave_out_the_provider_and_are_registered_when_turned_on(raw: RawClient):
+    """VS Code's extension starts with completionItems off: a completion provider whose triggers are every
+    printable character would open the suggest widget at each keystroke, and Tab would take its item instead of
+    the ghost text. The provider is registered when the setting turns items on, and unregistered again."""
+    result = raw.initialize({"completer": {"completionItems": False}}, capabilities=DYNAMIC_COMPLETION)["result"]
+    assert "completionProvider" not in result["capabilities"] or result["capabilities"]["completionProvider"] is None
+    assert "inlineCompletionProvider" in result["capabilities"]
+    _ready(raw)
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"completionItems": True}}})
+    registered = _server_request(raw, "client/registerCapability")
+    assert registered["params"]["registrations"][0]["method"] == "textDocument/completion"
+    options = registered["params"]["registrations"][0]["registerOptions"]
+    assert "." in options["triggerCharacters"] and options["documentSelector"] is None
+    raw.open(URI, SAMPLE_TEXT)
+    line, column = candidate_positions()[0]
+    assert raw.completion(URI, line, column, timeout=60)["result"]["items"] is not None
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"completionItems": False}}})
+    gone = _server_request(raw, "client/unregisterCapability")
+    assert gone["params"]["unregisterations"][0]["id"] == registered["params"]["registrations"][0]["id"]
+
+
+def test_completion_items_keep_their_static_provider_where_the_client_cannot_register(raw: RawClient):
+    """A client without dynamic registration gets the provider at initialize whatever the setting says: it
+    could not be given it later."""
+    result = raw.initialize({"completer": {"completionItems": False}}, capabilities={})["result"]
+    assert result["capabilities"]["completionProvider"]["triggerCharacters"]
