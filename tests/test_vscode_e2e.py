@@ -86,6 +86,6 @@ def test_vscode_end_to_end(tmp_path: Path) -> None:
     out = run_driver(tools, artifacts)
     print(out[-6000:])
     passed = [line for line in out.splitlines() if line.startswith("PASS ")]
-    assert len(passed) == 13, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
+    assert len(passed) == 14, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
     assert (artifacts / "vscode-ghost-text.png").stat().st_size > 10_000
     assert (artifacts / "vscode-not-installed.png").stat().st_size > 10_000

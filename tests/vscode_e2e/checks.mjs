@@ -109,6 +109,12 @@ export async function runChecks(session, { python, artifacts, workspace }) {
         `"${expected}" in the saved file`, () => fs.readFileSync(sampleFile, 'utf8'));
     pass(`Tab accepted "${traced.ghost}"; the saved file has "${accepted.line}"`);
 
+    // 6b. The line just accepted is not extended: no ghost text at its end until the next keystroke.
+    await sleep(2000);
+    const afterAccept = await ghostState(page);
+    check(afterAccept.ghost === '', `ghost text "${afterAccept.ghost}" extends the line just accepted, "${afterAccept.line}"`);
+    pass(`no ghost text extends the accepted line in 2 s`);
+
     // Back to the "messages" trace.
     session.settings = { ...session.settings, 'completer.trace.server': 'messages' };
     await editSettings(page, session.settings);
