@@ -9,7 +9,6 @@ answered by trimming it, without the model.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,10 +23,11 @@ from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
 from .partial_lines import partial_line
+from .prompt import Prompts
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, context_slice,
-                   head_of_file, looks_binary, split_lines, text_below)
+                   looks_binary, split_lines, text_below)
 from .tokens import Tokens
 from .typing_through import LastAnswer, typed_through
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
@@ -36,12 +36,8 @@ from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCh
 
 log = logging.getLogger(__name__)
 
-WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
-OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
-FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
 PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
-MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
 
 
 @dataclass
@@ -86,25 +82,6 @@ class Speculation:
     result: CompletionResult
 
 
-def slid_start(length: int, limit: int) -> int:
-    """Where a window of at most `limit` tokens starts in `length` tokens: it slides in coarse jumps, so the
-    cache survives typing."""
-    if length <= limit:
-        return 0
-    slide = min(WINDOW_SLIDE_TOKENS, max(1, limit // 4))
-    return math.ceil((length - limit) / slide) * slide
-
-
-def code_line_start(text: str, at: int) -> int:
-    """The start of the last line at or before `at` (a line start) that begins with code, not with any white
-    space (a form feed too: pre-tokenizers join it with the newlines around it); 0 when there is none."""
-    while at > 0:
-        if at < len(text) and not text[at].isspace():
-            return at
-        at = text.rfind("\n", 0, at - 1) + 1
-    return 0
-
-
 class Engine:
     """Holds the model, the tokenizer and the per-document caches."""
 
@@ -114,7 +91,7 @@ class Engine:
         self.bundle, self.tokens, self.runtime = self._load(self.settings)
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
-        self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
+        self.prompts = Prompts(self.bundle, self.tokens, self.settings)
         self._speculations: dict[str, list[Speculation]] = {}  # per document: the searches run ahead of it
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
@@ -154,11 +131,11 @@ class Engine:
             self._runs_before_reload += self.runtime.calls
             self.bundle, self.tokens, self.runtime = bundle, tokens, runtime
             self.cache = DocumentCache(settings.memory_budget_mb * 1024 * 1024)
-            self._other_file_ids.clear()  # another tokenizer
+            self.prompts = Prompts(bundle, tokens, settings)  # another tokenizer
         else:
             self._check_fits(settings, self.bundle)
         self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
-        self.settings = settings
+        self.settings = self.prompts.settings = settings
         self._speculations.clear()  # searched with the old settings
         self.cache.enforce_budget()
 
@@ -238,7 +215,7 @@ class Engine:
         if looks_binary(before) or (self.fim_ids is not None and self.bundle.fim_order == "spm"):
             return 0
         state = self.cache.get_quietly(uri)
-        ids, _, document, _ = self._context_ids(state, before, at_start)
+        ids, _, document, _ = self.prompts.context_ids(state, before, at_start)
         if self.fim_ids is not None and self.bundle.fim_order == "psm":
             start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
             ids = [self.fim_ids[0], *document[start:]][:len(ids)]
@@ -297,50 +274,6 @@ class Engine:
         last = self.cache.get(uri).last_answer
         return typed_through(last if isinstance(last, LastAnswer) else None, before, after)
 
-    def _encode(self, state: DocumentState, text: str) -> tuple[list[int], int]:
-        """Tokens of `text`, and how many of them come before the cursor's line. Where a newline is always its
-        own pre-token (our own vocabularies) only the cursor's line is encoded again: the tokens of the lines
-        above never depend on it. Vocabularies that merge newlines with their neighbours ("):\n", "\n   ")
-        are encoded whole, so the model sees the tokens it was trained on; the head then ends at the last
-        token boundary at or before the line start."""
-        line_start = text.rfind("\n") + 1
-        head = text[:line_start]
-        if not self.tokens.isolates_newlines:
-            return self._encode_merged(state, text, line_start)
-        if state.token_memo[0] != head:  # a new line or an edit above: only unseen lines are encoded
-            state.token_memo = (head, self._encode_lines(state.head_line_tokens, head[:-1]) if head else [])
-        return state.token_memo[1] + self.tokens.encode(text[line_start:]), len(state.token_memo[1])
-
-    def _encode_merged(self, state: DocumentState, text: str, line_start: int) -> tuple[list[int], int]:
-        """`_encode` for a vocabulary that merges newlines: the text up to the last line that starts with code
-        at or before the cursor's line is encoded once and kept; only the rest is encoded again. Byte-level
-        BPE pre-tokenizers never join a newline with a letter or punctuation after it, so the tokens of the two
-        parts are the tokens of the whole (an indented line is no such place: "\n   " can be one token)."""
-        safe = code_line_start(text, line_start)
-        head = text[:safe]
-        if state.token_memo[0] != head:
-            state.token_memo = (head, self.tokens.encode(head) if head else [])
-        tail, before_line = self.tokens.encode_split(text[safe:], line_start - safe)
-        return state.token_memo[1] + tail, len(state.token_memo[1]) + before_line
-
-    def _encode_lines(self, known: dict[str, list[int]], text: str) -> list[int]:
-        """Tokens of `text` followed by a newline, built from each line's tokens, which `known` keeps between
-        calls (a newline is always a token of its own: a text's tokens are its lines' tokens with newlines).
-        `known` is left holding only `text`'s lines. A vocabulary that merges newlines encodes the text whole."""
-        if not self.tokens.isolates_newlines:
-            return self.tokens.encode(text + "\n")
-        lines = text.split("\n")
-        missing = [line for line in dict.fromkeys(lines) if line not in known]
-        known.update(zip(missing, self.tokens.encode_many(missing)))
-        ids: list[int] = []
-        for line in lines:
-            ids += known[line]
-            ids.append(self.tokens.newline_id)
-        kept = {line: known[line] for line in lines}
-        known.clear()
-        known.update(kept)
-        return ids
-
     @staticmethod
     def _line_context(state: DocumentState, head: str) -> LineContext:
         """The filters' view of the lines above the cursor, recomputed only when they change."""
@@ -352,87 +285,13 @@ class Engine:
     @property
     def fim_ids(self) -> tuple[int, int, int] | None:
         """The bundle's (prefix, suffix, middle) ids when the engine prompts with the lines below, else None."""
-        return self.bundle.fim_ids if self.settings.fill_in_the_middle else None
+        return self.prompts.fim_ids
 
     @property
     def reads_below(self) -> bool:
         """Whether a request's lines below the cursor are used: by the document's repeats or by a FIM prompt."""
         settings = self.settings
         return (settings.document_repeats and settings.repeats_below) or self.fim_ids is not None
-
-    def _context_ids(self, state: DocumentState, before: str, at_start: bool, below: str = ""
-                     ) -> tuple[list[int], bytes, list[int], int]:
-        """The context's token ids, the last one backed off for token healing (its bytes returned: the first
-        generated tokens must spell them), inside the model's window; the same document ids from the start of
-        the clipped text, which the document's repeats search; and how many of those the window holds (their
-        tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`)."""
-        tokens = self.tokens
-        encoded, head_count = self._encode(state, clean(before))
-        marker = [tokens.end_of_text_id] if at_start else []
-        ids = marker + encoded
-        head_count += len(marker)
-        healed = b""
-        # Token healing: regenerate the last token. A lone newline is kept where newlines are always lone
-        # tokens (nothing could re-spell it otherwise); a merged one ("\n   ") is healed like any other.
-        bare_newline = ids and ids[-1] == tokens.newline_id and tokens.isolates_newlines
-        if len(ids) > 1 and not bare_newline and ids[-1] != tokens.end_of_text_id:
-            healed = tokens.token_bytes[ids[-1]]
-            ids = ids[:-1]
-        if not ids:
-            ids = [tokens.end_of_text_id]
-        document = ids
-        limit = min(self.settings.context_tokens or self.bundle.context_length,
-                    self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
-        psm = self.bundle.fim_order == "psm"  # released FIM models: always this template, so all prompts share a head
-        if self.fim_ids is not None and (below.strip() or psm):
-            if psm:
-                fim = self._fim_psm_ids(state, document, min(head_count, len(document)), len(marker), below, limit)
-            else:
-                fim = self._fim_ids(state, document, below, limit)
-            if fim is not None:
-                return fim[0], healed, document, fim[1]
-        if len(ids) > limit:  # slide the window in coarse jumps so the cache survives typing
-            ids = ids[slid_start(len(ids), limit):]
-        return ids, healed, document, len(ids)
-
-    def _fim_ids(self, state: DocumentState, document: list[int], below: str, limit: int
-                 ) -> tuple[list[int], int] | None:
-        """The FIM prompt in suffix-prefix-middle order, `<prefix> <suffix> lines below <middle> text before the
-        cursor`, and how many document ids it holds. The text before the cursor comes last, as in a plain
-        prompt, so typing within a line only extends the cached prompt and the window slides as the plain one
-        does; a new line changes the lines below, and the prompt is run again. The suffix starts at the next
-        line's start, as in training, and keeps at most FIM_SUFFIX_TOKENS (a quarter of a small window). None
-        when the window could not hold enough of the text before the cursor beside it: the plain prompt is used."""
-        prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._fim_suffix(state, below, limit)
-        room = limit - 3 - len(suffix)
-        if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
-            return None
-        kept = document[slid_start(len(document), room):]
-        return [prefix_id, suffix_id, *suffix, middle_id, *kept], len(kept)
-
-    def _fim_suffix(self, state: DocumentState, below: str, limit: int) -> list[int]:
-        """A FIM prompt's lines below the cursor: the nearest FIM_SUFFIX_TOKENS, at most a quarter of the window;
-        none when there is nothing below."""
-        return self._below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist() if below.strip() else []
-
-    def _fim_psm_ids(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
-                     limit: int) -> tuple[list[int], int] | None:
-        """The FIM prompt in prefix-suffix-middle order, as released FIM models were trained: `<prefix> text up
-        to the cursor's line <suffix> lines below <middle> the typed part of the line`. The typed part comes
-        last, so typing within a line only extends the cached prompt; a new line changes the prefix and the
-        prompt is run again. It is used with nothing below the cursor too (an empty suffix), so every prompt in a
-        file starts with the same head, which Engine.prefill runs ahead. The document-start marker is left out
-        (`marker` leading ids): the template starts the text. None when the window cannot hold the typed line
-        beside the suffix: the plain prompt is used."""
-        prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
-        suffix = self._fim_suffix(state, below, limit)
-        head, line = document[marker:head_count], document[head_count:]
-        room = limit - 3 - len(suffix) - len(line)
-        if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
-            return None
-        kept = head[slid_start(len(head), room):]
-        return [prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
 
     def _repeats(self, state: DocumentState, document: list[int], window: int, below: str,
                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> DocumentRepeats | None:
@@ -442,31 +301,12 @@ class Engine:
         bundle predates them."""
         if not (self.settings.document_repeats and self.runtime.mixes_repeats):
             return None
-        parts = [self._other_ids(text) for text in (*snippets, *others[:self.settings.open_files])]
+        parts = [self.prompts.other_ids(text) for text in (*snippets, *others[:self.settings.open_files])]
         others_end = sum(len(part) for part in parts)
         if below and self.settings.repeats_below:
-            parts.append(self._below_ids(state, below))
+            parts.append(self.prompts.below_ids(state, below))
         ids: Sequence[int] = np.concatenate([*parts, np.asarray(document, dtype=np.int64)]) if parts else document
         return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window, others_end=others_end)
-
-    def _other_ids(self, text: str) -> np.ndarray:
-        """The tokens of another open file's head (then a newline), kept while the file stays unchanged."""
-        ids = self._other_file_ids.pop(text, None)
-        if ids is None:
-            head = clean(head_of_file(text)).removesuffix("\n")
-            ids = np.asarray(self._encode_lines({}, head), dtype=np.int64)
-            while len(self._other_file_ids) >= OTHER_FILES_KEPT:
-                del self._other_file_ids[next(iter(self._other_file_ids))]
-        self._other_file_ids[text] = ids  # the most recent use last
-        return ids
-
-    def _below_ids(self, state: DocumentState, below: str) -> np.ndarray:
-        """The tokens of the lines `below` the cursor's, then a newline. They stay put while the user types
-        on one line; moving to another line changes them by a line or two, so each line's tokens are kept."""
-        if state.below_memo[0] != below:
-            state.below_memo = (below, np.asarray(self._encode_lines(state.below_line_tokens, clean(below)),
-                                                  dtype=np.int64))
-        return state.below_memo[1]
 
     def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = "",
                   others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
@@ -487,7 +327,7 @@ class Engine:
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
-        ids, healed, document, window = self._context_ids(state, before, at_start, below)
+        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
         if is_cancelled is not None and is_cancelled():
             raise Cancelled()
         runs_before = self.runtime.calls
@@ -563,7 +403,7 @@ class Engine:
         if looks_binary(before) or "\n" in rest or len(typed_line) + len(rest) > MAX_LINE_CHARS:
             return None
         state = self.cache.get(uri)
-        ids, healed, document, window = self._context_ids(state, before, at_start, below)
+        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
         try:
             tail = healed.decode("utf-8") + rest
         except UnicodeDecodeError:  # the healed token ends inside a character

@@ -354,7 +354,7 @@ def test_merged_vocabulary_encodes_as_the_whole_text_while_typing(converted):
     text = Path(argparse.__file__).read_text()[:12000]
     state = DocumentState()
     for cut in [*range(0, len(text), 331), *range(5000, 5200, 7)]:
-        ids, head_count = engine._encode(state, text[:cut])
+        ids, head_count = engine.prompts.encode(state, text[:cut])
         assert ids == engine.tokens.encode(text[:cut]), cut
         head = text[:cut][:text[:cut].rfind("\n") + 1]
         assert head.encode().startswith(engine.tokens.decode_bytes(ids[:head_count]))
@@ -413,7 +413,7 @@ def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generat
 
 
 def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_text(converted):
-    from completer.engine import code_line_start
+    from completer.prompt import code_line_start
 
     text = "import os\n\x0c\nx = 1\n  y\n"
     assert code_line_start(text, text.index("\x0c")) == 0  # the form feed line starts with white space

@@ -402,7 +402,7 @@ def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
     text = Path(argparse.__file__).read_text()[:20000]
     state = DocumentState()
     for cut in range(0, len(text), 997):
-        ids, head_count = engine._encode(state, text[:cut])
+        ids, head_count = engine.prompts.encode(state, text[:cut])
         assert ids == engine.tokens.encode(text[:cut])
         head = text[:cut][:text[:cut].rfind("\n") + 1]
         assert engine.tokens.decode_bytes(ids[:head_count]) == head.encode()
@@ -421,10 +421,10 @@ def test_tokens_of_the_lines_below_equal_their_whole_encoding(engine: Engine):
     state = DocumentState()
     for line in (100, 101, 103, 400, 102):
         below = text_below(lines, line)
-        assert engine._below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
+        assert engine.prompts.below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
     lines[300] = "\tedited = 'caf\u00e9'  "  # a tab (cleaned to spaces) and a line never seen before
     below = text_below(lines, 102)
-    assert engine._below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
+    assert engine.prompts.below_ids(state, below).tolist() == engine.tokens.encode(clean(below)) + [engine.tokens.newline_id]
     assert len(state.below_line_tokens) <= len(below.split("\n"))  # only the lines still below are kept
 
 
@@ -490,7 +490,7 @@ def search_at(engine: Engine, uri: str, before: str, beams: int):
     from completer.cache import extend_prefix
 
     state = engine.cache.get(uri)
-    ids, healed, document, _ = engine._context_ids(state, before, True)
+    ids, healed, document, _ = engine.prompts.context_ids(state, before, True)
     extend_prefix(state, engine.runtime, ids[:-1])
     request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                             beams=beams, max_tokens=engine.settings.max_tokens,
@@ -596,7 +596,7 @@ def test_document_repeats_reach_back_before_the_models_window(engine: Engine):
     load, save = REPEATED_CALL.split("\n\n\ndef save")
     filler = "".join(f"\n\n\ndef scale_{i}(value):\n    return value * {i} + {i * 7}" for i in range(150))
     before = load + filler + "\n\n\ndef save" + save + "path, mode="
-    ids, _, document, _ = engine._context_ids(engine.cache.get("file:///far.py"), before, True)
+    ids, _, document, _ = engine.prompts.context_ids(engine.cache.get("file:///far.py"), before, True)
     window = engine.tokens.decode_bytes(ids).decode()
     assert len(document) > len(ids) + 500 and 'mode="xz"' not in window and 'mode="xz"' in before
     alone = Engine(replace(engine.settings, document_repeats=False))
