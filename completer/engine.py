@@ -1,28 +1,27 @@
 """The completion engine: documents in, whole-line suggestions out. No LSP here.
 
-Data flow of one request: clip and clean the text before the cursor -> tokenize -> token healing
-(back off the last token, constrain the first generated tokens to spell it) -> reuse the document's
-cached KV for the longest common token prefix and run only the new tokens -> beam search to the
-end of the line -> filters -> suggestions. A keystroke that types through the last suggestion is
-answered by trimming it, without the model.
+Data flow of one request: clip and clean the text before the cursor (text.py) -> tokenize, back off the last
+token for token healing and fit the window (prompt.py) -> reuse the document's cached KV for the longest common
+token prefix and run only the new tokens (cache.py, runtime.py) -> beam search to the end of the line (beam.py)
+-> filters and the answer (answer.py). A keystroke that types through the last suggestion is answered by
+trimming it, without the model (typing_through.py). This module holds the documents, the model and the
+searches run ahead, and ties the steps together.
 """
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .beam import Hypothesis, SearchRequest, beam_search, forced_score
+from .answer import LineOffer, answer
+from .beam import SearchRequest, beam_search, forced_score
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix
-from .consensus import consensus_index
-from .earlier_lines import earlier_line
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
-from .partial_lines import partial_line
 from .prompt import Prompts
 from .repeats import DocumentRepeats
 from .runtime import Runtime
@@ -31,45 +30,12 @@ from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean,
 from .tokens import Tokens
 from .typing_through import LastAnswer, typed_through
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
-                    SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, ModelError, Suggestion,
-                    at_cursor)
+                    EngineSettings, ModelError)
 
 log = logging.getLogger(__name__)
 
 SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
-
-
-@dataclass
-class LineOffer:
-    """What a finished line of generated tokens inserts at the cursor, if the filters let it through. The
-    suggestions and the search's stop ask the same question, so the search does not stop on lines that
-    would then be dropped; each line is decoded and filtered once, for both."""
-
-    tokens: Tokens
-    healed: bytes  # typed bytes the generated tokens re-spell first (token healing)
-    typed_line: str
-    after: str
-    context: LineContext
-    counted: set[str] = field(default_factory=set)  # the insertions `is_new` has counted
-    _answers: dict[tuple[int, ...], str | None] = field(default_factory=dict)  # `inserted` by generated tokens
-
-    def inserted(self, generated: list[int]) -> str | None:
-        key = tuple(generated)
-        if key not in self._answers:
-            inserted = self.tokens.after_healed(generated, self.healed)
-            keep = inserted is not None and keep_suggestion(self.typed_line + inserted, inserted, self.after,
-                                                            self.context)
-            self._answers[key] = inserted if keep else None
-        return self._answers[key]
-
-    def is_new(self, generated: list[int]) -> bool:
-        """Whether the line would be offered and is not one already counted (another spelling of it)."""
-        inserted = self.inserted(generated)
-        if inserted is None or inserted in self.counted:
-            return False
-        self.counted.add(inserted)
-        return True
 
 
 @dataclass
@@ -341,56 +307,11 @@ class Engine:
         offer = LineOffer(tokens, healed, typed_line, after, context)
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = beam_search(self.runtime, tokens, request, is_cancelled)
-        suggestions: list[Suggestion] = []
-        seen: set[str] = set()
-        scores: list[float] = []  # the unrounded scores of `suggestions`, for the consensus
-        for hyp in search.hypotheses:
-            if not hyp.finished:
-                continue  # cut off at max_tokens: not a whole line
-            inserted = offer.inserted(hyp.tokens)
-            if inserted is None or typed_line + inserted in seen:
-                continue
-            line = typed_line + inserted
-            seen.add(line)
-            scores.append(hyp.score)
-            suggestions.append(at_cursor(typed_line, inserted, after, hyp.score, SOURCE_MODEL))
-        if settings.first_by_consensus and suggestions:  # chosen among every line kept, before the cut
-            first = consensus_index([s.line for s in suggestions], scores)
-            suggestions.insert(0, suggestions.pop(first))
-        del suggestions[settings.max_suggestions:]
-        if not suggestions and settings.partial_lines and not after.strip():
-            self._offer_partial_line(suggestions, search.hypotheses, healed, typed_line, after)
-        if settings.document_repeats:
-            self._offer_earlier_line(suggestions, before[:line_start], typed_line, after, context)
+        suggestions = answer(search.hypotheses, offer, settings, before[:line_start])
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
-
-    def _offer_partial_line(self, suggestions: list[Suggestion], hypotheses: list[Hypothesis], healed: bytes,
-                            typed_line: str, after: str) -> None:
-        """No whole line was found: offer the start of the likeliest beam the search cut off, if enough is left."""
-        cut_off = next((hyp for hyp in hypotheses if not hyp.finished), None)  # best first
-        text = partial_line(self.tokens, cut_off.tokens, healed, typed_line) if cut_off is not None else None
-        if text is not None:
-            suggestions.append(at_cursor(typed_line, text, after, cut_off.score, SOURCE_PARTIAL_LINE))
-
-    def _offer_earlier_line(self, suggestions: list[Suggestion], head: str, typed_line: str, after: str,
-                            context: LineContext) -> None:
-        """Put the nearest earlier line that begins with the typed line after the model's lines (in the
-        last place when they fill the list, never in the model's first), unless it is among them already
-        or the filters refuse it."""
-        line = earlier_line(head, typed_line)
-        if line is None or any(s.line == line for s in suggestions):
-            return
-        inserted = line[len(typed_line):]
-        if not keep_suggestion(line, inserted, after, context):
-            return
-        if len(suggestions) >= self.settings.max_suggestions:
-            if self.settings.max_suggestions < 2:
-                return
-            del suggestions[self.settings.max_suggestions - 1:]
-        suggestions.append(at_cursor(typed_line, inserted, after, None, SOURCE_EARLIER_LINE))
 
     def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = (),
                    snippets: Sequence[str] = ()) -> float | None:
