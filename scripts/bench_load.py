@@ -12,7 +12,6 @@ figure is the typing window's keystroke-to-reply p95 under load over its p95 idl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -28,6 +27,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_lsp import percentile, replay  # noqa: E402
 from bench_remote import summary  # noqa: E402
+from bench_output import add_output_arguments, run_or_table  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 OPEN_EVERY_S = 0.3  # the busy window opens a new file this often (each prefill takes longer than that)
@@ -124,17 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause", type=float, default=0.2,
                         help="seconds between a reply and the next keystroke: a typist's pace, which leaves the "
                              "engine idle long enough (0.15 s) for its background work")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--table", type=Path, default=None, help="print the table of a result written before")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
-        return 0
-    result = run(args)
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(table(result))
-    return 0
+    add_output_arguments(parser)
+    return run_or_table(parser.parse_args(argv), run, table)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from sending the change to receiving the reply, keystrokes sequential, as in scr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -29,6 +28,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_lsp import percentile, replay  # noqa: E402
 from llama_server import llama_server, our_gguf  # noqa: E402
+from bench_output import add_output_arguments, run_or_table  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 LLAMA_CONTEXT = 1024  # our model's positions
@@ -122,17 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gguf-type", choices=("f32", "f16", "q8_0"), default="q8_0")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp's threads")
     parser.add_argument("--settle", type=float, default=1.0, help="seconds of quiet before each block")
-    parser.add_argument("--out", type=Path, default=None, help="write the raw result as JSON here")
-    parser.add_argument("--table", type=Path, default=None, help="print the table of a result written before")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
-        return 0
-    result = run(args)
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(table(result))
-    return 0
+    add_output_arguments(parser)
+    return run_or_table(parser.parse_args(argv), run, table)
 
 
 if __name__ == "__main__":

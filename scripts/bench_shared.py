@@ -10,7 +10,6 @@ worker or engine process, from /proc (Linux).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -20,7 +19,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 
+from bench_output import add_output_arguments, run_or_table  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 SAMPLE = REPO / "completer" / "samples" / "sample.py"
@@ -76,6 +77,18 @@ def windows(count: int, standalone: bool, runtime: Path) -> dict:
             client.close()
 
 
+def run(args: argparse.Namespace) -> dict:
+    """One window on the shared engine, then N on it, then N with private workers."""
+    runs = []
+    for count, standalone in ((1, False), (args.windows, False), (args.windows, True)):
+        with tempfile.TemporaryDirectory(prefix="completer-bench-shared-") as runtime:
+            os.chmod(runtime, 0o700)
+            runs.append(windows(count, standalone, Path(runtime)))
+        time.sleep(4)  # the shared engine of the last run exits (3 s idle in COMPLETER_ENGINE_IDLE_EXIT_S)
+    return {"command": "python scripts/bench_shared.py " + " ".join(sys.argv[1:]), "runs": runs,
+            "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"}
+
+
 def table(result: dict) -> str:
     rows = ["| windows | workers | worker processes | servers PSS MB | workers PSS MB | total PSS MB | total RSS MB "
             "| total PSS / one window's |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -90,24 +103,8 @@ def table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--table", type=Path, default=None, help="print the table of a result written before")
-    args = parser.parse_args(argv)
-    if args.table:
-        print(table(json.loads(args.table.read_text(encoding="utf-8"))))
-        return 0
-    runs = []
-    for count, standalone in ((1, False), (args.windows, False), (args.windows, True)):
-        with tempfile.TemporaryDirectory(prefix="completer-bench-shared-") as runtime:
-            os.chmod(runtime, 0o700)
-            runs.append(windows(count, standalone, Path(runtime)))
-        time.sleep(4)  # the shared engine of the last run exits (3 s idle in COMPLETER_ENGINE_IDLE_EXIT_S)
-    result = {"command": "python scripts/bench_shared.py " + " ".join(sys.argv[1:]), "runs": runs,
-              "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"}
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(table(result))
-    return 0
+    add_output_arguments(parser)
+    return run_or_table(parser.parse_args(argv), run, table)
 
 
 if __name__ == "__main__":
