@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ STANDALONE_ENV = "COMPLETER_STANDALONE"
 """Set to 1, the server runs a private worker as `--standalone` does."""
 START_TIMEOUT_S = 20.0
 """How long a server waits for an engine it started to listen."""
+LOCK_WAIT_S = 5.0
+"""How long a server waits for another that is starting the engine (well under a second, normally) before it
+runs a private worker instead."""
+MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes on Linux, with the terminating NUL
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -63,9 +68,14 @@ def runtime_dir() -> Path:
 
 def socket_path() -> Path:
     """The engine's socket for this install: one per version, package location and interpreter, so servers
-    of another install never talk to an engine that speaks differently."""
+    of another install never talk to an engine that speaks differently. Refused when longer than a Unix
+    socket's address can hold."""
     install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}".encode()).hexdigest()[:12]
-    return runtime_dir() / f"engine-{__version__}-{install}.sock"
+    path = runtime_dir() / f"engine-{__version__}-{install}.sock"
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+        raise EngineSocketError(f"the socket path {path} is {len(os.fsencode(path))} bytes, over the "
+                                f"{MAX_SOCKET_PATH_BYTES} a Unix socket's address holds")
+    return path
 
 
 def check_socket(path: Path) -> None:
@@ -109,12 +119,26 @@ def unlisten(listener: socket.socket, path: str | Path, inode: int) -> None:
 
 @contextlib.contextmanager
 def _start_lock(directory: Path) -> Any:
-    """An exclusive lock on the directory's lock file: one server at a time starts (or replaces) the engine."""
+    """An exclusive lock on the directory's lock file: one server at a time starts (or replaces) the engine.
+    Waits at most LOCK_WAIT_S: a lock held longer belongs to something stuck, and the server then runs a
+    private worker rather than none."""
     import fcntl
 
-    fd = os.open(directory / "engine.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(directory / "engine.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise EngineSocketError(f"cannot open the engine's lock file in {directory}: {exc}") from None
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise EngineSocketError(f"another process has held {directory / 'engine.lock'} for over "
+                                            f"{LOCK_WAIT_S:.0f} s") from None
+                time.sleep(0.05)
         yield
     finally:
         os.close(fd)
@@ -148,15 +172,42 @@ def _connect_or_start_blocking(path: Path, engine_command: list[str], env: dict[
         if sock is not None:
             return sock
         log.info("starting the shared engine on %s", path)
-        subprocess.Popen([*engine_command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                         close_fds=True)
+        engine = subprocess.Popen([*engine_command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                  close_fds=True)
         deadline = time.monotonic() + START_TIMEOUT_S
         while (sock := _connected(path)) is None:
+            if engine.poll() is not None:
+                raise EngineSocketError(f"the shared engine exited with code {engine.returncode} before it "
+                                        f"listened on {path} (its log is lsp-worker.log)")
             if time.monotonic() > deadline:
                 raise EngineSocketError(f"the shared engine did not listen on {path} within {START_TIMEOUT_S:.0f} s")
             time.sleep(0.02)
         return sock
+
+
+async def _on_daemon_thread(function: Any, *args: Any) -> Any:
+    """`function(*args)` on a daemon thread: unlike asyncio.to_thread's pool, one still waiting for the lock
+    never keeps the server from exiting."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def settle(outcome: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(outcome)
+        except RuntimeError:  # the loop is gone: the server is exiting
+            pass
+
+    def run() -> None:
+        try:
+            result = function(*args)
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting coroutine)
+            settle(lambda error=exc: done.done() or done.set_exception(error))
+        else:
+            settle(lambda: done.done() or done.set_result(result))
+
+    threading.Thread(target=run, name="engine-connect", daemon=True).start()
+    return await done
 
 
 async def connect_or_start(engine_command: list[str], env: dict[str, str]
@@ -166,6 +217,6 @@ async def connect_or_start(engine_command: list[str], env: dict[str, str]
     from lsp import framing
 
     path = socket_path()
-    sock = await asyncio.to_thread(_connect_or_start_blocking, path, engine_command, env)
+    sock = await _on_daemon_thread(_connect_or_start_blocking, path, engine_command, env)
     sock.setblocking(False)
     return await asyncio.open_unix_connection(sock=sock, limit=framing.MAX_FRAME_BYTES)

@@ -477,7 +477,7 @@ class CompleterServer(LanguageServer):
             "version": __version__,
             "pid": os.getpid(),
             "worker_pid": self.worker.pid,
-            "shared_engine": getattr(self.worker, "shared", False),
+            "shared_engine": getattr(self.worker, "on_shared_engine", False),
             "worker_restarts": self.worker.restarts,
             "position_encoding": self.documents.codec.encoding,
             "open_documents": len(self.documents),

@@ -276,5 +276,11 @@ def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[
 
 
 def engine_dict(settings: ServerSettings) -> dict[str, Any]:
-    """EngineSettings as a plain dict for the worker."""
-    return dataclasses.asdict(settings.engine)
+    """EngineSettings as a plain dict for the worker, with the model's folder resolved here, as this server
+    sees it: the shared engine runs with the environment and working directory of whichever server started
+    it, so COMPLETER_MODEL and a relative modelPath must mean what they mean to this window."""
+    from completer.bundle import bundle_dir
+
+    out = dataclasses.asdict(settings.engine)
+    out["model_path"] = str(bundle_dir(settings.engine.model_path).absolute())
+    return out

@@ -42,10 +42,12 @@ import itertools
 import logging
 import os
 import queue
+import socket
+import struct
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from lsp import __version__, framing
@@ -59,6 +61,11 @@ STEP_DELAY_ENV = "COMPLETER_WORKER_STEP_DELAY_MS"
 IDLE_EXIT_S = float(os.environ.get("COMPLETER_ENGINE_IDLE_EXIT_S") or 300)
 """The shared engine exits this long after its last client left (the env variable is for tests)."""
 
+SEND_TIMEOUT_S = 2
+"""A shared engine's client whose reply waits this long to be written is not reading (a server's event loop
+reads its socket all the time; the socket's buffer holds many replies): it is cut off, and its queued jobs
+are dropped, so it cannot stall the other windows. A server cut off by mistake reconnects, as after a crash."""
+
 _GONE = object()  # a client's channel closed
 
 
@@ -67,11 +74,13 @@ class Client:
     """One server talking to this worker: its channel, its settings, and the model they chose."""
 
     id: int
-    out: BinaryIO
+    out: BinaryIO | None  # a standalone worker's stdout
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     settings: Any = None  # its EngineSettings, once it sent init
     model_key: tuple | None = None  # which of the worker's engines serves it
     gone: bool = False  # its channel closed: its search in progress stops at the next beam step
+    sendall: Any = None  # a shared engine's client: its socket's sendall, which its send timeout bounds
+    hang_up: Any = None  # closes its channel (the shared engine's clients), so its reader sees the end
 
     def document(self, uri: str) -> str:
         """The engine's key for the client's document: clients never share a document's cache."""
@@ -103,8 +112,10 @@ class Worker:
         self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
 
     # -- clients and their reader threads -------------------------------------------------------
-    def add_client(self, stream: BinaryIO, out: BinaryIO) -> Client:
-        client = Client(next(self._ids), out)
+    def add_client(self, stream: BinaryIO, out: BinaryIO | None = None, sendall: Any = None,
+                   hang_up: Any = None) -> Client:
+        """A client reading from `stream`; its replies go to `out` (pipes) or through `sendall` (a socket)."""
+        client = Client(next(self._ids), out, sendall=sendall, hang_up=hang_up)
         with self._clients_lock:
             self.clients[client.id] = client
         threading.Thread(target=self.read_loop, args=(client, stream), name=f"worker-reader-{client.id}",
@@ -126,8 +137,8 @@ class Worker:
                         self._cancelled.add((client.id, message.get("id")))
                     continue
                 self.jobs.put((client, message))
-        except Exception:  # a broken channel means the server is gone or confused: drop it
-            log.exception("client %d's channel failed", client.id)
+        except Exception as exc:  # a broken channel means the server is gone or confused: drop it
+            log.warning("client %d's channel failed, dropping it: %s", client.id, exc)
         finally:
             client.gone = True
             self.jobs.put((client, _GONE))
@@ -141,11 +152,7 @@ class Worker:
             self._ahead = None
         for document in [d for d, (owner, _, _) in self._prefills.items() if owner is client]:
             del self._prefills[document]
-        engine = self.engines.get(client.model_key) if client.model_key else None
-        if engine is not None:
-            for document in [d for d in list(engine.documents) + engine.cache.uris()
-                             if d.startswith(f"{client.id}:")]:
-                engine.close(document)
+        self._close_documents(client, self.engines.get(client.model_key) if client.model_key else None)
         for key in [k for k in self.engines if all(c.model_key != k for c in remaining)]:
             del self.engines[key]
         with self._cancel_lock:
@@ -155,6 +162,15 @@ class Worker:
             if not self.shared:  # a standalone worker's server is gone
                 self._stopping.set()
         log.info("client %d left; %d remain", client.id, len(remaining))
+
+    @staticmethod
+    def _close_documents(client: Client, engine: Any) -> None:
+        """Forget the client's documents in `engine` (their text, caches and searches run ahead)."""
+        if engine is None:
+            return
+        prefix = client.document("")
+        for document in {d for d in [*engine.documents, *engine.cache.uris()] if d.startswith(prefix)}:
+            engine.close(document)
 
     def is_cancelled(self, client: Client, job_id: Any) -> bool:
         if self._step_delay:
@@ -186,8 +202,8 @@ class Worker:
             if message is _GONE:
                 self._drop_client(client)
                 continue
-            if client.id not in self.clients:
-                continue  # queued before its client left
+            if client.id not in self.clients or client.gone:
+                continue  # queued before its client left or was cut off
             if message.get("op") != "prefill":  # a note to the worker, not a change of what the user is doing
                 self._ahead = None
             job_id = message.get("id")
@@ -242,20 +258,40 @@ class Worker:
             log.exception("prefilling %s failed", uri)
 
     def send(self, client: Client, reply: dict[str, Any]) -> None:
+        """Write a reply. A shared engine's client that stops reading is cut off once a write has waited
+        SEND_TIMEOUT_S (the socket's send timeout), so one window can never stall the others."""
+        if client.gone:
+            return
         data = framing.encode(reply)
         try:
             with client.write_lock:
-                client.out.write(data)
-                client.out.flush()
-        except OSError:  # the client went away mid-reply; its reader sees the end
+                if client.sendall is not None:
+                    client.sendall(data)
+                else:
+                    assert client.out is not None
+                    client.out.write(data)
+                    client.out.flush()
+        except OSError as exc:  # the client went away mid-reply, or does not read
             if not self.shared:
                 raise
+            client.gone = True
+            log.warning("client %d does not take its replies (%s): cutting it off", client.id, exc)
+            if client.hang_up is not None:
+                client.hang_up()
 
     def _engine_of(self, client: Client) -> Any:
-        """The client's engine, set to the client's settings (other clients of the same model may differ)."""
+        """The client's engine, set to the client's settings (other clients of the same model may differ), but
+        with the largest memory budget of the clients that share it: the caches are the engine's, and one
+        window's small budget must not evict the others' documents (answers never depend on the budget)."""
         engine = self.engines.get(client.model_key) if client.model_key else None
-        if engine is not None and client.settings is not None and engine.settings != client.settings:
-            engine.configure(client.settings)
+        if engine is None or client.settings is None:
+            return engine
+        with self._clients_lock:
+            budgets = [c.settings.memory_budget_mb for c in self.clients.values()
+                       if c.model_key == client.model_key and c.settings is not None]
+        settings = replace(client.settings, memory_budget_mb=max(budgets, default=client.settings.memory_budget_mb))
+        if engine.settings != settings:
+            engine.configure(settings)
         return engine
 
     def handle(self, client: Client, message: dict[str, Any]) -> Any:
@@ -314,6 +350,8 @@ class Worker:
         from completer.engine import Engine
         from completer.types import EngineSettings
 
+        if not isinstance(raw, dict):
+            raise ValueError(f"settings must be a map, not {type(raw).__name__}")
         known = set(EngineSettings.field_names())
         settings = EngineSettings(**{k: v for k, v in raw.items() if k in known})
         settings.validate()
@@ -327,6 +365,7 @@ class Worker:
             engine.configure(settings)
         old_key, client.model_key, client.settings = client.model_key, key, settings
         if old_key is not None and old_key != key:  # the old model's engine goes unless another client uses it
+            self._close_documents(client, self.engines.get(old_key))
             with self._clients_lock:
                 others = [c for c in self.clients.values() if c is not client]
             if all(c.model_key != old_key for c in others):
@@ -366,7 +405,17 @@ def _accept_loop(worker: Worker, listener: Any) -> None:
             connection, _ = listener.accept()
         except OSError:  # the listener was closed: the engine is exiting
             return
-        worker.add_client(connection.makefile("rb", buffering=0), connection.makefile("wb", buffering=0))
+        # Only sends time out (a client that stops reading); reads wait as long as the client stays.
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT_S), 0))
+        worker.add_client(connection.makefile("rb", buffering=0), sendall=connection.sendall,
+                          hang_up=lambda connection=connection: _hang_up(connection))
+
+
+def _hang_up(connection: socket.socket) -> None:
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

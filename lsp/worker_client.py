@@ -179,6 +179,11 @@ class WorkerClient:
 
     # -- lifecycle --------------------------------------------------------------------------------
     @property
+    def on_shared_engine(self) -> bool:
+        """Whether the worker in use now is the shared engine (a private one may stand in for it)."""
+        return isinstance(self._channel, SocketChannel)
+
+    @property
     def pid(self) -> int | None:
         channel = self._channel
         return channel.pid if channel is not None and channel.alive else None

@@ -1,0 +1,213 @@
+"""The shared engine (lsp/engine_socket.py, lsp/worker.py --listen, lsp/worker_client.py) against what an
+adversarial run found: real `python -m lsp` servers on one engine, each test in a runtime directory of its own,
+each stating the promise it keeps."""
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from lsp import framing
+from lsp.rawclient import RawClient
+from lsp_support import SAMPLE_TEXT, server_env
+from test_shared_engine import socket_path_in
+
+REPO = Path(__file__).resolve().parent.parent
+URI = "file:///work/same.py"
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    env = server_env(COMPLETER_RUNTIME_DIR=str(runtime), COMPLETER_ENGINE_IDLE_EXIT_S="2", **extra)
+    env.pop("COMPLETER_STANDALONE", None)
+    return env
+
+
+def _server(runtime: Path, options: dict | None = None, standalone: bool = False, cwd: str | None = None,
+            **extra: str) -> RawClient:
+    cmd = [sys.executable, "-m", "lsp", *(["--standalone"] if standalone else [])]
+    client = RawClient(cmd, env=_env(runtime, **extra), cwd=cwd)
+    client.initialize({"completer": {"searchAhead": False, **(options or {})}})
+    return client
+
+
+def _info(client: RawClient, timeout: float = 30.0) -> dict:
+    return client.request("completer/info", timeout=timeout)["result"]
+
+
+def _ready(client: RawClient, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while not ((info := _info(client)).get("model") and info["server"]["worker_pid"]):
+        assert time.monotonic() < deadline, f"not ready: {info}"
+        time.sleep(0.05)
+    return info
+
+
+def _lines(reply: dict) -> list[str]:
+    return [item["textEdit"]["newText"] for item in (reply.get("result") or {}).get("items") or []]
+
+
+def test_a_windows_COMPLETER_MODEL_is_not_replaced_by_the_first_windows(tmp_path: Path):
+    """A window's COMPLETER_MODEL means its own model, not that of the server that started the engine: servers
+    send the model's folder resolved (lsp/settings.py engine_dict)."""
+    first = _server(tmp_path)
+    second = _server(tmp_path, COMPLETER_MODEL=str(REPO / "models" / "python-base"))
+    try:
+        assert _ready(first)["model"] == "python-small"
+        info = _ready(second)
+        assert info["server"]["shared_engine"]
+        assert info["model"] == "python-base", "the second window's COMPLETER_MODEL was ignored"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_relative_modelPath_is_read_from_the_windows_own_directory(tmp_path: Path):
+    """A relative modelPath is read from the window's own working directory, not the engine's."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    first = _server(tmp_path / "run", cwd=str(elsewhere))
+    second = _server(tmp_path / "run", {"modelPath": "models/python-base"}, cwd=str(REPO))
+    try:
+        _ready(first)
+        deadline = time.monotonic() + 3
+        while (info := _ready(second))["model"] != "python-base" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert info["server"]["shared_engine"]
+        assert info["model"] == "python-base", "modelPath resolved against another window's directory"
+    finally:
+        first.close()
+        second.close()
+
+
+POSITIONS = [(13, 8), (14, 8), (17, 8), (18, 8), (21, 8), (30, 4), (31, 4), (33, 8), (20, 4), (12, 4)]
+
+
+def test_one_windows_small_memory_budget_does_not_change_another_windows_answers(tmp_path: Path):
+    """Windows on one model share its caches, whose budget is the largest of theirs: one window's small
+    memoryBudgetMb must not evict the others' documents and change their answers (Worker._engine_of)."""
+    options = {"beams": 2, "maxSuggestions": 1, "documentRepeats": False}
+    private = _server(tmp_path / "private", options, standalone=True)
+    try:
+        _ready(private)
+        private.open(URI, SAMPLE_TEXT)
+        expected = [_lines(private.completion(URI, line, column, timeout=60)) for line, column in POSITIONS]
+    finally:
+        private.close()
+    window = _server(tmp_path / "run", options)
+    small = _server(tmp_path / "run", {"memoryBudgetMb": 1})
+    try:
+        _ready(window)
+        _ready(small)
+        window.open(URI, SAMPLE_TEXT)
+        small.open(URI, SAMPLE_TEXT)
+        got = []
+        for line, column in POSITIONS:  # both windows typing at once
+            params = {"textDocument": {"uri": URI}, "position": {"line": line, "character": column}}
+            ids = [client.request_nowait("textDocument/completion", params) for client in (window, small)]
+            got.append(_lines(window.wait(ids[0], timeout=60)))
+            small.wait(ids[1], timeout=60)
+        differ = [(POSITIONS[i], got[i], expected[i]) for i in range(len(POSITIONS)) if got[i] != expected[i]]
+        assert not differ, f"answers differ from a private worker's: {differ}"
+    finally:
+        window.close()
+        small.close()
+
+
+def test_a_client_that_never_reads_its_replies_does_not_hang_every_window(tmp_path: Path):
+    """A local client that sends thousands of jobs and never reads its replies is cut off once a reply has
+    waited SEND_TIMEOUT_S to be written, and its queued jobs are dropped: the other windows go on being
+    answered."""
+    window = _server(tmp_path)
+    rogue = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        _ready(window)
+        window.open(URI, SAMPLE_TEXT)
+        assert _lines(window.completion(URI, 12, 4, timeout=30))
+        rogue.connect(str(socket_path_in(tmp_path)))
+        rogue.sendall(b"".join(framing.encode({"id": i, "op": "info"}) for i in range(1, 5000)))
+        time.sleep(1.0)
+        started = time.monotonic()
+        reply = window.completion(URI, 20, 4, timeout=3)  # raises TimeoutError: no answer at all
+        assert "result" in reply and time.monotonic() - started < 3
+    finally:
+        rogue.close()
+        window.close()
+
+
+def test_a_socket_path_too_long_for_AF_UNIX_falls_back_at_once(tmp_path: Path):
+    """A socket path longer than sun_path holds is refused before any engine is started: the window runs a
+    private worker at once."""
+    runtime = tmp_path / ("x" * 90) / ("y" * 40)
+    window = _server(runtime)
+    try:
+        window.open(URI, SAMPLE_TEXT)
+        reply = window.completion(URI, 12, 4, timeout=3)  # raises TimeoutError: answered only after 20 s
+        assert _lines(reply)
+    finally:
+        window.close(timeout=2)
+
+
+def test_a_held_start_lock_does_not_leave_a_window_without_completions_forever(tmp_path: Path):
+    """A start lock held by something stuck is waited for LOCK_WAIT_S at most; the window then runs a private
+    worker and says so, and the wait (on a daemon thread) never keeps the server from exiting."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    holder = os.open(runtime / "engine.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    window = _server(runtime)
+    try:
+        time.sleep(7)  # the lock is waited for 5 s (LOCK_WAIT_S); a private worker starts in well under a second
+        logged = "\n".join(n["params"]["message"] for n in window.notifications if n["method"] == "window/logMessage")
+        assert "private worker" in logged, "after 7 s still waiting on the lock, and nothing said"
+    finally:
+        started = time.monotonic()
+        window.close(timeout=2)
+        os.close(holder)
+    assert time.monotonic() - started < 2, "the server did not exit on shutdown + exit"
+
+
+def test_a_window_that_switched_models_and_left_frees_its_caches(tmp_path: Path):
+    """A window that switches models takes its documents out of the old model's engine, so a window that
+    switched and left holds nothing in the other's engine."""
+    stays = _server(tmp_path)
+    leaves = _server(tmp_path)
+    try:
+        _ready(stays)
+        _ready(leaves)
+        stays.open(URI, SAMPLE_TEXT)
+        stays.completion(URI, 12, 4, timeout=30)
+        for index in range(5):
+            leaves.open(f"file:///work/other{index}.py", SAMPLE_TEXT)
+            leaves.completion(f"file:///work/other{index}.py", 12, 4, timeout=30)
+        leaves.notify("workspace/didChangeConfiguration",
+                      {"settings": {"completer": {"modelPath": "python-base", "searchAhead": False}}})
+        deadline = time.monotonic() + 10
+        while _info(leaves)["model"] != "python-base":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        leaves.close()
+        time.sleep(0.5)
+        info = _info(stays)
+        assert info["engine"]["clients"] == 1
+        assert info["documents_cached"] == 1, f"the departed window's caches are still held: {info['documents_cached']}"
+    finally:
+        stays.close()
+        leaves.close()
+
+
+def test_info_says_private_worker_when_the_shared_engine_could_not_be_reached(tmp_path: Path):
+    """completer/info reports the worker in use: a private worker standing in for an unreachable engine is not
+    reported as the shared engine."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    (runtime / "engine.lock").mkdir()
+    window = _server(runtime)
+    try:
+        info = _ready(window)
+        assert info["engine"]["shared"] is False  # the worker says it is private
+        assert info["server"]["shared_engine"] is False, "reported as on the shared engine"
+    finally:
+        window.close()
