@@ -148,8 +148,9 @@ class OpenAIBackend:
         return self.model_error
 
     async def configure(self, settings: dict[str, Any]) -> str | None:
-        """Engine settings changed: they are read at each request (maxTokens, maxSuggestions), nothing to load."""
-        return self.model_error
+        """Engine settings changed: they are read at each request (maxTokens, maxSuggestions), nothing to load,
+        so nothing to refuse (a missing endpoint is the backend's model_error, not these settings')."""
+        return None
 
     async def refresh_info(self, timeout: float) -> None:
         self._refresh_info()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from completer.fim import FIM_TEMPLATES
+from completer.fim import FIM_TEMPLATES, template_for_model
 from completer.remote import PROMPT_CHARS
 from completer.text import MAX_CONTEXT_CHARS
 from completer.types import EngineSettings
@@ -75,8 +75,6 @@ class RemoteSettings:
 
     def template(self) -> str | None:
         """The FIM template the prompts use, or None for the text before the cursor alone."""
-        from completer.fim import template_for_model
-
         if self.fim_template == "auto":
             return template_for_model(self.model)
         return None if self.fim_template == "none" else self.fim_template

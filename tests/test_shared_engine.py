@@ -32,8 +32,8 @@ def _server(runtime: Path, **extra: str) -> RawClient:
     return client
 
 
-def _info(client: RawClient) -> dict:
-    return client.request("completer/info")["result"]
+def _info(client: RawClient, timeout: float = 30.0) -> dict:
+    return client.request("completer/info", timeout=timeout)["result"]
 
 
 def _ready(client: RawClient, timeout: float = 30.0) -> dict:

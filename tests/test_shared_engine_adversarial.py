@@ -13,7 +13,7 @@ from pathlib import Path
 from lsp import framing
 from lsp.rawclient import RawClient
 from lsp_support import SAMPLE_TEXT, server_env
-from test_shared_engine import socket_path_in
+from test_shared_engine import _info, _lines, _ready, socket_path_in
 
 REPO = Path(__file__).resolve().parent.parent
 URI = "file:///work/same.py"
@@ -31,22 +31,6 @@ def _server(runtime: Path, options: dict | None = None, standalone: bool = False
     client = RawClient(cmd, env=_env(runtime, **extra), cwd=cwd)
     client.initialize({"completer": {"searchAhead": False, **(options or {})}})
     return client
-
-
-def _info(client: RawClient, timeout: float = 30.0) -> dict:
-    return client.request("completer/info", timeout=timeout)["result"]
-
-
-def _ready(client: RawClient, timeout: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while not ((info := _info(client)).get("model") and info["server"]["worker_pid"]):
-        assert time.monotonic() < deadline, f"not ready: {info}"
-        time.sleep(0.05)
-    return info
-
-
-def _lines(reply: dict) -> list[str]:
-    return [item["textEdit"]["newText"] for item in (reply.get("result") or {}).get("items") or []]
 
 
 def test_a_windows_COMPLETER_MODEL_is_not_replaced_by_the_first_windows(tmp_path: Path):
