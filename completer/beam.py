@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .calls import KV, ModelCall, Steps, drive
 from .repeats import DocumentRepeats
-from .runtime import Runtime
+from .runtime import Runtime, StepOutput
 from .tokens import Tokens
-from .types import STOP_MARGIN, CancelCheck, Cancelled
+from .types import STOP_MARGIN, CancelCheck
 
 CANDIDATES_PER_BEAM = 2  # a beam ends in one token: `beams` that go on are nearly always among twice as many
 
@@ -38,7 +39,7 @@ class Hypothesis:
 
 @dataclass
 class SearchRequest:
-    prefix: list[tuple[np.ndarray, np.ndarray]]  # shared document KV, P tokens
+    prefix: KV  # shared document KV, P tokens
     position: int  # P: the position of `last_token`
     last_token: int  # the last context token, not yet in the prefix KV
     healed: bytes  # typed bytes the first generated tokens must spell
@@ -71,12 +72,19 @@ def _allowed(tokens: Tokens, remaining: list[bytes], guarded: list[bool]) -> np.
 
 def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancelled: CancelCheck | None = None
                 ) -> SearchResult:
+    """The search run alone, one call after another; raises Cancelled when `is_cancelled` turns true before a step."""
+    return drive(search_steps(runtime.empty_past(1), tokens, req), runtime, is_cancelled)
+
+
+def search_steps(empty_past: KV, tokens: Tokens, req: SearchRequest) -> Steps[SearchResult]:
+    """The search as the calls it needs, one beam step each (completer/calls.py); `empty_past` is the runtime's
+    suffix KV of one beam before the first step."""
     live_seqs: list[list[int]] = [[]]
     live_scores = np.zeros(1, dtype=np.float32)
     remaining = [req.healed]
     guarded = [req.indent_only]  # per beam: still at the typed indentation
     lengths = [0]  # per beam: bytes generated so far
-    past = runtime.empty_past(1)
+    past = empty_past
     step_input = np.asarray([[req.last_token]], dtype=np.int64)  # [B, 1]
     finished: list[Hypothesis] = []
     counted: list[float] = []  # the scores of the finished lines that count toward the stop
@@ -88,11 +96,10 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     scores: list[float] = []
     out_of_time = False
     for step in range(req.max_tokens):
-        if is_cancelled is not None and is_cancelled():
-            raise Cancelled()
-        out = runtime.run(step_input, req.position + step, req.prefix, past, scores=live_scores,
-                          allowed=_allowed(tokens, remaining, guarded), num_beams=CANDIDATES_PER_BEAM * req.beams,
-                          repeats=req.repeats.mixture(live_seqs) if req.repeats is not None else None)
+        out: StepOutput = yield ModelCall(
+            step_input, req.position + step, req.prefix, past, scores=live_scores,
+            allowed=_allowed(tokens, remaining, guarded), num_beams=CANDIDATES_PER_BEAM * req.beams,
+            repeats=req.repeats.mixture(live_seqs) if req.repeats is not None else None)
         keep, seqs, scores, rems, guards, lens = [], [], [], [], [], []
         for j in range(len(out.tokens)):  # best first
             score = float(out.scores[j])
@@ -132,7 +139,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
             out_of_time = True
             break
         index = np.asarray(keep, dtype=np.int64)
-        past = [(k[index], v[index]) for k, v in out.beam_kv]
+        past = out.carried(index)
         live_seqs, remaining, guarded, lengths = seqs, rems, guards, lens
         live_scores = np.asarray(scores, dtype=np.float32)
         step_input = out.tokens[index][:, None].astype(np.int64)
@@ -142,7 +149,7 @@ def beam_search(runtime: Runtime, tokens: Tokens, req: SearchRequest, is_cancell
     return SearchResult(finished, out_of_time)
 
 
-def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], position: int, last_token: int,
+def forced_score(runtime: Runtime, prefix: KV, position: int, last_token: int,
                  continuation: list[int], repeats: DocumentRepeats | None = None) -> float:
     """The log-probability the search would give `continuation`, taken step by step through the same graph.
     The graph masks after its log-softmax, so a mask that allows one token reads that token's log-probability.
@@ -154,9 +161,10 @@ def forced_score(runtime: Runtime, prefix: list[tuple[np.ndarray, np.ndarray]], 
     for step, token in enumerate(continuation):
         allowed = np.zeros((1, runtime.vocab_size), dtype=bool)
         allowed[0, token] = True
-        out = runtime.run(step_input, position + step, prefix, past, scores=score, allowed=allowed, num_beams=1,
-                          repeats=repeats.mixture([continuation[:step]]) if repeats is not None else None)
+        out = runtime.run_call(ModelCall(step_input, position + step, prefix, past, scores=score, allowed=allowed,
+                                         num_beams=1,
+                                         repeats=repeats.mixture([continuation[:step]]) if repeats is not None else None))
         score = out.scores[:1].astype(np.float32)
-        past = [(k[:1], v[:1]) for k, v in out.beam_kv]
+        past = out.carried(np.zeros(1, dtype=np.int64))
         step_input = np.asarray([[token]], dtype=np.int64)
     return float(score[0])

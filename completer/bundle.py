@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .types import ModelError
 
-SUPPORTED_FORMATS = (1, 2)  # 2: converted models (architecture family, end-of-text token, FIM order)
+SUPPORTED_FORMATS = (1, 2, 3)  # 2: converted models (architecture family, end-of-text token, FIM order); 3: slots
 DEFAULT_MODEL_NAME = "python-small"
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")  # and any other file the manifest lists (model.onnx.data)
 
@@ -113,6 +113,18 @@ class Bundle:
         if not isinstance(ids, dict) or not all(isinstance(ids.get(k), int) for k in ("prefix", "suffix", "middle")):
             return None
         return ids["prefix"], ids["suffix"], ids["middle"]
+
+    @property
+    def batched_model(self) -> tuple[Path, int] | None:
+        """The graph the scheduler runs when several searches share a call, and how many it holds (format 3,
+        where the export wrote one); None: each search's calls run alone."""
+        batched = self.manifest.get("batched_model")
+        if not isinstance(batched, dict) or batched.get("file") not in self.manifest.get("files", {}):
+            return None
+        slots = batched.get("slots")
+        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 2:
+            return None
+        return self.path / batched["file"], slots
 
     @property
     def runtime_bytes(self) -> int:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .runtime import Runtime
+from .calls import KV, ModelCall, Steps, drive
+from .runtime import Runtime, StepOutput
 
 
 @dataclass
@@ -42,25 +43,35 @@ def common_prefix_length(a: list[int], b: list[int]) -> int:
 
 
 def extend_prefix(state: DocumentState, runtime: Runtime, ids: list[int]) -> tuple[int, int]:
-    """Make the cache hold exactly `ids`; returns (reused tokens, newly run tokens)."""
+    """Make the cache hold exactly `ids`, running the new tokens in one call; returns (reused tokens, newly run
+    tokens)."""
+    return drive(prefix_steps(state, runtime.empty_prefix(), ids), runtime)
+
+
+def prefix_steps(state: DocumentState, empty_prefix: KV, ids: list[int], chunk: int | None = None
+                 ) -> Steps[tuple[int, int]]:
+    """`extend_prefix` as the calls it needs (completer/calls.py): the new tokens in one prefill, or in calls
+    of at most `chunk` tokens, the cache updated after each, so a caller that stops between them keeps the
+    chunks already run. `empty_prefix` is the runtime's KV of no tokens."""
     if not state.keys:
-        empty = runtime.empty_prefix()
-        state.keys = [k for k, _ in empty]
-        state.values = [v for _, v in empty]
+        state.keys = [k for k, _ in empty_prefix]
+        state.values = [v for _, v in empty_prefix]
         state.ids = []
     keep = common_prefix_length(state.ids, ids)
     if keep < len(state.ids):
         state.keys = [np.ascontiguousarray(k[:, :, :, :keep]) for k in state.keys]
         state.values = [np.ascontiguousarray(v[:, :, :keep, :]) for v in state.values]
         state.ids = state.ids[:keep]
-    new = ids[keep:]
-    if new:
-        out = runtime.run(np.asarray([new], dtype=np.int64), keep, state.prefix(), runtime.empty_past(1))
+    done = keep
+    while done < len(ids):
+        end = len(ids) if chunk is None else min(len(ids), done + chunk)
+        out: StepOutput = yield ModelCall(np.asarray([ids[done:end]], dtype=np.int64), done, state.prefix())
         state.keys = [np.concatenate([k, pk.transpose(0, 1, 3, 2)], axis=3)
                       for k, (pk, _) in zip(state.keys, out.present)]
         state.values = [np.concatenate([v, pv], axis=2) for v, (_, pv) in zip(state.values, out.present)]
-        state.ids = list(ids)
-    return keep, len(new)
+        state.ids = list(ids[:end])
+        done = end
+    return keep, len(ids) - keep
 
 
 class DocumentCache:

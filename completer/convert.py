@@ -18,7 +18,7 @@ from .bundle import sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import ModelError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 DEFAULT_CONTEXT = 2048
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
@@ -158,7 +158,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
         shown = sys.stderr.isatty() if progress is None else progress
-        model = decoder_model(arch, weights, tokens.ends_line, context, on_layer=_Progress(arch.n_layer, shown))
+        model = decoder_model(arch, weights, context, on_layer=_Progress(arch.n_layer, shown))
         del weights
         fp32 = staging / "fp32" / "model.onnx"
         fp32.parent.mkdir()

@@ -17,9 +17,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .answer import LineOffer, answer
-from .beam import SearchRequest, beam_search, forced_score
+from .beam import SearchRequest, forced_score, search_steps
 from .bundle import Bundle, load_bundle
-from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix
+from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix, prefix_steps
+from .calls import Steps, drive
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
 from .prompt import Prompts
@@ -59,6 +60,7 @@ class Engine:
         self.documents: dict[str, list[str]] = {}
         self.prompts = Prompts(self.bundle, self.tokens, self.settings)
         self._speculations: dict[str, list[Speculation]] = {}  # per document: the searches run ahead of it
+        self._searching_ahead: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}  # per document: those under way
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
@@ -116,6 +118,7 @@ class Engine:
         self.documents.pop(uri, None)
         self.cache.drop(uri)
         self._speculations.pop(uri, None)
+        self._searching_ahead.pop(uri, None)
 
     def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
@@ -137,6 +140,12 @@ class Engine:
         windows of the repository's other files most like the code at the cursor (completer/workspace.py; all
         three searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
         steps; otherwise never raises."""
+        return drive(self.complete_steps(uri, before, after, below, others, snippets), self.runtime, is_cancelled)
+
+    def complete_steps(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = (),
+                       snippets: Sequence[str] = ()) -> Steps[CompletionResult]:
+        """`complete_text` as the model calls it needs (completer/calls.py), for the scheduler to run beside
+        other requests. Raises Cancelled when thrown one at a call; otherwise never raises."""
         started = time.perf_counter()
         foreseen = self._foreseen(uri, before, after, below, others)
         if foreseen is not None:
@@ -144,7 +153,7 @@ class Engine:
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
                            latency_ms=(time.perf_counter() - started) * 1000)
         try:
-            result = self._complete(uri, before, after, is_cancelled, below, others, snippets)
+            result = yield from self._complete(uri, before, after, below, others, snippets)
         except Cancelled:
             raise
         except Exception:  # a bad request must never take the engine down
@@ -152,6 +161,20 @@ class Engine:
             result = CompletionResult()
         result.latency_ms = (time.perf_counter() - started) * 1000
         return result
+
+    def foresees(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = ()) -> bool:
+        """Whether a search ahead, finished or under way, is for exactly this request: the scheduler then lets it
+        finish instead of stopping it (completer/scheduler.py)."""
+        request = (before, below, tuple(others))
+        return not after.strip() and (request in self._searching_ahead.get(uri, ()) or any(
+            (s.before, s.below, s.others) == request for s in self._speculations.get(uri, ())))
+
+    def answers_from_ahead(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = ()
+                           ) -> bool:
+        """Whether a finished search ahead answers this request now, without the model."""
+        request = (before, below, tuple(others))
+        return not after.strip() and any((s.before, s.below, s.others) == request
+                                         for s in self._speculations.get(uri, ()))
 
     def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str]) -> Speculation | None:
         """The search run ahead for exactly this request, if any. A request none of them foresaw (the user typed
@@ -169,14 +192,18 @@ class Engine:
         return foreseen
 
     def prefill(self, uri: str, text: str, is_cancelled: CancelCheck | None = None) -> int:
+        """`prefill_steps` run alone; raises Cancelled between chunks, keeping those already run."""
+        return drive(self.prefill_steps(uri, text), self.runtime, is_cancelled)
+
+    def prefill_steps(self, uri: str, text: str) -> Steps[int]:
         """Run the model over the context of a cursor at the end of `text` (a document just opened), in chunks
-        of PREFILL_CHUNK_TOKENS with `is_cancelled` asked between them, so the first suggestion in the file pays
-        for its own line only: any cursor's context starts with these tokens while the file fits the window.
+        of PREFILL_CHUNK_TOKENS, so the first suggestion in the file pays for its own line only: any cursor's
+        context starts with these tokens while the file fits the window.
         With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do; a
         suffix-prefix-middle bundle's prompts start with the lines below the cursor, which no prefill can know,
         so it runs none. The document stays least recently used: a prefill never evicts the documents being
-        edited, and is the first evicted itself. Returns how many tokens ran; raises Cancelled between
-        chunks, keeping those already run."""
+        edited, and is the first evicted itself. Returns how many tokens ran; Cancelled thrown at a chunk
+        keeps those already run."""
         before, at_start = clip_before(text)
         if looks_binary(before) or (self.fim_ids is not None and self.bundle.fim_order == "spm"):
             return 0
@@ -186,26 +213,27 @@ class Engine:
             start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
             ids = [self.fim_ids[0], *document[start:]][:len(ids)]
         prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix
-        done = common_prefix_length(state.ids, prompt)
-        ran = 0
-        while done < len(prompt):
-            if is_cancelled is not None and is_cancelled():
-                raise Cancelled()
-            done = min(len(prompt), done + PREFILL_CHUNK_TOKENS)
-            ran += extend_prefix(state, self.runtime, prompt[:done])[1]
+        if common_prefix_length(state.ids, prompt) == len(prompt):
+            return 0
+        ran = (yield from prefix_steps(state, self.runtime.empty_prefix(), prompt, PREFILL_CHUNK_TOKENS))[1]
         self.cache.enforce_budget()
         return ran
 
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
                          is_cancelled: CancelCheck | None = None, snippets: Sequence[str] = ()) -> int:
+        """`search_next_line_steps` run alone; raises Cancelled between beam steps, keeping the searches done."""
+        return drive(self.search_next_line_steps(uri, before, below, others, snippets), self.runtime, is_cancelled)
+
+    def search_next_line_steps(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
+                               snippets: Sequence[str] = ()) -> Steps[int]:
         """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
         it most likely starts at (`next_line_indents`), while the user has not asked for anything, and keep their
         answers for those requests: the first keystroke on a new line searches a whole line, the slowest search
         there is. On a line holding only indentation, Enter leaves it blank: editors take the indentation off it
         (VS Code's trimAutoWhitespace, Vim's autoindent) and give it to the new line, which is searched at that
         indentation, beside the searches kept from the line before. The last answer stays as it was, so typing
-        on in the line still types through it. Returns how many were searched; raises Cancelled when
-        `is_cancelled` turns true between beam steps, keeping those already done."""
+        on in the line still types through it. Returns how many were searched; Cancelled thrown at a beam step
+        keeps those already done."""
         cut = before.rfind("\n")
         line = before[cut + 1:]
         if line.strip():
@@ -214,6 +242,7 @@ class Engine:
         else:
             kept = self._speculations.setdefault(uri, [])
             aheads = [before[:len(before) - len(line)] + "\n" + line]
+        self._searching_ahead[uri] = [(ahead, below, tuple(others)) for ahead in aheads]
         state = self.cache.get(uri)
         last_answer = state.last_answer
         # A FIM prompt for the next line is not an extension of this line's (the line moves into the prefix, or
@@ -222,10 +251,11 @@ class Engine:
         cached = (state.ids, state.keys, state.values) if self.fim_ids is not None else None
         try:
             for ahead in aheads:
-                kept.append(Speculation(ahead, below, tuple(others),
-                                        self._complete(uri, ahead, "", is_cancelled, below, others, snippets)))
+                result = yield from self._complete(uri, ahead, "", below, others, snippets)
+                kept.append(Speculation(ahead, below, tuple(others), result))
                 del kept[:-SPECULATIONS_KEPT]
         finally:
+            self._searching_ahead.pop(uri, None)
             state = self.cache.get(uri)
             state.last_answer = last_answer
             if cached is not None:
@@ -274,8 +304,8 @@ class Engine:
         ids: Sequence[int] = np.concatenate([*parts, np.asarray(document, dtype=np.int64)]) if parts else document
         return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window, others_end=others_end)
 
-    def _complete(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None, below: str = "",
-                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
+    def _complete(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = (),
+                  snippets: Sequence[str] = ()) -> Steps[CompletionResult]:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
@@ -294,23 +324,24 @@ class Engine:
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
         ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
-        if is_cancelled is not None and is_cancelled():
-            raise Cancelled()
-        runs_before = self.runtime.calls
-        reused, new = extend_prefix(state, self.runtime, ids[:-1])
+        repeats = self._repeats(state, document, window, below, others, snippets)
+        # Everything that depends on the settings is read above: another window's settings may apply to the
+        # engine while this request waits for its calls (completer/scheduler.py).
+        counter = [0]  # this request's model runs
+        reused, new = yield from _counted(prefix_steps(state, self.runtime.empty_prefix(), ids[:-1],
+                                                       PREFILL_CHUNK_TOKENS), counter)
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
                                 beams=settings.beams, lines_wanted=settings.max_suggestions,
                                 margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
-                                max_new_bytes=MAX_INSERTED_BYTES + len(healed),
-                                repeats=self._repeats(state, document, window, below, others, snippets))
+                                max_new_bytes=MAX_INSERTED_BYTES + len(healed), repeats=repeats)
         offer = LineOffer(tokens, healed, typed_line, after, context)
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
-        search = beam_search(self.runtime, tokens, request, is_cancelled)
+        search = yield from _counted(search_steps(self.runtime.empty_past(1), tokens, request), counter)
         suggestions = answer(search.hypotheses, offer, settings, before[:line_start])
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
-        return CompletionResult(suggestions=suggestions, model_runs=self.runtime.calls - runs_before,
+        return CompletionResult(suggestions=suggestions, model_runs=counter[0],
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
 
     def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = (),
@@ -365,3 +396,23 @@ class Engine:
             "model_runs": self.model_runs,
             "settings": self.settings.__dict__.copy(),
         }
+
+
+def _counted(steps: Steps, counter: list[int]) -> Steps:
+    """`steps`, counting the calls it makes in counter[0]: a request's own model runs, whatever else the
+    runtime runs beside it."""
+    output = None
+    while True:
+        try:
+            call = steps.send(output)
+        except StopIteration as done:
+            return done.value
+        counter[0] += 1
+        try:
+            output = yield call
+        except BaseException as exc:  # Cancelled, or the generator closed: the inner steps clean up first
+            try:
+                steps.throw(exc)
+            except StopIteration as done:
+                return done.value
+            raise

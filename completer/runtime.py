@@ -1,10 +1,15 @@
 """The onnxruntime session over the bundle's decoder, and the shapes of the state it carries.
 
-One `run` is one ONNX call: prefill (batch 1, several new tokens, no suffix) or one beam step
-(batch = live beams, one token each). CUDA is used when onnxruntime-gpu sees a device; then the
-shared prefix KV is uploaded once per search and bound as device OrtValues (IO binding), so a beam
-step moves only the small per-beam tensors. On the CPU, session.run already reads numpy arrays in
-place, and IO binding measured no faster (docs/benchmarks.md), so plain runs are used there.
+One call runs the decoder once: a prefill (one row, several new tokens, no suffix) or a beam step (one token per
+live beam). Bundles of format 3 take several searches per call (`run_batch`): their graph has `slots`
+searches' prefix inputs, and returns each row's best candidates, among which each search picks its own here.
+Older bundles' graphs take one search per call and pick inside the graph; `run_batch` runs their calls one
+after another.
+
+CUDA is used when onnxruntime-gpu sees a device; then the prefix KV is uploaded once per search and bound as
+device OrtValues (IO binding), so a beam step moves only the small per-beam tensors. On the CPU, session.run
+already reads numpy arrays in place, and IO binding measured no faster (docs/benchmarks.md), so plain runs are
+used there.
 """
 from __future__ import annotations
 
@@ -14,18 +19,25 @@ import numpy as np
 import onnxruntime as ort
 
 from .bundle import Bundle
+from .calls import KV, ModelCall
 from .repeats import NO_REPEATS, RepeatMix
 from .types import ModelError
 
 
 @dataclass
 class StepOutput:
-    present: list[tuple[np.ndarray, np.ndarray]]  # per layer (key, value) [B, H, T+S, D], before reordering
-    tokens: np.ndarray  # [K] next token per candidate beam
-    parents: np.ndarray  # [K] the beam each candidate extends
+    present: KV  # per layer (key, value) [B, KV, T+S, D]: the call's rows with the new tokens
+    tokens: np.ndarray  # [K] next token per candidate, best first
+    parents: np.ndarray  # [K] the call's row each candidate extends
     scores: np.ndarray  # [K] cumulative log-probabilities
-    finished: np.ndarray  # [K] bool
-    beam_kv: list[tuple[np.ndarray, np.ndarray]]  # per layer (key, value) [K, H, T+S, D], reordered by parent
+    beam_kv: KV | None = None  # older graphs: per layer [K, KV, T+S, D], `present` already reordered by parent
+
+    def carried(self, candidates: np.ndarray) -> KV:
+        """The suffix KV the chosen candidates (indices into `tokens`) carry to the next step: their parents'."""
+        if self.beam_kv is not None:
+            return [(k[candidates], v[candidates]) for k, v in self.beam_kv]
+        rows = self.parents[candidates]
+        return [(k[rows], v[rows]) for k, v in self.present]
 
 
 def choose_providers(device: str) -> list[str]:
@@ -62,25 +74,39 @@ class Runtime:
         options.log_severity_level = 3
         options.enable_cpu_mem_arena = memory_arena
         options.enable_mem_pattern = memory_arena  # planned for fixed shapes; ours change with every call
-        try:
-            self.session = ort.InferenceSession(str(bundle.model_path), options, providers=choose_providers(device))
-        except ModelError:
-            raise
-        except Exception as exc:  # onnxruntime raises several unrelated types for a bad file
-            raise ModelError(f"onnxruntime cannot load {bundle.model_path}: {exc}") from exc
+        self._options, self._providers = options, choose_providers(device)
+        self.session = self._session(bundle.model_path)
+        self.batched_model = bundle.batched_model  # (path, slots) of the graph batched calls run, if any
+        self._batched: ort.InferenceSession | None = None  # loaded when two searches first share a call
         self.providers = self.session.get_providers()
         self.threads = threads
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.calls = 0
         self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
         inputs = {i.name for i in self.session.get_inputs()}
+        self._single_slots = next((int(i.shape[0]) for i in self.session.get_inputs() if i.name == "slot_rows"), 0)
+        self.slotted = self._single_slots > 0
+        """A format-3 graph: the search picks its candidates from each row's (`_run_slots`); older graphs take one
+        search per call and pick inside the graph."""
         # Bundles exported before the beam step took the document's repeats lack these inputs; those of the
         # first version of these inputs take them as dense rows over the vocabulary, without `repeat_tokens`.
         self.mixes_repeats = {"repeat_probs", "model_share"} <= inputs
         self.dense_repeats = self.mixes_repeats and "repeat_tokens" not in inputs
         self.device_type = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
-        self._bound_prefix: tuple[list[np.ndarray], dict[str, ort.OrtValue]] = ([], {})
+        self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
+        self._no_prefix = self.empty_prefix()
+
+    def _session(self, path) -> ort.InferenceSession:
+        try:
+            return ort.InferenceSession(str(path), self._options, providers=self._providers)
+        except Exception as exc:  # onnxruntime raises several unrelated types for a bad file
+            raise ModelError(f"onnxruntime cannot load {path}: {exc}") from exc
+
+    @property
+    def batch_slots(self) -> int:
+        """How many searches one call can hold: the batched graph's slots, else 1."""
+        return self.batched_model[1] if self.batched_model is not None else 1
 
     def empty_prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
         h, d = self.n_kv_head, self.head_dim
@@ -90,63 +116,186 @@ class Runtime:
         shape = (batch, self.n_kv_head, 0, self.head_dim)
         return [(np.zeros(shape, np.float32), np.zeros(shape, np.float32)) for _ in range(self.n_layer)]
 
-    def run(self, input_ids: np.ndarray, position: int, prefix: list[tuple[np.ndarray, np.ndarray]],
-            past: list[tuple[np.ndarray, np.ndarray]], scores: np.ndarray | None = None,
-            finished: np.ndarray | None = None, allowed: np.ndarray | None = None, num_beams: int = 1,
-            repeats: RepeatMix | None = None) -> StepOutput:
-        """input_ids [B, S]; prefix per layer (key [1, H, D, P], value [1, H, P, D]); past per layer [B, H, T, D];
+    def run(self, input_ids: np.ndarray, position: int, prefix: KV, past: KV, scores: np.ndarray | None = None,
+            allowed: np.ndarray | None = None, num_beams: int = 1, repeats: RepeatMix | None = None) -> StepOutput:
+        """input_ids [B, S]; prefix per layer (key [1, KV, D, P], value [1, KV, P, D]); past per layer [B, KV, T, D];
         repeats: the document's repeats per beam row from completer/repeats.py, or None for none."""
+        return self.run_call(ModelCall(input_ids, position, prefix, past, scores, allowed, num_beams, repeats))
+
+    def run_call(self, call: ModelCall) -> StepOutput:
+        """One call a search or a prefill yielded (completer/calls.py), alone."""
+        return self.run_batch([call])[0]
+
+    def run_batch(self, calls: list[ModelCall]) -> list[StepOutput]:
+        """Calls with the same number of new tokens per row, one output each. With a batched graph, up to
+        `batch_slots` of them run in one call; otherwise one after another."""
+        if not self.slotted:
+            return [self._run_single(call) for call in calls]
+        slots = self.batch_slots
+        outputs: list[StepOutput] = []
+        for start in range(0, len(calls), slots):
+            group = calls[start:start + slots]
+            if len(group) == 1:  # the single graph: no empty slots to pay for
+                outputs += self._run_slots(self.session, self._single_slots, group)
+                continue
+            if self._batched is None:
+                self._batched = self._session(self.batched_model[0])  # type: ignore[index]
+            outputs += self._run_slots(self._batched, slots, group)
+        return outputs
+
+    def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall]) -> list[StepOutput]:
+        """One call of a format-3 graph: each call's rows in a slot of their own, then each call's best
+        candidates picked among its rows' (the graph gives each row's top num_beams)."""
+        feed, rows, lengths = self.slot_feed(calls, slots)
+        self.calls += 1
+        out = self._run_feed(session, feed)
+        presents = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
+        longest = feed["past_mask"].shape[1]
+        outputs, start = [], 0
+        for call, n, length in zip(calls, rows, lengths):
+            tokens, parents, scores = pick_candidates(out["row_scores"][start:start + n],
+                                                      out["row_tokens"][start:start + n], call.num_beams)
+            present = [(k[start:start + n, :, longest - length:], v[start:start + n, :, longest - length:])
+                       for k, v in presents]  # views: the call's rows and its own columns
+            outputs.append(StepOutput(present, tokens, parents, scores))
+            start += n
+        return outputs
+
+    def slot_feed(self, calls: list[ModelCall], slots: int) -> tuple[dict[str, np.ndarray], list[int], list[int]]:
+        """A format-3 graph's inputs for these calls (at most `slots`, the same new tokens per row): their rows
+        one after another, each call's prefix in its own slot, the suffixes padded at their start to the
+        longest. Also each call's rows and suffix length."""
+        rows = [call.rows for call in calls]
+        new = calls[0].input_ids.shape[1]
+        if any(call.input_ids.shape[1] != new for call in calls) or len(calls) > slots:
+            raise ValueError(f"a batch holds at most {slots} calls with the same number of new tokens per row")
+        total = sum(rows)
+        lengths = [0 if call.past is None else call.past[0][0].shape[2] for call in calls]  # T per call
+        longest = max(lengths)
+        feed: dict[str, np.ndarray] = {
+            "input_ids": np.concatenate([call.input_ids for call in calls]).astype(np.int64, copy=False),
+            "position_ids": np.concatenate([np.broadcast_to(np.arange(call.position, call.position + new), (n, new))
+                                            for call, n in zip(calls, rows)]).astype(np.int64),
+            "slot_rows": np.asarray(rows + [0] * (slots - len(calls)), dtype=np.int64),
+            "beam_scores": np.concatenate([call.scores if call.scores is not None else np.zeros(n, np.float32)
+                                           for call, n in zip(calls, rows)]).astype(np.float32, copy=False),
+            "num_beams": np.array([max(call.num_beams for call in calls)], dtype=np.int64),
+            "allowed_tokens": self._allowed_rows(calls, rows),
+        }
+        feed["repeat_tokens"], feed["repeat_probs"], feed["model_share"] = _repeat_rows(calls, rows)
+        mask = np.zeros((total, longest), np.float32)  # [B, T]: each call's suffix sits at the end of the columns
+        start = 0
+        for n, length in zip(rows, lengths):
+            mask[start:start + n, :longest - length] = -np.inf
+            start += n
+        feed["past_mask"] = mask
+        for layer in range(self.n_layer):
+            for slot in range(slots):
+                prefix = calls[slot].prefix if slot < len(calls) else self._no_prefix
+                feed[f"prefix_key_{layer}_{slot}"], feed[f"prefix_value_{layer}_{slot}"] = prefix[layer]
+            if len(calls) == 1:
+                past = calls[0].past if calls[0].past is not None else self.empty_past(total)
+                feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
+                continue
+            shape = (total, self.n_kv_head, longest, self.head_dim)
+            keys, values = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+            start = 0
+            for call, n, length in zip(calls, rows, lengths):
+                if call.past is not None and length:
+                    keys[start:start + n, :, longest - length:] = call.past[layer][0]
+                    values[start:start + n, :, longest - length:] = call.past[layer][1]
+                start += n
+            feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = keys, values
+        return feed, rows, lengths
+
+    def _allowed_rows(self, calls: list[ModelCall], rows: list[int]) -> np.ndarray:
+        """The token-healing masks of all calls as one input: shared as [1, V] when every call has the same
+        single row (or none), else [B, V]."""
+        masks = [call.allowed if call.allowed is not None else self._all_allowed for call in calls]
+        if all(m.shape[0] == 1 and (m is masks[0] or np.array_equal(m, masks[0])) for m in masks):
+            return masks[0]
+        return np.concatenate([np.broadcast_to(m, (n, m.shape[1])) for m, n in zip(masks, rows)])
+
+    def _run_single(self, call: ModelCall) -> StepOutput:
+        """One call of an older graph (format 1 or 2): one search, its candidates picked inside the graph."""
+        input_ids = call.input_ids
         batch, new = input_ids.shape
+        past = call.past if call.past is not None else self.empty_past(batch)
         feed = {
             "input_ids": input_ids.astype(np.int64, copy=False),
-            "position_ids": np.arange(position, position + new, dtype=np.int64)[None, :],
-            "beam_scores": scores if scores is not None else np.zeros(batch, np.float32),
-            "beam_finished": finished if finished is not None else np.zeros(batch, bool),
-            "allowed_tokens": allowed if allowed is not None else self._all_allowed,
-            "num_beams": np.array([num_beams], dtype=np.int64),
+            "position_ids": np.arange(call.position, call.position + new, dtype=np.int64)[None, :],
+            "beam_scores": call.scores if call.scores is not None else np.zeros(batch, np.float32),
+            "beam_finished": np.zeros(batch, bool),  # the engine decides line ends itself (docs/architecture.md)
+            "allowed_tokens": call.allowed if call.allowed is not None else self._all_allowed,
+            "num_beams": np.array([call.num_beams], dtype=np.int64),
         }
         if self.mixes_repeats:
-            repeats = repeats if repeats is not None else NO_REPEATS
+            repeats = call.repeats if call.repeats is not None else NO_REPEATS
             if self.dense_repeats:
                 feed["repeat_probs"] = repeats.dense(self.vocab_size)
             else:
                 feed["repeat_tokens"], feed["repeat_probs"] = repeats.tokens, repeats.probs
             feed["model_share"] = repeats.model_share
         for layer in range(self.n_layer):
-            feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
+            feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = call.prefix[layer]
             feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
         self.calls += 1
-        out = self._run_bound(feed, prefix) if self.io_binding else dict(zip(self.output_names,
-                                                                             self.session.run(None, feed)))
+        out = self._run_feed(self.session, feed)
         return StepOutput(
             present=[(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)],
             tokens=out["next_tokens"], parents=out["parent_beams"], scores=out["next_scores"],
-            finished=out["next_finished"],
             beam_kv=[(out[f"beam_key_{i}"], out[f"beam_value_{i}"]) for i in range(self.n_layer)],
         )
 
-    def _device_prefix(self, prefix: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, ort.OrtValue]:
-        """The prefix KV as device OrtValues, uploaded again only when the arrays change."""
-        arrays = [a for pair in prefix for a in pair]  # held, so no new array can reuse their ids
-        cached = self._bound_prefix[0]
-        if len(arrays) != len(cached) or any(a is not b for a, b in zip(arrays, cached)):
-            values = {}
-            for layer, (key, value) in enumerate(prefix):
-                values[f"prefix_key_{layer}"] = ort.OrtValue.ortvalue_from_numpy(key, self.device_type, 0)
-                values[f"prefix_value_{layer}"] = ort.OrtValue.ortvalue_from_numpy(value, self.device_type, 0)
-            self._bound_prefix = (arrays, values)
-        return self._bound_prefix[1]
+    def _run_feed(self, session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.io_binding:
+            return self._run_bound(session, feed)
+        return dict(zip(self.output_names, session.run(None, feed)))
 
-    def _run_bound(self, feed: dict[str, np.ndarray], prefix: list[tuple[np.ndarray, np.ndarray]]
-                   ) -> dict[str, np.ndarray]:
-        binding = self.session.io_binding()
-        on_device = self._device_prefix(prefix)
+    def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The call with the prefix inputs on the device, each uploaded again only when its array changes."""
+        binding = session.io_binding()
         for name, value in feed.items():
-            if name in on_device:
-                binding.bind_ortvalue_input(name, on_device[name])
+            if name.startswith("prefix_"):
+                bound = self._bound.get(name)
+                if bound is None or bound[0] is not value:  # the array is held, so no new one can reuse its id
+                    bound = self._bound[name] = (value, ort.OrtValue.ortvalue_from_numpy(value, self.device_type, 0))
+                binding.bind_ortvalue_input(name, bound[1])
             else:
                 binding.bind_cpu_input(name, value)
         for name in self.output_names:
             binding.bind_output(name)  # outputs are small (suffix KV, K tokens): the engine wants them on the host
-        self.session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         return dict(zip(self.output_names, binding.copy_outputs_to_cpu()))
+
+
+def pick_candidates(row_scores: np.ndarray, row_tokens: np.ndarray, wanted: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One search's best `wanted` candidates among its rows' (row_scores, row_tokens [B, K], each row best first):
+    their tokens, the rows they extend, and their scores, best first; ties go to the earlier row."""
+    scores = row_scores.reshape(-1)
+    best = np.argsort(-scores, kind="stable")[:wanted]
+    return row_tokens.reshape(-1)[best], best // row_scores.shape[1], scores[best]
+
+
+def _repeat_rows(calls: list[ModelCall], rows: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The calls' repeats as one [B, M] input each (a row shorter than M repeats its first entry, which writes
+    the same value again), or the neutral [1, 1] when no call has any."""
+    mixes = [call.repeats if call.repeats is not None else NO_REPEATS for call in calls]
+    if len(mixes) == 1:
+        return mixes[0].tokens, mixes[0].probs, mixes[0].model_share
+    if all(call.repeats is None for call in calls):
+        return NO_REPEATS.tokens, NO_REPEATS.probs, NO_REPEATS.model_share
+    width = max(mix.tokens.shape[1] for mix in mixes)
+    tokens, probs, shares = [], [], []
+    for mix, n in zip(mixes, rows):
+        pad = width - mix.tokens.shape[1]
+        t, p = mix.tokens, mix.probs
+        if pad:
+            t = np.concatenate([t, np.repeat(t[:, :1], pad, axis=1)], axis=1)
+            p = np.concatenate([p, np.repeat(p[:, :1], pad, axis=1)], axis=1)
+        tokens.append(np.broadcast_to(t, (n, width)))
+        probs.append(np.broadcast_to(p, (n, width)))
+        shares.append(np.broadcast_to(mix.model_share, (n,)))
+    return (np.concatenate(tokens).astype(np.int64, copy=False), np.concatenate(probs).astype(np.float32, copy=False),
+            np.concatenate(shares).astype(np.float32, copy=False))

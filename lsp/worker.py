@@ -16,8 +16,12 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
                     {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
   worker -> server  {"id": n, "ok": value} or {"id": n, "err": {"kind": str, "message": str}}
 
-Jobs run one at a time in arrival order. A reader thread drains each client's channel continuously so a
-cancel arrives while a search is running; the search polls for it between beam steps.
+Completions are tasks of the engine's scheduler (completer/scheduler.py): every active search, of every client
+and document, advances one beam step per iteration, in one batched call where the model has a batched graph,
+and a long prefill runs in chunks between iterations. A completion joins at the next iteration and its reply
+goes out as soon as it finishes; the other jobs are answered as they arrive. A reader thread drains each
+client's channel continuously so a cancel arrives while a search is running; the scheduler asks for it at
+every iteration.
 
 A worker serves one server over its stdin and stdout (`--standalone`, and where there are no Unix sockets),
 or, as the user's shared engine (`--listen SOCKET`, lsp/engine_socket.py), every server that connects to
@@ -26,14 +30,15 @@ each client's settings applied to its own jobs. The shared engine exits IDLE_EXI
 leaves.
 
 When a completion at the end of a line of code has been answered and no job comes for SEARCH_AHEAD_AFTER_S,
-the worker searches the line after Enter ahead of time (Engine.search_next_line, at the likeliest
-indentations), so that keystroke, whose search is the longest, is answered at once. Any job that arrives
-stops that search at its next beam step.
+the worker searches the line after Enter ahead of time (Engine.search_next_line_steps, at the likeliest
+indentations), so that keystroke, whose search is the longest, is answered at once. A search ahead keeps its
+place among the live searches of other documents; a completion in its own document that it did not foresee
+stops it, and one it foresaw waits for it.
 
-A document just opened is prefilled the same way, after any search-ahead: the model runs over its context
-in chunks (Engine.prefill) while no job waits, so the first keystroke in it costs only its own line, and a
-job that arrives waits for one chunk at most. The first completion in the document ends its prefill: from then
-on its own requests keep its cache, and the text it was opened with is stale.
+A document just opened is prefilled in the background (Engine.prefill_steps, in chunks) while no completion or
+search ahead is active, so the first keystroke in it costs only its own line. The first completion in the
+document ends its prefill: from then on its own requests keep its cache, and the text it was opened with is
+stale.
 """
 from __future__ import annotations
 
@@ -81,6 +86,7 @@ class Client:
     gone: bool = False  # its channel closed: its search in progress stops at the next beam step
     sendall: Any = None  # a shared engine's client: its socket's sendall, which its send timeout bounds
     hang_up: Any = None  # closes its channel (the shared engine's clients), so its reader sees the end
+    completions: set = field(default_factory=set)  # ids of its completion jobs not yet answered
 
     def document(self, uri: str) -> str:
         """The engine's key for the client's document: clients never share a document's cache."""
@@ -106,9 +112,15 @@ class Worker:
         self._cancel_lock = threading.Lock()
         self._stopping = threading.Event()
         self.engines: dict[tuple, Any] = {}  # by model_key
+        from completer.scheduler import Scheduler
+
+        self.scheduler = Scheduler()
         self._ahead: tuple[Client, dict[str, Any]] | None = None  # the last completion at a line's end
         self._prefills: dict[str, tuple[Client, str, str]] = {}  # engine document -> (client, uri, text)
         self._idle_since = time.monotonic()
+        self._quiet_since = time.monotonic()  # the last job taken or completion answered
+        self._ahead_tasks: dict[str, Any] = {}  # document -> its search ahead under way (a scheduler Task)
+        self._waiting_for_ahead: dict[Any, tuple] = {}  # live Task -> (engine, request) a search ahead foresaw
         self._step_delay = float(os.environ.get(STEP_DELAY_ENV) or 0) / 1000.0
 
     # -- clients and their reader threads -------------------------------------------------------
@@ -150,6 +162,9 @@ class Worker:
             remaining = list(self.clients.values())
         if self._ahead is not None and self._ahead[0] is client:
             self._ahead = None
+        for task in self.scheduler.active():
+            if task.document.startswith(client.document("")):
+                self.scheduler.cancel(task)
         for document in [d for d, (owner, _, _) in self._prefills.items() if owner is client]:
             del self._prefills[document]
         self._close_documents(client, self.engines.get(client.model_key) if client.model_key else None)
@@ -177,85 +192,199 @@ class Worker:
             time.sleep(self._step_delay)
         return self._stopping.is_set() or client.gone or (client.id, job_id) in self._cancelled
 
-    def _waiting(self) -> bool:
-        """A job waits (or the worker is stopping): idle work yields to it."""
-        return not self.jobs.empty() or self._stopping.is_set()
-
     # -- main loop ------------------------------------------------------------------------------
     def serve(self) -> None:
+        """Take the jobs that have arrived, start idle work when the user has paused, run one iteration of the
+        scheduler; block only while nothing is active."""
         while not self._stopping.is_set():
-            idle_work = self._ahead or self._prefills
-            timeout = SEARCH_AHEAD_AFTER_S if idle_work else None
-            if self.shared and not self.clients:
-                timeout = max(0.0, self._idle_since + IDLE_EXIT_S - time.monotonic())
             try:
-                client, message = self.jobs.get(timeout=timeout)
+                client, message = self.jobs.get(timeout=self._wait_time())
             except queue.Empty:
                 if self.shared and not self.clients and time.monotonic() >= self._idle_since + IDLE_EXIT_S:
                     log.info("no client for %.0f s: the shared engine exits", IDLE_EXIT_S)
                     return
-                if self._ahead:
-                    self._search_ahead()
-                else:
-                    self._prefill_next()
-                continue
-            if message is _GONE:
-                self._drop_client(client)
-                continue
-            if client.id not in self.clients or client.gone:
-                continue  # queued before its client left or was cut off
-            if message.get("op") != "prefill":  # a note to the worker, not a change of what the user is doing
-                self._ahead = None
-            job_id = message.get("id")
-            try:
-                reply = {"id": job_id, "ok": self.handle(client, message)}
-            except Exception as exc:  # every job gets an answer, whatever went wrong
-                reply = {"id": job_id, "err": _error(exc)}
-                if reply["err"]["kind"] == "internal":
-                    log.exception("job %s (%s) failed", job_id, message.get("op"))
-            finally:
-                with self._cancel_lock:  # a client's jobs run in id order: its older cancels no longer matter
-                    if isinstance(job_id, int):
-                        self._cancelled = {(c, i) for c, i in self._cancelled
-                                           if c != client.id or (isinstance(i, int) and i > job_id)}
-            self.send(client, reply)
+            else:
+                self._take(client, message)
+                while True:  # every job that has arrived joins this iteration
+                    try:
+                        client, message = self.jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    self._take(client, message)
+            self._start_idle_work()
+            if self.scheduler.busy:
+                self.scheduler.iterate()
+                self._release_foreseen()
 
-    def _search_ahead(self) -> None:
-        """Search the line after Enter for the last completion at a line's end, until a job arrives."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is None:
+    def _wait_time(self) -> float | None:
+        """How long the loop may block for a job: not at all while tasks are active, until the quiet time for
+        idle work has passed while some is pending, and until the shared engine's exit without clients."""
+        if self.scheduler.busy:
+            return 0
+        timeout = None
+        if self._ahead or self._prefills:
+            timeout = max(0.0, self._quiet_since + SEARCH_AHEAD_AFTER_S - time.monotonic())
+        if self.shared and not self.clients:
+            until_exit = max(0.0, self._idle_since + IDLE_EXIT_S - time.monotonic())
+            timeout = until_exit if timeout is None else min(timeout, until_exit)
+        return timeout
+
+    def _take(self, client: Client, message: Any) -> None:
+        """One job from a client: a completion becomes a scheduler task (answered when it finishes); every
+        other job is answered now."""
+        if message is _GONE:
+            self._drop_client(client)
             return
-        client, request = ahead
-        engine = self._engine_of(client)
-        if engine is None:
+        if client.id not in self.clients or client.gone:
+            return  # queued before its client left or was cut off
+        if message.get("op") != "prefill":  # a note to the worker, not a change of what the user is doing
+            self._ahead = None
+            self._quiet_since = time.monotonic()
+        job_id = message.get("id")
+        try:
+            if message.get("op") == "complete":
+                self._submit_completion(client, message)
+                return
+            reply = {"id": job_id, "ok": self.handle(client, message)}
+        except Exception as exc:  # every job gets an answer, whatever went wrong
+            reply = self._error_reply(job_id, message.get("op"), exc)
+        self._forget_cancels(client, job_id)
+        self.send(client, reply)
+
+    @staticmethod
+    def _error_reply(job_id: Any, op: Any, exc: BaseException) -> dict[str, Any]:
+        reply = {"id": job_id, "err": _error(exc)}
+        if reply["err"]["kind"] == "internal":
+            log.error("job %s (%s) failed", job_id, op, exc_info=exc)
+        return reply
+
+    def _forget_cancels(self, client: Client, job_id: Any) -> None:
+        """A job ended: its cancel, and those of the client's older jobs no longer active, no longer matter."""
+        if not isinstance(job_id, int):
+            with self._cancel_lock:
+                self._cancelled.discard((client.id, job_id))
             return
+        with self._cancel_lock:
+            self._cancelled = {(c, i) for c, i in self._cancelled if c != client.id or not isinstance(i, int)
+                               or i > job_id or i in client.completions}
+
+    def _submit_completion(self, client: Client, message: dict[str, Any]) -> None:
+        """A completion as a live task of the scheduler. A search ahead in the same document that foresaw it is
+        let finish (the task waits for it, then answers from it); one that did not is stopped."""
+        from completer.scheduler import Priority, Task
         from completer.types import Cancelled
 
-        try:
-            engine.search_next_line(client.document(request["uri"]), request["before"], request["below"],
-                                    request["others"], is_cancelled=self._waiting, snippets=request["snippets"])
-        except Cancelled:
-            pass
-        except Exception:  # a search nobody asked for must never cost the worker
-            log.exception("searching the next line of %s failed", request["uri"])
+        engine = self._require_engine(client)
+        job_id = message.get("id")
+        if (client.id, job_id) in self._cancelled:
+            raise Cancelled("cancelled before it started")
+        uri = str(message["uri"])
+        document = client.document(uri)
+        request = {"uri": uri, "before": str(message["before"]), "below": str(message.get("below") or ""),
+                   "others": [text for text in message.get("others") or () if isinstance(text, str)],
+                   "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
+        after = str(message["after"])
+        self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
+        foreseen = False
+        for task in self.scheduler.active(document=document):
+            if task.priority == Priority.PREFETCH:
+                self.scheduler.cancel(task)  # the chunks it ran stay in the cache
+            elif task is self._ahead_tasks.get(document):
+                foreseen = engine.foresees(document, request["before"], after, request["below"], request["others"])
+                if foreseen:
+                    self.scheduler.promote(task, Priority.LIVE)
+                else:
+                    self.scheduler.cancel(task)
+
+        def steps():  # the client's settings apply when the task starts, not when it was queued
+            engine = self._require_engine(client)
+            return (yield from engine.complete_steps(document, request["before"], after, request["below"],
+                                                     request["others"], request["snippets"]))
+
+        def done(task: Task) -> None:
+            client.completions.discard(job_id)
+            self._waiting_for_ahead.pop(task, None)
+            if task.error is not None:
+                reply = self._error_reply(job_id, "complete", task.error)
+            else:
+                result = task.result
+                reply = {"id": job_id, "ok": {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}}
+                if engine.settings.search_ahead and not after.strip() and not result.skipped:
+                    self._ahead = (client, request)  # searched once the worker has been idle a moment
+            self._quiet_since = time.monotonic()
+            self._forget_cancels(client, job_id)
+            self.send(client, reply)
+
+        client.completions.add(job_id)
+        task = Task(steps(), Priority.LIVE, document, engine.runtime,
+                    is_cancelled=lambda: self.is_cancelled(client, job_id), on_done=done)
+        if foreseen:
+            self._waiting_for_ahead[task] = (engine, (request["before"], after, request["below"], request["others"]))
+        self.scheduler.submit(task)
+
+    def _release_foreseen(self) -> None:
+        """A live completion waiting for the search ahead of its document: once that search has found its answer,
+        the rest of it (other indentations) is stopped, so the answer goes out now."""
+        for task, (engine, request) in list(self._waiting_for_ahead.items()):
+            ahead = self._ahead_tasks.get(task.document)
+            if task.started or ahead is None or ahead.done:
+                del self._waiting_for_ahead[task]
+            elif engine.answers_from_ahead(task.document, *request):
+                self.scheduler.cancel(ahead)
+
+    def _start_idle_work(self) -> None:
+        """Once the user has paused SEARCH_AHEAD_AFTER_S with no live completion: the search ahead for the last
+        completion at a line's end, else the background prefill of the oldest document opened."""
+        from completer.scheduler import Priority
+
+        if self.scheduler.active(priority=Priority.LIVE) or time.monotonic() < self._quiet_since + SEARCH_AHEAD_AFTER_S:
+            return
+        if self._ahead is not None:
+            (client, request), self._ahead = self._ahead, None
+            if self._engine_of(client) is not None:
+                self._search_ahead(client, request)
+                return
+        if self._prefills and not self.scheduler.active(priority=Priority.PREFETCH):
+            self._prefill_next()
+
+    def _search_ahead(self, client: Client, request: dict[str, Any]) -> None:
+        """The searches of the line after Enter for the client's last completion, as a task of the scheduler."""
+        from completer.scheduler import Priority, Task
+
+        engine = self._engine_of(client)
+        document = client.document(request["uri"])
+
+        def ahead_steps():
+            engine = self._engine_of(client)
+            return (yield from engine.search_next_line_steps(document, request["before"], request["below"],
+                                                             request["others"], request["snippets"]))
+
+        def ahead_done(task: Task) -> None:
+            if self._ahead_tasks.get(document) is task:
+                del self._ahead_tasks[document]
+            _log_failure(task)
+
+        task = self._ahead_tasks[document] = Task(ahead_steps(), Priority.AHEAD, document, engine.runtime,
+                                                  is_cancelled=lambda: self.is_cancelled(client, None),
+                                                  on_done=ahead_done)
+        self.scheduler.submit(task)
 
     def _prefill_next(self) -> None:
-        """Prefill the oldest document opened, until a job arrives (it is then put back, to go on later)."""
-        if not self._prefills:
-            return
+        """The background prefill of the oldest document opened, as a task of the scheduler."""
+        from completer.scheduler import Priority, Task
+
         document = next(iter(self._prefills))
         client, uri, text = self._prefills.pop(document)
         engine = self._engine_of(client)
         if engine is None:  # no model (a failed load): nothing to prefill with
             return
-        from completer.types import Cancelled
 
-        try:
-            engine.prefill(document, text, is_cancelled=self._waiting)
-        except Cancelled:
-            self._prefills.setdefault(document, (client, uri, text))
-        except Exception:  # a prefill nobody waits for must never cost the worker
-            log.exception("prefilling %s failed", uri)
+        def prefill_steps():
+            engine = self._engine_of(client)
+            return (yield from engine.prefill_steps(document, text))
+
+        self.scheduler.submit(Task(prefill_steps(), Priority.PREFETCH, document, engine.runtime,
+                                   is_cancelled=lambda: self.is_cancelled(client, None), on_done=_log_failure))
 
     def send(self, client: Client, reply: dict[str, Any]) -> None:
         """Write a reply. A shared engine's client that stops reading is cut off once a write has waited
@@ -297,29 +426,11 @@ class Worker:
     def handle(self, client: Client, message: dict[str, Any]) -> Any:
         op = message.get("op")
         job_id = message.get("id")
-        if op == "complete":
-            engine = self._require_engine(client)
-            if (client.id, job_id) in self._cancelled:
-                from completer.types import Cancelled
-
-                raise Cancelled("cancelled before it started")
-            uri = str(message["uri"])
-            document = client.document(uri)
-            self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
-            request = {"uri": uri, "before": str(message["before"]), "below": str(message.get("below") or ""),
-                       "others": [text for text in message.get("others") or () if isinstance(text, str)],
-                       "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
-            after = str(message["after"])
-            result = engine.complete_text(document, request["before"], after,
-                                          is_cancelled=lambda: self.is_cancelled(client, job_id),
-                                          below=request["below"], others=request["others"],
-                                          snippets=request["snippets"])
-            if engine.settings.search_ahead and not after.strip() and not result.skipped:
-                self._ahead = (client, request)  # searched once the worker has been idle a moment
-            return {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}
         if op == "close":
             document = client.document(str(message["uri"]))
             self._prefills.pop(document, None)
+            for task in self.scheduler.active(document=document):
+                self.scheduler.cancel(task)
             engine = self.engines.get(client.model_key) if client.model_key else None
             if engine is not None:
                 engine.close(document)
@@ -365,6 +476,9 @@ class Worker:
             engine.configure(settings)
         old_key, client.model_key, client.settings = client.model_key, key, settings
         if old_key is not None and old_key != key:  # the old model's engine goes unless another client uses it
+            for task in self.scheduler.active():
+                if task.document.startswith(client.document("")):
+                    self.scheduler.cancel(task)
             self._close_documents(client, self.engines.get(old_key))
             with self._clients_lock:
                 others = [c for c in self.clients.values() if c is not client]
@@ -379,6 +493,14 @@ class Worker:
         info = dict(engine.info())
         info["engine"] = {"shared": self.shared, "clients": len(self.clients), "models": len(self.engines)}
         return {"info": info, "model_runs_total": int(engine.model_runs), "pid": os.getpid()}
+
+
+def _log_failure(task: Any) -> None:
+    """Work nobody asked for (a search ahead, a prefill) must never cost the worker: a failure is one log line."""
+    from completer.types import Cancelled
+
+    if task.error is not None and not isinstance(task.error, Cancelled):
+        log.error("background work on %s failed", task.document, exc_info=task.error)
 
 
 def _error(exc: BaseException) -> dict[str, str]:

@@ -499,9 +499,8 @@ def context_range() -> dict[str, int]:
     return {"min": min(CONTEXT_SEEN), "median": int(statistics.median(CONTEXT_SEEN)), "max": max(CONTEXT_SEEN)}
 
 
-def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-                         newline_id: int, repeats: RepeatMix | None = None
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, allowed: np.ndarray, k: int,
+                         repeats: RepeatMix | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """reference_beam.beam_step as a tuned numpy client would write it: argpartition for each beam's
     top k instead of a full sort of the vocabulary (ties may come out in another order), and the
     document's repeats mixed in only at the tokens they name, as the graph does."""
@@ -518,17 +517,12 @@ def fast_numpy_beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.nd
         np.put_along_axis(logp, columns, mixed.astype(np.float32), axis=1)
     if not allowed.all():
         logp = np.where(allowed, logp, -np.inf)
-    if finished.any():
-        carry = np.full(logp.shape[1], -np.inf, np.float32)
-        carry[newline_id] = 0.0
-        logp = np.where(finished[:, None], carry[None, :], logp)
     total = logp + scores[:, None]  # [B, V]
     row_idx = np.argpartition(-total, k - 1, axis=1)[:, :k]  # [B, K], unordered
     row_vals = np.take_along_axis(total, row_idx, axis=1)
     flat_vals, flat_idx = row_vals.reshape(-1), row_idx.reshape(-1)
     best = np.argsort(-flat_vals, kind="stable")[:k]  # [K]
-    parents, tokens = best // k, flat_idx[best]
-    return tokens.astype(np.int64), parents.astype(np.int64), flat_vals[best], finished[parents] | (tokens == newline_id)
+    return flat_idx[best].astype(np.int64), (best // k).astype(np.int64), flat_vals[best]
 
 
 def summary(times: list[float]) -> dict[str, float]:
@@ -538,41 +532,37 @@ def summary(times: list[float]) -> dict[str, float]:
 
 # --- alternative runtimes driven by the very same beam search -------------------------------------
 class NumpyBeamRuntime(Runtime):
-    """The decoder graph without the beam step; the step runs in numpy outside the graph."""
+    """The decoder graph without the candidates step; the beam step runs in numpy outside the graph."""
 
-    def __init__(self, bundle, model_path: Path, newline_id: int, threads: int) -> None:
+    def __init__(self, bundle, model_path: Path, threads: int) -> None:
         super().__init__(bundle, threads=threads)
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-        self.newline_id = newline_id
+        self.logits_session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
-    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1,
-            repeats=None):
-        batch, new = input_ids.shape
-        feed = {"input_ids": input_ids.astype(np.int64), "position_ids": np.arange(position, position + new)[None]}
-        for layer in range(self.n_layer):
-            feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
-            feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
+    def run_batch(self, calls):
+        return [self._run_numpy(call) for call in calls]
+
+    def _run_numpy(self, call):
+        feed, _, _ = self.slot_feed([call], 1)
+        wanted = {i.name for i in self.logits_session.get_inputs()}
         self.calls += 1
-        names = [o.name for o in self.session.get_outputs()]
-        out = dict(zip(names, self.session.run(None, feed)))
-        scores = scores if scores is not None else np.zeros(batch, np.float32)
-        finished = finished if finished is not None else np.zeros(batch, bool)
-        allowed = allowed if allowed is not None else np.ones((1, self.vocab_size), bool)
-        tokens, parents, new_scores, new_finished = fast_numpy_beam_step(out["logits"], scores, finished, allowed,
-                                                                         num_beams, self.newline_id, repeats)
+        names = [o.name for o in self.logits_session.get_outputs()]
+        out = dict(zip(names, self.logits_session.run(None, {k: v for k, v in feed.items() if k in wanted})))
+        scores = call.scores if call.scores is not None else np.zeros(call.rows, np.float32)
+        allowed = call.allowed if call.allowed is not None else np.ones((1, self.vocab_size), bool)
+        tokens, parents, new_scores = fast_numpy_beam_step(out["logits"], scores, allowed, call.num_beams,
+                                                           call.repeats)
         present = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
-        return StepOutput(present=present, tokens=tokens, parents=parents, scores=new_scores, finished=new_finished,
-                          beam_kv=[(np.take(k, parents, axis=0), np.take(v, parents, axis=0)) for k, v in present])
+        return StepOutput(present=present, tokens=tokens, parents=parents, scores=new_scores)
 
 
 class TorchRuntime(Runtime):
     """The same computation in PyTorch eager: shared prefix, per-beam suffix, beam step with topk."""
 
-    def __init__(self, bundle, weights: dict, config: dict, newline_id: int, threads: int) -> None:
+    def __init__(self, bundle, weights: dict, config: dict, threads: int) -> None:
         super().__init__(bundle, threads=threads)
         import torch
 
@@ -580,10 +570,12 @@ class TorchRuntime(Runtime):
         self.torch = torch
         self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
         self.cfg = config
-        self.newline_id = newline_id
 
-    def run(self, input_ids, position, prefix, past, scores=None, finished=None, allowed=None, num_beams=1,
-            repeats=None):
+    def run_batch(self, calls):
+        return [self.run_torch(c.input_ids, c.position, c.prefix, c.past if c.past is not None else
+                               self.empty_past(c.rows), c.scores, c.allowed, c.num_beams, c.repeats) for c in calls]
+
+    def run_torch(self, input_ids, position, prefix, past, scores=None, allowed=None, num_beams=1, repeats=None):
         torch, w = self.torch, self.w
         F = torch.nn.functional
         H, C = self.n_head, self.cfg["n_embd"]
@@ -621,10 +613,6 @@ class TorchRuntime(Runtime):
                 logp = torch.where(repeat_probs > 0, mixed, logp + model_share.log()[:, None])
             if allowed is not None:
                 logp = logp.masked_fill(~torch.from_numpy(allowed), float("-inf"))
-            if finished is not None and finished.any():
-                carry = torch.full_like(logp[0], float("-inf"))
-                carry[self.newline_id] = 0.0
-                logp = torch.where(torch.from_numpy(finished)[:, None], carry, logp)
             total = logp + torch.from_numpy(scores if scores is not None else np.zeros(B, np.float32))[:, None]
             row_vals, row_idx = total.topk(num_beams, dim=1)
             best_vals, best_pos = row_vals.reshape(-1).topk(num_beams)
@@ -633,8 +621,7 @@ class TorchRuntime(Runtime):
             beam_kv = [(k[parents].numpy(), v[parents].numpy()) for k, v in present]
         self.calls += 1
         return StepOutput(present=[(k.numpy(), v.numpy()) for k, v in present], tokens=tokens.numpy(),
-                          parents=parents.numpy(), scores=best_vals.numpy(),
-                          finished=(tokens == self.newline_id).numpy(), beam_kv=beam_kv)
+                          parents=parents.numpy(), scores=best_vals.numpy(), beam_kv=beam_kv)
 
 
 def io_binding_step(engine: Engine, rounds: int = 300) -> dict[str, dict[str, float]]:
@@ -823,11 +810,10 @@ def main() -> None:
 
         weights = load_file(str(args.bundle / "training" / "model.safetensors"))
         config = json.loads((args.bundle / "training" / "config.json").read_text())
-        newline = reuse.tokens.newline_id
-        onnx.save(own_decoder(weights, config, newline, beam_in_graph=False), str(tmp / "logits_fp32.onnx"))
+        onnx.save(own_decoder(weights, config, logits_only=True), str(tmp / "logits_fp32.onnx"))
         quantize(tmp / "logits_fp32.onnx", tmp / "logits_int8.onnx")
         outside = Engine(settings())
-        outside.runtime = NumpyBeamRuntime(reuse.bundle, tmp / "logits_int8.onnx", newline, args.threads)
+        outside.runtime = NumpyBeamRuntime(reuse.bundle, tmp / "logits_int8.onnx", args.threads)
         engines = {"in_graph": Engine(settings()), "numpy_outside": outside}
         for e in engines.values():
             e.typing_through = False
@@ -856,7 +842,7 @@ def main() -> None:
             print("torch not installed: skipping the PyTorch eager comparison")
         else:
             eager = Engine(settings())
-            eager.runtime = TorchRuntime(reuse.bundle, weights, config, newline, args.threads or 2)
+            eager.runtime = TorchRuntime(reuse.bundle, weights, config, args.threads or 2)
             engines = {"engine": Engine(settings()), "pytorch_eager": eager}
             for e in engines.values():
                 e.typing_through = False

@@ -327,13 +327,21 @@ def compare_saved(pairs: list[tuple[Path, Path]]) -> str:
     return "\n\n".join(paired_sentence(name, d, positions) for name, d in differences.items())
 
 
-def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path) -> Path:
-    """A throwaway bundle identical to the INT8 one but with the fp32 graph."""
+def fp32_bundle(int8_bundle: Path, fp32_onnx: Path, into: Path, fp32_batched: Path | None = None) -> Path:
+    """A throwaway bundle identical to the INT8 one but with the fp32 graph, and the fp32 batched graph if given
+    (without it, the bundle has none: its searches' calls run one after another)."""
     into.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(fp32_onnx, into / "model.onnx")
     manifest = json.loads((int8_bundle / "manifest.json").read_text())
+    batched = manifest.get("batched_model")
+    if isinstance(batched, dict):
+        if fp32_batched is None:
+            del manifest["batched_model"]
+            manifest["files"].pop(batched.get("file"), None)
+        else:
+            shutil.copyfile(fp32_batched, into / batched["file"])
     for name in manifest["files"]:
-        if name != "model.onnx":
+        if name != "model.onnx" and not (isinstance(batched, dict) and name == batched.get("file")):
             shutil.copyfile(int8_bundle / name, into / name)
         manifest["files"][name] = {"sha256": sha256(into / name), "bytes": (into / name).stat().st_size}
     (into / "manifest.json").write_text(json.dumps(manifest))

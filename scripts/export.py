@@ -2,8 +2,9 @@
 
     python scripts/export.py --checkpoint ~/.cache/completer/checkpoints/run --out models/python-small
 
-Writes into --out: model.onnx (INT8), tokenizer.json, manifest.json (checksums of every file),
-and training/ (the fp32 safetensors weights and config, for resuming and fine-tuning; never
+Writes into --out: model.onnx (INT8; the graph a single search runs), model_batched.onnx (INT8; the graph the
+engine's scheduler runs when several searches share a call, `--batch-slots` of them), tokenizer.json,
+manifest.json (checksums of every file), and training/ (the fp32 safetensors weights and config, for resuming and fine-tuning; never
 loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) for evaluation.
 """
 from __future__ import annotations
@@ -22,12 +23,12 @@ from safetensors.numpy import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import sha256_file as sha256  # noqa: E402
-from completer.graph import optimize, own_architecture, own_decoder, quantize  # noqa: E402
+from completer.graph import DEFAULT_SLOTS, optimize, own_architecture, own_decoder, quantize  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
-FORMAT_VERSION = 1
-RUNTIME_FILES = ("model.onnx", "tokenizer.json")
+FORMAT_VERSION = 3  # 3: graphs with search slots (completer/graph/decoder.py), the batched one beside
+BATCHED_MODEL = "model_batched.onnx"
 
 
 def newline_id(tokenizer_path: Path) -> int:
@@ -41,7 +42,7 @@ def newline_id(tokenizer_path: Path) -> int:
 
 
 def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: int, training: dict,
-                   name: str, fusions: dict[str, int]) -> dict:
+                   name: str, fusions: dict[str, int], batch_slots: int) -> dict:
     manifest_path = out / "manifest.json"
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -56,7 +57,9 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
         "quantization": "onnxruntime dynamic INT8 (QInt8 weights) of weight MatMuls and embeddings",
         "fp32_onnx_bytes": fp32_bytes,
         "graph_fusions": fusions,
-        "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size} for f in RUNTIME_FILES},
+        **({"batched_model": {"file": BATCHED_MODEL, "slots": batch_slots}} if batch_slots > 1 else {}),
+        "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size}
+                  for f in ("model.onnx", "tokenizer.json", *((BATCHED_MODEL,) if batch_slots > 1 else ()))},
         "training": training,
         "eval": {},  # results belong to one model.onnx: eval.py measures the new one
     }
@@ -65,18 +68,26 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
 
 
 def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: str,
-           corpora: dict[str, Path] | None = None) -> dict:
+           corpora: dict[str, Path] | None = None, batch_slots: int = DEFAULT_SLOTS) -> dict:
     config = json.loads((checkpoint / "config.json").read_text())
     weights = load_file(str(checkpoint / "model.safetensors"))
     nl = newline_id(tokenizer)
     out.mkdir(parents=True, exist_ok=True)
     fp32_out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(own_decoder(weights, config, nl), str(fp32_out))
+    onnx.save(own_decoder(weights, config, slots=1), str(fp32_out))
     fusions = optimize(fp32_out, own_architecture(config))
     with tempfile.TemporaryDirectory() as tmp:
         staged = Path(tmp) / "model.onnx"
         quantize(fp32_out, staged)
         shutil.copyfile(staged, out / "model.onnx")
+        if batch_slots > 1:
+            batched_fp32 = Path(tmp) / "batched.fp32.onnx"
+            onnx.save(own_decoder(weights, config, slots=batch_slots), str(batched_fp32))
+            optimize(batched_fp32, own_architecture(config))
+            quantize(batched_fp32, Path(tmp) / BATCHED_MODEL)
+            shutil.copyfile(Path(tmp) / BATCHED_MODEL, out / BATCHED_MODEL)
+        elif (out / BATCHED_MODEL).exists():
+            (out / BATCHED_MODEL).unlink()
     if tokenizer.resolve() != (out / "tokenizer.json").resolve():
         shutil.copyfile(tokenizer, out / "tokenizer.json")
     training_dir = out / "training"
@@ -110,7 +121,7 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     shards = [shard_record(corpora[name], cursors.get(name, 0) * block) for name in trained_on]
     if shards:
         training["corpus_shards"] = shards
-    return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name, fusions)
+    return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name, fusions, batch_slots)
 
 
 def shard_record(corpus: Path, tokens_seen: int) -> dict:
@@ -218,12 +229,14 @@ def main() -> None:
     parser.add_argument("--fp32-out", type=Path, default=None)
     parser.add_argument("--name", default=None)
     parser.add_argument("--training-note", default="", help="a sentence for the model card (budget, hardware)")
+    parser.add_argument("--batch-slots", type=int, default=DEFAULT_SLOTS,
+                        help="searches one batched call holds (model_batched.onnx); 0 or 1: no batched graph")
     args = parser.parse_args()
     checkpoint = args.checkpoint or cache_dir() / "checkpoints" / "run"
     tokenizer = args.tokenizer or corpus_dir() / "tokenizer.json"
     fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
     manifest = export(checkpoint, args.out, tokenizer, fp32_out, args.name or args.out.name,
-                      corpus_shards())
+                      corpus_shards(), args.batch_slots)
     fill_model_card(args.out, manifest, args.training_note)
     model_bytes = manifest["files"]["model.onnx"]["bytes"]
     print(f"{args.out}: model.onnx {model_bytes / 1e6:.2f} MB INT8 vs fp32 {manifest['fp32_onnx_bytes'] / 1e6:.2f} MB"

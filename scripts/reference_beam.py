@@ -26,27 +26,18 @@ def mix_repeats(logp: np.ndarray, repeats: RepeatMix) -> np.ndarray:
     return np.where(repeat_probs > 0, mixed, logp + np.log(model_share)[:, None]).astype(np.float32)
 
 
-def beam_step(logits: np.ndarray, scores: np.ndarray, finished: np.ndarray, allowed: np.ndarray, k: int,
-              newline_id: int, repeats: RepeatMix | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """logits [B, V], scores [B], finished [B] bool, allowed [1 or B, V] bool, repeats (the document's
-    repeats, mixed in: model_share * p_model + repeat_probs; completer/repeats.py)
-    -> tokens, parents, scores, finished [K].
-
-    Finished beams keep their score through a row that is -inf except the newline token at 0."""
-    batch, vocab = logits.shape
+def beam_step(logits: np.ndarray, scores: np.ndarray, allowed: np.ndarray, k: int, repeats: RepeatMix | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """logits [B, V], scores [B], allowed [1 or B, V] bool, repeats (the document's repeats, mixed in:
+    model_share * p_model + repeat_probs; completer/repeats.py) -> the best k candidates over all beams:
+    tokens, parents, scores [K]."""
     logp = log_softmax(logits.astype(np.float32))
     if repeats is not None:
         logp = mix_repeats(logp, repeats)
     logp = np.where(allowed, logp, -np.inf)
-    carry = np.full(vocab, -np.inf, dtype=np.float32)
-    carry[newline_id] = 0.0
-    logp = np.where(finished[:, None], carry[None, :], logp)
     total = (logp + scores[:, None]).astype(np.float32)  # [B, V]
     row_idx = np.argsort(-total, axis=1, kind="stable")[:, :k]  # [B, K]
     row_vals = np.take_along_axis(total, row_idx, axis=1)  # [B, K]
     flat_vals, flat_idx = row_vals.reshape(-1), row_idx.reshape(-1)
     best = np.argsort(-flat_vals, kind="stable")[:k]  # [K]
-    parents = best // k
-    tokens = flat_idx[best]
-    new_finished = finished[parents] | (tokens == newline_id)
-    return tokens.astype(np.int64), parents.astype(np.int64), flat_vals[best], new_finished
+    return flat_idx[best].astype(np.int64), (best // k).astype(np.int64), flat_vals[best]

@@ -26,6 +26,26 @@ def engine():
     return Engine()
 
 
+@pytest.fixture(scope="session")
+def fp32_bundle_dir(tmp_path_factory) -> Path:
+    """The committed weights as fp32 graphs, the single and the batched one: a search's answers must then be
+    exactly the same whatever other searches share its calls."""
+    import json
+
+    import onnx
+    from safetensors.numpy import load_file
+
+    from eval import fp32_bundle
+    from completer.graph import DEFAULT_SLOTS, own_decoder
+
+    target = tmp_path_factory.mktemp("fp32-batched")
+    config = json.loads((MODEL_DIR / "training" / "config.json").read_text())
+    weights = load_file(str(MODEL_DIR / "training" / "model.safetensors"))
+    onnx.save(own_decoder(weights, config), str(target / "single.onnx"))
+    onnx.save(own_decoder(weights, config, slots=DEFAULT_SLOTS), str(target / "batched.onnx"))
+    return fp32_bundle(MODEL_DIR, target / "single.onnx", target / "bundle", target / "batched.onnx")
+
+
 _SKIPPED: list[str] = []
 
 

@@ -29,9 +29,13 @@ CONTEXT = 128
 
 
 def _feed(arch, ids: np.ndarray, position: int, prefix, past) -> dict:
-    feed = {"input_ids": ids, "position_ids": np.arange(position, position + ids.shape[1])[None, :]}
+    """The graph's inputs for one search: its rows in the one slot, every row at the same positions."""
+    rows, new = ids.shape
+    feed = {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(position, position + new), (rows, new)).copy(),
+            "slot_rows": np.array([rows], np.int64),
+            "past_mask": np.zeros((rows, past[0][0].shape[2]), np.float32)}
     for layer in range(arch.n_layer):
-        feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = prefix[layer]
+        feed[f"prefix_key_{layer}_0"], feed[f"prefix_value_{layer}_0"] = prefix[layer]
         feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
     return feed
 
@@ -45,7 +49,7 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
     arch = architecture(config, CONTEXT)
     weights = canonical_weights(load_weights(tmp_path), arch, config)
     assert ("lm_head" in weights) == (not tied)
-    session = ort.InferenceSession(decoder_model(arch, weights, 5, CONTEXT, beam_in_graph=False).SerializeToString(),
+    session = ort.InferenceSession(decoder_model(arch, weights, CONTEXT, logits_only=True).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     kv, dim, layers = arch.n_kv_head, arch.head_dim, range(arch.n_layer)
@@ -87,7 +91,7 @@ def test_own_model_graph_equals_its_pytorch_forward_on_the_shipped_weights():
     net = GPT(GPTConfig(**fields)).eval()
     net.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
     arch = own_architecture(config)
-    session = ort.InferenceSession(own_decoder(weights, config, 0, beam_in_graph=False).SerializeToString(),
+    session = ort.InferenceSession(own_decoder(weights, config, logits_only=True).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     ids = np.random.default_rng(0).integers(0, arch.vocab_size, 64)
     layers = range(arch.n_layer)
@@ -123,14 +127,14 @@ def test_the_int8_bundle_agrees_with_transformers_on_most_next_tokens(converted)
     for position, token in enumerate(ids):  # one beam, stepping along the text: next_tokens[0] is the argmax
         out = runtime.run(np.asarray([[token]]), position, prefix, past, num_beams=1)
         agree += int(out.tokens[0] == expected[position])
-        past = [(k[:1], v[:1]) for k, v in out.beam_kv]
+        past = out.carried(np.zeros(1, np.int64))
     assert agree >= 0.8 * len(ids), f"INT8 top-1 agreed on {agree} of {len(ids)} positions"
 
 
 def test_the_manifest_records_the_source_the_template_and_the_padding(converted):
     src, bundle_dir, _ = converted
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 2 and manifest["architecture"]["n_kv_head"] == 1
+    assert manifest["format_version"] == 3 and manifest["architecture"]["n_kv_head"] == 1
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8
     assert manifest["fim"]["order"] == "psm" and manifest["fim"]["template"] == "qwen"
     assert manifest["source"]["license"] == "apache-2.0"

@@ -71,8 +71,9 @@ def test_suggestions_are_whole_lines_starting_with_typed_text(engine: Engine, li
 def test_the_first_suggestion_is_the_line_the_beams_agree_on(model_dir):
     """In `__len__`, with only indentation typed, the likeliest line is `return 0`, but the other lines
     the search found share `return len(`: the one nearest them all comes first (the actual line is
-    `return len(self.items)`), the rest stay in score order. With the server's 3 suggestions the search
-    stops sooner, but the choice is the same; with 2 or fewer the likeliest line always comes first."""
+    `return len(self.items)`), the rest stay in score order. With the server's 3 suggestions the choice is the
+    same, and the search stops sooner where the first three lines have ended before the others (at `class
+    Inventory:`); with 2 or fewer the likeliest line always comes first."""
     line, column = 25, 8
     assert SAMPLE_TEXT.split("\n")[line] == "        return len(self.items)"
     settings = EngineSettings(model_path=str(model_dir), max_suggestions=16)
@@ -88,7 +89,10 @@ def test_the_first_suggestion_is_the_line_the_beams_agree_on(model_dir):
     shown = complete_at(Engine(replace(settings, max_suggestions=3)), SAMPLE_TEXT, line, column)
     rest = [other for other in lines if other != lines[chosen]]
     assert [s.line for s in shown.suggestions] == [lines[chosen], *rest[:2]]
-    assert shown.model_runs < by_consensus.model_runs
+    assert shown.model_runs <= by_consensus.model_runs
+    assert SAMPLE_TEXT.split("\n")[11] == "class Inventory:"
+    wanted_three = complete_at(Engine(replace(settings, max_suggestions=3)), SAMPLE_TEXT, 11, 0)
+    assert wanted_three.model_runs < complete_at(Engine(settings), SAMPLE_TEXT, 11, 0).model_runs
 
 
 def test_token_healing_mid_identifier(engine: Engine):
@@ -268,14 +272,14 @@ def test_a_line_that_ends_does_not_take_a_beams_place(engine: Engine, monkeypatc
     """Every beam step after the first runs all the beams, even after some lines have ended (they are
     kept as finished lines), so ending lines do not narrow the search that is still going on."""
     batches: list[int] = []
-    run = engine.runtime.run
+    run = engine.runtime.run_call
 
-    def recording_run(input_ids, *args, **kwargs):
-        if kwargs.get("scores") is not None:  # a beam step (prefill passes no scores)
-            batches.append(input_ids.shape[0])
-        return run(input_ids, *args, **kwargs)
+    def recording_run(call):
+        if not call.is_prefill:
+            batches.append(call.rows)
+        return run(call)
 
-    monkeypatch.setattr(engine.runtime, "run", recording_run)
+    monkeypatch.setattr(engine.runtime, "run_call", recording_run)
     beams = engine.settings.beams
     result = engine.complete_text("file:///beams-stay-full.py", SAMPLE + "\n\ndef main():\n    ", "")
     assert len(result.suggestions) >= 2, "lines ended during the search"
@@ -443,7 +447,7 @@ def fp32_engine(tmp_path_factory, model_dir):
     manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
-    onnx.save(own_decoder(weights, config, manifest["newline_token_id"]), str(target / "fp32.onnx"))
+    onnx.save(own_decoder(weights, config), str(target / "fp32.onnx"))
     return Engine(EngineSettings(model_path=str(fp32_bundle(model_dir, target / "fp32.onnx", target / "bundle"))))
 
 
@@ -691,39 +695,45 @@ def _bundle_with_fixed_inputs(model_dir: Path, out: Path, fixed: dict) -> Path:
     return out
 
 
-def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path, model_dir):
+LEGACY_BUNDLE = Path(__file__).resolve().parent.parent / "models" / "python-base"
+"""A bundle of manifest format 1: one search per call, its candidates picked inside the graph. The older
+graphs below are made from it."""
+
+
+def test_a_bundle_exported_before_the_repeats_still_completes(tmp_path):
     """A graph without the repeat inputs (as exported before 2026-11-23) loads; the engine uses the model alone."""
     import numpy as np
 
-    old_dir = _bundle_with_fixed_inputs(model_dir, tmp_path / "old", {  # fixed at the neutral values
+    old_dir = _bundle_with_fixed_inputs(LEGACY_BUNDLE, tmp_path / "old", {  # fixed at the neutral values
         "repeat_tokens": np.zeros((1, 1), np.int64), "repeat_probs": np.zeros((1, 1), np.float32),
         "model_share": np.ones(1, np.float32)})
     old = Engine(EngineSettings(model_path=str(old_dir)))
-    assert not old.runtime.mixes_repeats and old._repeats(old.cache.get("x"), [1, 2, 3], 3, "") is None
-    alone = Engine(EngineSettings(document_repeats=False))
+    assert not old.runtime.slotted and not old.runtime.mixes_repeats
+    assert old._repeats(old.cache.get("x"), [1, 2, 3], 3, "") is None
+    alone = Engine(EngineSettings(model_path=str(LEGACY_BUNDLE), document_repeats=False))
     got = old.complete_text("file:///old.py", REPEATED_CALL, "")
-    assert [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
+    assert got.suggestions and [s.line for s in got.suggestions] == [s.line for s in alone.complete_text(
         "file:///old.py", REPEATED_CALL, "").suggestions]
-    assert got.suggestions[0].text == "path)"  # the model alone, as in the repeats test above
 
 
-def test_a_bundle_that_takes_the_repeats_as_dense_rows_still_mixes_them(tmp_path, model_dir, engine: Engine):
+def test_a_bundle_that_takes_the_repeats_as_dense_rows_still_mixes_them(tmp_path):
     """Bundles exported on 2026-11-23 take `repeat_probs` as one row over the whole vocabulary, with no
     `repeat_tokens`. A graph whose repeat tokens are fixed to every token id is such a graph: the runtime
     must spread the rows out for it, and the search must come out as with the sparse rows."""
     import numpy as np
 
-    vocab = engine.tokens.vocab_size
-    dense_dir = _bundle_with_fixed_inputs(model_dir, tmp_path / "dense",
+    sparse = Engine(EngineSettings(model_path=str(LEGACY_BUNDLE)))
+    vocab = sparse.runtime.vocab_size
+    dense_dir = _bundle_with_fixed_inputs(LEGACY_BUNDLE, tmp_path / "dense",
                                           {"repeat_tokens": np.arange(vocab, dtype=np.int64)[None, :]})
     dense = Engine(EngineSettings(model_path=str(dense_dir)))
-    assert dense.runtime.mixes_repeats and dense.runtime.dense_repeats and not engine.runtime.dense_repeats
+    assert dense.runtime.mixes_repeats and dense.runtime.dense_repeats and not sparse.runtime.dense_repeats
     for name, text in (("call", REPEATED_CALL), ("sample", SAMPLE_TEXT)):
         got = dense.complete_text(f"file:///{name}.py", text, "")
-        want = engine.complete_text(f"file:///dense-{name}.py", text, "")
-        assert [s.line for s in got.suggestions] == [s.line for s in want.suggestions]
+        want = sparse.complete_text(f"file:///dense-{name}.py", text, "")
+        assert got.suggestions and [s.line for s in got.suggestions] == [s.line for s in want.suggestions]
         assert [s.score for s in got.suggestions] == pytest.approx([s.score for s in want.suggestions], abs=1e-3)
-    assert got.suggestions and dense.complete_text("file:///call.py", REPEATED_CALL, "").suggestions[0].text \
+    assert dense.complete_text("file:///call.py", REPEATED_CALL, "").suggestions[0].text \
         == REPEATED_ARGUMENTS  # the repeats were mixed in, as in the repeats test above
 
 

@@ -69,7 +69,7 @@ def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model
     manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
-    onnx.save(own_decoder(weights, config, manifest["newline_token_id"]), str(tmp_path / "fp32.onnx"))
+    onnx.save(own_decoder(weights, config), str(tmp_path / "fp32.onnx"))
     (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
     (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
     before = (model_dir / "manifest.json").read_bytes()
@@ -197,8 +197,9 @@ def test_one_position_card_has_no_interval_and_stays_strict_json(tmp_path, model
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    for name in ("model.onnx", "tokenizer.json", "manifest.json", "MODEL.md"):
-        shutil.copyfile(model_dir / name, bundle / name)
+    for path in model_dir.iterdir():  # the bundle's files; its training/ stays behind
+        if path.is_file():
+            shutil.copyfile(path, bundle / path.name)
     (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "test", "path": "pkg/config.py", "text": SOURCE}) + "\n")
     (tmp_path / "train.jsonl").write_text(json.dumps({"path": "pkg/other.py", "text": "x = 1\n"}) + "\n")
     command = [sys.executable, "scripts/eval.py", "--bundle", str(bundle), "--val", str(tmp_path / "val.jsonl"),
@@ -282,12 +283,12 @@ def test_open_files_bring_a_line_written_out_in_another_file_of_the_project(mode
 
 
 def test_first_by_score_measures_the_likeliest_line_and_the_default_the_consensus(model_dir):
-    """evaluate() passes the choice of the first line to the engine. In the sample's `main`, typed up to
-    `args = sys.argv[1:] `, every line the search finds goes on `if sys.argv else`; the likeliest ends in
-    `None`, and the one nearest them all in `sys.argv`, which is nearer the actual `argv` too."""
+    """evaluate() passes the choice of the first line to the engine. At the start of `add`'s body, before
+    `self.items[item] = self.items.get(item, 0) + count`, the likeliest line opens a docstring, and the
+    one nearest all the lines the search found is an assignment to `self.items`, nearer the actual line too."""
     files = {"proj:sample.py": SAMPLE_TEXT}
-    position = [Position("proj:sample.py", 29, 24, "mid-line")]
-    assert SAMPLE_TEXT.split("\n")[29] == "    args = sys.argv[1:] if argv is None else argv"
+    position = [Position("proj:sample.py", 17, 8, "line-start")]
+    assert SAMPLE_TEXT.split("\n")[17] == "        self.items[item] = self.items.get(item, 0) + count"
     by_score, by_consensus = (evaluate(model_dir, files, position, beams=5, first_by_consensus=flag)[1]
                               for flag in (False, True))
     assert by_score["exact1"] == by_consensus["exact1"] == [0.0]

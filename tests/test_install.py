@@ -27,8 +27,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     for bundle in ("python-small", "python-base"):
         (source / "models" / bundle).mkdir(parents=True)
-        for name in ("model.onnx", "tokenizer.json", "manifest.json", "MODEL.md"):
-            shutil.copy(REPO / "models" / bundle / name, source / "models" / bundle / name)
+        for path in (REPO / "models" / bundle).iterdir():  # the bundle's files; its training/ stays behind
+            if path.is_file():
+                shutil.copy(path, source / "models" / bundle / path.name)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
                     str(source)], check=True, timeout=600)

@@ -356,22 +356,33 @@ def test_the_first_completion_in_a_document_ends_its_prefill(engine):
     """The text a document was opened with is stale once the user types in it: its own requests keep its cache
     from then on, and a prefill resumed later would only cut that cache back (and run for ever)."""
     import io
+    import time
 
+    from completer.scheduler import Priority
+    from lsp import worker as worker_module
     from lsp.worker import Client, Worker, model_key
 
     worker = Worker()
     client = Client(1, io.BytesIO(), model_key=model_key(engine.settings), settings=engine.settings)
     worker.clients[client.id] = client
     worker.engines[client.model_key] = engine
-    worker.handle(client, {"id": 1, "op": "prefill", "uri": "file:///p.py", "text": "import os\n"})
+    worker._take(client, {"id": 1, "op": "prefill", "uri": "file:///p.py", "text": "import os\n" * 100})
     assert list(worker._prefills) == [client.document("file:///p.py")]
-    worker.handle(client, {"id": 2, "op": "complete", "uri": "file:///p.py", "before": "import os\nim", "after": "",
-                           "below": ""})
-    assert not worker._prefills
-    worker.handle(client, {"id": 3, "op": "prefill", "uri": "file:///q.py", "text": "import os\n"})
+    worker._quiet_since = time.monotonic() - worker_module.SEARCH_AHEAD_AFTER_S  # the user paused
+    worker._start_idle_work()  # the prefill starts, and runs a chunk
+    worker.scheduler.iterate()
+    assert worker.scheduler.active(priority=Priority.PREFETCH)
+    worker._take(client, {"id": 2, "op": "complete", "uri": "file:///p.py", "before": "import os\nim", "after": "",
+                          "below": ""})
+    assert not worker._prefills and not worker.scheduler.active(priority=Priority.PREFETCH)  # stopped for good
+    while worker.scheduler.busy:
+        worker.scheduler.iterate()
+    assert b'"suggestions"' in client.out.getvalue() or client.out.getvalue()  # the completion was answered
+    worker._take(client, {"id": 3, "op": "prefill", "uri": "file:///q.py", "text": "import os\n"})
     worker.engines.clear()  # no model loaded: nothing to prefill with, and no reason to keep waking for it
-    worker._prefill_next()
-    assert not worker._prefills
+    worker._quiet_since = time.monotonic() - worker_module.SEARCH_AHEAD_AFTER_S
+    worker._start_idle_work()
+    assert not worker._prefills and not worker.scheduler.busy
 
 
 def test_the_worker_gets_a_fixed_mmap_threshold_unless_the_user_chose_one(monkeypatch):

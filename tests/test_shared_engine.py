@@ -63,9 +63,13 @@ def _engine_gone(pid: int, timeout: float) -> bool:
     return False
 
 
-def test_windows_share_one_engine_and_get_the_answers_a_private_worker_gives(tmp_path: Path):
-    clients = [_server(tmp_path) for _ in range(3)]
-    standalone = RawClient([sys.executable, "-m", "lsp", "--standalone"], env=_env(tmp_path / "private"))
+def test_windows_share_one_engine_and_get_the_answers_a_private_worker_gives(tmp_path: Path, fp32_bundle_dir: Path):
+    """Three windows ask at once, so their searches share the engine's batched calls: in fp32 every answer is
+    exactly the one a private worker gives the same cursor alone."""
+    model = str(fp32_bundle_dir)
+    clients = [_server(tmp_path, COMPLETER_MODEL=model) for _ in range(3)]
+    standalone = RawClient([sys.executable, "-m", "lsp", "--standalone"],
+                           env=_env(tmp_path / "private", COMPLETER_MODEL=model))
     standalone.initialize({"completer": {"searchAhead": False}})
     try:
         infos = [_ready(client) for client in clients]

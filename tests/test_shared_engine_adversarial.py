@@ -69,10 +69,12 @@ def test_a_relative_modelPath_is_read_from_the_windows_own_directory(tmp_path: P
 POSITIONS = [(13, 8), (14, 8), (17, 8), (18, 8), (21, 8), (30, 4), (31, 4), (33, 8), (20, 4), (12, 4)]
 
 
-def test_one_windows_small_memory_budget_does_not_change_another_windows_answers(tmp_path: Path):
+def test_one_windows_small_memory_budget_does_not_change_another_windows_answers(tmp_path: Path,
+                                                                                  fp32_bundle_dir: Path):
     """Windows on one model share its caches, whose budget is the largest of theirs: one window's small
-    memoryBudgetMb must not evict the others' documents and change their answers (Worker._engine_of)."""
-    options = {"beams": 2, "maxSuggestions": 1, "documentRepeats": False}
+    memoryBudgetMb must not evict the others' documents and change their answers (Worker._engine_of). In fp32,
+    so the searches that share batched calls answer exactly as alone."""
+    options = {"beams": 2, "maxSuggestions": 1, "documentRepeats": False, "modelPath": str(fp32_bundle_dir)}
     private = _server(tmp_path / "private", options, standalone=True)
     try:
         _ready(private)
@@ -81,7 +83,7 @@ def test_one_windows_small_memory_budget_does_not_change_another_windows_answers
     finally:
         private.close()
     window = _server(tmp_path / "run", options)
-    small = _server(tmp_path / "run", {"memoryBudgetMb": 1})
+    small = _server(tmp_path / "run", {"memoryBudgetMb": 1, "modelPath": str(fp32_bundle_dir)})
     try:
         _ready(window)
         _ready(small)

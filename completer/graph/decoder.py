@@ -1,18 +1,25 @@
-"""Build the decoder as an ONNX graph by hand, with the one-step beam search inside it.
+"""Build the decoder as an ONNX graph by hand, with the beam step's first half inside it.
 
-Why by hand: the graph has a shape no exporter produces. The document's prefix KV is shared by all
-beams (batch 1) while each beam carries only its short generated suffix, and attention takes one
-softmax across both; then the beam step picks the next tokens and reorders the suffix KV by parent
-beam, all in one ONNX call. The engine runs the same graph for prefill (batch 1, empty suffix,
-several new tokens) and for every beam step (batch = live beams, one token).
+Why by hand: the graph has a shape no exporter produces. Several searches share one call (the engine's
+scheduler batches them, completer/scheduler.py): the projections, the MLPs and the output head run once over
+the rows of all of them, and attention runs per search (a *slot*), each over its own document's prefix KV of its
+own length, fed as that slot's own inputs, so no prefix is ever copied into a padded batch. Within a slot the
+prefix is shared by all its beams; each beam carries only its short generated suffix, and attention takes one
+softmax across both. The same graph runs a prefill (one slot, one row, several new tokens, no suffix) and a
+beam step (one token per live beam).
 
-Positions: `position_ids` [1, S] are the places of the S new tokens, the same for every beam: a beam's
-suffix tokens sit at P, P+1, ... after the P prefix tokens. Keys are stored after their rotation, so
-the cache never needs the positions again.
+Rows: the B rows are grouped by slot, `slot_rows` [N] of them in slot i (0 for an empty slot, whose prefix
+inputs are empty). Positions: `position_ids` [B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds
+each row's generated suffix, padded at its start to the longest in the call; `past_mask` [B, T] is 0 on a real
+column and -inf on padding. Keys are stored after their rotation, so the cache never needs positions again.
 
-Shapes: B beams, S new tokens, P prefix tokens, T suffix tokens so far, H query heads, KV key/value
+After the last position's logits, each row's best candidates (`row_candidates`, beam_step.py): log-softmax,
+the document's repeats, the token-healing mask, the beam's score added, the top `num_beams`. Which of them each
+search keeps, and the suffix KV they carry on, is picked outside the graph (completer/runtime.py), per search.
+
+Shapes: B rows, S new tokens, P_i prefix tokens of slot i, T suffix tokens so far, H query heads, KV key/value
 heads (H = KV * G: G query heads read each key/value head), D head size, C model width, F MLP width,
-V vocabulary, K beams wanted.
+V vocabulary, N slots, K candidates per row.
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .architecture import Architecture, rotary_tables
-from .beam_step import BEAM_OUTPUTS, beam_input_infos, beam_step
+from .beam_step import CANDIDATE_OUTPUTS, candidate_input_infos, row_candidates
 from .builder import IR_VERSION, NEG_INF, OPSET, GraphBuilder
 
 
@@ -68,52 +75,106 @@ def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndar
     return _linear(g, g.op("Mul", [silu, up], f"{p}_swiglu"), weights, f"{p}.down")  # [B, S, C]
 
 
-def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line: np.ndarray | int,
-                  context_length: int, beam_in_graph: bool = True,
-                  on_layer: Callable[[int], None] | None = None) -> onnx.ModelProto:
-    """The whole decoder step for `context_length` positions. `weights` are in the canonical layout
-    (architecture.py). With beam_in_graph=False it returns last-position logits instead of the beam step
-    (for parity tests and to benchmark the in-graph step against a numpy one). `on_layer` hears of each
-    layer built (a progress bar)."""
-    n_head, n_kv, dim, vocab = arch.n_head, arch.n_kv_head, arch.head_dim, arch.vocab_size
-    group = n_head // n_kv
+DEFAULT_SLOTS = 8
+"""Searches one call can hold. Each slot costs seven small operators per layer even when empty; eight hold the
+live keystrokes, search-ahead and prefetch of several windows."""
+
+
+def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_all: str, v_all: str, shapes: dict,
+                    slots: int) -> str:
+    """Attention of every row over its slot's prefix and its own suffix, with one softmax across both.
+    q [B, S, H D]; k_all, v_all [B, KV, T+S, D]; returns [B, S, H D]."""
+    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    i64, p = g.i64, f"layers.{layer}"
+    q5 = g.op("Reshape", [q, i64("q5", [0, 0, n_kv, group, dim])], f"{p}_q5")  # [B, S, KV, G, D]
+    # Suffix part, per row: [B, KV, G*S, D] @ [B, KV, D, T+S], masked (padding, causal).
+    q_rows = g.op("Reshape", [g.op("Transpose", [q5], perm=[0, 2, 3, 1, 4]), i64("q_rows", [0, n_kv, -1, dim])],
+                  f"{p}_q_rows")  # [B, KV, G*S, D]
+    k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, KV, D, T+S]
+    s_suffix = g.op("Add", [g.op("MatMul", [q_rows, k_t]), shapes["mask"]], f"{p}_s_suffix")  # [B, KV, G*S, T+S]
+    # Prefix part, per slot: the slot's rows of every KV head against its own prefix, [KV, r G S, D] @ [1, KV, D, P].
+    q_slots = g.op("Reshape", [g.op("Transpose", [q5], perm=[2, 0, 3, 1, 4]), i64("q_slots", [n_kv, -1, dim])],
+                   f"{p}_q_slots")  # [KV, B*G*S, D], rows in (b, g, s) order: a slot's rows are one block
+    parts = g.op("Split", [q_slots, shapes["slot_sizes"]], f"{p}_q_slot", outputs=slots, axis=1)
+    parts = [parts] if slots == 1 else parts
+    pieces = []
+    for i, part in enumerate(parts):
+        scores = g.op("MatMul", [part, f"prefix_key_{layer}_{i}"], f"{p}_s_prefix_{i}")  # [1, KV, r G S, P_i]
+        top = g.op("ReduceMax", [scores], f"{p}_m_prefix_{i}", axes=[-1], keepdims=1)  # -inf when P_i = 0
+        e = g.op("Exp", [g.op("Sub", [scores, top])], f"{p}_e_prefix_{i}")
+        total = g.op("ReduceSum", [e, i64("last", [-1])], f"{p}_z_prefix_{i}", keepdims=1)
+        y = g.op("MatMul", [e, f"prefix_value_{layer}_{i}"], f"{p}_y_prefix_{i}")  # [1, KV, r G S, D]
+        pieces.append(g.op("Concat", [y, top, total], f"{p}_prefix_{i}", axis=-1))  # [1, KV, r G S, D + 2]
+    joined = pieces[0] if slots == 1 else g.op("Concat", pieces, f"{p}_prefix", axis=2)  # [1, KV, B G S, D + 2]
+    joined = g.op("Transpose", [g.op("Reshape", [joined, shapes["by_row"]])], perm=[1, 0, 2, 3])  # [B, KV, G*S, D+2]
+    y_prefix, m_prefix, z_prefix = g.op("Split", [joined, i64("ymz", [dim, 1, 1])], f"{p}_ymz", outputs=3, axis=-1)
+    # One softmax across both: rescale each part to the larger maximum.
+    m_all = g.op("Max", [m_prefix, g.op("ReduceMax", [s_suffix], axes=[-1], keepdims=1)], f"{p}_m")  # [B, KV, G*S, 1]
+    e_suffix = g.op("Exp", [g.op("Sub", [s_suffix, m_all])], f"{p}_e_suffix")  # [B, KV, G*S, T+S]
+    w_prefix = g.op("Exp", [g.op("Sub", [m_prefix, m_all])], f"{p}_w_prefix")  # [B, KV, G*S, 1]
+    z_all = g.op("Add", [g.op("Mul", [z_prefix, w_prefix]), g.op("ReduceSum", [e_suffix, i64("last", [-1])],
+                                                                   keepdims=1)], f"{p}_z")
+    y = g.op("Add", [g.op("Mul", [y_prefix, w_prefix]), g.op("MatMul", [e_suffix, v_all])], f"{p}_y_sum")
+    y = g.op("Div", [y, z_all], f"{p}_y")  # [B, KV, G*S, D]
+    y = g.op("Reshape", [y, i64("y5", [0, n_kv, group, -1, dim])])  # [B, KV, G, S, D]
+    return g.op("Reshape", [g.op("Transpose", [y], perm=[0, 3, 1, 2, 4]), i64("merge", [0, 0, n_kv * group * dim])],
+                f"{p}_y_merged")  # [B, S, H D]
+
+
+def _shapes(g: GraphBuilder, arch: Architecture) -> dict:
+    """What every layer's attention shares, computed once: the suffix mask [B, 1, G*S, T+S] (the padding of
+    `past_mask`, then causal over the new tokens), each slot's row count in q_slots, and the prefix results'
+    row layout."""
+    i64, group = g.i64, arch.n_head // arch.n_kv_head
+    s_1d = g.op("Shape", ["input_ids"], "S", start=1, end=2)  # [1]
+    b_1d = g.op("Shape", ["input_ids"], "B", start=0, end=1)  # [1]
+    s_len = g.op("Squeeze", [s_1d, i64("axis0", [0])], "S_scalar")
+    rows = g.op("Range", [i64("zero", 0), s_len, i64("one", 1)], "rows")  # [S]
+    causal = g.op("Where", [g.op("LessOrEqual", [g.op("Unsqueeze", [rows, i64("ax0", [0])]),
+                                                  g.op("Unsqueeze", [rows, i64("ax1", [1])])]),
+                            g.const("zero_f", np.array(0, np.float32)), g.const("neg_inf", np.array(NEG_INF, np.float32))],
+                   "causal")  # [S, S]: row s sees new column j <= s
+    bs = g.op("Concat", [b_1d, s_1d], "BS", axis=0)  # [2]
+    past = g.op("Unsqueeze", ["past_mask", i64("ax1", [1])], "past_rows")  # [B, 1, T]
+    past = g.op("Expand", [past, g.op("Concat", [b_1d, s_1d, g.op("Shape", ["past_mask"], start=1, end=2)],
+                                      axis=0)], "past_expanded")  # [B, S, T]
+    causal = g.op("Expand", [causal, g.op("Concat", [bs, s_1d], axis=0)], "causal_rows")  # [B, S, S]
+    mask = g.op("Concat", [past, causal], "mask_bs", axis=2)  # [B, S, T+S]
+    columns = g.op("Shape", [mask], start=2, end=3)  # [1] = T+S
+    mask = g.op("Unsqueeze", [mask, i64("ax12", [1, 2])], "mask5")  # [B, 1, 1, S, T+S]
+    g_1d, one = i64("G", [group]), i64("one1", [1])
+    mask = g.op("Expand", [mask, g.op("Concat", [b_1d, one, g_1d, s_1d, columns], axis=0)])  # [B, 1, G, S, T+S]
+    mask = g.op("Reshape", [mask, g.op("Concat", [b_1d, one, i64("minus_one", [-1]), columns], axis=0)],
+                "mask")  # [B, 1, G*S, T+S]
+    slot_sizes = g.op("Mul", ["slot_rows", g.op("Mul", [g_1d, s_1d])], "slot_sizes")  # [N] = r_i * G * S
+    by_row = g.op("Concat", [i64("kv", [arch.n_kv_head]), b_1d, i64("rest", [-1, arch.head_dim + 2])], "by_row",
+                  axis=0)  # (KV, B, G*S, D + 2)
+    return {"mask": mask, "slot_sizes": slot_sizes, "by_row": by_row}
+
+
+def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_length: int, slots: int = 1,
+                  logits_only: bool = False, on_layer: Callable[[int], None] | None = None) -> onnx.ModelProto:
+    """The whole decoder for `context_length` positions and `slots` searches per call (1: the graph a single
+    search runs; DEFAULT_SLOTS: the batched graph beside it). `weights` are in the
+    canonical layout (architecture.py). With logits_only it returns the last position's logits [B, V] instead
+    of each row's candidates (for parity tests). `on_layer` hears of each layer built (a progress bar)."""
+    n_kv, dim, vocab = arch.n_kv_head, arch.head_dim, arch.vocab_size
     g = GraphBuilder()
     i64 = g.i64
 
     embed = np.asarray(weights["embed"], np.float32)  # [V, C]
     x = g.op("Gather", [g.const("embed", embed), "input_ids"], "tok_emb", axis=0)  # [B, S, C]
-    cos = sin = batch_positions = ""
+    cos = sin = ""
     if arch.family == "gpt2":
         table = np.asarray(weights["positions"], np.float32)[:context_length]
         x = g.op("Add", [x, g.op("Gather", [g.const("positions", table), "position_ids"], "pos_emb", axis=0)],
                  "x0")  # [B, S, C]
-    else:  # onnxruntime's fused RotaryEmbedding reads the tables at each row's position: [B, S] positions
+    else:  # onnxruntime's fused RotaryEmbedding reads the tables at each row's positions [B, S]
         cos_table, sin_table = rotary_tables(arch, context_length)  # [N, D/2] each
         cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
-        batch_positions = g.op("Expand", ["position_ids", g.op("Shape", ["input_ids"])], "batch_positions")  # [B, S]
-
-    # Shapes used to build the causal mask over the suffix part: row i may see suffix column j <= T + i.
-    s_len = g.op("Gather", [g.op("Shape", ["input_ids"]), i64("one", 1)], "S", axis=0)  # scalar S
-    t_len = g.op("Gather", [g.op("Shape", ["past_key_0"]), i64("two", 2)], "T", axis=0)  # scalar T
-    b_len = g.op("Gather", [g.op("Shape", ["input_ids"]), i64("zero", 0)], "B", axis=0)  # scalar B
-    rows = g.op("Range", [i64("zero", 0), s_len, i64("step", 1)], "rows")  # [S]
-    cols = g.op("Range", [i64("zero", 0), g.op("Add", [t_len, s_len]), i64("step", 1)], "cols")  # [T+S]
-    row_limit = g.op("Unsqueeze", [g.op("Add", [rows, t_len]), i64("ax", [1])], "row_limit")  # [S, 1]
-    visible = g.op("LessOrEqual", [g.op("Unsqueeze", [cols, i64("ax", [0])]), row_limit], "visible")  # [S, T+S]
-    causal = g.op("Where", [visible, g.const("zero_f", np.array(0, np.float32)),
-                            g.const("neg_inf", np.array(NEG_INF, np.float32))], "causal")  # [S, T+S]
-    as_1d = lambda t: g.op("Unsqueeze", [t, i64("ax", [0])])  # noqa: E731
-    s_1d, b_1d = as_1d(s_len), as_1d(b_len)
-    gs = g.op("Mul", [s_1d, i64("g", [group])], "GS")  # [1] = G*S
-    gbs = g.op("Mul", [gs, b_1d], "GBS")  # [1] = G*B*S
-    kv_prefix_rows = g.op("Concat", [i64("one_kv", [1, n_kv]), gbs, i64("rest", [-1])], "kv_prefix_rows", axis=0)
-    kv_suffix_rows = g.op("Concat", [i64("b_kv", [0, n_kv]), gs, i64("rest", [-1])], "kv_suffix_rows", axis=0)
-    by_beam = g.op("Concat", [i64("h", [n_head]), b_1d, s_1d, i64("rest", [-1])], "by_beam", axis=0)  # H, B, S, -1
-    per_head = g.op("Concat", [i64("b_h", [0, n_head]), s_1d, i64("rest", [-1])], "per_head", axis=0)  # B, H, S, -1
-    split_q = i64("split_q", [0, 0, n_head, dim])
+    shapes = _shapes(g, arch)
     split_kv = i64("split_kv", [0, 0, n_kv, dim])
-    merge_heads = i64("merge_heads", [0, 0, n_head * dim])
-    q_width, kv_width = n_head * dim, n_kv * dim
+    q_width, kv_width = arch.n_head * dim, n_kv * dim
 
     for layer in range(arch.n_layer):
         p = f"layers.{layer}"
@@ -122,45 +183,22 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
         q, k, v = g.op("Split", [qkv, i64("qkv_sizes", [q_width, kv_width, kv_width])], f"{p}_split", outputs=3,
                        axis=2)  # [B, S, H D], [B, S, KV D], [B, S, KV D]
         if arch.family == "llama":  # rotary positions, HF's rotate-half convention (not interleaved)
-            q = g.op("RotaryEmbedding", [q, batch_positions, cos, sin], f"{p}_q_rot", domain="com.microsoft",
-                     interleaved=0, num_heads=n_head)
-            k = g.op("RotaryEmbedding", [k, batch_positions, cos, sin], f"{p}_k_rot", domain="com.microsoft",
+            q = g.op("RotaryEmbedding", [q, "position_ids", cos, sin], f"{p}_q_rot", domain="com.microsoft",
+                     interleaved=0, num_heads=arch.n_head)
+            k = g.op("RotaryEmbedding", [k, "position_ids", cos, sin], f"{p}_k_rot", domain="com.microsoft",
                      interleaved=0, num_heads=n_kv)
-        q = g.op("Transpose", [g.op("Reshape", [q, split_q])], perm=[0, 2, 1, 3])  # [B, H, S, D]
         k = g.op("Transpose", [g.op("Reshape", [k, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
         v = g.op("Transpose", [g.op("Reshape", [v, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
         k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)  # [B, KV, T+S, D]
         v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
-        # Prefix attention batches all beams into one matrix product per key/value head, so the shared
-        # prefix KV is read once per step, not once per beam: [KV, G*B*S, D] @ [KV, D, P].
-        q_rows = g.op("Reshape", [g.op("Transpose", [q], perm=[1, 0, 2, 3]), kv_prefix_rows],
-                      f"{p}_q_rows")  # [1, KV, G*B*S, D]
-        score_prefix = g.op("Reshape", [g.op("MatMul", [q_rows, f"prefix_key_{layer}"]), by_beam],
-                            f"{p}_score_prefix")  # [H, B, S, P]
-        k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, KV, D, T+S]
-        q_groups = g.op("Reshape", [q, kv_suffix_rows], f"{p}_q_groups")  # [B, KV, G*S, D]
-        score_suffix = g.op("Reshape", [g.op("MatMul", [q_groups, k_t]), per_head])  # [B, H, S, T+S]
-        score_suffix = g.op("Add", [score_suffix, causal], f"{p}_score_suffix")
-        score_suffix = g.op("Transpose", [score_suffix], perm=[1, 0, 2, 3])  # [H, B, S, T+S]
-        weights_all = g.op("Softmax", [g.op("Concat", [score_prefix, score_suffix], axis=3)], f"{p}_attn",
-                           axis=3)  # [H, B, S, P+T+S]: one softmax across prefix and suffix
-        p_len = g.op("Shape", [score_prefix], start=3, end=4)  # [1] = P
-        w_prefix = g.op("Slice", [weights_all, i64("zero1", [0]), p_len, i64("ax3", [3])], f"{p}_w_prefix")
-        w_suffix = g.op("Slice", [weights_all, p_len, i64("big", [2**62]), i64("ax3", [3])], f"{p}_w_suffix")
-        w_prefix = g.op("Reshape", [w_prefix, kv_prefix_rows], f"{p}_w_prefix_rows")  # [1, KV, G*B*S, P]
-        y_prefix = g.op("Reshape", [g.op("MatMul", [w_prefix, f"prefix_value_{layer}"]), by_beam],
-                        f"{p}_y_prefix")  # [H, B, S, D]
-        w_suffix = g.op("Reshape", [g.op("Transpose", [w_suffix], perm=[1, 0, 2, 3]), kv_suffix_rows],
-                        f"{p}_w_suffix_groups")  # [B, KV, G*S, T+S]
-        y_suffix = g.op("Reshape", [g.op("MatMul", [w_suffix, v_all]), per_head], f"{p}_y_suffix")  # [B, H, S, D]
-        y = g.op("Add", [g.op("Transpose", [y_prefix], perm=[1, 0, 2, 3]), y_suffix], f"{p}_y")  # [B, H, S, D]
-        y = g.op("Reshape", [g.op("Transpose", [y], perm=[0, 2, 1, 3]), merge_heads], f"{p}_y_merged")  # [B, S, HD]
+        y = _slot_attention(g, arch, layer, q, k_all, v_all, shapes, slots)  # [B, S, H D]
         x = g.op("Add", [x, _linear(g, y, weights, f"{p}.o")], f"{p}_x_attn")  # [B, S, C]
         h = _norm(g, arch, x, weights, f"{p}.norm2")
         x = g.op("Add", [x, _mlp(g, arch, h, weights, p)], f"{p}_x_out")  # [B, S, C]
         if on_layer is not None:
             on_layer(layer + 1)
 
+    s_len = g.op("Squeeze", [g.op("Shape", ["input_ids"], start=1, end=2), i64("axis0", [0])])
     last = g.op("Gather", [x, g.op("Sub", [s_len, i64("one", 1)])], "last_hidden", axis=1)  # [B, C]
     last = _norm(g, arch, last, weights, "norm_f")
     head = weights.get("lm_head")
@@ -169,13 +207,18 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "S"]),
-        helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, "S"]),
+        helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["B", "S"]),
+        helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [slots]),
+        helper.make_tensor_value_info("past_mask", TensorProto.FLOAT, ["B", "T"]),
     ]
     outputs = []
     for layer in range(arch.n_layer):
+        for i in range(slots):
+            inputs += [
+                helper.make_tensor_value_info(f"prefix_key_{layer}_{i}", TensorProto.FLOAT, [1, n_kv, dim, f"P{i}"]),
+                helper.make_tensor_value_info(f"prefix_value_{layer}_{i}", TensorProto.FLOAT, [1, n_kv, f"P{i}", dim]),
+            ]
         inputs += [
-            helper.make_tensor_value_info(f"prefix_key_{layer}", TensorProto.FLOAT, [1, n_kv, dim, "P"]),
-            helper.make_tensor_value_info(f"prefix_value_{layer}", TensorProto.FLOAT, [1, n_kv, "P", dim]),
             helper.make_tensor_value_info(f"past_key_{layer}", TensorProto.FLOAT, ["B", n_kv, "T", dim]),
             helper.make_tensor_value_info(f"past_value_{layer}", TensorProto.FLOAT, ["B", n_kv, "T", dim]),
         ]
@@ -183,21 +226,15 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
             helper.make_tensor_value_info(f"present_key_{layer}", TensorProto.FLOAT, ["B", n_kv, "T+S", dim]),
             helper.make_tensor_value_info(f"present_value_{layer}", TensorProto.FLOAT, ["B", n_kv, "T+S", dim]),
         ]
-    if beam_in_graph:
-        inputs += beam_input_infos(vocab)
-        step = beam_step(g, logits, "beam_scores", "beam_finished", "allowed_tokens", "num_beams", "repeat_tokens",
-                         "repeat_probs", "model_share", ends_line, vocab)
-        for key, name, dtype in BEAM_OUTPUTS:
-            g.op("Identity", [step[key]], outputs=[name])
-            outputs.append(helper.make_tensor_value_info(name, dtype, ["K"]))
-        for layer in range(arch.n_layer):  # the suffix KV reordered by parent beam: only T+S rows per beam move
-            for kind in ("key", "value"):
-                g.op("Gather", [f"present_{kind}_{layer}", step["parents"]], outputs=[f"beam_{kind}_{layer}"], axis=0)
-                outputs.append(helper.make_tensor_value_info(f"beam_{kind}_{layer}", TensorProto.FLOAT,
-                                                             ["K", n_kv, "T+S", dim]))
-    else:
+    if logits_only:
         g.op("Identity", [logits], outputs=["logits"])
         outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", vocab]))
+    else:
+        inputs += candidate_input_infos(vocab)
+        found = row_candidates(g, logits, vocab)
+        for key, name, dtype in CANDIDATE_OUTPUTS:
+            g.op("Identity", [found[key]], outputs=[name])
+            outputs.append(helper.make_tensor_value_info(name, dtype, ["B", "K"]))
 
     graph = helper.make_graph(g.nodes, "completer_decoder", inputs, outputs, g.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
@@ -205,10 +242,10 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], ends_line:
     return model
 
 
-def own_decoder(weights: dict[str, np.ndarray], config: dict, ends_line: np.ndarray | int,
-                beam_in_graph: bool = True) -> onnx.ModelProto:
+def own_decoder(weights: dict[str, np.ndarray], config: dict, logits_only: bool = False, slots: int = 1
+                ) -> onnx.ModelProto:
     """The graph of one of our own checkpoints (scripts/model.py's state dict and config)."""
     from .architecture import own_architecture, own_weights
 
     arch = own_architecture(config)
-    return decoder_model(arch, own_weights(weights, arch), ends_line, int(config["context_length"]), beam_in_graph)
+    return decoder_model(arch, own_weights(weights, arch), int(config["context_length"]), slots, logits_only)

@@ -1,0 +1,176 @@
+"""Iteration-level scheduling: every active request of the engine advances together, one model call at a time.
+
+A request is a generator of model calls (completer/calls.py): a live completion, a search run ahead of the user,
+or a background prefill of a document just opened. Each iteration
+
+1. asks every running task whether it was cancelled, and stops those that were (Cancelled is thrown at the call
+   it waits on, so its own cleanup runs);
+2. runs one *step* for all the tasks whose next call is a beam step (one new token per row), in one batched call
+   where the bundle has a batched graph (Runtime.run_batch: dense layers over all rows, attention per search);
+3. runs at most one *prefill chunk* (several new tokens), the most urgent one, so a keystroke waits for one chunk
+   at most, however long another document's prefill is;
+4. starts the tasks that were waiting for an earlier task of the same document.
+
+A task joins at the next iteration and leaves as soon as it finishes or is cancelled. Live requests come before
+searches run ahead, and those before prefetching: a prefetch runs only while no live request or search ahead is
+active. The tasks of one document run one after another, in the order they came, since they share its cache.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from .calls import ModelCall, Steps, advance
+from .types import CancelCheck, Cancelled
+
+
+class Priority(IntEnum):
+    LIVE = 0  # a request someone is waiting for
+    AHEAD = 1  # a search run ahead of the user, for a request that may come
+    PREFETCH = 2  # a background prefill, for the first request in a document
+
+
+@dataclass(eq=False)
+class Task:
+    """One request's calls, and where its result goes."""
+
+    steps: Steps[Any]
+    priority: Priority
+    document: str  # the engine's document key: its tasks run one at a time
+    runtime: Any  # the Runtime its calls run on; tasks on the same runtime share batched calls
+    is_cancelled: CancelCheck | None = None
+    on_done: Callable[[Task], None] | None = None  # told once, when the task finished, failed or was cancelled
+    call: ModelCall | None = None  # the call it waits on; None before it starts and after it ends
+    result: Any = None
+    error: BaseException | None = None
+    started: bool = False
+    done: bool = False
+    order: int = 0  # submission order
+    submitted_at: float = field(default_factory=time.perf_counter)
+
+    @property
+    def steps_next(self) -> bool:
+        """Its next call is a beam step or a one-token prefill, which can share a batched call."""
+        return self.call is not None and self.call.input_ids.shape[1] == 1
+
+
+class Scheduler:
+    """Holds the active tasks and runs their calls, an iteration at a time (`iterate`)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[Task] = []
+        self._order = itertools.count()
+
+    def submit(self, task: Task) -> Task:
+        """Add a task; it starts at once unless an earlier task of its document is still active. A task that needs
+        no model call (typing through, an answer found ahead) is finished when this returns."""
+        task.order = next(self._order)
+        self.tasks.append(task)
+        self._start_ready()
+        return task
+
+    def active(self, priority: Priority | None = None, document: str | None = None) -> list[Task]:
+        """The tasks not yet finished, oldest first, optionally of one priority or one document."""
+        return [t for t in self.tasks if (priority is None or t.priority == priority)
+                and (document is None or t.document == document)]
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.tasks)
+
+    def cancel(self, task: Task) -> None:
+        """Stop a task now: Cancelled is thrown at the call it waits on (its cleanup runs), or it never starts."""
+        if task.done:
+            return
+        if task.started:
+            self._advance(task, cancel=True)
+        else:
+            self._finish(task, error=Cancelled("cancelled before it started"))
+        self._start_ready()
+
+    def promote(self, task: Task, priority: Priority) -> None:
+        task.priority = min(task.priority, priority)
+
+    def iterate(self) -> int:
+        """One iteration: stop the cancelled tasks, one batched step for every task at a step, one prefill chunk.
+        Returns how many model calls the iteration asked for (0: nothing could run)."""
+        for task in [t for t in self.tasks if t.started and t.is_cancelled is not None]:
+            if not task.done and task.is_cancelled():
+                self._advance(task, cancel=True)
+        self._start_ready()
+        urgent = any(t.priority < Priority.PREFETCH for t in self.tasks)  # then no prefetch runs
+        runnable = sorted((t for t in self.tasks if t.call is not None and not (urgent and t.priority ==
+                                                                                 Priority.PREFETCH)),
+                          key=lambda t: (t.priority, t.order))
+        stepping = [t for t in runnable if t.steps_next]
+        chunk = next((t for t in runnable if not t.steps_next), None)  # the most urgent prefill chunk
+        for runtime in dict.fromkeys(t.runtime for t in stepping):  # one batch per model
+            group = [t for t in stepping if t.runtime is runtime]
+            for task, output in zip(group, self._run(runtime, group)):
+                self._advance(task, output)
+        if chunk is not None:
+            self._advance(chunk, self._run(chunk.runtime, [chunk])[0])
+        self._start_ready()
+        return len(stepping) + (chunk is not None)
+
+    def run_until_done(self, task: Task) -> Any:
+        """Iterate until `task` has finished (with every other task alongside); its result, or its error raised."""
+        while not task.done:
+            self.iterate()
+        if task.error is not None:
+            raise task.error
+        return task.result
+
+    # -- internals --------------------------------------------------------------------------------
+    def _run(self, runtime: Any, tasks: list[Task]) -> list[Any]:
+        """The tasks' calls in one batch; a failure fails each of these tasks, not the scheduler."""
+        calls = [t.call for t in tasks]
+        try:
+            return runtime.run_batch(calls)
+        except Exception as exc:  # onnxruntime refused the batch: each task fails with the reason
+            for task in tasks:
+                self._advance(task, cancel=False, error=exc)
+            return [None] * len(tasks)
+
+    def _start_ready(self) -> None:
+        """Start every task that is first among its document's active tasks."""
+        while True:
+            ready = [t for t in self.tasks if not t.started and not t.done
+                     and next(u for u in self.tasks if u.document == t.document and not u.done) is t]
+            if not ready:
+                return
+            for task in ready:
+                task.started = True
+                self._advance(task)
+
+    def _advance(self, task: Task, output: Any = None, cancel: bool = False, error: BaseException | None = None
+                 ) -> None:
+        """Resume the task with its call's output (or Cancelled, or the call's failure); record what it asks next."""
+        if task.done:
+            return
+        try:
+            if error is not None:
+                task.call = task.steps.throw(error)
+                return
+            task.call, result = advance(task.steps, output, cancel=cancel)
+        except StopIteration as stop:  # returned after an error thrown in
+            self._finish(task, result=stop.value)
+            return
+        except Exception as exc:  # Cancelled, or whatever the request raised
+            self._finish(task, error=exc)
+            return
+        if task.call is None:
+            self._finish(task, result=result)
+
+    def _finish(self, task: Task, result: Any = None, error: BaseException | None = None) -> None:
+        task.done, task.call, task.result, task.error = True, None, result, error
+        if task in self.tasks:
+            self.tasks.remove(task)
+        if task.started:
+            task.steps.close()
+        if task.on_done is not None:
+            task.on_done(task)

@@ -1,0 +1,229 @@
+"""The engine's scheduler: many requests advancing together, one batched call per iteration, with the same answers
+as when each runs alone (exact in fp32; within quantization noise in INT8), priorities, chunked prefills and
+cancellation."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from completer.calls import ModelCall
+from completer.engine import Engine
+from completer.scheduler import Priority, Scheduler, Task
+from completer.types import Cancelled, EngineSettings
+from lsp_support import SAMPLE_TEXT
+
+LINES = SAMPLE_TEXT.split("\n")
+CURSORS = [(i, len(line) - len(line.lstrip())) for i, line in enumerate(LINES) if line.strip()][:14]
+
+
+def cursor_text(line: int, column: int) -> str:
+    return "\n".join(LINES[:line] + [LINES[line][:column]])
+
+
+def solo_answers(path: Path, cursors: list[tuple[int, int]]) -> list[list[tuple[str, float]]]:
+    """Each cursor completed alone, one call after another, in a fresh document."""
+    engine = Engine(EngineSettings(model_path=str(path)))
+    return [[(s.line, s.score) for s in engine.complete_text(f"file:///solo{k}.py", cursor_text(*c), "").suggestions]
+            for k, c in enumerate(cursors)]
+
+
+def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -> tuple[list, list[int]]:
+    """The same cursors as tasks of one scheduler, submitted at random iterations, so they join and leave the
+    batch at different steps; also the sizes of the batched calls it ran."""
+    engine = Engine(EngineSettings(model_path=str(path)))
+    sizes: list[int] = []
+    run_batch = engine.runtime.run_batch
+
+    def recording(calls):
+        sizes.append(len(calls))
+        return run_batch(calls)
+
+    engine.runtime.run_batch = recording
+    scheduler = Scheduler()
+    rng = random.Random(seed)
+    pending = list(enumerate(cursors))
+    rng.shuffle(pending)
+    tasks: dict[int, Task] = {}
+    while pending or scheduler.busy:
+        for _ in range(rng.choice((0, 0, 1, 2, 3))):
+            if pending:
+                k, cursor = pending.pop()
+                steps = engine.complete_steps(f"file:///mixed{k}.py", cursor_text(*cursor), "")
+                tasks[k] = scheduler.submit(Task(steps, Priority.LIVE, f"mixed{k}", engine.runtime))
+        scheduler.iterate()
+    answers = []
+    for k in range(len(cursors)):
+        assert tasks[k].done and tasks[k].error is None, tasks[k].error
+        answers.append([(s.line, s.score) for s in tasks[k].result.suggestions])
+    return answers, sizes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_interleaved_searches_answer_exactly_as_alone_in_fp32(fp32_bundle_dir: Path, seed: int):
+    alone = solo_answers(fp32_bundle_dir, CURSORS)
+    together, sizes = interleaved_answers(fp32_bundle_dir, CURSORS, seed)
+    assert max(sizes) >= 3, "searches shared batched calls"
+    for mine, theirs in zip(together, alone):
+        assert [line for line, _ in mine] == [line for line, _ in theirs]
+        assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-3)
+
+
+def agreement(a: list[list[tuple[str, float]]], b: list[list[tuple[str, float]]]) -> tuple[int, int]:
+    """How many cursors get the same first suggestion, and the same set of suggestions, in both."""
+    first = sum(bool(x and y and x[0][0] == y[0][0]) for x, y in zip(a, b))
+    same = sum({line for line, _ in x} == {line for line, _ in y} for x, y in zip(a, b))
+    return first, same
+
+
+def test_interleaved_searches_stay_within_quantization_noise_in_int8(model_dir: Path, fp32_bundle_dir: Path):
+    """INT8 quantizes each call's activations with one scale, so a search's scores move a little with the rows
+    beside it. Its suggestions change no more than quantization itself changes them: batched INT8 agrees with
+    INT8 alone at least as often as INT8 alone agrees with fp32, within two cursors."""
+    alone = solo_answers(model_dir, CURSORS)
+    together, sizes = interleaved_answers(model_dir, CURSORS, seed=7)
+    assert max(sizes) >= 3
+    batched_first, batched_same = agreement(together, alone)
+    quantized_first, quantized_same = agreement(alone, solo_answers(fp32_bundle_dir, CURSORS))
+    assert batched_first >= quantized_first - 2 and batched_same >= quantized_same - 2, (
+        batched_first, batched_same, quantized_first, quantized_same)
+
+
+def test_batched_calls_equal_single_calls_in_fp32(fp32_bundle_dir: Path):
+    """Runtime.run_batch over several searches of different prefix lengths, suffix lengths and beam counts
+    gives each the candidates and suffix KV it gets alone."""
+    engine = Engine(EngineSettings(model_path=str(fp32_bundle_dir)))
+    runtime = engine.runtime
+    assert runtime.batch_slots > 1
+    rng = np.random.default_rng(0)
+    calls = []
+    for k, (prefix_len, rows, suffix_len) in enumerate([(40, 1, 0), (90, 4, 3), (0, 2, 1), (17, 4, 6), (60, 3, 2)]):
+        ids = rng.integers(1, 8000, prefix_len + 1).tolist()
+        state = engine.cache.get(f"b{k}")
+        from completer.cache import extend_prefix
+
+        extend_prefix(state, runtime, ids[:-1])
+        past = [(rng.standard_normal((rows, runtime.n_kv_head, suffix_len, runtime.head_dim)).astype(np.float32),
+                 rng.standard_normal((rows, runtime.n_kv_head, suffix_len, runtime.head_dim)).astype(np.float32))
+                for _ in range(runtime.n_layer)]
+        calls.append(ModelCall(rng.integers(1, 8000, (rows, 1)), prefix_len + suffix_len, state.prefix(), past,
+                               scores=-rng.random(rows).astype(np.float32), num_beams=2 * rows + k % 2))
+    together = runtime.run_batch(calls)
+    for call, got in zip(calls, together):
+        alone = runtime.run_call(call)
+        np.testing.assert_array_equal(got.tokens, alone.tokens)
+        np.testing.assert_array_equal(got.parents, alone.parents)
+        np.testing.assert_allclose(got.scores, alone.scores, atol=1e-4)
+        chosen = np.arange(len(alone.tokens))
+        for (k1, v1), (k2, v2) in zip(got.carried(chosen), alone.carried(chosen)):
+            np.testing.assert_allclose(k1, k2, atol=1e-4)
+            np.testing.assert_allclose(v1, v2, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def fp32_engine(fp32_bundle_dir: Path) -> Engine:
+    return Engine(EngineSettings(model_path=str(fp32_bundle_dir)))
+
+
+def test_cancelling_one_search_leaves_the_others_running(fp32_engine: Engine):
+    engine = fp32_engine
+    scheduler = Scheduler()
+    cursors = CURSORS[:4]
+    cancelled = {"flag": False}
+    tasks = [scheduler.submit(Task(engine.complete_steps(f"file:///c{k}.py", cursor_text(*c), ""), Priority.LIVE,
+                                   f"c{k}", engine.runtime,
+                                   is_cancelled=(lambda: cancelled["flag"]) if k == 1 else None))
+             for k, c in enumerate(cursors)]
+    scheduler.iterate()
+    scheduler.iterate()
+    cancelled["flag"] = True
+    while scheduler.busy:
+        scheduler.iterate()
+    assert isinstance(tasks[1].error, Cancelled) and tasks[1].result is None
+    alone = solo_answers(engine.bundle.path, cursors)
+    for k in (0, 2, 3):
+        assert tasks[k].error is None and tasks[k].result.suggestions
+        assert [s.line for s in tasks[k].result.suggestions] == [line for line, _ in alone[k]]
+
+
+def test_a_long_prefill_runs_in_chunks_between_the_steps_of_a_live_search(engine: Engine):
+    """A document's background prefill waits while a live search runs; a live request's own long prefill runs
+    one chunk per iteration, beside the other searches' steps, so no request waits for a whole prefill."""
+    from completer.engine import PREFILL_CHUNK_TOKENS
+
+    long_text = SAMPLE_TEXT * 6
+    scheduler = Scheduler()
+    log: list[list[str]] = []
+    run_batch = engine.runtime.run_batch
+
+    def recording(calls):
+        log.append(["prefill" if c.input_ids.shape[1] > 1 else "step" for c in calls])
+        return run_batch(calls)
+
+    engine.runtime.run_batch = recording
+    try:
+        background = scheduler.submit(Task(engine.prefill_steps("file:///opened.py", long_text), Priority.PREFETCH,
+                                           "opened", engine.runtime))
+        live = scheduler.submit(Task(engine.complete_steps("file:///typed.py", cursor_text(*CURSORS[3]), ""),
+                                     Priority.LIVE, "typed", engine.runtime))
+        big = scheduler.submit(Task(engine.complete_steps("file:///pasted.py", long_text[:9000], ""),
+                                    Priority.LIVE, "pasted", engine.runtime))
+        while not (live.done and big.done):
+            before = len(log)
+            scheduler.iterate()
+            assert [kind for call in log[before:] for kind in call].count("prefill") <= 1
+        assert background.call is not None and not background.done, "the prefetch waited for the live searches"
+        assert big.result.new_tokens > 2 * PREFILL_CHUNK_TOKENS and live.result.suggestions
+        chunks_while_live = [i for i, call in enumerate(log) if "prefill" in call and len(call) == 1]
+        assert len(chunks_while_live) >= 3
+        while scheduler.busy:
+            scheduler.iterate()
+        assert background.error is None and background.result > 0
+    finally:
+        engine.runtime.run_batch = run_batch
+
+
+def test_a_search_ahead_shares_the_batch_with_a_live_search(engine: Engine):
+    """A search run ahead in one document keeps its place while a keystroke in another is searched: their steps
+    share batched calls, and the live one comes first."""
+    scheduler = Scheduler()
+    seen: list[int] = []
+    run_batch = engine.runtime.run_batch
+
+    def recording(calls):
+        seen.append(len(calls))
+        return run_batch(calls)
+
+    engine.runtime.run_batch = recording
+    try:
+        ahead_text = cursor_text(*CURSORS[5]) + LINES[CURSORS[5][0]][CURSORS[5][1]:]
+        ahead = scheduler.submit(Task(engine.search_next_line_steps("file:///ahead.py", ahead_text), Priority.AHEAD,
+                                      "ahead", engine.runtime))
+        scheduler.iterate()
+        live = scheduler.submit(Task(engine.complete_steps("file:///live.py", cursor_text(*CURSORS[8]), ""),
+                                     Priority.LIVE, "live", engine.runtime))
+        while not live.done:
+            scheduler.iterate()
+        assert live.result.suggestions and max(seen) >= 2
+        while scheduler.busy:
+            scheduler.iterate()
+        assert ahead.error is None and ahead.result >= 1
+    finally:
+        engine.runtime.run_batch = run_batch
+
+
+def test_tasks_of_one_document_run_in_order(engine: Engine):
+    scheduler = Scheduler()
+    first = scheduler.submit(Task(engine.complete_steps("file:///same.py", cursor_text(*CURSORS[4]), ""),
+                                  Priority.LIVE, "same", engine.runtime))
+    second = scheduler.submit(Task(engine.complete_steps("file:///same.py", cursor_text(*CURSORS[6]), ""),
+                                   Priority.LIVE, "same", engine.runtime))
+    assert first.started and not second.started
+    while not first.done:
+        assert not second.started
+        scheduler.iterate()
+    scheduler.run_until_done(second)
+    assert first.result.suggestions and second.result.suggestions
