@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
+from .ahead import SearchesAhead, Speculation
 from .answer import LineOffer, answer
 from .beam import SearchRequest, forced_score, search_steps
 from .bundle import Bundle, load_bundle
@@ -35,18 +36,7 @@ from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCh
 
 log = logging.getLogger(__name__)
 
-SPECULATIONS_KEPT = 4  # searches run ahead kept per document: Enter, the dedent, Enter again on blank lines
 PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
-
-
-@dataclass
-class Speculation:
-    """A search run ahead for the line after Enter (Engine.search_next_line), kept for the request it foresaw."""
-
-    before: str
-    below: str
-    others: tuple[str, ...]
-    result: CompletionResult
 
 
 class Engine:
@@ -59,8 +49,7 @@ class Engine:
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
         self.prompts = Prompts(self.bundle, self.tokens, self.settings)
-        self._speculations: dict[str, list[Speculation]] = {}  # per document: the searches run ahead of it
-        self._searching_ahead: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}  # per document: those under way
+        self.ahead = SearchesAhead()  # per document: the answers searched ahead of it (completer/ahead.py)
         self._runs_before_reload = 0
         self.typing_through = True  # benchmarks turn it off to time the model path on every keystroke
 
@@ -104,7 +93,8 @@ class Engine:
             self._check_fits(settings, self.bundle)
         self.cache.budget_bytes = settings.memory_budget_mb * 1024 * 1024
         self.settings = self.prompts.settings = settings
-        self._speculations.clear()  # searched with the old settings
+        if (settings.model_path, settings.device, settings.threads) != (old.model_path, old.device, old.threads):
+            self.ahead.clear()  # answers of another model (the answers of other settings are kept by their settings)
         self.cache.enforce_budget()
 
     # Documents -----------------------------------------------------------------------------
@@ -117,8 +107,7 @@ class Engine:
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self.cache.drop(uri)
-        self._speculations.pop(uri, None)
-        self._searching_ahead.pop(uri, None)
+        self.ahead.drop(uri)
 
     def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
@@ -147,7 +136,7 @@ class Engine:
         """`complete_text` as the model calls it needs (completer/calls.py), for the scheduler to run beside
         other requests. Raises Cancelled when thrown one at a call; otherwise never raises."""
         started = time.perf_counter()
-        foreseen = self._foreseen(uri, before, after, below, others)
+        foreseen = self.ahead.foreseen(uri, before, after, below, others, self.settings)
         if foreseen is not None:
             self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
@@ -163,33 +152,14 @@ class Engine:
         return result
 
     def foresees(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = ()) -> bool:
-        """Whether a search ahead, finished or under way, is for exactly this request: the scheduler then lets it
-        finish instead of stopping it (completer/scheduler.py)."""
-        request = (before, below, tuple(others))
-        return not after.strip() and (request in self._searching_ahead.get(uri, ()) or any(
-            (s.before, s.below, s.others) == request for s in self._speculations.get(uri, ())))
+        """Whether a search ahead, finished or under way with the current settings, is for exactly this request:
+        the scheduler then lets it finish instead of stopping it (completer/scheduler.py)."""
+        return self.ahead.foresees(uri, before, after, below, others, self.settings)
 
     def answers_from_ahead(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = ()
                            ) -> bool:
         """Whether a finished search ahead answers this request now, without the model."""
-        request = (before, below, tuple(others))
-        return not after.strip() and any((s.before, s.below, s.others) == request
-                                         for s in self._speculations.get(uri, ()))
-
-    def _foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str]) -> Speculation | None:
-        """The search run ahead for exactly this request, if any. A request none of them foresaw (the user typed
-        on) drops them all; one that was foreseen keeps the others (the user may dedent next)."""
-        kept = self._speculations.get(uri)
-        if not kept:
-            return None
-        # The repository's snippets are picked again after Enter, from the new lines above; a search run ahead
-        # with the last line's snippets still answers (they only nudge the repeats).
-        request = (before, below, tuple(others))
-        foreseen = next((s for s in kept if (s.before, s.below, s.others) == request), None)
-        if foreseen is None or after.strip():
-            del self._speculations[uri]
-            return None
-        return foreseen
+        return self.ahead.answers(uri, before, after, below, others, self.settings)
 
     def prefill(self, uri: str, text: str, is_cancelled: CancelCheck | None = None) -> int:
         """`prefill_steps` run alone; raises Cancelled between chunks, keeping those already run."""
@@ -237,12 +207,11 @@ class Engine:
         cut = before.rfind("\n")
         line = before[cut + 1:]
         if line.strip():
-            kept = self._speculations[uri] = []
             aheads = [before + "\n" + indent for indent in next_line_indents(line, before[:max(cut, 0)])]
         else:
-            kept = self._speculations.setdefault(uri, [])
             aheads = [before[:len(before) - len(line)] + "\n" + line]
-        self._searching_ahead[uri] = [(ahead, below, tuple(others)) for ahead in aheads]
+        kept = self.ahead.start(uri, [(ahead, below, tuple(others)) for ahead in aheads], self.settings,
+                                fresh=bool(line.strip()))
         state = self.cache.get(uri)
         last_answer = state.last_answer
         # A FIM prompt for the next line is not an extension of this line's (the line moves into the prefix, or
@@ -251,11 +220,11 @@ class Engine:
         cached = (state.ids, state.keys, state.values) if self.fim_ids is not None else None
         try:
             for ahead in aheads:
+                settings = self.settings  # what this search runs with: _complete reads them before its first call
                 result = yield from self._complete(uri, ahead, "", below, others, snippets)
-                kept.append(Speculation(ahead, below, tuple(others), result))
-                del kept[:-SPECULATIONS_KEPT]
+                self.ahead.keep(kept, Speculation((ahead, below, tuple(others)), settings, result))
         finally:
-            self._searching_ahead.pop(uri, None)
+            self.ahead.finish(uri)
             state = self.cache.get(uri)
             state.last_answer = last_answer
             if cached is not None:

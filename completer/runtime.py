@@ -13,15 +13,18 @@ used there.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
 
-from .bundle import Bundle
+from .bundle import Bundle, sha256_file
 from .calls import KV, ModelCall
 from .repeats import NO_REPEATS, RepeatMix
 from .types import ModelError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -77,6 +80,7 @@ class Runtime:
         self._options, self._providers = options, choose_providers(device)
         self.session = self._session(bundle.model_path)
         self.batched_model = bundle.batched_model  # (path, slots) of the graph batched calls run, if any
+        self._checksums = {name: meta.get("sha256") for name, meta in bundle.manifest.get("files", {}).items()}
         self._batched: ort.InferenceSession | None = None  # loaded when two searches first share a call
         self.providers = self.session.get_providers()
         self.threads = threads
@@ -135,13 +139,28 @@ class Runtime:
         outputs: list[StepOutput] = []
         for start in range(0, len(calls), slots):
             group = calls[start:start + slots]
-            if len(group) == 1:  # the single graph: no empty slots to pay for
-                outputs += self._run_slots(self.session, self._single_slots, group)
-                continue
-            if self._batched is None:
-                self._batched = self._session(self.batched_model[0])  # type: ignore[index]
-            outputs += self._run_slots(self._batched, slots, group)
+            if len(group) > 1 and self.batched_model is not None:
+                try:
+                    outputs += self._run_slots(self._batched_session(), slots, group)
+                    continue
+                except Exception as exc:  # a batched graph that fails must not cost the searches their answers
+                    log.warning("the batched graph %s failed, so searches run one at a time from now on: %s",
+                                self.batched_model[0], exc)
+                    self.batched_model, self._batched = None, None
+            for call in group:  # the single graph: no empty slots to pay for
+                outputs += self._run_slots(self.session, self._single_slots, [call])
         return outputs
+
+    def _batched_session(self) -> ort.InferenceSession:
+        """The batched graph, loaded when two searches first share a call, after its checksum is checked again
+        (the bundle was verified when it loaded, maybe long before)."""
+        if self._batched is None:
+            path = self.batched_model[0]  # type: ignore[index]
+            expected = self._checksums.get(path.name)
+            if expected is not None and sha256_file(path) != expected:
+                raise ModelError(f"model file {path} fails its sha256 check (corrupt or modified)")
+            self._batched = self._session(path)
+        return self._batched
 
     def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall]) -> list[StepOutput]:
         """One call of a format-3 graph: each call's rows in a slot of their own, then each call's best

@@ -7,8 +7,8 @@ or a background prefill of a document just opened. Each iteration
    it waits on, so its own cleanup runs);
 2. runs one *step* for all the tasks whose next call is a beam step (one new token per row), in one batched call
    where the bundle has a batched graph (Runtime.run_batch: dense layers over all rows, attention per search);
-3. runs at most one *prefill chunk* (several new tokens), the most urgent one, so a keystroke waits for one chunk
-   at most, however long another document's prefill is;
+3. runs at most one *prefill chunk* (several new tokens), the most urgent one, equally urgent ones taking turns,
+   so a keystroke waits for about one chunk, however long another document's prefill is;
 4. starts the tasks that were waiting for an earlier task of the same document.
 
 A task joins at the next iteration and leaves as soon as it finishes or is cancelled. Live requests come before
@@ -50,6 +50,7 @@ class Task:
     started: bool = False
     done: bool = False
     order: int = 0  # submission order
+    last_chunk: int = -1  # when it last ran a prefill chunk (the scheduler's counter), for turns among prefills
     submitted_at: float = field(default_factory=time.perf_counter)
 
     @property
@@ -107,13 +108,20 @@ class Scheduler:
                                                                                  Priority.PREFETCH)),
                           key=lambda t: (t.priority, t.order))
         stepping = [t for t in runnable if t.steps_next]
-        chunk = next((t for t in runnable if not t.steps_next), None)  # the most urgent prefill chunk
+        # The most urgent prefill chunk; among equally urgent ones, the task that ran one least recently, so a
+        # keystroke's short prefill is not held behind every chunk of another document's long one.
+        chunk = min((t for t in runnable if not t.steps_next), key=lambda t: (t.priority, t.last_chunk, t.order),
+                    default=None)
         for runtime in dict.fromkeys(t.runtime for t in stepping):  # one batch per model
             group = [t for t in stepping if t.runtime is runtime]
-            for task, output in zip(group, self._run(runtime, group)):
+            outputs = self._run(runtime, group)
+            for task, output in zip(group, outputs or ()):
                 self._advance(task, output)
         if chunk is not None:
-            self._advance(chunk, self._run(chunk.runtime, [chunk])[0])
+            chunk.last_chunk = next(self._order)
+            outputs = self._run(chunk.runtime, [chunk])
+            if outputs:
+                self._advance(chunk, outputs[0])
         self._start_ready()
         return len(stepping) + (chunk is not None)
 
@@ -126,15 +134,16 @@ class Scheduler:
         return task.result
 
     # -- internals --------------------------------------------------------------------------------
-    def _run(self, runtime: Any, tasks: list[Task]) -> list[Any]:
-        """The tasks' calls in one batch; a failure fails each of these tasks, not the scheduler."""
+    def _run(self, runtime: Any, tasks: list[Task]) -> list[Any] | None:
+        """The tasks' calls in one batch; None when it failed, which fails each of these tasks (the reason thrown
+        at the call each waits on), not the scheduler."""
         calls = [t.call for t in tasks]
         try:
             return runtime.run_batch(calls)
         except Exception as exc:  # onnxruntime refused the batch: each task fails with the reason
             for task in tasks:
-                self._advance(task, cancel=False, error=exc)
-            return [None] * len(tasks)
+                self._advance(task, error=exc)
+            return None
 
     def _start_ready(self) -> None:
         """Start every task that is first among its document's active tasks."""

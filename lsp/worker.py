@@ -87,6 +87,7 @@ class Client:
     sendall: Any = None  # a shared engine's client: its socket's sendall, which its send timeout bounds
     hang_up: Any = None  # closes its channel (the shared engine's clients), so its reader sees the end
     completions: set = field(default_factory=set)  # ids of its completion jobs not yet answered
+    last_job: int = 0  # the highest integer job id its reader has queued: a cancel names one of those, or none
 
     def document(self, uri: str) -> str:
         """The engine's key for the client's document: clients never share a document's cache."""
@@ -144,10 +145,14 @@ class Worker:
                 if not isinstance(message, dict):
                     log.warning("ignoring non-map frame %r", type(message).__name__)
                     continue
+                job_id = message.get("id")
                 if message.get("op") == "cancel":
-                    with self._cancel_lock:
-                        self._cancelled.add((client.id, message.get("id")))
+                    if isinstance(job_id, int) and not isinstance(job_id, bool) and job_id <= client.last_job:
+                        with self._cancel_lock:  # a cancel of no job sent so far is ignored: the set stays small
+                            self._cancelled.add((client.id, job_id))
                     continue
+                if isinstance(job_id, int) and not isinstance(job_id, bool):
+                    client.last_job = max(client.last_job, job_id)
                 self.jobs.put((client, message))
         except Exception as exc:  # a broken channel means the server is gone or confused: drop it
             log.warning("client %d's channel failed, dropping it: %s", client.id, exc)
@@ -261,9 +266,7 @@ class Worker:
     def _forget_cancels(self, client: Client, job_id: Any) -> None:
         """A job ended: its cancel, and those of the client's older jobs no longer active, no longer matter."""
         if not isinstance(job_id, int):
-            with self._cancel_lock:
-                self._cancelled.discard((client.id, job_id))
-            return
+            return  # never recorded (read_loop)
         with self._cancel_lock:
             self._cancelled = {(c, i) for c, i in self._cancelled if c != client.id or not isinstance(i, int)
                                or i > job_id or i in client.completions}
@@ -309,7 +312,7 @@ class Worker:
             else:
                 result = task.result
                 reply = {"id": job_id, "ok": {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}}
-                if engine.settings.search_ahead and not after.strip() and not result.skipped:
+                if client.settings.search_ahead and not after.strip() and not result.skipped:
                     self._ahead = (client, request)  # searched once the worker has been idle a moment
             self._quiet_since = time.monotonic()
             self._forget_cancels(client, job_id)
@@ -472,8 +475,11 @@ class Worker:
         if engine is None:
             engine = Engine(settings)
             self.engines[key] = engine
-        else:
-            engine.configure(settings)
+        else:  # with the largest budget of the windows on this model (_engine_of): a small one evicts nobody
+            with self._clients_lock:
+                budgets = [c.settings.memory_budget_mb for c in self.clients.values()
+                           if c is not client and c.model_key == key and c.settings is not None]
+            engine.configure(replace(settings, memory_budget_mb=max([settings.memory_budget_mb, *budgets])))
         old_key, client.model_key, client.settings = client.model_key, key, settings
         if old_key is not None and old_key != key:  # the old model's engine goes unless another client uses it
             for task in self.scheduler.active():
