@@ -1,9 +1,12 @@
 """Where one beam step's time goes: onnxruntime's profiler, per operator type.
 
     python scripts/profile_step.py --prefix 960 --beams 4 --runs 200
+    python scripts/profile_step.py --searches 8 --runs 50     # one batched call of eight searches
 
 Runs the bundle's decoder on random inputs shaped like a beam step (B beams, 1 token, a P-token shared
 prefix, an 8-token suffix) with one intra-op thread, and prints the mean kernel time per run by op type.
+With --searches N, N such searches, each over a prefix of its own (P, P - 30, P - 60, ...), in one call of the
+bundle's batched graph.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import load_bundle  # noqa: E402
+from completer.calls import ModelCall  # noqa: E402
 from completer.runtime import Runtime  # noqa: E402
 
 
@@ -29,6 +33,7 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=960)
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--searches", type=int, default=1, help="searches in one call (the batched graph)")
     args = parser.parse_args()
     bundle = load_bundle(args.model)
     runtime = Runtime(bundle, device="cpu", threads=1)
@@ -38,17 +43,28 @@ def main() -> None:
     options.profile_file_prefix = str(Path(tempfile.gettempdir()) / "completer_profile_step")  # never in the cwd
     # The engine's own Runtime builds the feed (whatever inputs this bundle's graph takes); only its
     # session is swapped for one that profiles.
-    runtime.session = session = ort.InferenceSession(str(bundle.model_path), options,
-                                                     providers=["CPUExecutionProvider"])
+    batched = args.searches > 1
+    if batched and bundle.batched_model is None:
+        raise SystemExit(f"{bundle.path} has no batched graph: --searches needs one")
+    path = bundle.batched_model[0] if batched else bundle.model_path
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    if batched:
+        runtime._batched = session
+    else:
+        runtime.session = session
     rng = np.random.default_rng(0)
-    b, p, t = args.beams, args.prefix, 8
+    b, t = args.beams, 8
     h, d = runtime.n_kv_head, runtime.head_dim
-    prefix = [(rng.standard_normal((1, h, d, p), np.float32), rng.standard_normal((1, h, p, d), np.float32))
-              for _ in range(runtime.n_layer)]
-    past = [(rng.standard_normal((b, h, t, d), np.float32), rng.standard_normal((b, h, t, d), np.float32))
-            for _ in range(runtime.n_layer)]
+    calls = []
+    for search in range(args.searches):
+        p = args.prefix - 30 * search
+        prefix = [(rng.standard_normal((1, h, d, p), np.float32), rng.standard_normal((1, h, p, d), np.float32))
+                  for _ in range(runtime.n_layer)]
+        past = [(rng.standard_normal((b, h, t, d), np.float32), rng.standard_normal((b, h, t, d), np.float32))
+                for _ in range(runtime.n_layer)]
+        calls.append(ModelCall(np.ones((b, 1), np.int64), p + t, prefix, past, num_beams=b))
     for _ in range(args.runs):  # neutral repeats (the model's distribution alone): the mixture still runs
-        runtime.run(np.ones((b, 1), np.int64), p + t, prefix, past, num_beams=b)
+        runtime.run_batch(calls)
     trace = session.end_profiling()
     totals: collections.Counter[str] = collections.Counter()
     nodes: collections.Counter[str] = collections.Counter()

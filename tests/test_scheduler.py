@@ -227,3 +227,17 @@ def test_tasks_of_one_document_run_in_order(engine: Engine):
         scheduler.iterate()
     scheduler.run_until_done(second)
     assert first.result.suggestions and second.result.suggestions
+
+
+def test_the_throughput_benchmark_runs_its_searches_together(tmp_path: Path):
+    """scripts/bench_batch.py on two documents for one round: its concurrent engine's searches share calls, and
+    its one-step comparison times every way it names."""
+    import bench_batch
+
+    out = tmp_path / "batch.json"
+    assert bench_batch.main(["--documents", "2", "--rounds", "1", "--call-rounds", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["documents"] == 2 and len(result["sequential_ms"]) == len(result["concurrent_ms"]) == 1
+    assert result["searches_per_batched_call"]["max"] == 2 and result["median_ratio"] > 0
+    assert set(result["one_step_ms"]) >= {"one_search_single_graph", "one_search_batched_graph",
+                                          "all_one_after_another", "all_in_one_batched_call", "padded_prefix_copy"}
