@@ -19,6 +19,7 @@ from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import ModelError
 
 FORMAT_VERSION = 3
+MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
@@ -121,9 +122,12 @@ def _position_limit(config: dict) -> int:
 
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
-            force: bool = False, progress: bool | None = None, fim: bool = True) -> dict:
+            force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
-    out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in."""
+    out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
+    `slots` > 1 builds the one graph with that many search slots, so that many searches share each call
+    (completer/scheduler.py), at the cost of the empty slots' operators when a search runs alone; a large
+    model's weights are not held twice, as a second, batched graph would hold them."""
     from tokenizers import Tokenizer
 
     from .graph import decoder_model, optimize, quantize, save
@@ -139,6 +143,8 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     context = min(limit, DEFAULT_CONTEXT) if context is None else context
     if not 2 <= context <= limit:
         raise ConvertError(f"--context {context} is outside what the model was trained for (2 to {limit:,})")
+    if not 1 <= slots <= MAX_SLOTS:
+        raise ConvertError(f"--batch-slots {slots} must be between 1 and {MAX_SLOTS}")
     arch = architecture(config, context)
     _tokenizer_json(source)
     try:
@@ -158,7 +164,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
         shown = sys.stderr.isatty() if progress is None else progress
-        model = decoder_model(arch, weights, context, on_layer=_Progress(arch.n_layer, shown))
+        model = decoder_model(arch, weights, context, slots=slots, on_layer=_Progress(arch.n_layer, shown))
         del weights
         fp32 = staging / "fp32" / "model.onnx"
         fp32.parent.mkdir()
@@ -173,7 +179,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         shutil.rmtree(fp32.parent)
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer) if fim else None, int8, fusions)
+                             _fim(tokenizer) if fim else None, int8, fusions, slots)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -185,11 +191,11 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
-              end_of_text: str, fim: dict | None, int8: bool, fusions: dict) -> dict:
+              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int) -> dict:
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
     command = " ".join(["completer convert", str(source), "--out", str(out)] + ([] if int8 else ["--fp32"]) +
-                       [f"--context {context}"])
+                       [f"--context {context}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -207,6 +213,7 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
         "quantization": ("onnxruntime dynamic INT8 (QInt8 weights, per channel) of weight MatMuls and embeddings"
                          if int8 else "none (fp32)"),
         "graph_fusions": fusions,
+        "search_slots": slots,
         "kv_layout": {"prefix_key": "[1, KV, D, P]", "prefix_value": "[1, KV, P, D]", "past": "[B, KV, T, D]"},
         "files": files,
     }
@@ -243,7 +250,7 @@ def _model_card(manifest: dict) -> str:
 def main(args) -> int:
     try:
         manifest = convert(Path(args.source), Path(args.out), int8=not args.fp32, context=args.context,
-                           name=args.name, force=args.force, fim=not args.no_fim)
+                           name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots)
     except ModuleNotFoundError as exc:
         print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
               file=sys.stderr)

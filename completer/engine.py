@@ -352,6 +352,7 @@ class Engine:
             "model": self.bundle.name,
             "model_path": str(self.bundle.path),
             "providers": self.runtime.providers,
+            "searches_per_call": self.runtime.batch_slots,  # how many searches one model call can hold
             "threads": self.settings.threads or "onnxruntime default",
             "context_length": self.bundle.context_length,
             "vocab_size": self.tokens.vocab_size,

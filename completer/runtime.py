@@ -109,8 +109,9 @@ class Runtime:
 
     @property
     def batch_slots(self) -> int:
-        """How many searches one call can hold: the batched graph's slots, else 1."""
-        return self.batched_model[1] if self.batched_model is not None else 1
+        """How many searches one call can hold: the batched graph's slots, else the single graph's (1, unless a
+        bundle was converted with --batch-slots)."""
+        return self.batched_model[1] if self.batched_model is not None else max(1, self._single_slots)
 
     def empty_prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
         h, d = self.n_kv_head, self.head_dim
@@ -147,6 +148,9 @@ class Runtime:
                     log.warning("the batched graph %s failed, so searches run one at a time from now on: %s",
                                 self.batched_model[0], exc)
                     self.batched_model, self._batched = None, None
+            if self.batched_model is None and self._single_slots > 1:  # the one graph holds several searches
+                outputs += self._run_slots(self.session, self._single_slots, group)
+                continue
             for call in group:  # the single graph: no empty slots to pay for
                 outputs += self._run_slots(self.session, self._single_slots, [call])
         return outputs

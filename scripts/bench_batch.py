@@ -29,7 +29,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import Engine  # noqa: E402
+from completer.runtime import Runtime  # noqa: E402
 from completer.scheduler import Priority, Scheduler, Task  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 
@@ -82,10 +84,12 @@ def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[fl
     return elapsed, [t.result for t in tasks], sizes
 
 
-def call_costs(engine: Engine, uris: list[str], rounds: int) -> dict:
+def call_costs(engine: Engine, uris: list[str], rounds: int, alone: Path | None = None) -> dict:
     """What one beam step of 4 beams costs over the documents' cached prefixes, alternating, medians in ms: a search
     alone in the graph of one slot and in the batched graph (its empty slots), the N searches one after another
-    and in one batched call, and the copy a padded [N, H, D, P] prefix tensor would need at every step."""
+    and in one batched call, and the copy a padded [N, H, D, P] prefix tensor would need at every step. `alone`:
+    a bundle of the same model whose graph has one slot, for a bundle converted with --batch-slots (one graph
+    with several slots), whose search alone then runs in that graph of one slot instead."""
     import numpy as np
 
     from completer.calls import ModelCall
@@ -112,9 +116,11 @@ def call_costs(engine: Engine, uris: list[str], rounds: int) -> dict:
                 np.concatenate([np.pad(part, spec) for part, spec in zip(parts, pad)])
 
     slots = runtime.batch_slots
+    batched = runtime._batched or runtime.session  # a converted bundle's one graph may hold the slots itself
+    single = Runtime(load_bundle(alone), threads=runtime.threads) if alone is not None else runtime
     ways = {
-        "one_search_single_graph": lambda: runtime._run_slots(runtime.session, 1, calls[:1]),
-        "one_search_batched_graph": lambda: runtime._run_slots(runtime._batched, slots, calls[:1]),
+        "one_search_single_graph": lambda: single._run_slots(single.session, single._single_slots, calls[:1]),
+        "one_search_batched_graph": lambda: runtime._run_slots(batched, slots, calls[:1]),
         "all_one_after_another": lambda: [runtime.run_call(call) for call in calls],
         "all_in_one_batched_call": lambda: runtime.run_batch(calls),
         "padded_prefix_copy": padded_copy,
@@ -160,7 +166,7 @@ def run(args: argparse.Namespace) -> dict:
                 runs.append(a.model_runs)
     ratios = [s / c for s, c in zip(times["sequential"], times["concurrent"])]
     bundle = engines["concurrent"].bundle
-    costs = call_costs(engines["concurrent"], [uri for uri, _, _ in requests], args.call_rounds) \
+    costs = call_costs(engines["concurrent"], [uri for uri, _, _ in requests], args.call_rounds, args.alone) \
         if engines["concurrent"].runtime.batch_slots > 1 and len(texts) > 1 else None
     return {
         "command": "python scripts/bench_batch.py " + " ".join(sys.argv[1:]),
@@ -193,7 +199,7 @@ def table(result: dict) -> str:
         tokens = costs["prefix_tokens"]
         text += ("\n\nOne beam step of 4 beams per search, over the same documents' prefixes "
                  f"({tokens['min']:,} to {tokens['max']:,} tokens), medians in ms:\n\n"
-                 "| one search, graph of one slot | one search, batched graph | "
+                 f"| one search, graph of one slot | one search, graph of {result['batch_slots']} slots | "
                  f"{result['documents']} searches one after another | {result['documents']} searches in one batched "
                  f"call | copying the {result['documents']} prefixes into one padded tensor |\n"
                  "|---:|---:|---:|---:|---:|\n"
@@ -210,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="bundle folder (default: the embedded model)")
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--call-rounds", type=int, default=30, help="rounds of the one-step comparison")
+    parser.add_argument("--alone", type=Path, default=None,
+                        help="the same model converted with one slot, for a --model converted with --batch-slots")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     if not 1 <= args.documents <= len(FILES):

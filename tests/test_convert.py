@@ -428,3 +428,33 @@ def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_te
     tokens = engine.tokens
     ids = tokens.encode("foo\rbar")
     assert tokens.after_healed(ids, b"") == "foo"
+
+
+def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(source, tmp_path, capsys):
+    """--batch-slots 3 builds the one graph with three search slots: searches submitted together share its calls,
+    and in fp32 each gets exactly the answer it gets alone."""
+    from completer.scheduler import Priority, Scheduler, Task
+
+    assert cli_main(["convert", str(source), "--out", str(tmp_path / "slots"), "--context", "96", "--fp32",
+                     "--batch-slots", "3"]) == 0
+    manifest = json.loads((tmp_path / "slots" / "manifest.json").read_text())
+    assert manifest["search_slots"] == 3 and "--batch-slots 3" in manifest["conversion"]["command"]
+    texts = ["import os\n\ndef main():\n    return os.", "class A:\n    def f(self):\n        ", "x = [1, 2,"]
+    alone = Engine(EngineSettings(model_path=str(tmp_path / "slots")))
+    expected = [[s.line for s in alone.complete_text(f"file:///a{k}.py", text, "").suggestions]
+                for k, text in enumerate(texts)]
+    engine = Engine(EngineSettings(model_path=str(tmp_path / "slots")))
+    assert engine.runtime.batch_slots == 3 and engine.runtime.batched_model is None
+    sizes: list[int] = []
+    run_batch = engine.runtime.run_batch
+    engine.runtime.run_batch = lambda calls: (sizes.append(len(calls)), run_batch(calls))[1]
+    scheduler = Scheduler()
+    tasks = [scheduler.submit(Task(engine.complete_steps(f"file:///b{k}.py", text, ""), Priority.LIVE, f"b{k}",
+                                   engine.runtime)) for k, text in enumerate(texts)]
+    calls_before = engine.runtime.calls
+    while scheduler.busy:
+        scheduler.iterate()
+    assert max(sizes) == 3 and engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
+    assert any(expected) and [[s.line for s in t.result.suggestions] for t in tasks] == expected
+    assert _refused(["convert", str(source), "--out", str(tmp_path / "bad"), "--batch-slots", "0"], capsys) \
+        .startswith("completer convert: --batch-slots 0 must be between 1 and")
