@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 import platform
 import statistics
 import sys
@@ -62,16 +64,25 @@ def sequential(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[fl
     return (time.perf_counter() - started) * 1000, results, []
 
 
-def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[int]]:
+@contextmanager
+def batch_sizes(runtime: Runtime) -> Iterator[list[int]]:
+    """While the block runs, how many calls each of `runtime`'s batched calls held, in order."""
     sizes: list[int] = []
-    run_batch = engine.runtime.run_batch
+    run_batch = runtime.run_batch
 
     def recording(calls):
         sizes.append(len(calls))
         return run_batch(calls)
 
-    engine.runtime.run_batch = recording
+    runtime.run_batch = recording  # type: ignore[method-assign]
     try:
+        yield sizes
+    finally:
+        del runtime.run_batch  # the class's own again
+
+
+def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[int]]:
+    with batch_sizes(engine.runtime) as sizes:
         started = time.perf_counter()
         scheduler = Scheduler()
         tasks = [scheduler.submit(Task(engine.complete_steps(uri, before, after), Priority.LIVE, uri, engine.runtime))
@@ -79,8 +90,6 @@ def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[fl
         while scheduler.busy:
             scheduler.iterate()
         elapsed = (time.perf_counter() - started) * 1000
-    finally:
-        engine.runtime.run_batch = run_batch
     return elapsed, [t.result for t in tasks], sizes
 
 

@@ -433,6 +433,7 @@ def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_te
 def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(source, tmp_path, capsys):
     """--batch-slots 3 builds the one graph with three search slots: searches submitted together share its calls,
     and in fp32 each gets exactly the answer it gets alone."""
+    from bench_batch import batch_sizes
     from completer.scheduler import Priority, Scheduler, Task
 
     assert cli_main(["convert", str(source), "--out", str(tmp_path / "slots"), "--context", "96", "--fp32",
@@ -445,15 +446,13 @@ def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(
                 for k, text in enumerate(texts)]
     engine = Engine(EngineSettings(model_path=str(tmp_path / "slots")))
     assert engine.runtime.batch_slots == 3 and engine.runtime.batched_model is None
-    sizes: list[int] = []
-    run_batch = engine.runtime.run_batch
-    engine.runtime.run_batch = lambda calls: (sizes.append(len(calls)), run_batch(calls))[1]
     scheduler = Scheduler()
     tasks = [scheduler.submit(Task(engine.complete_steps(f"file:///b{k}.py", text, ""), Priority.LIVE, f"b{k}",
                                    engine.runtime)) for k, text in enumerate(texts)]
     calls_before = engine.runtime.calls
-    while scheduler.busy:
-        scheduler.iterate()
+    with batch_sizes(engine.runtime) as sizes:
+        while scheduler.busy:
+            scheduler.iterate()
     assert max(sizes) == 3 and engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
     assert any(expected) and [[s.line for s in t.result.suggestions] for t in tasks] == expected
     assert _refused(["convert", str(source), "--out", str(tmp_path / "bad"), "--batch-slots", "0"], capsys) \

@@ -13,6 +13,7 @@ import pytest
 from completer.calls import ModelCall
 from completer.engine import Engine
 from completer.scheduler import Priority, Scheduler, Task
+from bench_batch import batch_sizes
 from completer.types import Cancelled, EngineSettings
 from lsp_support import SAMPLE_TEXT
 
@@ -35,26 +36,19 @@ def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -
     """The same cursors as tasks of one scheduler, submitted at random iterations, so they join and leave the
     batch at different steps; also the sizes of the batched calls it ran."""
     engine = Engine(EngineSettings(model_path=str(path)))
-    sizes: list[int] = []
-    run_batch = engine.runtime.run_batch
-
-    def recording(calls):
-        sizes.append(len(calls))
-        return run_batch(calls)
-
-    engine.runtime.run_batch = recording
     scheduler = Scheduler()
     rng = random.Random(seed)
     pending = list(enumerate(cursors))
     rng.shuffle(pending)
     tasks: dict[int, Task] = {}
-    while pending or scheduler.busy:
-        for _ in range(rng.choice((0, 0, 1, 2, 3))):
-            if pending:
-                k, cursor = pending.pop()
-                steps = engine.complete_steps(f"file:///mixed{k}.py", cursor_text(*cursor), "")
-                tasks[k] = scheduler.submit(Task(steps, Priority.LIVE, f"mixed{k}", engine.runtime))
-        scheduler.iterate()
+    with batch_sizes(engine.runtime) as sizes:
+        while pending or scheduler.busy:
+            for _ in range(rng.choice((0, 0, 1, 2, 3))):
+                if pending:
+                    k, cursor = pending.pop()
+                    steps = engine.complete_steps(f"file:///mixed{k}.py", cursor_text(*cursor), "")
+                    tasks[k] = scheduler.submit(Task(steps, Priority.LIVE, f"mixed{k}", engine.runtime))
+            scheduler.iterate()
     answers = []
     for k in range(len(cursors)):
         assert tasks[k].done and tasks[k].error is None, tasks[k].error
@@ -163,7 +157,7 @@ def test_a_long_prefill_runs_in_chunks_between_the_steps_of_a_live_search(engine
         log.append(["prefill" if c.input_ids.shape[1] > 1 else "step" for c in calls])
         return run_batch(calls)
 
-    engine.runtime.run_batch = recording
+    engine.runtime.run_batch = recording  # what each call held, not only how many
     try:
         background = scheduler.submit(Task(engine.prefill_steps("file:///opened.py", long_text), Priority.PREFETCH,
                                            "opened", engine.runtime))
@@ -183,22 +177,14 @@ def test_a_long_prefill_runs_in_chunks_between_the_steps_of_a_live_search(engine
             scheduler.iterate()
         assert background.error is None and background.result > 0
     finally:
-        engine.runtime.run_batch = run_batch
+        del engine.runtime.run_batch
 
 
 def test_a_search_ahead_shares_the_batch_with_a_live_search(engine: Engine):
     """A search run ahead in one document keeps its place while a keystroke in another is searched: their steps
     share batched calls, and the live one comes first."""
     scheduler = Scheduler()
-    seen: list[int] = []
-    run_batch = engine.runtime.run_batch
-
-    def recording(calls):
-        seen.append(len(calls))
-        return run_batch(calls)
-
-    engine.runtime.run_batch = recording
-    try:
+    with batch_sizes(engine.runtime) as seen:
         ahead_text = cursor_text(*CURSORS[5]) + LINES[CURSORS[5][0]][CURSORS[5][1]:]
         ahead = scheduler.submit(Task(engine.search_next_line_steps("file:///ahead.py", ahead_text), Priority.AHEAD,
                                       "ahead", engine.runtime))
@@ -211,8 +197,6 @@ def test_a_search_ahead_shares_the_batch_with_a_live_search(engine: Engine):
         while scheduler.busy:
             scheduler.iterate()
         assert ahead.error is None and ahead.result >= 1
-    finally:
-        engine.runtime.run_batch = run_batch
 
 
 def test_tasks_of_one_document_run_in_order(engine: Engine):
