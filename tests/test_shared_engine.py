@@ -195,3 +195,32 @@ def test_two_servers_starting_at_once_start_one_engine(tmp_path: Path):
     finally:
         for client in clients:
             client.close()
+
+
+def test_cancelling_one_windows_search_leaves_the_others_running(tmp_path: Path, fp32_bundle_dir: Path):
+    """Two windows search at once on one engine, in one batched call; the first cancels its request: it is
+    answered as cancelled, and the second window's search goes on to the answer a private worker gives."""
+    model = str(fp32_bundle_dir)
+    slow = {"COMPLETER_WORKER_STEP_DELAY_MS": "20", "COMPLETER_MODEL": model}  # searches long enough to cancel
+    first, second = _server(tmp_path, **slow), _server(tmp_path, **slow)
+    standalone = RawClient([sys.executable, "-m", "lsp", "--standalone"],
+                           env=_env(tmp_path / "private", COMPLETER_MODEL=model))
+    standalone.initialize({"completer": {"searchAhead": False}})
+    try:
+        assert len({_ready(client)["server"]["worker_pid"] for client in (first, second)}) == 1
+        _ready(standalone)
+        for index, client in enumerate((first, second, standalone)):
+            client.open(URI.format(index if client is not standalone else 1), SAMPLE_TEXT)
+        params = [{"textDocument": {"uri": URI.format(index)}, "position": {"line": LINE, "character": COLUMN}}
+                  for index in range(2)]
+        cancelled = first.request_nowait("textDocument/completion", params[0])
+        kept = second.request_nowait("textDocument/completion", params[1])
+        time.sleep(0.3)  # both searches are under way
+        first.notify("$/cancelRequest", {"id": cancelled})
+        reply = first.wait(cancelled, timeout=60)
+        assert reply.get("error", {}).get("code") == -32800, reply  # RequestCancelled
+        answer = _lines(second.wait(kept, timeout=60))
+        assert answer and answer == _lines(standalone.completion(URI.format(1), LINE, COLUMN, timeout=60))
+    finally:
+        for client in (first, second, standalone):
+            client.close()
