@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 QUERY_LINES = 40  # the lines above the cursor that say what it is about
@@ -24,6 +25,7 @@ SNIPPET_STRIDE = 10  # snippets start every this many lines
 NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
 SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
 FILE_BYTES = 200  # a file's path and its entries in the index's dicts
+LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
                           "async", "await", "cls", "args", "kwargs"})
@@ -43,6 +45,7 @@ class WorkspaceIndex:
     postings: dict[str, set[str]] = field(default_factory=dict)
     nbytes: int = 0
     skipped_for_budget: int = 0
+    lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
 
     def add(self, path: str, text: str) -> bool:
         """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
@@ -67,6 +70,7 @@ class WorkspaceIndex:
         return holders is not None and (len(holders) > 1 or path not in holders)
 
     def remove(self, path: str) -> bool:
+        self.lines.pop(path, None)
         names = self.files.pop(path, None)
         if names is None:
             return False
@@ -103,14 +107,22 @@ class WorkspaceIndex:
             return []
         return self.windows(self.best_files(query, exclude, count), query, read)
 
-    @staticmethod
-    def windows(paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[str]:
-        """Each readable file's window sharing the most `query` identifiers."""
+    def windows(self, paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[str]:
+        """Each readable file's window sharing the most `query` identifiers. The lines that hold each name are
+        kept for the last LINE_INDEXES_KEPT files (while their text stays the same): the lines above the cursor
+        change at every new line, and the files they choose mostly do not."""
         found = []
         for path in paths:
             text = read(path)
-            if text:
-                found.append(best_window(text, query))
+            if not text:
+                continue
+            key = hash(text)
+            kept = self.lines.pop(path, None)
+            names = kept[1] if kept is not None and kept[0] == key else LineNames(text)
+            self.lines[path] = (key, names)
+            while len(self.lines) > LINE_INDEXES_KEPT:
+                self.lines.popitem(last=False)
+            found.append(names.best_window(query))
         return found
 
 
@@ -121,15 +133,36 @@ def identifiers_above(before: str) -> set[str]:
     return identifiers("\n".join(head.split("\n")[-QUERY_LINES - 1:]))
 
 
+class LineNames:
+    """A file's lines and, for each name in it, the lines that hold it: a query's best window then costs the
+    lines its names are on, not a pass over the whole file."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.lines = text.split("\n")
+        self.holders: dict[str, list[int]] = {}
+        if len(self.lines) > SNIPPET_LINES:
+            for number, line in enumerate(self.lines):
+                for name in set(IDENTIFIER.findall(line)):
+                    self.holders.setdefault(name, []).append(number)
+
+    def best_window(self, query: set[str]) -> str:
+        """The SNIPPET_LINES lines that share the most identifiers with `query` (counted per line: a window's score
+        is the sum of its lines'); the earliest of equal windows."""
+        lines = self.lines
+        if len(lines) <= SNIPPET_LINES:
+            return self.text
+        shared = [0] * len(lines)
+        for name in query:
+            for number in self.holders.get(name, ()):
+                shared[number] += 1
+        sums = [0, *accumulate(shared)]  # sums[i]: the lines before i
+        starts = range(0, len(lines) - SNIPPET_LINES // 2, SNIPPET_STRIDE)
+        best_start = max(starts, key=lambda start: (sums[min(start + SNIPPET_LINES, len(lines))] - sums[start],
+                                                    -start))
+        return "\n".join(lines[best_start:best_start + SNIPPET_LINES]) + "\n"
+
+
 def best_window(text: str, query: set[str]) -> str:
-    """The SNIPPET_LINES lines of `text` that share the most identifiers with `query` (counted per line, so
-    one pass over the file: a window's score is the sum of its lines')."""
-    lines = text.split("\n")
-    if len(lines) <= SNIPPET_LINES:
-        return text
-    sums = [0]
-    for line in lines:
-        sums.append(sums[-1] + len(set(IDENTIFIER.findall(line)) & query))  # sums[i]: lines before i
-    starts = range(0, len(lines) - SNIPPET_LINES // 2, SNIPPET_STRIDE)
-    best_start = max(starts, key=lambda start: (sums[min(start + SNIPPET_LINES, len(lines))] - sums[start], -start))
-    return "\n".join(lines[best_start:best_start + SNIPPET_LINES]) + "\n"
+    """The SNIPPET_LINES lines of `text` that share the most identifiers with `query` (LineNames.best_window)."""
+    return LineNames(text).best_window(query)

@@ -118,6 +118,7 @@ class CompleterServer(LanguageServer):
         self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._picking_snippets: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (lines above, task)
         self.log_handler = LspLogHandler(self._send_log)
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -259,21 +260,36 @@ class CompleterServer(LanguageServer):
 
     async def workspace_snippets(self, uri: str, before: str) -> list[str]:
         """Windows of the repository's other files most like the code above the cursor (none when off). Kept
-        per document while the lines above stay the same; picked again on a thread, which reads files."""
+        per document while the lines above stay the same; picked again on a thread, which reads files. When only
+        the lines above have changed (a new line), the request does not wait for that: it takes the document's
+        snippets of the line before, which differ from the new ones by one line of the 40 they are picked for,
+        and the new ones serve the keystrokes after it. After a change to the index it waits."""
         repository = self.repository
         if repository is None or not self.settings.workspace_context:
             return []
         cached = repository.cached(uri, before)
         if cached is not None:
             return cached
-        texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
-        for doc_uri in self.documents.uris():
-            path, doc = path_of(doc_uri), self.documents.get(doc_uri)
-            if path is not None and doc is not None:
-                texts[str(normal_path(path))] = doc.text()
-        path = path_of(uri)
-        return await asyncio.to_thread(repository.snippets, uri, normal_path(path) if path else None, before,
-                                       texts.get)
+        picking = self._picking_snippets.get(uri)
+        if picking is None or picking[0] != repository.key(before):
+            texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
+            for doc_uri in self.documents.uris():
+                path, doc = path_of(doc_uri), self.documents.get(doc_uri)
+                if path is not None and doc is not None:
+                    texts[str(normal_path(path))] = doc.text()
+            path = path_of(uri)
+            task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri,
+                                                           normal_path(path) if path else None, before, texts.get))
+            picking = self._picking_snippets[uri] = (repository.key(before), task)
+            task.add_done_callback(lambda done, uri=uri: self._picked_snippets(uri, done))
+        earlier = repository.latest(uri)
+        return earlier if earlier is not None else await asyncio.shield(picking[1])
+
+    def _picked_snippets(self, uri: str, task: asyncio.Future) -> None:
+        if self._picking_snippets.get(uri, (None, None))[1] is task:
+            del self._picking_snippets[uri]
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("picking the workspace's snippets failed: %s", task.exception())
 
     async def boot_worker(self) -> None:
         assert self._config_lock is not None

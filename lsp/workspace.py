@@ -250,6 +250,16 @@ class WorkspaceFiles:
         memo = self._memo.get(uri)
         return memo[1] if memo is not None and memo[0] == self._key(before) else None
 
+    def latest(self, uri: str) -> list[str] | None:
+        """The snippets picked last for the document from the index as it is (whatever the lines above were then;
+        none once a file changed)."""
+        memo = self._memo.get(uri)
+        return memo[1] if memo is not None and memo[0][1] == self.generation else None
+
+    def key(self, before: str) -> tuple:
+        """What the snippets for a cursor depend on: the lines above it, and the index's generation."""
+        return self._key(before)
+
     def _key(self, before: str) -> tuple:
         head = before[:before.rfind("\n") + 1]
         return head[-4000:], self.generation

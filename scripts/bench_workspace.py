@@ -4,7 +4,9 @@
     python scripts/bench_workspace.py --folder /tmp/repo --copy-from SITE_PACKAGES --files 5000   # a made-up repo
 
 Runs lsp/workspace.py's indexer on its thread, as the server does, and reports the files indexed, the bytes
-of source read, the seconds, the index's own estimate of its size and the process's peak RSS growth.
+of source read, the seconds, the index's own estimate of its size and the process's peak RSS growth. With
+--typed FILE it then times picking the snippets for each new line of FILE (from line 60, --lines of them), as
+a request on a new line does: the median and p95 milliseconds.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def main() -> None:
                         help="first fill --folder with the first --files Python files of this folder (sorted paths)")
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--typed", type=Path, default=None, help="a file whose new lines' snippets are timed")
+    parser.add_argument("--lines", type=int, default=100)
     args = parser.parse_args()
     if args.copy_from:
         import shutil
@@ -50,6 +54,19 @@ def main() -> None:
               "seconds": round(seconds, 1), "index_mb": round(files.index.nbytes / 2**20, 1),
               "left_out_for_budget": files.index.skipped_for_budget,
               "peak_rss_growth_mb": round((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024, 1)}
+    if args.typed:
+        import statistics
+
+        lines = args.typed.read_text(encoding="utf-8").split("\n")
+        times = []
+        for number in range(60, min(len(lines), 60 + args.lines)):
+            before = "\n".join(lines[:number]) + "\n"
+            started = time.perf_counter()
+            files.snippets("file:///typed.py", None, before, lambda _: None)
+            times.append((time.perf_counter() - started) * 1000)
+        result["snippets_per_new_line_ms"] = {"p50": round(statistics.median(times), 2),
+                                              "p95": round(sorted(times)[int(0.95 * (len(times) - 1))], 2),
+                                              "lines": len(times), "file": args.typed.name}
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))

@@ -229,3 +229,31 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
         assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi"}
     finally:
         client.close()
+
+
+def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
+    """LineNames.best_window counts a query's names per line from the lines each name is on; a plain pass over
+    every line, scoring each window by the sum of its lines' shared names, finds the same window, for random
+    files and queries, and a file kept between queries is read again once its text changes."""
+    import random
+
+    from completer.workspace import IDENTIFIER, SNIPPET_LINES, SNIPPET_STRIDE
+
+    def plain(text: str, query: set[str]) -> str:
+        lines = text.split("\n")
+        if len(lines) <= SNIPPET_LINES:
+            return text
+        per_line = [len(set(IDENTIFIER.findall(line)) & query) for line in lines]
+        starts = range(0, len(lines) - SNIPPET_LINES // 2, SNIPPET_STRIDE)
+        best = max(starts, key=lambda s: (sum(per_line[s:s + SNIPPET_LINES]), -s))
+        return "\n".join(lines[best:best + SNIPPET_LINES]) + "\n"
+
+    rng = random.Random(5)
+    words = [f"name_{i}" for i in range(40)]
+    index = WorkspaceIndex(1 << 20)
+    for trial in range(30):
+        text = "\n".join(" ".join(rng.choices(words, k=rng.randint(0, 6))) for _ in range(rng.randint(20, 400)))
+        query = set(rng.sample(words, rng.randint(1, 8)))
+        assert best_window(text, query) == plain(text, query)
+        assert index.windows(["kept.py"], query, lambda _: text) == [plain(text, query)]
+
