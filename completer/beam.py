@@ -161,9 +161,9 @@ def forced_score(runtime: Runtime, prefix: KV, position: int, last_token: int,
     for step, token in enumerate(continuation):
         allowed = np.zeros((1, runtime.vocab_size), dtype=bool)
         allowed[0, token] = True
+        mix = repeats.mixture([continuation[:step]]) if repeats is not None else None
         out = runtime.run_call(ModelCall(step_input, position + step, prefix, past, scores=score, allowed=allowed,
-                                         num_beams=1,
-                                         repeats=repeats.mixture([continuation[:step]]) if repeats is not None else None))
+                                         num_beams=1, repeats=mix))
         score = out.scores[:1].astype(np.float32)
         past = out.carried(np.zeros(1, dtype=np.int64))
         step_input = np.asarray([[token]], dtype=np.int64)

@@ -4,8 +4,10 @@ Data flow of one request: clip and clean the text before the cursor (text.py) ->
 token for token healing and fit the window (prompt.py) -> reuse the document's cached KV for the longest common
 token prefix and run only the new tokens (cache.py, runtime.py) -> beam search to the end of the line (beam.py)
 -> filters and the answer (answer.py). A keystroke that types through the last suggestion is answered by
-trimming it, without the model (typing_through.py). This module holds the documents, the model and the
-searches run ahead, and ties the steps together.
+trimming it, without the model (typing_through.py). Each request is a generator of the model calls it needs
+(calls.py): run alone here, or beside other requests' by the scheduler (scheduler.py), which batches their beam
+steps. This module holds the documents, the model and the searches run ahead (ahead.py), and ties the steps
+together.
 """
 from __future__ import annotations
 

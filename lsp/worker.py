@@ -428,7 +428,6 @@ class Worker:
 
     def handle(self, client: Client, message: dict[str, Any]) -> Any:
         op = message.get("op")
-        job_id = message.get("id")
         if op == "close":
             document = client.document(str(message["uri"]))
             self._prefills.pop(document, None)

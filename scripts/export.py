@@ -4,8 +4,8 @@
 
 Writes into --out: model.onnx (INT8; the graph a single search runs), model_batched.onnx (INT8; the graph the
 engine's scheduler runs when several searches share a call, `--batch-slots` of them), tokenizer.json,
-manifest.json (checksums of every file), and training/ (the fp32 safetensors weights and config, for resuming and fine-tuning; never
-loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) for evaluation.
+manifest.json (checksums of every file), and training/ (the fp32 safetensors weights and config, for resuming
+and fine-tuning; never loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) for evaluation.
 """
 from __future__ import annotations
 

@@ -444,7 +444,6 @@ def fp32_engine(tmp_path_factory, model_dir):
     from completer.graph import own_decoder
 
     target = tmp_path_factory.mktemp("fp32")
-    manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
     onnx.save(own_decoder(weights, config), str(target / "fp32.onnx"))

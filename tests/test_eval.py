@@ -66,7 +66,6 @@ def test_eval_run_reports_intervals_and_the_paired_int8_fp32_gap(tmp_path, model
 
     from completer.graph import own_decoder
 
-    manifest = json.loads((model_dir / "manifest.json").read_text())
     config = json.loads((model_dir / "training" / "config.json").read_text())
     weights = load_file(str(model_dir / "training" / "model.safetensors"))
     onnx.save(own_decoder(weights, config), str(tmp_path / "fp32.onnx"))

@@ -22,7 +22,8 @@ from lsp import worker as worker_module
 from lsp.worker import Client, Worker, model_key
 from lsp_support import SAMPLE_TEXT
 
-LINE_END = "class Inventory:\n    def __init__(self, name):\n        self.name = name\n\n    def add(self, item, count=1):"
+LINE_END = ("class Inventory:\n    def __init__(self, name):\n        self.name = name\n\n"
+            "    def add(self, item, count=1):")
 
 
 def replies(client: Client) -> list[dict]:

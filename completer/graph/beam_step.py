@@ -37,8 +37,9 @@ def row_candidates(g: GraphBuilder, logits: str, vocab_size: int, scores: str = 
     mixed = g.op("Log", [g.op("Add", [g.op("Mul", [g.op("Exp", [at]), share_col]), repeat_probs])],
                  "repeat_mixed")  # [B, M]
     repeated = g.op("Greater", [repeat_probs, g.const("zero_p", np.array(0, dtype=np.float32))], "repeated")
-    mixed = g.op("Where", [repeated, g.op("Add", [mixed, scores_col]), g.op("GatherElements", [total, columns], axis=1)],
-                 "repeat_values")  # [B, M]: no Exp/Log round trip where a token has no weight
+    # [B, M]: no Exp/Log round trip where a token has no weight
+    mixed = g.op("Where", [repeated, g.op("Add", [mixed, scores_col]),
+                           g.op("GatherElements", [total, columns], axis=1)], "repeat_values")
     total = g.op("ScatterElements", [total, columns, mixed], "total_mixed", axis=1)  # [B, V]
     bias = g.op("Log", [g.op("Cast", [allowed], to=TensorProto.FLOAT)], "mask_bias")  # [1 or B, V]: 0 or -inf
     total = g.op("Add", [total, bias], "total")  # [B, V]: the token-healing mask, an additive row

@@ -130,10 +130,10 @@ def _shapes(g: GraphBuilder, arch: Architecture) -> dict:
     b_1d = g.op("Shape", ["input_ids"], "B", start=0, end=1)  # [1]
     s_len = g.op("Squeeze", [s_1d, i64("axis0", [0])], "S_scalar")
     rows = g.op("Range", [i64("zero", 0), s_len, i64("one", 1)], "rows")  # [S]
-    causal = g.op("Where", [g.op("LessOrEqual", [g.op("Unsqueeze", [rows, i64("ax0", [0])]),
-                                                  g.op("Unsqueeze", [rows, i64("ax1", [1])])]),
-                            g.const("zero_f", np.array(0, np.float32)), g.const("neg_inf", np.array(NEG_INF, np.float32))],
-                   "causal")  # [S, S]: row s sees new column j <= s
+    visible = g.op("LessOrEqual", [g.op("Unsqueeze", [rows, i64("ax0", [0])]),
+                                    g.op("Unsqueeze", [rows, i64("ax1", [1])])])
+    causal = g.op("Where", [visible, g.const("zero_f", np.array(0, np.float32)),
+                            g.const("neg_inf", np.array(NEG_INF, np.float32))], "causal")  # [S, S]: row s sees j <= s
     bs = g.op("Concat", [b_1d, s_1d], "BS", axis=0)  # [2]
     past = g.op("Unsqueeze", ["past_mask", i64("ax1", [1])], "past_rows")  # [B, 1, T]
     past = g.op("Expand", [past, g.op("Concat", [b_1d, s_1d, g.op("Shape", ["past_mask"], start=1, end=2)],
@@ -237,7 +237,8 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
             outputs.append(helper.make_tensor_value_info(name, dtype, ["B", "K"]))
 
     graph = helper.make_graph(g.nodes, "completer_decoder", inputs, outputs, g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = IR_VERSION
     return model
 
