@@ -138,7 +138,6 @@ class LineNames:
     lines its names are on, not a pass over the whole file."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
         self.lines = text.split("\n")
         self.holders: dict[str, list[int]] = {}
         if len(self.lines) > SNIPPET_LINES:
@@ -151,7 +150,7 @@ class LineNames:
         is the sum of its lines'); the earliest of equal windows."""
         lines = self.lines
         if len(lines) <= SNIPPET_LINES:
-            return self.text
+            return "\n".join(lines)
         shared = [0] * len(lines)
         for name in query:
             for number in self.holders.get(name, ()):

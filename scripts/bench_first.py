@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from bench_remote import start_server  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 FILES = ("textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py", "heapq.py", "base64.py", "calendar.py",
@@ -70,14 +71,8 @@ def run(args: argparse.Namespace) -> dict:
         env = dict(os.environ, COMPLETER_RUNTIME_DIR=runtime, COMPLETER_LOG_DIR=str(Path(runtime) / "logs"),
                    PYTHONPATH=str(REPO), COMPLETER_ENGINE_IDLE_EXIT_S="3")
         env.pop("COMPLETER_STANDALONE", None)
-        client = RawClient([sys.executable, "-m", "lsp", "--log-level", "WARNING"], env=env)
+        client = start_server({"searchAhead": False}, env)
         try:
-            client.initialize({"completer": {"searchAhead": False}})
-            deadline = time.monotonic() + 60
-            while not client.request("completer/info")["result"].get("model"):
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server never became ready")
-                time.sleep(0.05)
             kept_uri = (REPO / "bench-first-open.py").as_uri()
             kept_text, _, _ = texts[0]
             client.open(kept_uri, kept_text)
