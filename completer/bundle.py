@@ -18,6 +18,8 @@ from .types import ModelError
 SUPPORTED_FORMATS = (1, 2, 3)  # 2: converted models (architecture family, end-of-text token, FIM order); 3: slots
 DEFAULT_MODEL_NAME = "python-small"
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")  # and any other file the manifest lists (model.onnx.data)
+DEFAULT_BEAMS = 4  # the beam width of a bundle whose manifest names none
+MAX_BEAMS = 16
 
 
 def _data_dirs() -> list[Path]:
@@ -115,6 +117,22 @@ class Bundle:
         return ids["prefix"], ids["suffix"], ids["middle"]
 
     @property
+    def default_beams(self) -> int:
+        """The beam width the engine searches with unless the user sets one (the manifest's "defaults")."""
+        return int(self._defaults.get("beams", DEFAULT_BEAMS))
+
+    @property
+    def default_context_tokens(self) -> int:
+        """The window the engine reads unless the user sets one: a large model's whole context costs seconds
+        of prefill and a slower step on a small CPU, so its bundle may name less (the manifest's "defaults")."""
+        return int(self._defaults.get("context_tokens", self.context_length))
+
+    @property
+    def _defaults(self) -> dict:
+        defaults = self.manifest.get("defaults")
+        return defaults if isinstance(defaults, dict) else {}
+
+    @property
     def batched_model(self) -> tuple[Path, int] | None:
         """The graph the scheduler runs when several searches share a call, and how many it holds (format 3,
         where the export wrote one); None: each search's calls run alone."""
@@ -147,6 +165,17 @@ def _manifest_problem(manifest: object) -> str | None:
         return f'"context_length" must be at least 2, not {manifest["context_length"]}'
     if not isinstance(manifest.get("architecture"), dict):
         return '"architecture" must be an object'
+    return _defaults_problem(manifest.get("defaults", {}), manifest["context_length"])
+
+
+def _defaults_problem(defaults: object, context_length: int) -> str | None:
+    """What is wrong with the manifest's optional "defaults" (the settings a bundle chooses for itself), or None."""
+    if not isinstance(defaults, dict):
+        return '"defaults" must be an object'
+    for key, low, high in (("beams", 1, MAX_BEAMS), ("context_tokens", 2, context_length)):
+        value = defaults.get(key, low)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            return f'"defaults"."{key}" must be an integer from {low} to {high}, not {json.dumps(value)}'
     return None
 
 

@@ -175,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     weights.add_argument("--fp32", action="store_true", help="keep fp32 weights (larger, slower, exact)")
     convert.add_argument("--context", type=int, default=None,
                          help="context window in tokens (default: the smaller of the model's and 2,048)")
+    convert.add_argument("--default-context", type=int, default=None, metavar="N",
+                         help="the window the engine reads unless the user sets contextTokens (default: the smaller "
+                              "of --context and 1,024, which a small CPU prefills in about a second)")
+    convert.add_argument("--default-beams", type=int, default=None, metavar="N",
+                         help="the beam width unless the user sets beams (default 4)")
     convert.add_argument("--name", default=None, help="the bundle's name (default: the --out folder's name)")
     convert.add_argument("--force", action="store_true", help="replace --out if it is a bundle")
     convert.add_argument("--no-fim", action="store_true",

@@ -14,13 +14,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .bundle import sha256_file
+from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import ModelError
 
 FORMAT_VERSION = 3
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
+DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
 
@@ -122,12 +123,15 @@ def _position_limit(config: dict) -> int:
 
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
-            force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1) -> dict:
+            force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1,
+            window: int | None = None, beams: int = DEFAULT_BEAMS) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
     out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
     `slots` > 1 builds the one graph with that many search slots, so that many searches share each call
     (completer/scheduler.py), at the cost of the empty slots' operators when a search runs alone; a large
-    model's weights are not held twice, as a second, batched graph would hold them."""
+    model's weights are not held twice, as a second, batched graph would hold them. `window` and `beams` are
+    the bundle's defaults, the engine's settings unless the user sets contextTokens and beams: the graph holds
+    `context` positions, and a user may read that many later without converting again."""
     from tokenizers import Tokenizer
 
     from .graph import decoder_model, optimize, quantize, save
@@ -143,6 +147,11 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     context = min(limit, DEFAULT_CONTEXT) if context is None else context
     if not 2 <= context <= limit:
         raise ConvertError(f"--context {context} is outside what the model was trained for (2 to {limit:,})")
+    window = min(context, DEFAULT_WINDOW) if window is None else window
+    if not 2 <= window <= context:
+        raise ConvertError(f"--default-context {window} must be between 2 and the bundle's context, {context:,}")
+    if not 1 <= beams <= MAX_BEAMS:
+        raise ConvertError(f"--default-beams {beams} must be between 1 and {MAX_BEAMS}")
     if not 1 <= slots <= MAX_SLOTS:
         raise ConvertError(f"--batch-slots {slots} must be between 1 and {MAX_SLOTS}")
     arch = architecture(config, context)
@@ -179,7 +188,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         shutil.rmtree(fp32.parent)
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer) if fim else None, int8, fusions, slots)
+                             _fim(tokenizer) if fim else None, int8, fusions, slots, {"beams": beams, "context_tokens": window})
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -191,16 +200,18 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
-              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int) -> dict:
+              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict) -> dict:
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
     command = " ".join(["completer convert", str(source), "--out", str(out)] + ([] if int8 else ["--fp32"]) +
-                       [f"--context {context}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
+                       [f"--context {context}", f"--default-context {defaults['context_tokens']}",
+                        f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
         "architecture": arch.manifest(),
         "context_length": context,
+        "defaults": defaults,
         "vocab_size": arch.vocab_size,
         "tokenizer_vocab_size": own_vocab,
         "newline_token_id": tokens.newline_id,
@@ -235,6 +246,8 @@ def _model_card(manifest: dict) -> str:
         f"- License declared by the source: **{source['license']}**. The converted weights carry the same license.",
         f"- Shape: {arch['n_layer']} layers, {arch['n_head']} query heads, {arch['n_kv_head']} key/value heads, "
         f"width {arch['hidden']}, vocabulary {arch['vocab_size']:,}; context {manifest['context_length']:,} tokens.",
+        f"- Defaults (the settings `contextTokens` and `beams` override them): a window of "
+        f"{manifest['defaults']['context_tokens']:,} tokens, {manifest['defaults']['beams']} beams.",
         f"- Weights: {manifest['quantization']}.",
         f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}.",
         f"- Command: `{manifest['conversion']['command']}`",
@@ -250,7 +263,9 @@ def _model_card(manifest: dict) -> str:
 def main(args) -> int:
     try:
         manifest = convert(Path(args.source), Path(args.out), int8=not args.fp32, context=args.context,
-                           name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots)
+                           name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
+                           window=args.default_context,
+                           beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)
     except ModuleNotFoundError as exc:
         print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
               file=sys.stderr)

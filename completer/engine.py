@@ -78,6 +78,11 @@ class Engine:
         return bundle, tokens, runtime
 
     @property
+    def beams(self) -> int:
+        """The beam width searches use: the user's, else the bundle's default."""
+        return self.settings.beams or self.bundle.default_beams
+
+    @property
     def model_runs(self) -> int:
         return self._runs_before_reload + self.runtime.calls
 
@@ -296,13 +301,14 @@ class Engine:
         context = self._line_context(state, before[:line_start])
         ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
         repeats = self._repeats(state, document, window, below, others, snippets)
+        beams = self.beams
         # Everything that depends on the settings is read above: another window's settings may apply to the
         # engine while this request waits for its calls (completer/scheduler.py).
         counter = [0]  # this request's model runs
         reused, new = yield from _counted(prefix_steps(state, self.runtime.empty_prefix(), ids[:-1],
                                                        PREFILL_CHUNK_TOKENS), counter)
         request = SearchRequest(prefix=state.prefix(), position=len(ids) - 1, last_token=ids[-1], healed=healed,
-                                beams=settings.beams, lines_wanted=settings.max_suggestions,
+                                beams=beams, lines_wanted=settings.max_suggestions,
                                 margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed), repeats=repeats)
@@ -357,6 +363,8 @@ class Engine:
             "searches_per_call": self.runtime.batch_slots,  # how many searches one model call can hold
             "threads": self.settings.threads or "onnxruntime default",
             "context_length": self.bundle.context_length,
+            "context_window": self.prompts.window_tokens(),  # what the model reads at most, these settings
+            "beams": self.beams,
             "vocab_size": self.tokens.vocab_size,
             "architecture": self.bundle.architecture,
             "model_bytes": files.get("model.onnx", {}).get("bytes"),

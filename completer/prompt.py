@@ -13,7 +13,7 @@ from .bundle import Bundle
 from .cache import DocumentState
 from .text import clean, head_of_file
 from .tokens import Tokens
-from .types import EngineSettings
+from .types import MIN_CONTEXT_TOKENS, EngineSettings
 
 WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slides
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
@@ -49,6 +49,12 @@ class Prompts:
         self.settings = settings  # the engine's, replaced when they change
         self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
 
+    def window_tokens(self) -> int:
+        """The tokens the model reads at most: the user's `context_tokens`, else the bundle's default window;
+        never more than the model's context, nor (a bundle's default) less than a line and its context need."""
+        chosen = self.settings.context_tokens or self.bundle.default_context_tokens
+        return min(max(chosen, self.settings.max_tokens + MIN_CONTEXT_TOKENS), self.bundle.context_length)
+
     @property
     def fim_ids(self) -> tuple[int, int, int] | None:
         """The bundle's (prefix, suffix, middle) ids when the engine prompts with the lines below, else None."""
@@ -75,8 +81,7 @@ class Prompts:
         if not ids:
             ids = [tokens.end_of_text_id]
         document = ids
-        limit = min(self.settings.context_tokens or self.bundle.context_length,
-                    self.bundle.context_length) - self.settings.max_tokens - 1  # >= 1: _check_fits
+        limit = self.window_tokens() - self.settings.max_tokens - 1  # >= 1: _check_fits
         psm = self.bundle.fim_order == "psm"  # released FIM models: always this template, so all prompts share a head
         if self.fim_ids is not None and (below.strip() or psm):
             if psm:

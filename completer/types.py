@@ -77,13 +77,13 @@ class EngineSettings:
     """Everything a user may tune; the LSP server maps its settings onto this."""
 
     model_path: str | None = None  # bundle dir; None means the embedded default model
-    beams: int = 4
+    beams: int = 0  # 0: the bundle's default (its manifest's "defaults", else 4)
     max_suggestions: int = 3
     max_tokens: int = 24  # generated tokens per line at most
     device: str = "auto"  # "auto", "cpu" or "cuda"
     threads: int = 0  # intra-op threads; 0 lets onnxruntime choose
     memory_budget_mb: int = 256  # KV caches across documents, LRU-evicted past this
-    context_tokens: int = 0  # 0 means the manifest's context length
+    context_tokens: int = 0  # 0: the bundle's default window (its manifest's "defaults", else its whole context)
     search_budget_ms: int = 0  # 0: no limit; else no beam step starts this long after the request came in
     document_repeats: bool = True  # mix what followed earlier repeats of the text into the model's predictions
     repeats_below: bool = True  # the repeats also search the lines below the cursor's (eval.py's card: off)
@@ -96,8 +96,8 @@ class EngineSettings:
 
     def validate(self) -> None:
         """Raise ValueError naming the first invalid field."""
-        if not 1 <= self.beams <= 16:
-            raise ValueError("beams must be between 1 and 16")
+        if not 0 <= self.beams <= 16:
+            raise ValueError("beams must be between 1 and 16, or 0 for the model's default")
         if not 1 <= self.max_suggestions <= 16:
             raise ValueError("max_suggestions must be between 1 and 16")
         if not 1 <= self.max_tokens <= 256:
@@ -115,7 +115,7 @@ class EngineSettings:
         if not 0 <= self.search_budget_ms <= 60000:
             raise ValueError("search_budget_ms must be between 0 (no limit) and 60000")
         if self.context_tokens and self.context_tokens < self.max_tokens + MIN_CONTEXT_TOKENS:
-            raise ValueError(f"context_tokens must be 0 (the model's whole context) or at least "
+            raise ValueError(f"context_tokens must be 0 (the model's default window) or at least "
                              f"max_tokens + {MIN_CONTEXT_TOKENS} = {self.max_tokens + MIN_CONTEXT_TOKENS}")
 
     @classmethod

@@ -64,7 +64,7 @@ from completer.graph import own_decoder  # noqa: E402
 from paths import REPO_ROOT, cache_dir  # noqa: E402
 
 from completer import beam  # noqa: E402
-from completer.bundle import load_bundle  # noqa: E402
+from completer.bundle import DEFAULT_BEAMS, load_bundle  # noqa: E402
 from completer.repeats import RepeatMix  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.runtime import Runtime, StepOutput  # noqa: E402
@@ -206,9 +206,8 @@ def search_budget(settings: Callable[..., EngineSettings], script: list[tuple[st
 def beam_width(settings: Callable[..., EngineSettings], script: list[tuple[str, str]], beams: int) -> dict:
     """The default beam width vs `beams`: what a wider search costs per keystroke (eval.py measures what
     it buys)."""
-    default = EngineSettings.beams
-    return compare_settings({f"beams_{default}": Engine(settings()), f"beams_{beams}": Engine(settings(beams=beams))},
-                            script)
+    base = Engine(settings())
+    return compare_settings({f"beams_{base.beams}": base, f"beams_{beams}": Engine(settings(beams=beams))}, script)
 
 
 def document_repeats(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
@@ -240,9 +239,10 @@ def consensus(settings: Callable[..., EngineSettings], script: list[tuple[str, .
 def lines_wanted(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
     """As many suggestions as beams (as every search once waited for that many lines) vs the default
     `max_suggestions`, fewer, at which the search now stops: what waiting for the lines nobody is shown cost."""
-    every, shown = EngineSettings.beams, EngineSettings.max_suggestions
+    base = Engine(settings())
+    every, shown = base.beams, base.settings.max_suggestions
     return compare_settings({f"wait_for_{every}_lines": Engine(settings(max_suggestions=every)),
-                             f"wait_for_{shown}_lines": Engine(settings())}, script)
+                             f"wait_for_{shown}_lines": base}, script)
 
 
 def memory_arena(settings: Callable[..., EngineSettings], script: list[tuple[str, ...]]) -> dict:
@@ -710,8 +710,8 @@ def main() -> None:
             EngineSettings(beams=args.beams).validate()  # the engine's own range, with its message
         except ValueError as error:
             parser.error(str(error))
-        if args.beams == EngineSettings.beams:
-            parser.error(f"--beams must differ from the default, {EngineSettings.beams} (0 skips the comparison)")
+        if args.beams == DEFAULT_BEAMS:
+            parser.error(f"--beams must differ from the default, {DEFAULT_BEAMS} (0 skips the comparison)")
     if args.candidate and args.against:
         parser.error("--candidate and --against are two separate comparisons: give one")
     if args.against and not (args.against / "completer" / "__init__.py").is_file():

@@ -30,8 +30,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from paths import cache_dir  # noqa: E402
 
-from completer.cache import DocumentState, extend_prefix  # noqa: E402
-from completer.engine import Engine  # noqa: E402
+from completer.cache import DocumentState, extend_prefix, prefix_steps  # noqa: E402
+from completer.calls import drive  # noqa: E402
+from completer.engine import PREFILL_CHUNK_TOKENS, Engine  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 
 
@@ -105,10 +106,57 @@ def replay(bundle: Path | None, keystrokes: int) -> dict:
             "first_keystroke_ms": round(result["latencies"][0], 1), "worker_rss_mb": result.get("worker_rss_mb")}
 
 
+def window_timings(bundle: Path, window: int, file_tokens: int) -> dict[str, float]:
+    """At a window of `window` tokens (the contextTokens setting): one 4-beam step over a full window, the prefill
+    of a full window in the engine's chunks, and the first suggestion in a file of `file_tokens` tokens opened cold (its window's
+    prefill and the search), in ms."""
+    engine = Engine(EngineSettings(model_path=str(bundle), device="cpu", context_tokens=window))
+    runtime = engine.runtime
+    ids = stdlib_tokens(engine, file_tokens)
+    prefix = ids[:window - engine.settings.max_tokens - 1]
+    state = DocumentState()
+    started = time.perf_counter()
+    drive(prefix_steps(state, runtime.empty_prefix(), prefix, PREFILL_CHUNK_TOKENS), runtime)  # as the engine runs it
+    prefill = (time.perf_counter() - started) * 1000
+    past = [(np.zeros((4, runtime.n_kv_head, 8, runtime.head_dim), np.float32),) * 2 for _ in range(runtime.n_layer)]
+    steps = []
+    for _ in range(5):
+        started = time.perf_counter()
+        runtime.run(np.full((4, 1), ids[-1]), len(prefix) + 8, state.prefix(), past, num_beams=8)
+        steps.append((time.perf_counter() - started) * 1000)
+    opened = engine.tokens.tokenizer.decode(ids)
+    opened = opened[:opened.rfind("\n") + 1] + "        parser = argparse.Arg"
+    engine.open("file:///cold.py", opened)
+    started = time.perf_counter()
+    engine.complete("file:///cold.py", opened.count("\n"), len("        parser = argparse.Arg"))
+    cold = (time.perf_counter() - started) * 1000
+    return {"step_4_beams_ms": statistics.median(steps), "prefill_ms": prefill, "first_cold_ms": cold}
+
+
+def windows(bundle: Path, sizes: list[int], rounds: int) -> dict:
+    """The same bundle read through windows of `sizes` tokens, alternating the order each round: what a bundle's
+    default window ("defaults" in its manifest) trades. Per step and per prefill, not through the typing replay:
+    random weights end lines at random, so a replay's keystrokes would differ by what the window makes them
+    generate, not by what it costs."""
+    runs: dict[int, dict[str, list[float]]] = {size: {} for size in sizes}
+    for round_ in range(rounds):
+        for size in sizes if round_ % 2 == 0 else sizes[::-1]:
+            timings = window_timings(bundle, size, max(sizes))
+            for key, value in timings.items():
+                runs[size].setdefault(key, []).append(round(value, 1))
+            print(json.dumps({"window": size, "round": round_, **timings}), flush=True)
+    return {str(size): {**{key: round(statistics.median(values), 1) for key, values in run.items()}, "runs": run}
+            for size, run in runs.items()}
+
+
 def measure(args: argparse.Namespace) -> dict:
     results = {"command": " ".join(["python", "scripts/bench_shapes.py", *sys.argv[1:]]),
                "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                            "python": platform.python_version()}, "shapes": {}}
+    if args.windows:
+        for shape in args.shapes:
+            results["shapes"][shape] = {"windows": windows(bundle_for(shape), args.windows, args.rounds)}
+        return results
     baseline = replay(None, args.keystrokes)  # the embedded model in the same run
     results["shapes"]["embedded (python-small)"] = {"replay": baseline}
     for shape in args.shapes:
@@ -119,7 +167,21 @@ def measure(args: argparse.Namespace) -> dict:
     return results
 
 
+def window_table(results: dict) -> str:
+    rows = ["| shape | window tokens | 4-beam step at a full window ms | prefill of a full window (128-token chunks) ms "
+            "| first suggestion, cold, in a file of the largest window's tokens ms |", "|---|---:|---:|---:|---:|"]
+    for shape, entry in results["shapes"].items():
+        for size, w in entry["windows"].items():
+            rows.append(f"| {shape} | {int(size):,} | {w['step_4_beams_ms']} | {w['prefill_ms']:,} "
+                        f"| {w['first_cold_ms']:,} |")
+    machine = results["machine"]
+    return "\n".join(rows + ["", f"`{results['command']}` on {machine['cpus']} CPUs ({machine['processor']}), "
+                                 f"Python {machine['python']}; medians of the rounds, alternating."])
+
+
 def table(results: dict) -> str:
+    if any("windows" in entry for entry in results["shapes"].values()):
+        return window_table(results)
     rows = ["| shape | INT8 MiB | prefill 1,000 tokens ms | 4-beam step at 1,000 ms | first suggestion, cold ms "
             "| first suggestion, prefilled ms | replay p50 ms | replay p95 ms | worker RSS MB |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -139,6 +201,9 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["smollm2-135m", "qwen2.5-coder-0.5b"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--keystrokes", type=int, default=200)
+    parser.add_argument("--windows", type=int, nargs="+", default=None, metavar="TOKENS",
+                        help="instead: compare these windows (contextTokens) of each shape's bundle: a step, a "
+                             "prefill and a cold first suggestion, alternating over --rounds")
     parser.add_argument("--out", type=Path, default=None, help="write the raw results here (JSON)")
     parser.add_argument("--table", type=Path, default=None, help="print the markdown table of a results file")
     args = parser.parse_args()

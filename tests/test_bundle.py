@@ -91,6 +91,10 @@ def test_a_wheel_installs_every_file_the_manifest_lists(model_dir: Path):
     ({"context_length": 0}, '"context_length" must be at least 2'),
     ({"newline_token_id": None}, '"newline_token_id" must be an integer'),
     ({"architecture": []}, '"architecture" must be an object'),
+    ({"defaults": [4]}, '"defaults" must be an object'),
+    ({"defaults": {"beams": 0}}, '"defaults"."beams" must be an integer from 1 to 16, not 0'),
+    ({"defaults": {"beams": True}}, '"defaults"."beams" must be an integer'),
+    ({"defaults": {"context_tokens": 1025}}, '"defaults"."context_tokens" must be an integer from 2 to 1024'),
 ])
 def test_a_manifest_of_the_wrong_shape_is_refused_naming_the_field(copy: Path, change: dict, says: str):
     manifest = json.loads((copy / "manifest.json").read_text())

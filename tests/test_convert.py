@@ -333,6 +333,42 @@ def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_pa
     assert (source / "config.json").is_file()
 
 
+def test_the_bundles_default_window_and_beams_apply_unless_the_user_sets_them(source, tmp_path, capsys):
+    """A large model's whole context costs seconds of prefill on a small CPU: the bundle names the window and the
+    beam width the engine uses when the settings say 0 (their defaults), and the user's own values win."""
+    out = tmp_path / "bundle"
+    assert cli_main(["convert", str(source), "--out", str(out), "--context", "256", "--default-context", "96",
+                     "--default-beams", "2"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["defaults"] == {"beams": 2, "context_tokens": 96}
+    assert "--default-context 96 --default-beams 2" in manifest["conversion"]["command"]
+    long_text = "".join(f"value_{i} = compute(value_{i - 1}, {i})\n" for i in range(1, 200)) + "result = "
+    engine = Engine(EngineSettings(model_path=str(out)))
+    assert (engine.info()["beams"], engine.info()["context_window"]) == (2, 96)
+    engine.complete_text("file:///long.py", long_text, "")
+    assert len(engine.cache.get("file:///long.py").ids) <= 96
+    rows = []
+    run = engine.runtime.run_call
+    engine.runtime.run_call = lambda call: rows.append(call.rows) or run(call)
+    engine.complete_text("file:///other.py", long_text.replace("value", "item"), "")
+    assert max(rows) == 2, "the search keeps the bundle's 2 beams"
+    engine.configure(EngineSettings(model_path=str(out), beams=3, context_tokens=200))
+    assert (engine.info()["beams"], engine.info()["context_window"]) == (3, 200)
+    engine.complete_text("file:///long.py", long_text, "")
+    assert 96 < len(engine.cache.get("file:///long.py").ids) <= 200
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--default-context", "300"], "--default-context 300 must be between 2 and the bundle's context, 256"),
+    (["--default-beams", "0"], "--default-beams 0 must be between 1 and 16"),
+])
+def test_defaults_outside_the_bundle_are_refused_in_one_line(source, tmp_path, capsys, flags, says):
+    out = tmp_path / "bundle"
+    assert cli_main(["convert", str(source), "--out", str(out), "--context", "256", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"completer convert: {says}"
+    assert not out.exists()
+
+
 def test_the_command_line_converts_and_completes(source, tmp_path):
     out = tmp_path / "bundle"
     done = subprocess.run([sys.executable, "-m", "completer", "convert", str(source), "--out", str(out),

@@ -280,7 +280,7 @@ def test_a_line_that_ends_does_not_take_a_beams_place(engine: Engine, monkeypatc
         return run(call)
 
     monkeypatch.setattr(engine.runtime, "run_call", recording_run)
-    beams = engine.settings.beams
+    beams = engine.beams
     result = engine.complete_text("file:///beams-stay-full.py", SAMPLE + "\n\ndef main():\n    ", "")
     assert len(result.suggestions) >= 2, "lines ended during the search"
     assert len(batches) >= 3 and batches[0] == 1, batches

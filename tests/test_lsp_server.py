@@ -295,14 +295,14 @@ async def _settings_are(client: LanguageClient, **expected) -> dict | None:
 
 async def test_invalid_settings_warn_and_keep_the_old_values(client: LanguageClient):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"completer": {"beams": 0, "device": "tpu", "maxSuggestions": 2, "completionItems": "yes"}}))
+        settings={"completer": {"beams": 17, "device": "tpu", "maxSuggestions": 2, "completionItems": "yes"}}))
     await _wait_for(lambda: _settings_are(client, maxSuggestions=2))
     await _wait_for(_async(lambda: len(client.messages) >= 3))
     warnings = [m.message for m in client.messages]
     assert all(m.type == types.MessageType.Warning for m in client.messages)
     for key in ("beams", "device", "completionItems"):
         assert any(key in w for w in warnings), (key, warnings)
-    state = await _settings_are(client, beams=4, device="auto", completionItems=True, maxSuggestions=2)
+    state = await _settings_are(client, beams=0, device="auto", completionItems=True, maxSuggestions=2)
     assert state is not None
 
     before = await info(client)
@@ -452,7 +452,7 @@ async def test_initialization_options_and_feature_switches(bare_client: Language
         "completer": {"maxSuggestions": 1, "beams": "many", "completionItems": False}}))
     state = await info(bare_client)
     assert state["server"]["settings"]["maxSuggestions"] == 1 and state["settings"]["max_suggestions"] == 1
-    assert state["server"]["settings"]["beams"] == 4
+    assert state["server"]["settings"]["beams"] == 0 and state["beams"] == 4, "0: the embedded bundle's default"
     await _wait_for(_async(lambda: any("beams" in m.message for m in bare_client.messages)))
     open_doc(bare_client, URI, SAMPLE_TEXT)
     found = False

@@ -165,7 +165,7 @@ def test_settings_apply_valid_and_report_invalid_keys():
     assert unknown == ["colour"]
     assert current == ServerSettings()  # not mutated
     reset, warnings, _ = apply_changes(new, {"beams": None, "enabledLanguages": None})
-    assert reset.engine.beams == 4 and reset.enabled_languages == ("python",) and not warnings
+    assert reset.engine.beams == 0 and reset.enabled_languages == ("python",) and not warnings
 
 
 def test_every_boolean_setting_takes_true_and_false():

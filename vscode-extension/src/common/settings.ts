@@ -78,7 +78,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     enabled: true,
     pythonPath: null,
     modelPath: null,
-    beams: 4,
+    beams: 0, // the model's default (its bundle's manifest; 4 for the embedded model)
     maxSuggestions: 3,
     maxTokens: 24,
     device: 'auto',
@@ -109,7 +109,7 @@ type IntegerKey = 'beams' | 'maxSuggestions' | 'maxTokens' | 'threads' | 'memory
     | 'searchBudgetMs' | 'openFiles' | 'workspaceMemoryMb' | 'requestTimeoutMs' | 'promptChars' | 'endpointChoices';
 
 const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
-    beams: [1, 16],
+    beams: [0, 16],
     maxSuggestions: [1, 16],
     maxTokens: [1, 256],
     threads: [0, 256],

@@ -54,7 +54,7 @@ describe('settings', () => {
         assert.deepEqual(Object.keys(server).sort(), [...SERVER_SETTING_KEYS].sort());
         assert.deepEqual(server, {
             modelPath: null,
-            beams: 4,
+            beams: 0,
             maxSuggestions: 3,
             maxTokens: 24,
             device: 'auto',
