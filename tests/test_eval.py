@@ -333,3 +333,18 @@ def test_suggestions_or_margin_out_of_range_or_for_the_card_are_refused(model_di
     run = subprocess.run([sys.executable, "scripts/eval.py", "--positions", "1", *extra], capture_output=True,
                          text=True, timeout=60, cwd=model_dir.parent.parent)
     assert run.returncode == 2 and message in run.stderr
+
+
+def test_the_workspace_ceiling_counts_only_lines_another_file_holds_and_the_file_does_not_hold_above():
+    from workspace_ceiling import ceiling
+
+    files = {"pkg:a.py": "import os\nx = helper(1)\nx = helper(1)\n", "pkg:b.py": "def helper(n):\nx = helper(1)\n",
+             "other:c.py": "import os\n"}
+    positions = [["pkg:a.py", 0, 0, "line-start"],  # "import os": only another package's file holds it
+                 ["pkg:a.py", 1, 4, "mid-line"],  # b.py holds it, a.py does not above it: the workspace's to supply
+                 ["pkg:a.py", 2, 0, "line-start"]]  # b.py holds it, but so does a.py's line above
+    counts = ceiling(files, positions, in_file=[1.0, 0.0, 1.0], workspace=[1.0, 1.0, 0.0])
+    assert (counts["elsewhere_only"], counts["elsewhere_too"]) == (1, 1)
+    assert (counts["elsewhere_only_in_file_right"], counts["elsewhere_only_workspace_right"]) == (0, 1)
+    assert counts["max_gain_points"] == 33.3 and counts["gain_points"] == 0.0
+    assert counts["gain_on_elsewhere_only_points"] == 33.3
