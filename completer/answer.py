@@ -49,10 +49,11 @@ class LineOffer:
         return True
 
 
-def answer(hypotheses: Sequence[Hypothesis], offer: LineOffer, settings: EngineSettings, head: str
-           ) -> list[Suggestion]:
+def answer(hypotheses: Sequence[Hypothesis], offer: LineOffer, settings: EngineSettings, head: str,
+           elsewhere: Sequence[str] = ()) -> list[Suggestion]:
     """The suggestions from a search's hypotheses (best first), at most settings.max_suggestions; `head` is the
-    text above the cursor's line, where an earlier line may come from."""
+    text above the cursor's line, where an earlier line may come from, and `elsewhere` the workspace's snippets,
+    where one may come from when the file has none."""
     suggestions: list[Suggestion] = []
     seen: set[str] = set()
     scores: list[float] = []  # the unrounded scores of `suggestions`, for the consensus
@@ -73,7 +74,7 @@ def answer(hypotheses: Sequence[Hypothesis], offer: LineOffer, settings: EngineS
     if not suggestions and settings.partial_lines and not after.strip():
         offer_partial_line(suggestions, hypotheses, offer)
     if settings.document_repeats:
-        offer_earlier_line(suggestions, head, offer, settings.max_suggestions)
+        offer_earlier_line(suggestions, head, offer, settings.max_suggestions, elsewhere)
     return suggestions
 
 
@@ -85,12 +86,13 @@ def offer_partial_line(suggestions: list[Suggestion], hypotheses: Sequence[Hypot
         suggestions.append(at_cursor(offer.typed_line, text, offer.after, cut_off.score, SOURCE_PARTIAL_LINE))
 
 
-def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffer, limit: int) -> None:
+def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffer, limit: int,
+                       elsewhere: Sequence[str] = ()) -> None:
     """Put the nearest earlier line that begins with the typed line after the model's lines (in the last place
     when they fill the list, never in the model's first), unless it is among them already or the filters refuse
     it."""
     typed_line, after = offer.typed_line, offer.after
-    line = earlier_line(head, typed_line)
+    line = earlier_line(head, typed_line, elsewhere)
     if line is None or any(s.line == line for s in suggestions):
         return
     inserted = line[len(typed_line):]

@@ -3,23 +3,59 @@
 Code repeats whole lines (a call with the same arguments, a decorator, an assert), and the beam
 search does not always reach a long one: it may need more than `max_tokens`, or shorter lines may
 outscore it. So, as Vim's whole-line completion does, the engine also offers the nearest line above
-that begins with the typed text and goes on past it, after the model's own lines. It costs no model
-run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
-"Lines further up the file").
+that begins with the typed text and goes on past it, after the model's own lines; when the file has none,
+a line of the workspace's snippets that does (a call written out in another file of the repository). It
+costs no model run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
+"Lines further up the file", and docs/benchmarks.md, "The workspace as context").
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 
-def earlier_line(head: str, typed_line: str) -> str | None:
+MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
+
+
+def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> str | None:
     """The nearest line of `head` (the text above the cursor's line) that begins with `typed_line` and
-    goes on past it with more than whitespace; None when the typed line holds no code yet (at a line
-    start every line of the same indentation would qualify) or no line does."""
-    if not typed_line.strip() or "\n" in typed_line:
+    goes on past it with more than whitespace; failing that, such a line of the texts `elsewhere` (the
+    workspace's snippets, best first: completer/workspace.py): one that follows a line equal to the cursor's
+    line above if any does, else the best snippet's lowest. None when the typed line holds no code yet (at a line start every
+    line of the same indentation would qualify) or no line does."""
+    if "\n" in typed_line:
         return None
-    text, start = "\n" + head, len(head) + 1
+    above = head.rstrip("\n").rsplit("\n", 1)[-1].strip()
+    if not typed_line.strip():  # a line start: only a line that followed a copy of the line above
+        if len(above) < MIN_FOLLOWED_CHARS:
+            return None
+        return next((line for text in (head, *elsewhere) for line in _lines_after(text, above, typed_line)), None)
+    line = next(_lines_beginning(head, typed_line), None)
+    if line is not None or not elsewhere:
+        return line
+    candidates = [match for text in elsewhere for match in _lines_beginning(text, typed_line, with_above=True)]
+    following = next((line for line, before in candidates if above and before == above), None)
+    return following or (candidates[0][0] if candidates else None)
+
+
+def _lines_after(text: str, above: str, typed_line: str) -> Iterator[str]:
+    """The lines of `text` that begin with `typed_line`, go on past it, and follow a line that is `above` but
+    for the white space around it, nearest the end first; found by the text's own search, not line by line."""
+    needle, start = above + "\n" + typed_line, len(text)
+    while (start := text.rfind(needle, 0, start)) >= 0:
+        if text[text.rfind("\n", 0, start) + 1:start].strip():
+            continue  # `above` is only the end of that line
+        begin = start + len(above) + 1
+        end = text.find("\n", begin)
+        line = text[begin:end if end >= 0 else len(text)].rstrip()
+        if line[len(typed_line):].strip():
+            yield line
+
+
+def _lines_beginning(text: str, typed_line: str, with_above: bool = False) -> Iterator:
+    """The lines of `text` that begin with `typed_line` and go on past it, nearest the end first (with the
+    stripped line above each when `with_above`)."""
+    text, start = "\n" + text, len(text) + 1
     while (start := text.rfind("\n" + typed_line, 0, start)) >= 0:  # from the nearest line up
         end = text.find("\n", start + 1)
         line = text[start + 1:end if end >= 0 else len(text)].rstrip()
         if line[len(typed_line):].strip():
-            return line
-    return None
+            yield (line, text[text.rfind("\n", 0, start) + 1:start].strip()) if with_above else line

@@ -315,7 +315,7 @@ class Engine:
         offer = LineOffer(tokens, healed, typed_line, after, context)
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = yield from _counted(search_steps(self.runtime.empty_past(1), tokens, request), counter)
-        suggestions = answer(search.hypotheses, offer, settings, before[:line_start])
+        suggestions = answer(search.hypotheses, offer, settings, before[:line_start], snippets)
         state.last_answer = LastAnswer(before, after, suggestions)
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=counter[0],

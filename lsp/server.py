@@ -119,6 +119,7 @@ class CompleterServer(LanguageServer):
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._picking_snippets: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (lines above, task)
+        self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
         self.log_handler = LspLogHandler(self._send_log)
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -271,19 +272,37 @@ class CompleterServer(LanguageServer):
         if cached is not None:
             return cached
         picking = self._picking_snippets.get(uri)
-        if picking is None or picking[0] != repository.key(before):
-            texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
-            for doc_uri in self.documents.uris():
-                path, doc = path_of(doc_uri), self.documents.get(doc_uri)
-                if path is not None and doc is not None:
-                    texts[str(normal_path(path))] = doc.text()
-            path = path_of(uri)
-            task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri,
-                                                           normal_path(path) if path else None, before, texts.get))
-            picking = self._picking_snippets[uri] = (repository.key(before), task)
-            task.add_done_callback(lambda done, uri=uri: self._picked_snippets(uri, done))
         earlier = repository.latest(uri)
+        if picking is None or picking[0] != repository.key(before):
+            if earlier is not None:  # picked once this request's search is over: a thread now would slow it
+                self._snippets_after_search[uri] = before
+                return earlier
+            picking = self._pick_snippets(repository, uri, before)
         return earlier if earlier is not None else await asyncio.shield(picking[1])
+
+    def pick_snippets_after_search(self, uri: str) -> None:
+        """A request's search is over: pick the snippets it left to pick (workspace_snippets), unless they are
+        picked or being picked already."""
+        before, repository = self._snippets_after_search.pop(uri, None), self.repository
+        if before is None or repository is None or repository.cached(uri, before) is not None:
+            return
+        picking = self._picking_snippets.get(uri)
+        if picking is None or picking[0] != repository.key(before):
+            self._pick_snippets(repository, uri, before)
+
+    def _pick_snippets(self, repository: WorkspaceFiles, uri: str, before: str) -> tuple[tuple, asyncio.Future]:
+        """Start picking `uri`'s snippets for the lines above `before` on a thread (it reads files)."""
+        texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
+        for doc_uri in self.documents.uris():
+            path, doc = path_of(doc_uri), self.documents.get(doc_uri)
+            if path is not None and doc is not None:
+                texts[str(normal_path(path))] = doc.text()
+        path = path_of(uri)
+        task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri,
+                                                       normal_path(path) if path else None, before, texts.get))
+        picking = self._picking_snippets[uri] = (repository.key(before), task)
+        task.add_done_callback(lambda done, uri=uri: self._picked_snippets(uri, done))
+        return picking
 
     def _picked_snippets(self, uri: str, task: asyncio.Future) -> None:
         if self._picking_snippets.get(uri, (None, None))[1] is task:
@@ -418,30 +437,33 @@ class CompleterServer(LanguageServer):
                self.repository.generation if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None
-        for attempt in range(2):  # a worker that died under us gets one retry on its successor
-            try:
-                result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
-                                                 others, snippets)
-                break
-            except asyncio.CancelledError:
-                self.stats.cancelled += 1
-                raise
-            except ContentModified:
-                self.stats.content_modified += 1
-                raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
-            except WorkerDied as exc:
-                if attempt:
-                    self.stats.worker_failures += 1
-                    log.warning("completion failed: %s", exc)
-                    return []
-            except WorkerError as exc:
-                if exc.kind == "cancelled":
+        try:
+            for attempt in range(2):  # a worker that died under us gets one retry on its successor
+                try:
+                    result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
+                                                     others, snippets)
+                    break
+                except asyncio.CancelledError:
                     self.stats.cancelled += 1
-                    raise JsonRpcRequestCancelled(message="the search was cancelled") from None
-                self.stats.worker_failures += 1
-                log.log(logging.DEBUG if exc.kind in ("nomodel", "unavailable") else logging.WARNING,
-                        "completion failed (%s): %s", exc.kind, exc.message)
-                return []
+                    raise
+                except ContentModified:
+                    self.stats.content_modified += 1
+                    raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
+                except WorkerDied as exc:
+                    if attempt:
+                        self.stats.worker_failures += 1
+                        log.warning("completion failed: %s", exc)
+                        return []
+                except WorkerError as exc:
+                    if exc.kind == "cancelled":
+                        self.stats.cancelled += 1
+                        raise JsonRpcRequestCancelled(message="the search was cancelled") from None
+                    self.stats.worker_failures += 1
+                    log.log(logging.DEBUG if exc.kind in ("nomodel", "unavailable") else logging.WARNING,
+                            "completion failed (%s): %s", exc.kind, exc.message)
+                    return []
+        finally:
+            self.pick_snippets_after_search(target.uri)
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}

@@ -1,4 +1,5 @@
-"""Lines further up the file that begin with the typed text: the nearest one, never a line start's guess."""
+"""Lines further up the file, or in the workspace's snippets, that begin with the typed text: the nearest one;
+at a line start only the line that followed a copy of the line above."""
 from __future__ import annotations
 
 from completer.earlier_lines import earlier_line
@@ -18,7 +19,32 @@ def test_a_line_must_go_on_past_the_typed_text():
     assert earlier_line(HEAD, "x") == "x = load(path)"  # the bare `x` line is passed over
 
 
-def test_nothing_at_a_line_start_or_in_an_empty_file():
+def test_nothing_at_a_line_start_without_a_copy_of_the_line_above_or_in_an_empty_file():
     assert earlier_line(HEAD, "") is None and earlier_line(HEAD, "    ") is None  # no code typed yet
     assert earlier_line("", "x = ") is None
     assert earlier_line("x = 1", "x") == "x = 1"  # a head without a final newline still counts its last line
+
+
+SNIPPETS = ["def other():\n    total = add(a, b)\n    return total\n",
+            "@register(kind='x')\ndef handler(event):\n    total = add(event.a, event.b)\n    log(total)\n"]
+
+
+def test_a_line_of_the_workspace_snippets_when_the_file_has_none():
+    head = "def main(event):\n"
+    assert earlier_line(head, "    total = add(", SNIPPETS) == "    total = add(a, b)"  # the best snippet's
+    assert earlier_line(head + "    total = add(mine)\n", "    total = add(", SNIPPETS) == "    total = add(mine)"
+    assert earlier_line(head, "    nowhere(", SNIPPETS) is None
+
+
+def test_among_snippet_lines_the_one_after_a_copy_of_the_line_above_comes_first():
+    head = "class Handlers:\n    def handler(event):\n"
+    assert earlier_line(head, "    total = add(", SNIPPETS) == "    total = add(event.a, event.b)"
+
+
+def test_at_a_line_start_the_line_that_followed_a_copy_of_the_line_above():
+    head = "import os\n@register(kind='x')\n"
+    assert earlier_line(head, "", SNIPPETS) == "def handler(event):"
+    assert earlier_line(head, "    ", SNIPPETS) is None  # that line is not at this indentation
+    assert earlier_line("x = 1\n", "", SNIPPETS) is None  # too short a line above to say what follows
+    repeated = "    self.check(values)\n    self.save()\n    other = 2\n    self.check(values)\n"
+    assert earlier_line(repeated, "    ") == "    self.save()"  # within the file too
