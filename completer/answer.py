@@ -1,7 +1,7 @@
 """The answer to a completion: the lines the beam search finished, turned into suggestions. Each line is decoded
 after the healed bytes and must pass the filters; the first is the one the beams agree on most; when no line
 ended, the start of the likeliest one is offered; and the nearest earlier line of the file that begins with the
-typed text comes last.
+typed text (or, failing that, a line of the workspace's snippets) comes last.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from .earlier_lines import earlier_line
 from .filters import LineContext, keep_suggestion
 from .partial_lines import partial_line
 from .tokens import Tokens
-from .types import SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, EngineSettings, Suggestion, at_cursor
+from .types import (SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, SOURCE_WORKSPACE_LINE, EngineSettings,
+                    Suggestion, at_cursor)
 
 
 @dataclass
@@ -90,9 +91,11 @@ def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffe
                        elsewhere: Sequence[str] = ()) -> None:
     """Put the nearest earlier line that begins with the typed line after the model's lines (in the last place
     when they fill the list, never in the model's first), unless it is among them already or the filters refuse
-    it."""
+    it. A line of `elsewhere` says so (its source), as it is not one of the file."""
     typed_line, after = offer.typed_line, offer.after
-    line = earlier_line(head, typed_line, elsewhere)
+    line, source = earlier_line(head, typed_line), SOURCE_EARLIER_LINE
+    if line is None and elsewhere:  # earlier_line looks through the file first: only its snippets are left
+        line, source = earlier_line(head, typed_line, elsewhere), SOURCE_WORKSPACE_LINE
     if line is None or any(s.line == line for s in suggestions):
         return
     inserted = line[len(typed_line):]
@@ -102,4 +105,4 @@ def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffe
         if limit < 2:
             return
         del suggestions[limit - 1:]
-    suggestions.append(at_cursor(typed_line, inserted, after, None, SOURCE_EARLIER_LINE))
+    suggestions.append(at_cursor(typed_line, inserted, after, None, source))

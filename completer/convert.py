@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
-from .types import ModelError
+from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
 FORMAT_VERSION = 3
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
@@ -148,8 +148,10 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     if not 2 <= context <= limit:
         raise ConvertError(f"--context {context} is outside what the model was trained for (2 to {limit:,})")
     window = min(context, DEFAULT_WINDOW) if window is None else window
-    if not 2 <= window <= context:
-        raise ConvertError(f"--default-context {window} must be between 2 and the bundle's context, {context:,}")
+    smallest = min(context, EngineSettings.max_tokens + MIN_CONTEXT_TOKENS)  # the engine reads no less than this
+    if not smallest <= window <= context:
+        raise ConvertError(f"--default-context {window} must be between {smallest} and the bundle's context, "
+                           f"{context:,}")
     if not 1 <= beams <= MAX_BEAMS:
         raise ConvertError(f"--default-beams {beams} must be between 1 and {MAX_BEAMS}")
     if not 1 <= slots <= MAX_SLOTS:

@@ -11,6 +11,9 @@ costs no model run; eval.py measures what it adds (docs/experiments/2026-11-23-m
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
+
+from .text import clean, split_lines
 
 MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
 
@@ -19,21 +22,31 @@ def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> s
     """The nearest line of `head` (the text above the cursor's line) that begins with `typed_line` and
     goes on past it with more than whitespace; failing that, such a line of the texts `elsewhere` (the
     workspace's snippets, best first: completer/workspace.py): one that follows a line equal to the cursor's
-    line above if any does, else the best snippet's lowest. None when the typed line holds no code yet (at a line start every
-    line of the same indentation would qualify) or no line does."""
+    line above if any does, else the best snippet's lowest. When the typed line holds no code yet (at a line
+    start every line of the same indentation would qualify), only a line that followed a copy of the line
+    above, in `head` or else in `elsewhere`. None when no line does."""
     if "\n" in typed_line:
         return None
-    above = head.rstrip("\n").rsplit("\n", 1)[-1].strip()
+    above = head.removesuffix("\n").rsplit("\n", 1)[-1].strip()  # the line just above, blank or not
     if not typed_line.strip():  # a line start: only a line that followed a copy of the line above
         if len(above) < MIN_FOLLOWED_CHARS:
             return None
-        return next((line for text in (head, *elsewhere) for line in _lines_after(text, above, typed_line)), None)
+        texts = chain((head,), map(_as_in_document, elsewhere))
+        return next((line for text in texts for line in _lines_after(text, above, typed_line)), None)
     line = next(_lines_beginning(head, typed_line), None)
     if line is not None or not elsewhere:
         return line
-    candidates = [match for text in elsewhere for match in _lines_beginning(text, typed_line, with_above=True)]
+    candidates = [match for text in elsewhere
+                  for match in _lines_beginning(_as_in_document(text), typed_line, with_above=True)]
     following = next((line for line, before in candidates if above and before == above), None)
     return following or (candidates[0][0] if candidates else None)
+
+
+def _as_in_document(text: str) -> str:
+    """A snippet as the document's text reaches the engine (completer/text.py): a file read from disk may end
+    its lines with CRLF or a lone CR, which would keep its lines from matching or put a line break inside an
+    offered line, and may indent with tabs, which the document's text has as spaces."""
+    return clean("\n".join(split_lines(text)))
 
 
 def _lines_after(text: str, above: str, typed_line: str) -> Iterator[str]:

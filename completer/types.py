@@ -20,6 +20,7 @@ class ModelError(Exception):
 
 SOURCE_MODEL = "model"  # a line the beam search found
 SOURCE_EARLIER_LINE = "earlier line"  # a line further up the file (completer/earlier_lines.py)
+SOURCE_WORKSPACE_LINE = "workspace line"  # a line of another file, from the workspace's snippets (the same)
 SOURCE_PARTIAL_LINE = "partial line"  # the start of a line too long for the search (completer/partial_lines.py)
 SOURCE_REMOTE = "endpoint"  # a line an OpenAI-compatible endpoint generated (completer/remote.py)
 
@@ -33,7 +34,7 @@ class Suggestion:
     start: int  # replaced range on the cursor's line: [start, end)
     end: int
     score: float | None  # cumulative log-probability of the generated tokens (None: not from the model)
-    source: str = SOURCE_MODEL  # or SOURCE_EARLIER_LINE (offered last), or SOURCE_PARTIAL_LINE (only a line's start)
+    source: str = SOURCE_MODEL  # or SOURCE_EARLIER_LINE or SOURCE_WORKSPACE_LINE (offered last), or SOURCE_PARTIAL_LINE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

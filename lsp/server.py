@@ -282,9 +282,10 @@ class CompleterServer(LanguageServer):
 
     def pick_snippets_after_search(self, uri: str) -> None:
         """A request's search is over: pick the snippets it left to pick (workspace_snippets), unless they are
-        picked or being picked already."""
+        picked or being picked already, or the document was closed meanwhile (its snippets are forgotten)."""
         before, repository = self._snippets_after_search.pop(uri, None), self.repository
-        if before is None or repository is None or repository.cached(uri, before) is not None:
+        if before is None or repository is None or self.documents.get(uri) is None \
+                or repository.cached(uri, before) is not None:
             return
         picking = self._picking_snippets.get(uri)
         if picking is None or picking[0] != repository.key(before):

@@ -359,7 +359,8 @@ def test_the_bundles_default_window_and_beams_apply_unless_the_user_sets_them(so
 
 
 @pytest.mark.parametrize("flags,says", [
-    (["--default-context", "300"], "--default-context 300 must be between 2 and the bundle's context, 256"),
+    (["--default-context", "300"], "--default-context 300 must be between 88 and the bundle's context, 256"),
+    (["--default-context", "10"], "--default-context 10 must be between 88 and the bundle's context, 256"),
     (["--default-beams", "0"], "--default-beams 0 must be between 1 and 16"),
 ])
 def test_defaults_outside_the_bundle_are_refused_in_one_line(source, tmp_path, capsys, flags, says):

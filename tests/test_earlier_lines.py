@@ -2,7 +2,10 @@
 at a line start only the line that followed a copy of the line above."""
 from __future__ import annotations
 
+from completer.answer import LineOffer, offer_earlier_line
 from completer.earlier_lines import earlier_line
+from completer.filters import line_context
+from completer.types import SOURCE_EARLIER_LINE, SOURCE_WORKSPACE_LINE
 
 HEAD = "x = load(path)\ny = save(path)\n    x = load(other)  \n\nx\n"
 
@@ -48,3 +51,36 @@ def test_at_a_line_start_the_line_that_followed_a_copy_of_the_line_above():
     assert earlier_line("x = 1\n", "", SNIPPETS) is None  # too short a line above to say what follows
     repeated = "    self.check(values)\n    self.save()\n    other = 2\n    self.check(values)\n"
     assert earlier_line(repeated, "    ") == "    self.save()"  # within the file too
+
+
+def test_a_blank_line_above_is_the_line_above():
+    """An editor that trims a blank line's indentation leaves it empty: it is still the line above, as one
+    holding only spaces is, so nothing has followed a copy of it."""
+    repeated = "    self.check(values)\n    self.save()\n    other = 2\n    self.check(values)\n"
+    assert earlier_line(repeated + "    \n", "    ") is None
+    assert earlier_line(repeated + "\n", "    ") is None
+    snippets = ["def a():\n    first = 1\n    total = add(a)\n\n    total = add(b)\n"]
+    assert earlier_line("def b():\n    first = 1\n\n", "    total = add(", snippets) == "    total = add(b)"
+
+
+def test_snippets_read_from_disk_are_searched_as_the_documents_text_is():
+    """A workspace file may end its lines with CRLF or a lone CR, or indent with tabs; the document's text
+    reaches the engine with LF line ends and spaces, so the snippets are searched that way, and a line offered
+    from them never holds a line break."""
+    crlf = ["import os\r\n@register(kind='x')\r\ndef handler(event):\r\n    pass\r\n"]
+    assert earlier_line("import os\n@register(kind='x')\n", "", crlf) == "def handler(event):"
+    assert earlier_line("import os\n", "x = ", ["x = 1\rdef handler(event):\r    pass\r"]) == "x = 1"
+    tabs = ["def other():\n\ttotal = add(a,\tb)\n"]
+    assert earlier_line("def main():\n", "    total = add(", tabs) == "    total = add(a,    b)"
+
+
+def test_a_line_of_the_snippets_is_offered_as_one_of_another_file():
+    """The item's detail says where a line without a score came from: a line of another file is not one
+    further up this file."""
+    offered = []
+    for head in ("def main(event):\n", "def main(event):\n    total = add(mine)\n    log(total)\n"):
+        suggestions = []
+        offer = LineOffer(None, b"", "    total = add(", "", line_context(head[:-1].split("\n")))
+        offer_earlier_line(suggestions, head, offer, 3, SNIPPETS)
+        offered += [(s.line, s.source) for s in suggestions]
+    assert offered == [("    total = add(a, b)", SOURCE_WORKSPACE_LINE), ("    total = add(mine)", SOURCE_EARLIER_LINE)]

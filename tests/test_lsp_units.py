@@ -233,6 +233,9 @@ def test_a_line_from_further_up_says_so_instead_of_a_score():
     assert [s.score for s in lines] == [-1.25, None]
     assert [item.detail for item in completion_list(lines, 0, 6).items] == [
         "completer · score -1.25", "completer · a line further up the file"]
+    lines = suggested_lines("x = fo", 6, [{"text": "o(path)", "score": None, "source": "workspace line"}], limit=5)
+    assert [item.detail for item in completion_list(lines, 0, 6).items] == [
+        "completer · a line of another file in the workspace"]
 
 
 def test_the_start_of_a_longer_line_says_so_beside_its_score():

@@ -6,12 +6,14 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from completer.workspace import WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
+from lsp.server import CompleterServer
 from lsp.workspace import MAX_FILE_BYTES, WorkspaceFiles
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
     server_env
@@ -257,3 +259,24 @@ def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
         assert best_window(text, query) == plain(text, query)
         assert index.windows(["kept.py"], query, lambda _: text) == [plain(text, query)]
 
+
+async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_during_it(tmp_path: Path):
+    """A new line's snippets are picked once the request's search is over; a document closed meanwhile has had
+    its snippets forgotten, and picking them then would read files for it and keep them."""
+    server = CompleterServer()
+    server.settings = replace(server.settings, workspace_context=True)
+    server.repository = _index(tmp_path)
+    uri = (tmp_path / "doc.py").as_uri()
+    server.documents.open(uri, "python", 1, "first = 1\nsecond = 2\n")
+    assert await server.workspace_snippets(uri, "first = 1\n") == []
+    assert await server.workspace_snippets(uri, "first = 1\nsecond = 2\n") == []  # the line before's, for now
+    server.documents.close(uri)
+    server.repository.forget(uri)
+    server.pick_snippets_after_search(uri)
+    assert uri not in server._picking_snippets and server.repository.latest(uri) is None
+    server.documents.open(uri, "python", 2, "first = 1\nsecond = 2\n")
+    assert await server.workspace_snippets(uri, "first = 1\n") == []
+    assert await server.workspace_snippets(uri, "first = 1\nsecond = 2\n") == []
+    server.pick_snippets_after_search(uri)
+    assert uri in server._picking_snippets, "an open document's are picked"
+    await server._picking_snippets[uri][1]
