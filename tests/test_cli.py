@@ -104,9 +104,11 @@ def test_unservable_positions_and_files_get_a_clear_message(source: Path, tmp_pa
 
 
 def test_out_of_range_options_are_refused(source: Path):
-    for option in ("--beams", "--max-tokens", "--suggestions"):
-        done = run("complete", f"{source}:5:9", option, "0")
+    for option, value in (("--beams", "-1"), ("--beams", "17"), ("--max-tokens", "0"), ("--suggestions", "0")):
+        done = run("complete", f"{source}:5:9", option, value)
         assert done.returncode == 2 and "must be between" in done.stderr, (option, done.stderr)
+    done = run("complete", f"{source}:5:9", "--beams", "0", "--json")  # 0: the model's default
+    assert done.returncode == 0 and "suggestions" in json.loads(done.stdout), done.stderr
 
 
 def test_corrupt_model_is_refused_naming_the_file(model_dir: Path, source: Path, tmp_path: Path):
