@@ -306,8 +306,11 @@ class CompleterServer(LanguageServer):
         return picking
 
     def _picked_snippets(self, uri: str, task: asyncio.Future) -> None:
+        """A pick ended: a document closed while it ran has its snippets forgotten again (the pick kept them)."""
         if self._picking_snippets.get(uri, (None, None))[1] is task:
             del self._picking_snippets[uri]
+        if self.documents.get(uri) is None and self.repository is not None:
+            self.repository.forget(uri)
         if not task.cancelled() and task.exception() is not None:
             log.warning("picking the workspace's snippets failed: %s", task.exception())
 

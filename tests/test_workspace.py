@@ -2,6 +2,7 @@
 real server. The other file is never opened: only the index can supply its line."""
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import threading
@@ -280,3 +281,18 @@ async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_dur
     server.pick_snippets_after_search(uri)
     assert uri in server._picking_snippets, "an open document's are picked"
     await server._picking_snippets[uri][1]
+
+
+async def test_a_pick_that_ends_after_its_document_closed_keeps_nothing(tmp_path: Path):
+    """Closing a document forgets its snippets; a pick still running then must not put them back."""
+    server = CompleterServer()
+    server.settings = replace(server.settings, workspace_context=True)
+    server.repository = _index(tmp_path)
+    uri = (tmp_path / "doc.py").as_uri()
+    server.documents.open(uri, "python", 1, "first = 1\n")
+    picking = server._pick_snippets(server.repository, uri, "first = 1\n")
+    server.documents.close(uri)
+    server.repository.forget(uri)
+    await picking[1]
+    await asyncio.sleep(0)  # the done callbacks
+    assert server.repository.latest(uri) is None and uri not in server._picking_snippets
