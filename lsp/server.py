@@ -441,6 +441,9 @@ class CompleterServer(LanguageServer):
                self.repository.generation if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None
+        repository = self.repository
+        if repository is not None:
+            repository.request_started()
         try:
             for attempt in range(2):  # a worker that died under us gets one retry on its successor
                 try:
@@ -467,6 +470,8 @@ class CompleterServer(LanguageServer):
                             "completion failed (%s): %s", exc.kind, exc.message)
                     return []
         finally:
+            if repository is not None:
+                repository.request_ended()
             self.pick_snippets_after_search(target.uri)
         if not isinstance(result, dict):
             return []

@@ -98,6 +98,9 @@ class WorkspaceFiles:
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
+        self._requests = 0  # completion requests in flight: the build waits for none
+        self._idle = threading.Event()
+        self._idle.set()
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
@@ -110,11 +113,27 @@ class WorkspaceFiles:
     def stop(self) -> None:
         self._stop.set()
 
+    def request_started(self) -> None:
+        """A completion request is in flight: the build pauses after its current file, so the cores stay with
+        the search (docs/benchmarks.md, "The workspace as context")."""
+        with self._lock:
+            self._requests += 1
+            self._idle.clear()
+
+    def request_ended(self) -> None:
+        with self._lock:
+            self._requests = max(0, self._requests - 1)
+            if not self._requests:
+                self._idle.set()
+
     def _build(self) -> None:
         started, count = time.perf_counter(), 0
         try:
             for root in self.roots:
                 for path in self._walk(root):
+                    while not self._idle.wait(0.5):  # yield to requests: index between them
+                        if self._stop.is_set():
+                            return
                     if self._stop.is_set():
                         return
                     count += self._index_file(path, building=True)

@@ -296,3 +296,25 @@ async def test_a_pick_that_ends_after_its_document_closed_keeps_nothing(tmp_path
     await picking[1]
     await asyncio.sleep(0)  # the done callbacks
     assert server.repository.latest(uri) is None and uri not in server._picking_snippets
+
+
+def test_the_build_waits_while_a_completion_request_is_in_flight(tmp_path: Path):
+    """Building the index never takes a core from a search: it indexes between requests."""
+    for i in range(30):
+        (tmp_path / f"m{i}.py").write_text(f"def helper_{i}(value):\n    return value\n")
+    files = WorkspaceFiles(8, ("python",))
+    files.request_started()
+    files.start([tmp_path])
+    time.sleep(0.5)
+    assert not files.done.is_set() and len(files.index.files) == 0, "nothing indexed during the request"
+    files.request_started()  # a second one overlaps the first
+    files.request_ended()
+    time.sleep(0.2)
+    assert len(files.index.files) == 0, "one request is still in flight"
+    files.request_ended()
+    assert files.done.wait(30) and len(files.index.files) == 30
+    files.request_ended()  # an unpaired end never goes below none
+    files.request_started()
+    assert not files._idle.is_set()
+    files.request_ended()
+    files.stop()
