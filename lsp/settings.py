@@ -88,7 +88,7 @@ class ServerSettings:
     enabled_languages: tuple[str, ...] = ("python",)
     completion_items: bool = True
     inline_completions: bool = True
-    workspace_context: bool = False  # index the workspace folders; their snippets join the document's repeats
+    workspace_context: bool = True  # index the workspace folders; their snippets join the document's repeats
     workspace_memory_mb: int = 128  # the index's budget; files past it are left out
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 

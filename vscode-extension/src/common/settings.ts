@@ -90,7 +90,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     openFiles: 4,
     searchAhead: true,
     fillInTheMiddle: true,
-    workspaceContext: false,
+    workspaceContext: true,
     workspaceMemoryMb: 128,
     enabledLanguages: ['python'],
     completionItems: false, // ghost text only: items would open the suggest widget, and Tab would take them

@@ -66,7 +66,7 @@ describe('settings', () => {
             openFiles: 4,
             searchAhead: true,
             fillInTheMiddle: true,
-            workspaceContext: false,
+            workspaceContext: true,
             workspaceMemoryMb: 128,
             enabledLanguages: ['python'],
             completionItems: false,
@@ -188,7 +188,7 @@ describe('settings', () => {
         assert.equal(settings.openFiles, 16);
         assert.equal(settings.searchAhead, true);
         assert.equal(settings.fillInTheMiddle, true);
-        assert.equal(settings.workspaceContext, false);
+        assert.equal(settings.workspaceContext, true);
         assert.equal(settings.workspaceMemoryMb, 4096);
         assert.deepEqual(settings.enabledLanguages, ['python']);
         assert.equal(settings.completionItems, false);
