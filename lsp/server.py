@@ -33,7 +33,7 @@ from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import WorkspaceFiles, normal_path
+from lsp.workspace import RequestsInFlight, WorkspaceFiles, normal_path
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,7 @@ class CompleterServer(LanguageServer):
         self.worker: WorkerClient | OpenAIBackend = self._new_backend()
         self.searches = SearchScheduler(self.worker)
         self.repository: WorkspaceFiles | None = None
+        self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
         self._client_capabilities: types.ClientCapabilities | None = None
         self._watching = False  # file watchers registered with the client
@@ -196,7 +197,8 @@ class CompleterServer(LanguageServer):
             self.repository = None
             log.info("workspace index dropped (workspaceContext off)")
         if self.settings.workspace_context and self.repository is None and self._roots:
-            self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages)
+            self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages,
+                                             self.completions_in_flight)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
 
@@ -441,9 +443,7 @@ class CompleterServer(LanguageServer):
                self.repository.generation if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None
-        repository = self.repository
-        if repository is not None:
-            repository.request_started()
+        self.completions_in_flight.started()  # counted by the server: an index built during the search waits too
         try:
             for attempt in range(2):  # a worker that died under us gets one retry on its successor
                 try:
@@ -470,8 +470,7 @@ class CompleterServer(LanguageServer):
                             "completion failed (%s): %s", exc.kind, exc.message)
                     return []
         finally:
-            if repository is not None:
-                repository.request_ended()
+            self.completions_in_flight.ended()
             self.pick_snippets_after_search(target.uri)
         if not isinstance(result, dict):
             return []

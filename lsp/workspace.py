@@ -81,10 +81,32 @@ class _Ignores:
         return False
 
 
+class RequestsInFlight:
+    """The completion requests in flight. The server keeps one for its lifetime and hands it to every index it
+    builds, so an index built anew while a request runs (the setting turned off and on) waits for it too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def started(self) -> None:
+        with self._lock:
+            self._count += 1
+            self.idle.clear()
+
+    def ended(self) -> None:
+        with self._lock:
+            self._count = max(0, self._count - 1)
+            if not self._count:
+                self.idle.set()
+
+
 class WorkspaceFiles:
     """The index of the workspace folders, built on a thread and kept up to date by the server's events."""
 
-    def __init__(self, budget_mb: int, languages: tuple[str, ...]) -> None:
+    def __init__(self, budget_mb: int, languages: tuple[str, ...], requests: RequestsInFlight | None = None) -> None:
         self.index = WorkspaceIndex(budget_mb * 1024 * 1024)
         self.suffixes = tuple(s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ()))
         if "*" in languages:
@@ -98,9 +120,8 @@ class WorkspaceFiles:
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
-        self._requests = 0  # completion requests in flight: the build waits for none
-        self._idle = threading.Event()
-        self._idle.set()
+        self.requests = requests or RequestsInFlight()  # the build waits while any is in flight
+        self._idle = self.requests.idle
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
@@ -116,15 +137,10 @@ class WorkspaceFiles:
     def request_started(self) -> None:
         """A completion request is in flight: the build pauses after its current file, so the cores stay with
         the search (docs/benchmarks.md, "The workspace as context")."""
-        with self._lock:
-            self._requests += 1
-            self._idle.clear()
+        self.requests.started()
 
     def request_ended(self) -> None:
-        with self._lock:
-            self._requests = max(0, self._requests - 1)
-            if not self._requests:
-                self._idle.set()
+        self.requests.ended()
 
     def _build(self) -> None:
         started, count = time.perf_counter(), 0

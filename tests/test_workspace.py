@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
 from completer.workspace import WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
@@ -318,3 +319,35 @@ def test_the_build_waits_while_a_completion_request_is_in_flight(tmp_path: Path)
     assert not files._idle.is_set()
     files.request_ended()
     files.stop()
+
+
+async def test_an_index_built_anew_during_a_request_waits_for_it(tmp_path: Path):
+    """The setting turned off and on while a search runs builds a new index: it waits for that request as the
+    old one did, and starts once the request ends."""
+    for i in range(30):
+        (tmp_path / f"m{i}.py").write_text(f"def helper_{i}(value):\n    return value\n")
+    server = CompleterServer()
+    server._roots = [tmp_path]
+    server.index_workspace()
+    assert server.repository is not None and server.repository.done.wait(30)
+    release = asyncio.Event()
+
+    async def search(*args, **kwargs) -> dict:
+        await release.wait()
+        return {"result": {"suggestions": []}}
+
+    server.searches.run = search  # type: ignore[method-assign]
+    uri = (tmp_path / "doc.py").as_uri()
+    server.documents.open(uri, "python", 1, "x = 1\n")
+    request = asyncio.ensure_future(server.suggest(server.locate(uri, types.Position(line=1, character=0))))
+    await asyncio.sleep(0.1)
+    for on in (False, True):
+        server.settings = replace(server.settings, workspace_context=on)
+        server.index_workspace()
+    rebuilt = server.repository
+    await asyncio.sleep(0.7)
+    assert len(rebuilt.index.files) == 0 and not rebuilt.done.is_set(), "built beside the search"
+    release.set()
+    assert await request == []
+    assert await asyncio.to_thread(rebuilt.done.wait, 30) and len(rebuilt.index.files) == 30
+    rebuilt.stop()
