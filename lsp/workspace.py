@@ -27,6 +27,7 @@ MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 4  # windows of other files sent with a request
+FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
 
 
 def normal_path(path: Path) -> Path:
@@ -143,17 +144,21 @@ class WorkspaceFiles:
         self.requests.ended()
 
     def _build(self) -> None:
-        started, count = time.perf_counter(), 0
+        started, count, refused = time.perf_counter(), 0, 0
         try:
-            for root in self.roots:
-                for path in self._walk(root):
-                    while not self._idle.wait(0.5):  # yield to requests: index between them
-                        if self._stop.is_set():
-                            return
+            for path in (path for root in self.roots for path in self._walk(root)):
+                while not self._idle.wait(0.5):  # yield to requests: index between them
                     if self._stop.is_set():
                         return
-                    count += self._index_file(path, building=True)
-                    time.sleep(0)  # let the event loop run between files
+                if self._stop.is_set():
+                    return
+                before = self.index.skipped_for_budget
+                count += self._index_file(path, building=True)
+                refused = refused + 1 if self.index.skipped_for_budget > before else 0
+                if refused >= FULL_AFTER_REFUSALS:  # a home or root folder: reading on would find no room
+                    log.info("workspace index: the memory budget is full; the rest of the folders is not read")
+                    break
+                time.sleep(0)  # let the event loop run between files
         except Exception:  # a folder that vanishes mid-walk, or worse: the server goes on without an index
             log.exception("indexing the workspace stopped")
         finally:

@@ -16,7 +16,7 @@ from lsprotocol import types
 from completer.workspace import WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import CompleterServer
-from lsp.workspace import MAX_FILE_BYTES, WorkspaceFiles
+from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
     server_env
 
@@ -64,6 +64,9 @@ def test_the_memory_budget_holds_on_a_large_generated_repository(tmp_path: Path)
     files = _index(tmp_path, budget_mb=1)
     assert files.index.nbytes <= 1024 * 1024
     assert files.index.skipped_for_budget > 0 and len(files.index.files) > 50
+    # Once the budget has refused FULL_AFTER_REFUSALS files in a row, the rest of the 1,000 are not even read.
+    assert files.index.skipped_for_budget == FULL_AFTER_REFUSALS
+    assert len(files.index.files) + files.index.skipped_for_budget < 1000
 
 
 def test_a_folder_deleted_while_indexing_stops_the_walk_not_the_server(tmp_path: Path):
