@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .beam import Hypothesis
 from .consensus import consensus_index
-from .earlier_lines import earlier_line
+from .earlier_lines import file_line, workspace_line
 from .filters import LineContext, keep_suggestion
 from .partial_lines import partial_line
 from .tokens import Tokens
@@ -93,9 +93,9 @@ def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffe
     when they fill the list, never in the model's first), unless it is among them already or the filters refuse
     it. A line of `elsewhere` says so (its source), as it is not one of the file."""
     typed_line, after = offer.typed_line, offer.after
-    line, source = earlier_line(head, typed_line), SOURCE_EARLIER_LINE
-    if line is None and elsewhere:  # earlier_line looks through the file first: only its snippets are left
-        line, source = earlier_line(head, typed_line, elsewhere), SOURCE_WORKSPACE_LINE
+    line, source = file_line(head, typed_line), SOURCE_EARLIER_LINE
+    if line is None and elsewhere:
+        line, source = workspace_line(head, typed_line, elsewhere), SOURCE_WORKSPACE_LINE
     if line is None or any(s.line == line for s in suggestions):
         return
     inserted = line[len(typed_line):]

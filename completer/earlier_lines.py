@@ -11,7 +11,6 @@ costs no model run; eval.py measures what it adds (docs/experiments/2026-11-23-m
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import chain
 
 from .text import clean, split_lines
 
@@ -19,27 +18,45 @@ MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to s
 
 
 def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> str | None:
-    """The nearest line of `head` (the text above the cursor's line) that begins with `typed_line` and
-    goes on past it with more than whitespace; failing that, such a line of the texts `elsewhere` (the
-    workspace's snippets, best first: completer/workspace.py): one that follows a line equal to the cursor's
-    line above if any does, else the best snippet's lowest. When the typed line holds no code yet (at a line
-    start every line of the same indentation would qualify), only a line that followed a copy of the line
-    above, in `head` or else in `elsewhere`. None when no line does."""
-    if "\n" in typed_line:
+    """A line of the file that `file_line` finds, failing that one of the texts `elsewhere` that
+    `workspace_line` finds; None when neither does."""
+    return file_line(head, typed_line) or (workspace_line(head, typed_line, elsewhere) if elsewhere else None)
+
+
+def file_line(head: str, typed_line: str) -> str | None:
+    """The nearest line of `head` (the text above the cursor's line) that begins with `typed_line` and goes on
+    past it with more than whitespace. When the typed line holds no code yet (at a line start every line of the
+    same indentation would qualify), only a line that followed a copy of the line above."""
+    above = _line_above(head, typed_line)
+    if above is None:
         return None
-    above = head.removesuffix("\n").rsplit("\n", 1)[-1].strip()  # the line just above, blank or not
-    if not typed_line.strip():  # a line start: only a line that followed a copy of the line above
-        if len(above) < MIN_FOLLOWED_CHARS:
-            return None
-        texts = chain((head,), map(_as_in_document, elsewhere))
+    if not typed_line.strip():
+        return next(_lines_after(head, above, typed_line), None)
+    return next(_lines_beginning(head, typed_line), None)
+
+
+def workspace_line(head: str, typed_line: str, snippets: Sequence[str]) -> str | None:
+    """Such a line of the workspace's `snippets` (best first: completer/workspace.py): one that follows a line
+    equal to the cursor's line above if any does, else the best snippet's lowest; at a line start only one that
+    follows a copy of the line above."""
+    above = _line_above(head, typed_line)
+    if above is None:
+        return None
+    texts = [_as_in_document(text) for text in snippets]
+    if not typed_line.strip():
         return next((line for text in texts for line in _lines_after(text, above, typed_line)), None)
-    line = next(_lines_beginning(head, typed_line), None)
-    if line is not None or not elsewhere:
-        return line
-    candidates = [match for text in elsewhere
-                  for match in _lines_beginning(_as_in_document(text), typed_line, with_above=True)]
+    candidates = [match for text in texts for match in _lines_beginning(text, typed_line, with_above=True)]
     following = next((line for line, before in candidates if above and before == above), None)
     return following or (candidates[0][0] if candidates else None)
+
+
+def _line_above(head: str, typed_line: str) -> str | None:
+    """The cursor's line above, stripped (blank or not); None where no line can be offered: a typed line that
+    spans lines, or a line start under a line too short to say which line comes next."""
+    if "\n" in typed_line:
+        return None
+    above = head.removesuffix("\n").rsplit("\n", 1)[-1].strip()
+    return None if not typed_line.strip() and len(above) < MIN_FOLLOWED_CHARS else above
 
 
 def _as_in_document(text: str) -> str:

@@ -83,8 +83,10 @@ class _Ignores:
 
 
 class RequestsInFlight:
-    """The completion requests in flight. The server keeps one for its lifetime and hands it to every index it
-    builds, so an index built anew while a request runs (the setting turned off and on) waits for it too."""
+    """The completion requests in flight: an index's build pauses while there is one, so the cores stay with the
+    search (docs/benchmarks.md, "The workspace as context"). The server keeps one for its lifetime and hands it
+    to every index it builds, so an index built anew while a request runs (the setting turned off and on) waits
+    for it too."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,7 +124,6 @@ class WorkspaceFiles:
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
         self.requests = requests or RequestsInFlight()  # the build waits while any is in flight
-        self._idle = self.requests.idle
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
@@ -135,19 +136,11 @@ class WorkspaceFiles:
     def stop(self) -> None:
         self._stop.set()
 
-    def request_started(self) -> None:
-        """A completion request is in flight: the build pauses after its current file, so the cores stay with
-        the search (docs/benchmarks.md, "The workspace as context")."""
-        self.requests.started()
-
-    def request_ended(self) -> None:
-        self.requests.ended()
-
     def _build(self) -> None:
         started, count, refused = time.perf_counter(), 0, 0
         try:
             for path in (path for root in self.roots for path in self._walk(root)):
-                while not self._idle.wait(0.5):  # yield to requests: index between them
+                while not self.requests.idle.wait(0.5):  # yield to requests: index between them
                     if self._stop.is_set():
                         return
                 if self._stop.is_set():

@@ -54,6 +54,26 @@ def stdlib_tokens(engine: Engine, count: int) -> list[int]:
     return engine.tokens.encode(text)[:count]
 
 
+TYPED = "        parser = argparse.Arg"  # the cursor's line in a file opened cold
+
+
+def opened_file(engine: Engine, ids: list[int]) -> str:
+    """The text of `ids` cut at its last line start, then TYPED: a file opened with the cursor at its end."""
+    text = engine.tokens.tokenizer.decode(ids)
+    return text[:text.rfind("\n") + 1] + TYPED
+
+
+def step_ms(runtime, last: int, position: int, prefix) -> list[float]:
+    """Five 4-beam steps (8 candidates each) over `prefix` with an 8-token suffix per beam, in ms."""
+    past = [(np.zeros((4, runtime.n_kv_head, 8, runtime.head_dim), np.float32),) * 2 for _ in range(runtime.n_layer)]
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        runtime.run(np.full((4, 1), last), position, prefix, past, num_beams=8)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 def engine_timings(bundle: Path, rounds: int) -> dict:
     """Prefill of 1,000 tokens, one 4-beam step at a 1,000-token context, and the first suggestion in a
     1,000-token file opened cold and opened then prefilled (Engine.prefill, as the server does on didOpen)."""
@@ -61,33 +81,25 @@ def engine_timings(bundle: Path, rounds: int) -> dict:
     runtime = engine.runtime
     ids = stdlib_tokens(engine, 1000)
     prefill, step, cold, warm = [], [], [], []
-    text = (Path(sysconfig.get_paths()["stdlib"]) / "argparse.py").read_text()
-    opened = engine.tokens.tokenizer.decode(ids)
-    opened = opened[:opened.rfind("\n") + 1] + "        parser = argparse.Arg"
+    opened = opened_file(engine, ids)
     line = opened.count("\n")
     for round_ in range(rounds):
         state = DocumentState()
         started = time.perf_counter()
         extend_prefix(state, runtime, ids)
         prefill.append((time.perf_counter() - started) * 1000)
-        past = [(np.zeros((4, runtime.n_kv_head, 8, runtime.head_dim), np.float32),) * 2
-                for _ in range(runtime.n_layer)]
-        for _ in range(5):
-            started = time.perf_counter()
-            runtime.run(np.full((4, 1), ids[-1]), len(ids) + 8, state.prefix(), past, num_beams=8)
-            step.append((time.perf_counter() - started) * 1000)
+        step += step_ms(runtime, ids[-1], len(ids) + 8, state.prefix())
         uri = f"file:///cold{round_}.py"
         engine.open(uri, opened)
         started = time.perf_counter()
-        engine.complete(uri, line, len("        parser = argparse.Arg"))
+        engine.complete(uri, line, len(TYPED))
         cold.append((time.perf_counter() - started) * 1000)
         uri = f"file:///warm{round_}.py"
         engine.open(uri, opened)
         engine.prefill(uri, opened[:opened.rfind("\n") + 1])
         started = time.perf_counter()
-        engine.complete(uri, line, len("        parser = argparse.Arg"))
+        engine.complete(uri, line, len(TYPED))
         warm.append((time.perf_counter() - started) * 1000)
-    del text
     median = lambda xs: round(statistics.median(xs), 1)  # noqa: E731
     return {"prefill_1000_ms": median(prefill), "step_4_beams_at_1000_ms": median(step),
             "first_suggestion_cold_ms": median(cold), "first_suggestion_prefilled_ms": median(warm),
@@ -118,17 +130,11 @@ def window_timings(bundle: Path, window: int, file_tokens: int) -> dict[str, flo
     started = time.perf_counter()
     drive(prefix_steps(state, runtime.empty_prefix(), prefix, PREFILL_CHUNK_TOKENS), runtime)  # as the engine runs it
     prefill = (time.perf_counter() - started) * 1000
-    past = [(np.zeros((4, runtime.n_kv_head, 8, runtime.head_dim), np.float32),) * 2 for _ in range(runtime.n_layer)]
-    steps = []
-    for _ in range(5):
-        started = time.perf_counter()
-        runtime.run(np.full((4, 1), ids[-1]), len(prefix) + 8, state.prefix(), past, num_beams=8)
-        steps.append((time.perf_counter() - started) * 1000)
-    opened = engine.tokens.tokenizer.decode(ids)
-    opened = opened[:opened.rfind("\n") + 1] + "        parser = argparse.Arg"
+    steps = step_ms(runtime, ids[-1], len(prefix) + 8, state.prefix())
+    opened = opened_file(engine, ids)
     engine.open("file:///cold.py", opened)
     started = time.perf_counter()
-    engine.complete("file:///cold.py", opened.count("\n"), len("        parser = argparse.Arg"))
+    engine.complete("file:///cold.py", opened.count("\n"), len(TYPED))
     cold = (time.perf_counter() - started) * 1000
     return {"step_4_beams_ms": statistics.median(steps), "prefill_ms": prefill, "first_cold_ms": cold}
 

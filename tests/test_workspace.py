@@ -307,20 +307,20 @@ def test_the_build_waits_while_a_completion_request_is_in_flight(tmp_path: Path)
     for i in range(30):
         (tmp_path / f"m{i}.py").write_text(f"def helper_{i}(value):\n    return value\n")
     files = WorkspaceFiles(8, ("python",))
-    files.request_started()
+    files.requests.started()
     files.start([tmp_path])
     time.sleep(0.5)
     assert not files.done.is_set() and len(files.index.files) == 0, "nothing indexed during the request"
-    files.request_started()  # a second one overlaps the first
-    files.request_ended()
+    files.requests.started()  # a second one overlaps the first
+    files.requests.ended()
     time.sleep(0.2)
     assert len(files.index.files) == 0, "one request is still in flight"
-    files.request_ended()
+    files.requests.ended()
     assert files.done.wait(30) and len(files.index.files) == 30
-    files.request_ended()  # an unpaired end never goes below none
-    files.request_started()
-    assert not files._idle.is_set()
-    files.request_ended()
+    files.requests.ended()  # an unpaired end never goes below none
+    files.requests.started()
+    assert not files.requests.idle.is_set()
+    files.requests.ended()
     files.stop()
 
 
