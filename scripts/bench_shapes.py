@@ -216,6 +216,11 @@ def main() -> None:
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return
+    for window in args.windows or ():
+        try:
+            EngineSettings(context_tokens=window).validate()  # the engine's own bounds, with its message
+        except ValueError as error:
+            parser.error(f"--windows {window}: {error}")
     results = measure(args)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1) + "\n")

@@ -57,7 +57,10 @@ def main() -> None:
     parser.add_argument("runs", type=Path, help="the saved runs")
     parser.add_argument("--after", default=None, help="read only what follows the first line starting with this")
     args = parser.parse_args()
-    lines = args.runs.read_text().splitlines()
+    try:
+        lines = args.runs.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        sys.exit(f"replay_medians.py: {args.runs}: cannot be read ({error})")
     if args.after is not None:
         starts = [i for i, line in enumerate(lines) if line.startswith(args.after)]
         if not starts:
