@@ -4,8 +4,9 @@ Code repeats whole lines (a call with the same arguments, a decorator, an assert
 search does not always reach a long one: it may need more than `max_tokens`, or shorter lines may
 outscore it. So, as Vim's whole-line completion does, the engine also offers the nearest line above
 that begins with the typed text and goes on past it, after the model's own lines; when the file has none,
-a line of the workspace's snippets that does (a call written out in another file of the repository). It
-costs no model run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
+a line of the workspace's snippets that does (a call written out in another file of the repository). And
+where one line always follows the cursor's line above, in the file and in the repository's other files, that
+line comes first (`following_line`). None of this costs a model run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
 "Lines further up the file", and docs/benchmarks.md, "The workspace as context").
 """
 from __future__ import annotations
@@ -21,6 +22,25 @@ def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> s
     """A line of the file that `file_line` finds, failing that one of the texts `elsewhere` that
     `workspace_line` finds; None when neither does."""
     return file_line(head, typed_line) or (workspace_line(head, typed_line, elsewhere) if elsewhere else None)
+
+
+def following_line(head: str, typed_line: str, followers: Sequence[str] = ()) -> tuple[str, bool] | None:
+    """The one line that follows the cursor's line above wherever a copy of it stands, in `head` (the text above
+    the cursor's line) or among `followers` (the lines after its copies in the repository's other files:
+    completer/workspace.py, `WorkspaceIndex.followers`), counting only those that begin with `typed_line` and go
+    on past it; None when there are none or several. The flag says whether it comes from another file.
+    On held-out packages such a line is the actual line about two times in three, far more often than the
+    model's first line there, so it goes first (docs/benchmarks.md, "The workspace as context")."""
+    above = _line_above(head, typed_line)
+    if above is None or len(above) < MIN_FOLLOWED_CHARS:
+        return None
+    found = {line: False for line in _lines_after(head, above, typed_line)}
+    for line in followers:
+        if line.startswith(typed_line) and line[len(typed_line):].strip():
+            found.setdefault(line, True)
+        if len(found) > 1:
+            return None
+    return next(iter(found.items())) if len(found) == 1 else None
 
 
 def file_line(head: str, typed_line: str) -> str | None:

@@ -5,8 +5,12 @@ memory budget. For a cursor, the identifiers of the lines above it score the fil
 weighted by rarity (BM25's idf, as in CrossCodeEval's retrieval baselines), and from the best files the
 window of lines sharing the most identifiers is returned. The engine searches those windows with the
 document's repeats (completer/repeats.py), as it searches other open files: a call or a name written out in
-another file is continued the way it was written there. Nothing here reads the disk or leaves the process:
-the caller gives the texts.
+another file is continued the way it was written there.
+
+The index also keeps a hash of each line, so that the lines which follow a copy of the cursor's line above,
+anywhere in the repository, are found without reading the files that hold no copy: where one line always
+follows it, that line comes first (completer/earlier_lines.py, `following_line`). Nothing here reads the disk
+or leaves the process: the caller gives the texts.
 """
 from __future__ import annotations
 
@@ -18,6 +22,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
+import numpy as np
+
+from .earlier_lines import MIN_FOLLOWED_CHARS
+from .text import clean, split_lines
+
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 QUERY_LINES = 40  # the lines above the cursor that say what it is about
 SNIPPET_LINES = 60  # a snippet: this many lines of another file
@@ -25,6 +34,9 @@ SNIPPET_STRIDE = 10  # snippets start every this many lines
 NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
 SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
 FILE_BYTES = 200  # a file's path and its entries in the index's dicts
+LINE_HASH_BYTES = 8  # each line's hash (a numpy int64), for `followers`
+ARRAY_BYTES = 112  # a numpy array's own header
+FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
@@ -46,18 +58,21 @@ class WorkspaceIndex:
     nbytes: int = 0
     skipped_for_budget: int = 0
     lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
+    line_hashes: dict[str, np.ndarray] = field(default_factory=dict)  # path -> hash of each line, stripped
 
     def add(self, path: str, text: str) -> bool:
         """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
         A name no other file has costs about nine times a shared one: generated code is counted as it weighs."""
         names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
-        cost = FILE_BYTES + len(path) + sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES
-                                            for name in names)
+        hashes = line_hashes(text)
+        cost = FILE_BYTES + len(path) + ARRAY_BYTES + hashes.nbytes \
+            + sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES for name in names)
         if self.nbytes - self.costs.get(path, 0) + cost > self.budget_bytes:
             self.skipped_for_budget += 1
             return False
         self.remove(path)
         self.files[path] = names
+        self.line_hashes[path] = hashes
         self.costs[path] = cost
         for name in names:
             self.postings.setdefault(name, set()).add(path)
@@ -71,6 +86,7 @@ class WorkspaceIndex:
 
     def remove(self, path: str) -> bool:
         self.lines.pop(path, None)
+        self.line_hashes.pop(path, None)
         names = self.files.pop(path, None)
         if names is None:
             return False
@@ -124,6 +140,61 @@ class WorkspaceIndex:
                 self.lines.popitem(last=False)
             found.append(names.best_window(query))
         return found
+
+    def followers(self, above: str, exclude: str | None, read: Callable[[str], str | None]) -> list[str]:
+        """The distinct lines (as the document's text would hold them, right-stripped) that follow a copy of the
+        line `above` (stripped) in the indexed files but `exclude`: `follower_sites`, then `lines_at`."""
+        return lines_at(self.follower_sites(above, exclude), above, read)
+
+    def follower_sites(self, above: str, exclude: str | None) -> list[tuple[str, int]]:
+        """Where the lines after a copy of `above` stand: a (file, line number) for each different line; none
+        when `above` is too short or holds no name to find its files by, or when more than FOLLOWERS different
+        lines follow it. Reads no file: the line hashes say where the copies are."""
+        key = hash(above)
+        found: dict[int, tuple[str, int]] = {}  # the follower's hash -> (a file holding it after `above`, line)
+        for path in self.files_holding(above, exclude):
+            hashes = self.line_hashes[path]
+            for number in np.flatnonzero(hashes[:-1] == key):
+                found.setdefault(int(hashes[number + 1]), (path, int(number) + 1))
+                if len(found) > FOLLOWERS:
+                    return []
+        return list(found.values())
+
+    def files_holding(self, above: str, exclude: str | None) -> list[str]:
+        """The indexed files but `exclude` that hold every name of `above` (a copy of the line has them all),
+        in a stable order."""
+        if len(above) < MIN_FOLLOWED_CHARS:
+            return []
+        holders = sorted((self.postings.get(name) or set() for name in identifiers(above)), key=len)
+        if not holders or not holders[0]:
+            return []
+        paths = holders[0].intersection(*holders[1:])
+        paths.discard(exclude)  # type: ignore[arg-type]
+        return sorted(paths)
+
+
+def lines_at(sites: Iterable[tuple[str, int]], above: str, read: Callable[[str], str | None]) -> list[str]:
+    """The distinct non-blank lines at `sites` (`follower_sites`), cleaned as the document's text is and
+    right-stripped, where the line before is still `above` (a file may have changed since it was indexed);
+    `read` gives a file's text, or None."""
+    lines: list[str] = []
+    texts: dict[str, list[str] | None] = {}
+    for path, number in sites:
+        if path not in texts:
+            text = read(path)
+            texts[path] = split_lines(text) if text else None
+        held = texts[path]
+        if held is None or number >= len(held) or held[number - 1].strip() != above:
+            continue
+        line = clean(held[number]).rstrip()
+        if line.strip() and line not in lines:
+            lines.append(line)
+    return lines
+
+
+def line_hashes(text: str) -> np.ndarray:
+    """The hash of each line of `text`, stripped: within this process, equal lines have equal hashes."""
+    return np.fromiter((hash(line.strip()) for line in split_lines(text)), dtype=np.int64)
 
 
 def identifiers_above(before: str) -> set[str]:

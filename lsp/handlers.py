@@ -78,6 +78,10 @@ def register(server: CompleterServer) -> None:
         for change in params.changes:
             ls.workspace_file_changed(change.uri)
 
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_workspace_folders(ls: CompleterServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.workspace_folders_changed(params.event)
+
     # -- completion --------------------------------------------------------------------------------
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,
                     types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False))

@@ -12,13 +12,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
+from completer.earlier_lines import following_line
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
@@ -191,16 +192,39 @@ class CompleterServer(LanguageServer):
 
     def index_workspace(self) -> None:
         """Start indexing the workspace folders when the setting asks for it and no index runs yet; stop and
-        free the index when it is turned off (turned on again, it is built anew, with the settings of then)."""
-        if not self.settings.workspace_context and self.repository is not None:
-            self.repository.stop()
-            self.repository = None
-            log.info("workspace index dropped (workspaceContext off)")
+        free the index when it is turned off (turned on again, it is built anew, with the settings of then),
+        and build it anew when its memory budget or the enabled languages change."""
+        repository = self.repository
+        if repository is not None and not self.settings.workspace_context:
+            self._drop_index("workspaceContext off")
+        elif repository is not None and (repository.budget_mb, repository.languages) != \
+                (self.settings.workspace_memory_mb, self.settings.enabled_languages):
+            self._drop_index("its memory budget or languages changed; building it anew")
         if self.settings.workspace_context and self.repository is None and self._roots:
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages,
                                              self.completions_in_flight)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+
+    def _drop_index(self, why: str) -> None:
+        if self.repository is not None:
+            self.repository.stop()
+            self.repository = None
+            log.info("workspace index dropped (%s)", why)
+
+    def workspace_folders_changed(self, event: types.WorkspaceFoldersChangeEvent) -> None:
+        """workspace/didChangeWorkspaceFolders: index the folders open now, anew (a rare event: a rebuild on a
+        thread costs less than keeping two walks apart)."""
+        removed = {path for path in (path_of(folder.uri) for folder in event.removed or ()) if path is not None}
+        added = [path for path in (path_of(folder.uri) for folder in event.added or ()) if path is not None]
+        roots = [root for root in self._roots if root not in removed]
+        roots += [path for path in added if path not in roots]
+        if roots == self._roots:
+            return
+        self._roots = roots
+        log.info("workspace folders now: %s", ", ".join(map(str, roots)) or "none")
+        self._drop_index("the workspace folders changed")
+        self.index_workspace()
 
     def completion_items_registered_later(self) -> bool:
         """At initialize: whether to leave completion items out of the capabilities, because the settings turn
@@ -295,14 +319,9 @@ class CompleterServer(LanguageServer):
 
     def _pick_snippets(self, repository: WorkspaceFiles, uri: str, before: str) -> tuple[tuple, asyncio.Future]:
         """Start picking `uri`'s snippets for the lines above `before` on a thread (it reads files)."""
-        texts = {}  # the open documents' unsaved texts, taken here on the event loop, by their file
-        for doc_uri in self.documents.uris():
-            path, doc = path_of(doc_uri), self.documents.get(doc_uri)
-            if path is not None and doc is not None:
-                texts[str(normal_path(path))] = doc.text()
         path = path_of(uri)
-        task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri,
-                                                       normal_path(path) if path else None, before, texts.get))
+        task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri, normal_path(path) if path else None,
+                                                       before, self._open_text_reader()))
         picking = self._picking_snippets[uri] = (repository.key(before), task)
         task.add_done_callback(lambda done, uri=uri: self._picked_snippets(uri, done))
         return picking
@@ -315,6 +334,36 @@ class CompleterServer(LanguageServer):
             self.repository.forget(uri)
         if not task.cancelled() and task.exception() is not None:
             log.warning("picking the workspace's snippets failed: %s", task.exception())
+
+    async def workspace_followers(self, uri: str, before: str) -> list[str]:
+        """The lines that follow a copy of the cursor's line above in the repository's other files (none when
+        the index is off, or cannot say), found on a thread (it reads the files that hold a copy): kept per
+        document while that line and the index stay the same, so typing along a line asks once."""
+        repository = self.repository
+        if repository is None or not self.settings.workspace_context:
+            return []
+        head = before[:before.rfind("\n") + 1]
+        above = head.removesuffix("\n").rsplit("\n", 1)[-1].strip()
+        cached = repository.cached_followers(uri, above)
+        if cached is not None:
+            return cached
+        path = path_of(uri)
+        try:
+            return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, above,
+                                           self._open_text_reader())
+        except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
+            log.warning("finding the lines after the line above failed: %s", exc)
+            return []
+
+    def _open_text_reader(self) -> Callable[[str], str | None]:
+        """An open document's unsaved text by its file, for a thread: the documents are found here on the event
+        loop, and a text is joined only when the thread asks for it (one `str.join`, which no edit interrupts)."""
+        documents: dict[str, Document] = {}
+        for doc_uri in self.documents.uris():
+            path, doc = path_of(doc_uri), self.documents.get(doc_uri)
+            if path is not None and doc is not None:
+                documents[str(normal_path(path))] = doc
+        return lambda name: documents[name].text() if name in documents else None
 
     async def boot_worker(self) -> None:
         assert self._config_lock is not None
@@ -438,9 +487,11 @@ class CompleterServer(LanguageServer):
             if engine_settings.document_repeats else []
         snippets = await self.workspace_snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
+        following = asyncio.ensure_future(self.workspace_followers(target.uri, before)) \
+            if engine_settings.document_repeats and not after.strip() else None  # found while the search runs
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
-               self.repository.generation if snippets and self.repository else 0)
+               (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None
         self.completions_in_flight.started()  # counted by the server: an index built during the search waits too
@@ -472,11 +523,15 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.pick_snippets_after_search(target.uri)
+            if following is not None and result is None:
+                following.cancel()  # the request ends without suggestions to put a line before
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
+        if following is not None and not engine.get("skipped"):
+            lines = await self._following_first(following, lines, target, before)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
@@ -487,6 +542,21 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
+
+    async def _following_first(self, following: asyncio.Future, lines: list[LineSuggestion], target: Target,
+                               before: str) -> list[LineSuggestion]:
+        """`lines` with the one line that follows the cursor's line above in the file and the repository
+        (completer/earlier_lines.py, `following_line`) first, when there is one."""
+        followers = await following
+        cut = before.rfind("\n") + 1
+        found = following_line(before[:cut], before[cut:], followers)
+        if found is None:
+            return lines
+        line = target.current[:target.column] + found[0][len(before) - cut:]  # the user's own typed text
+        if line == target.current:
+            return lines
+        first = LineSuggestion(line, None, workspace=found[1])
+        return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
 
     def change_lost(self, uri: str) -> None:
         """A didChange for `uri` whose params could not be read (lsp.protocol): stop completing from a copy
@@ -532,6 +602,7 @@ class CompleterServer(LanguageServer):
             "searches_abandoned": self.searches.abandoned,
             "requests_in_flight": self.protocol.requests_in_flight,  # type: ignore[attr-defined]
             "searches_stopped_in_worker": self.worker.cancelled_in_worker,
+            "workspace_index": self.repository.summary() if self.repository is not None else None,
             **dataclasses.asdict(self.stats),
         }
         return out

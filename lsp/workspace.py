@@ -11,6 +11,7 @@ files, and a request asks the index only for what is already in it.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from completer.workspace import WorkspaceIndex, identifiers_above
+from completer.workspace import WorkspaceIndex, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,21 @@ MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 4  # windows of other files sent with a request
+_SERIALS = itertools.count()
 FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
+
+
+def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
+    """A file's text: an open document's unsaved one (`open_text`), else the disk's; None when unreadable."""
+    def read(name: str) -> str | None:
+        text = open_text(name)
+        if text is not None:
+            return text
+        try:
+            return read_source(Path(name))
+        except OSError:
+            return None
+    return read
 
 
 def normal_path(path: Path) -> Path:
@@ -110,6 +125,8 @@ class WorkspaceFiles:
     """The index of the workspace folders, built on a thread and kept up to date by the server's events."""
 
     def __init__(self, budget_mb: int, languages: tuple[str, ...], requests: RequestsInFlight | None = None) -> None:
+        self.budget_mb, self.languages = budget_mb, languages  # what it was built for: a change builds anew
+        self.serial = next(_SERIALS)  # which index this is: one built anew never passes for an older one
         self.index = WorkspaceIndex(budget_mb * 1024 * 1024)
         self.suffixes = tuple(s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ()))
         if "*" in languages:
@@ -120,6 +137,7 @@ class WorkspaceFiles:
         self._stop = threading.Event()
         self._unreadable_logged = False
         self._memo: dict[str, tuple[tuple, list[str]]] = {}  # per document: (query key, snippets)
+        self._followers: dict[str, tuple[tuple[str, int], list[str]]] = {}  # per document: ((above, generation), lines)
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
@@ -202,6 +220,14 @@ class WorkspaceFiles:
                 self.generation += 1
         return int(bool(added))
 
+    def summary(self) -> dict:
+        """What completer/info reports of the index: its folders, files, size against its budget, and whether
+        the first walk is still running."""
+        with self._lock:
+            return {"folders": [str(root) for root in self.roots], "files": len(self.index.files),
+                    "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
+                    "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
+
     # -- keeping up -------------------------------------------------------------------------------
     def root_of(self, path: Path) -> Path | None:
         return next((root for root in self.roots if path.is_relative_to(root)), None)
@@ -258,25 +284,37 @@ class WorkspaceFiles:
         if cached is not None:
             return cached
 
-        def read(name: str) -> str | None:
-            text = open_text(name)
-            if text is not None:
-                return text
-            try:
-                return read_source(Path(name))
-            except OSError:
-                return None
-
         query = identifiers_above(before)
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
-        found = self.index.windows(best, query, read)  # reads files: outside the lock
+        found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
         self._memo[uri] = (self._key(before), found)
         return found
 
+    def followers(self, uri: str, path: Path | None, above: str, open_text: Callable[[str], str | None]
+                  ) -> list[str]:
+        """The lines after the copies of the cursor's line `above` (stripped) in the other files
+        (`WorkspaceIndex.followers`), kept while that line and the index stay the same. Reads files: run it on
+        a thread."""
+        cached = self.cached_followers(uri, above)
+        if cached is not None:
+            return cached
+        key = (above, self.generation)
+        with self._lock:
+            sites = self.index.follower_sites(above, str(normal_path(path)) if path else None)
+        found = lines_at(sites, above, _reader(open_text))  # reads files: outside the lock
+        self._followers[uri] = (key, found)
+        return found
+
+    def cached_followers(self, uri: str, above: str) -> list[str] | None:
+        """`followers` for this line above and this index, if they were found (no work)."""
+        memo = self._followers.get(uri)
+        return memo[1] if memo is not None and memo[0] == (above, self.generation) else None
+
     def forget(self, uri: str) -> None:
-        """A document closed: its snippets are not kept."""
+        """A document closed: its snippets and followers are not kept."""
         self._memo.pop(uri, None)
+        self._followers.pop(uri, None)
 
     def cached(self, uri: str, before: str) -> list[str] | None:
         """The snippets picked for these lines above the cursor and this index, if they were (no work)."""

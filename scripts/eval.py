@@ -52,6 +52,7 @@ from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
+from completer.earlier_lines import following_line  # noqa: E402
 from completer.workspace import WorkspaceIndex  # noqa: E402
 from lsp.workspace import SNIPPETS as WORKSPACE_SNIPPETS  # noqa: E402
 
@@ -203,6 +204,15 @@ def workspace_indexes(files: dict[str, str]) -> dict[str, WorkspaceIndex]:
     return indexes
 
 
+def following_first(predicted: list[str], before: str, followers: list[str], limit: int) -> list[str]:
+    """`predicted` (whole lines) with the line `following_line` finds first, at most `limit` of them."""
+    cut = before.rfind("\n") + 1
+    following = following_line(before[:cut], before[cut:], followers)
+    if following is None:
+        return predicted
+    return [following[0], *(line for line in predicted if line != following[0])][:limit]
+
+
 def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], beams: int,
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
              lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
@@ -239,6 +249,13 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         result = engine.complete_text(pos.path, before, "", below=below, others=others, snippets=snippets)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
+        if document_repeats:  # as the server puts it first (lsp/server.py, `suggest`)
+            followers = index.followers(lines[pos.line - 1].strip(), pos.path, files.get) \
+                if index is not None and pos.line else []
+            first = following_first(predicted, before, followers, suggestions)
+            if first[:1] != predicted[:1]:
+                top = first[0][len(lines[pos.line][:pos.column]):]
+            predicted = first
         exact1 = float(bool(predicted) and predicted[0] == actual)
         stats["exact1"].append(exact1)
         stats["exact5"].append(float(actual in predicted[:5]))

@@ -3,7 +3,7 @@ at a line start only the line that followed a copy of the line above."""
 from __future__ import annotations
 
 from completer.answer import LineOffer, offer_earlier_line
-from completer.earlier_lines import earlier_line
+from completer.earlier_lines import earlier_line, following_line
 from completer.filters import line_context
 from completer.types import SOURCE_EARLIER_LINE, SOURCE_WORKSPACE_LINE
 
@@ -84,3 +84,25 @@ def test_a_line_of_the_snippets_is_offered_as_one_of_another_file():
         offer_earlier_line(suggestions, head, offer, 3, SNIPPETS)
         offered += [(s.line, s.source) for s in suggestions]
     assert offered == [("    total = add(a, b)", SOURCE_WORKSPACE_LINE), ("    total = add(mine)", SOURCE_EARLIER_LINE)]
+
+
+FOLLOWED_HEAD = "def a():\n    conn = open_database(url)\n    conn.migrate(schema)\n\ndef b():\n    conn = open_database(url)\n"
+
+
+def test_the_one_line_that_follows_a_copy_of_the_line_above_wherever_it_stands():
+    assert following_line(FOLLOWED_HEAD, "    ") == ("    conn.migrate(schema)", False)  # the file's own
+    assert following_line(FOLLOWED_HEAD, "    conn.m") == ("    conn.migrate(schema)", False)
+    assert following_line(FOLLOWED_HEAD, "    conn.x") is None  # it must begin with the typed text
+    # the repository's followers: the same line agrees, another one that fits makes it no longer the one
+    assert following_line(FOLLOWED_HEAD, "    ", ["    conn.migrate(schema)"]) == ("    conn.migrate(schema)", False)
+    assert following_line(FOLLOWED_HEAD, "    ", ["    conn.close()"]) is None
+    assert following_line(FOLLOWED_HEAD, "    conn.m", ["    conn.close()"]) == ("    conn.migrate(schema)", False)
+    head = "def b():\n    conn = open_database(url)\n"
+    assert following_line(head, "    ", ["    conn.close()", "conn.close()"]) == ("    conn.close()", True)
+    assert following_line(head, "    ", ["    conn.close()", "    conn.open()"]) is None
+
+
+def test_no_following_line_under_a_short_line_or_a_line_spanning_lines():
+    assert following_line("x = 1\nx = 1\ny = 2\nx = 1\n", "") is None  # `x = 1` says too little
+    assert following_line(FOLLOWED_HEAD, "    conn\n") is None
+    assert following_line("", "", ["anything()"]) is None

@@ -7,13 +7,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
 
-from completer.workspace import WorkspaceIndex, best_window
+from completer.workspace import FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles
@@ -93,6 +94,43 @@ def test_snippets_come_from_the_files_sharing_the_rarest_names():
     assert "special_name" in best_window("\n".join(lines), {"special_name", "registry_lookup"})
 
 
+def test_the_lines_after_a_line_are_found_where_its_copies_stand():
+    index = WorkspaceIndex(1 << 20)
+    texts = {
+        "a.py": "def setup(app):\n    config = load_settings(app_path)\n    config.validate_schema(REGISTRY)\n",
+        "b.py": "\tconfig = load_settings(app_path)\r\n\tconfig.validate_schema(REGISTRY)\r\n",  # tabs, CRLF
+        "c.py": "config = load_settings(app_path)\nprint(config)\n",
+        "me.py": "    config = load_settings(app_path)\n    the_file_itself()\n",
+    }
+    for path, text in texts.items():
+        index.add(path, text)
+    found = index.followers("config = load_settings(app_path)", "me.py", texts.get)
+    assert sorted(found) == ["    config.validate_schema(REGISTRY)", "print(config)"], found
+    # a copy in a file that changed since it was indexed is not taken on the index's word
+    changed = {**texts, "c.py": "something_else()\nprint(config)\n"}
+    assert index.followers("config = load_settings(app_path)", "me.py", changed.get) \
+        == ["    config.validate_schema(REGISTRY)"]
+    assert index.followers("x = 1 + 2 + 3", None, texts.get) == []  # no name to find its files by
+    assert index.followers("load()", None, texts.get) == []  # too short to say what follows
+    # a line followed by more than FOLLOWERS different lines says nothing of what comes next
+    many = {f"m{i}.py": f"result = compute_total(items)\nvariant_{i}()\n" for i in range(FOLLOWERS + 1)}
+    for path, text in many.items():
+        index.add(path, text)
+    assert index.followers("result = compute_total(items)", None, many.get) == []
+    index.remove("m0.py")
+    assert len(index.followers("result = compute_total(items)", None, many.get)) == FOLLOWERS
+    assert all(path not in index.line_hashes for path in ("m0.py",))
+
+
+def test_the_line_hashes_count_against_the_budget():
+    text = "".join(f"value_{i} = compute(value_{i - 1})\n" for i in range(1, 400))
+    with_hashes = WorkspaceIndex(1 << 30)
+    with_hashes.add("a.py", text)
+    assert with_hashes.costs["a.py"] >= 8 * 400  # a hash per line
+    small = WorkspaceIndex(with_hashes.costs["a.py"] - 1)
+    assert not small.add("a.py", text) and small.nbytes == 0
+
+
 def _server(root: Path, **settings) -> RawClient:
     client = RawClient(SERVER_CMD, env=server_env())
     client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
@@ -149,6 +187,81 @@ def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
         client.open(fresh, BESIDE_OTHER_FILE + "r")
         result = client.completion(fresh, *cursor)["result"]
         assert all("handle_zq_alright" not in item["textEdit"]["newText"] for item in result["items"]), result
+
+
+FOLLOWED = "    session = open_vault_session(vault_path)\n"
+FOLLOWING = "    session.unseal_with_quorum(keyholders, threshold=3)"
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_one_line_that_follows_the_line_above_elsewhere_comes_first(tmp_path: Path, on: bool):
+    """Another file holds the line above the cursor, and after it always the same line: at a line start that
+    line comes first, and still while the user types it; with the index off it is nowhere."""
+    (tmp_path / "vault.py").write_text(f"def unseal(vault_path, keyholders):\n{FOLLOWED}{FOLLOWING}\n"
+                                       "    return session\n")
+    text = f"import vault\n\n\ndef rotate(vault_path, keyholders):\n{FOLLOWED}    "
+    with _server(tmp_path, workspaceContext=on) as client:
+        time.sleep(0.5)
+        uri = (tmp_path / "rotate.py").as_uri()
+        client.open(uri, text)
+        current = "    "
+        for version, typed in enumerate(("", "se", "session.unseal"), start=2):
+            client.change(uri, version, (5, 0), (5, len(current)), "    " + typed)
+            current = "    " + typed
+            items = client.completion(uri, 5, 4 + len(typed))["result"]["items"]
+            lines = [item["textEdit"]["newText"] for item in items]
+            if on:
+                assert lines and lines[0] == FOLLOWING, (typed, lines)
+                assert items[0]["detail"] == "completer · a line of another file in the workspace"
+            else:
+                assert FOLLOWING not in lines, (typed, lines)
+
+
+def _index_info(client: RawClient, settled: Callable[[dict], bool]) -> dict:
+    """completer/info's workspace_index once `settled` says it is as expected (or fail after 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = client.request("completer/info")["result"]["server"]["workspace_index"]
+        if found is not None and settled(found) and not found["building"]:
+            return found
+        assert time.monotonic() < deadline, found
+        time.sleep(0.05)
+
+
+def test_workspace_folders_added_and_removed_are_indexed_and_dropped(tmp_path: Path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    (there / "vault.py").write_text(f"def unseal(vault_path, keyholders):\n{FOLLOWED}{FOLLOWING}\n")
+    text = f"import vault\n\n\ndef rotate(vault_path, keyholders):\n{FOLLOWED}    "
+    folder = {"uri": there.as_uri(), "name": "there"}
+    with _server(here) as client:
+        uri = (here / "rotate.py").as_uri()
+        client.open(uri, text)
+        _index_info(client, lambda index: index["folders"] == [str(here.resolve())])
+        assert FOLLOWING not in _lines_at(client, uri, 5, 4)
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [folder], "removed": []}})
+        index = _index_info(client, lambda index: len(index["folders"]) == 2)
+        assert index["files"] == 1  # vault.py: the open rotate.py is not on disk
+        client.change(uri, 2, (5, 4), (5, 4), "s")
+        assert _lines_at(client, uri, 5, 5)[:1] == [FOLLOWING]
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [], "removed": [folder]}})
+        _index_info(client, lambda index: len(index["folders"]) == 1)
+        fresh = (here / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, text + "se")
+        assert FOLLOWING not in _lines_at(client, fresh, 5, 6)
+
+
+def test_a_new_memory_budget_builds_the_index_anew(project: Path):
+    with _server(project) as client:
+        assert _index_info(client, lambda index: True)["budget_mb"] == 128
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"workspaceMemoryMb": 1}}})
+        index = _index_info(client, lambda index: index["budget_mb"] == 1)
+        assert index["files"] == 2 and 0 < index["megabytes"] <= 1
+
+
+def _lines_at(client: RawClient, uri: str, line: int, column: int) -> list[str]:
+    return [item["textEdit"]["newText"] for item in client.completion(uri, line, column)["result"]["items"]]
 
 
 def test_indexing_a_large_folder_never_leaves_a_request_unanswered(tmp_path: Path):
