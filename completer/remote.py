@@ -56,6 +56,11 @@ def clip_prompt(before: str, limit: int) -> str:
     return before[newline + 1:] if newline != -1 else before[start:]
 
 
+def clip_below(below: str) -> str:
+    """The lines below the cursor a FIM prompt sends: at most BELOW_CHARS, cut at a line end."""
+    return below[:below.rfind("\n", 0, BELOW_CHARS + 1) + 1] if len(below) > BELOW_CHARS else below
+
+
 def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) -> str:
     """The repository's snippets most like the code at the cursor, commented out in the document's language,
     each under a line that says what it is, within `limit` characters."""
@@ -69,6 +74,37 @@ def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) 
             break
         parts.append(block)
         size += len(block)
+    return "".join(parts)
+
+
+REPOSITORY_MARKERS: dict[str, tuple[str, str]] = {"qwen": ("<|repo_name|>", "<|file_sep|>")}
+"""The (repository name, file separator) markers of the FIM templates whose models were trained on whole
+repositories laid out with them (Qwen2.5-Coder's repository-level format): the snippets go in as files."""
+
+
+@dataclass(frozen=True)
+class RepositoryContext:
+    """Where the cursor's document lies in the workspace, and the snippets of its other files, by their paths."""
+
+    name: str  # the workspace folder's name
+    path: str  # the document's path in it
+    files: tuple[tuple[str, str], ...] = ()  # (a path in the workspace, a window of that file), best first
+
+
+def repository_head(template: str, repository: RepositoryContext, limit: int = SNIPPET_CHARS) -> str:
+    """The repository-level head of a prompt for a template with REPOSITORY_MARKERS: the folder's name, each
+    snippet under its file's path (within `limit` characters in all), then the document's own path, after
+    which the FIM prompt follows as that file's text."""
+    name_marker, file_marker = REPOSITORY_MARKERS[template]
+    parts = [f"{name_marker}{repository.name}\n"]
+    size = 0
+    for path, text in repository.files:
+        block = f"{file_marker}{path}\n{clean(text).rstrip(chr(10))}\n"
+        if size + len(block) > limit:
+            break
+        parts.append(block)
+        size += len(block)
+    parts.append(f"{file_marker}{repository.path}\n")
     return "".join(parts)
 
 
@@ -91,11 +127,13 @@ class RemoteAnswers:
         self._documents_kept = documents_kept
 
     def prepare(self, uri: str, before: str, after: str, below: str = "", snippets: Sequence[str] = (),
-                fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS
-                ) -> CompletionResult | PromptRequest:
+                fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS,
+                repository: RepositoryContext | None = None) -> CompletionResult | PromptRequest:
         """The answer when no request is needed (typing through, a long line, binary text), else the prompt:
         fill-in-the-middle with the lines below when `fim_template` names one, else the text before the cursor.
-        `before`, `after` and `below` are cleaned as for the engine."""
+        The snippets go first: as files of the `repository` where the template has REPOSITORY_MARKERS and the
+        document lies in a workspace folder, else commented out. `before`, `after` and `below` are cleaned as
+        for the engine."""
         typed_line = before[before.rfind("\n") + 1:]
         after = after.split("\n", 1)[0].split("\r", 1)[0]
         if len(typed_line) + len(after) > MAX_LINE_CHARS:
@@ -108,12 +146,14 @@ class RemoteAnswers:
             return CompletionResult(skipped=SKIPPED_BINARY)
         head = before[:before.rfind("\n") + 1]
         context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
-        prefix = snippet_head(snippets, uri) + clip_prompt(before, prompt_chars)
-        if fim_template is not None:
-            prompt = fim_prompt(fim_template, prefix, below[:below.rfind("\n", 0, BELOW_CHARS + 1) + 1]
-                                if len(below) > BELOW_CHARS else below)
+        if fim_template is not None and fim_template in REPOSITORY_MARKERS and repository is not None:
+            prompt = repository_head(fim_template, repository) + fim_prompt(
+                fim_template, clip_prompt(before, prompt_chars), clip_below(below))
+        elif fim_template is not None:
+            prompt = fim_prompt(fim_template, snippet_head(snippets, uri) + clip_prompt(before, prompt_chars),
+                                clip_below(below))
         else:
-            prompt = prefix
+            prompt = snippet_head(snippets, uri) + clip_prompt(before, prompt_chars)
         return PromptRequest(prompt, before, typed_line, after, context)
 
     def answer(self, uri: str, request: PromptRequest, texts: Sequence[str], limit: int) -> CompletionResult:

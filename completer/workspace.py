@@ -21,6 +21,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,6 +42,13 @@ LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: t
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
                           "async", "await", "cls", "args", "kwargs"})
+
+
+class Snippet(NamedTuple):
+    """A window of another file, and the file it comes from (a path as the index knows it)."""
+
+    path: str
+    text: str
 
 
 def identifiers(text: str) -> set[str]:
@@ -121,9 +129,9 @@ class WorkspaceIndex:
         query = identifiers_above(before)
         if not query or count <= 0:
             return []
-        return self.windows(self.best_files(query, exclude, count), query, read)
+        return [snippet.text for snippet in self.windows(self.best_files(query, exclude, count), query, read)]
 
-    def windows(self, paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[str]:
+    def windows(self, paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[Snippet]:
         """Each readable file's window sharing the most `query` identifiers. The lines that hold each name are
         kept for the last LINE_INDEXES_KEPT files (while their text stays the same): the lines above the cursor
         change at every new line, and the files they choose mostly do not."""
@@ -138,7 +146,7 @@ class WorkspaceIndex:
             self.lines[path] = (key, names)
             while len(self.lines) > LINE_INDEXES_KEPT:
                 self.lines.popitem(last=False)
-            found.append(names.best_window(query))
+            found.append(Snippet(path, names.best_window(query)))
         return found
 
     def followers(self, above: str, exclude: str | None, read: Callable[[str], str | None]) -> list[str]:

@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from completer.remote import PromptRequest, RemoteAnswers
+from completer.remote import PromptRequest, RemoteAnswers, RepositoryContext
 from completer.types import CompletionResult
 from lsp.settings import ServerSettings, is_loopback
 from lsp.worker_client import WorkerDied, WorkerError
@@ -230,7 +230,8 @@ class OpenAIBackend:
         self._answers.forget(uri)
 
     async def _complete(self, future: asyncio.Future[Any], uri: str, before: str, after: str, below: str = "",
-                        others: list[str] | None = None, snippets: list[str] | None = None) -> None:
+                        others: list[str] | None = None, snippets: list[str] | None = None,
+                        repository: RepositoryContext | None = None) -> None:
         started = time.perf_counter()
         previous = self._in_flight.get(uri)
         current = asyncio.current_task()
@@ -240,7 +241,7 @@ class OpenAIBackend:
             if previous is not None and not previous.done():  # one request per document: the newer one wins
                 previous.cancel()
                 await asyncio.wait([previous])
-            result = await self._result(uri, before, after, below, snippets or [])
+            result = await self._result(uri, before, after, below, snippets or [], repository)
             result.latency_ms = (time.perf_counter() - started) * 1000
             if not future.done():
                 future.set_result({"result": result.to_dict()})
@@ -259,12 +260,14 @@ class OpenAIBackend:
             if self._in_flight.get(uri) is current:
                 del self._in_flight[uri]
 
-    async def _result(self, uri: str, before: str, after: str, below: str, snippets: list[str]) -> CompletionResult:
+    async def _result(self, uri: str, before: str, after: str, below: str, snippets: list[str],
+                      repository: RepositoryContext | None = None) -> CompletionResult:
         """The answer; WorkerError("unavailable") when the endpoint failed now or lately (an empty answer that
         the server does not keep: the same request may be answered once the endpoint is back)."""
         settings = self._settings()
         remote = settings.remote
-        prepared = self._answers.prepare(uri, before, after, below, snippets, remote.template(), remote.prompt_chars)
+        prepared = self._answers.prepare(uri, before, after, below, snippets, remote.template(), remote.prompt_chars,
+                                         repository)
         if isinstance(prepared, CompletionResult):  # typed through, or nothing to ask
             return prepared
         if self._client is None:

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Hashable
 
+from completer.remote import RepositoryContext
 from lsp.worker_client import WorkerClient
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,9 @@ class SearchScheduler:
 
     async def run(self, key: Hashable, uri: str, before: str, after: str, ready_timeout: float,
                   changes: int | None = None, below: str = "", others: list[str] | None = None,
-                  snippets: list[str] | None = None) -> Any:
-        """The engine result for `key`; raises ContentModified, WorkerError or CancelledError.
+                  snippets: list[str] | None = None, repository: RepositoryContext | None = None) -> Any:
+        """The engine result for `key`; raises ContentModified, WorkerError or CancelledError. `repository` (the
+        snippets by their files) is for the remote backend, which may lay them out as files.
 
         `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
         edit since then (even one that lands while we wait for the worker) makes the text stale."""
@@ -64,8 +66,9 @@ class SearchScheduler:
         if search is None and self.changes(uri) != expected:
             raise ContentModified(uri)
         if search is None:
+            fields = {"repository": repository} if repository is not None else {}
             job_id, future = self._worker.submit("complete", uri=uri, before=before, after=after, below=below,
-                                                 others=others or [], snippets=snippets or [])
+                                                 others=others or [], snippets=snippets or [], **fields)
             search = _Search(key, uri, job_id, future)
             self._inflight[key] = search
             future.add_done_callback(lambda f, s=search: self._finished(s, f))

@@ -20,8 +20,10 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from completer.earlier_lines import following_line
+from completer.remote import RepositoryContext
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
+from completer.workspace import Snippet
 from lsp import __version__
 from lsp.cli import parse_args
 from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, suggested_lines
@@ -285,7 +287,20 @@ class CompleterServer(LanguageServer):
         if self.repository is not None and path is not None:
             self.spawn(asyncio.to_thread(self.repository.update, path))
 
-    async def workspace_snippets(self, uri: str, before: str) -> list[str]:
+    def _repository_context(self, uri: str, snippets: list[Snippet]) -> RepositoryContext | None:
+        """The snippets by their files' places in the workspace, for a remote model that reads a repository laid
+        out as files (completer/remote.py); None for a document outside the workspace folders."""
+        path, repository = path_of(uri), self.repository
+        place = repository.place(path) if repository is not None and path is not None else None
+        if repository is None or place is None:
+            return None
+        files = []
+        for snippet in snippets:
+            found = repository.place(Path(snippet.path))
+            files.append((found[1] if found is not None else Path(snippet.path).name, snippet.text))
+        return RepositoryContext(place[0], place[1], tuple(files))
+
+    async def workspace_snippets(self, uri: str, before: str) -> list[Snippet]:
         """Windows of the repository's other files most like the code above the cursor (none when off). Kept
         per document while the lines above stay the same; picked again on a thread, which reads files. When only
         the lines above have changed (a new line), the request does not wait for that: it takes the document's
@@ -487,6 +502,7 @@ class CompleterServer(LanguageServer):
             if engine_settings.document_repeats else []
         snippets = await self.workspace_snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
+        placed = self._repository_context(target.uri, snippets) if self.settings.remote.is_remote else None
         following = asyncio.ensure_future(self.workspace_followers(target.uri, before)) \
             if engine_settings.document_repeats and not after.strip() else None  # found while the search runs
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
@@ -499,7 +515,7 @@ class CompleterServer(LanguageServer):
             for attempt in range(2):  # a worker that died under us gets one retry on its successor
                 try:
                     result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
-                                                     others, snippets)
+                                                     others, [snippet.text for snippet in snippets], placed)
                     break
                 except asyncio.CancelledError:
                     self.stats.cancelled += 1

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from completer.workspace import WorkspaceIndex, identifiers_above, lines_at
+from completer.workspace import Snippet, WorkspaceIndex, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class WorkspaceFiles:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._unreadable_logged = False
-        self._memo: dict[str, tuple[tuple, list[str]]] = {}  # per document: (query key, snippets)
+        self._memo: dict[str, tuple[tuple, list[Snippet]]] = {}  # per document: (query key, snippets)
         self._followers: dict[str, tuple[tuple[str, int], list[str]]] = {}  # per document: ((above, generation), lines)
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
@@ -228,6 +228,13 @@ class WorkspaceFiles:
                     "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
                     "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
 
+    def place(self, path: Path) -> tuple[str, str] | None:
+        """The workspace folder's name and `path`'s place in it (a POSIX path), for a prompt that lays out the
+        repository's files; None outside every folder."""
+        path = normal_path(path)
+        root = self.root_of(path)
+        return (root.name, path.relative_to(root).as_posix()) if root is not None else None
+
     # -- keeping up -------------------------------------------------------------------------------
     def root_of(self, path: Path) -> Path | None:
         return next((root for root in self.roots if path.is_relative_to(root)), None)
@@ -277,7 +284,7 @@ class WorkspaceFiles:
 
     # -- asking -----------------------------------------------------------------------------------
     def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None]
-                 ) -> list[str]:
+                 ) -> list[Snippet]:
         """Windows of other files most like the lines above the cursor, kept while those lines and the index
         stay the same (typing on one line asks once)."""
         cached = self.cached(uri, before)
@@ -316,12 +323,12 @@ class WorkspaceFiles:
         self._memo.pop(uri, None)
         self._followers.pop(uri, None)
 
-    def cached(self, uri: str, before: str) -> list[str] | None:
+    def cached(self, uri: str, before: str) -> list[Snippet] | None:
         """The snippets picked for these lines above the cursor and this index, if they were (no work)."""
         memo = self._memo.get(uri)
         return memo[1] if memo is not None and memo[0] == self._key(before) else None
 
-    def latest(self, uri: str) -> list[str] | None:
+    def latest(self, uri: str) -> list[Snippet] | None:
         """The snippets picked last for the document from the index as it is (whatever the lines above were then;
         none once a file changed)."""
         memo = self._memo.get(uri)

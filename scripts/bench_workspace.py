@@ -6,7 +6,8 @@
 Runs lsp/workspace.py's indexer on its thread, as the server does, and reports the files indexed, the bytes
 of source read, the seconds, the index's own estimate of its size and the process's peak RSS growth. With
 --typed FILE it then times picking the snippets for each new line of FILE (from line 60, --lines of them), as
-a request on a new line does: the median and p95 milliseconds.
+a request on a new line does, and finding the lines that follow the line above in the other files (reading
+the files that hold a copy from disk): the median and p95 milliseconds of each.
 """
 from __future__ import annotations
 
@@ -58,15 +59,19 @@ def main() -> None:
         import statistics
 
         lines = args.typed.read_text(encoding="utf-8").split("\n")
-        times = []
+        times, follower_times = [], []
         for number in range(60, min(len(lines), 60 + args.lines)):
             before = "\n".join(lines[:number]) + "\n"
             started = time.perf_counter()
             files.snippets("file:///typed.py", None, before, lambda _: None)
             times.append((time.perf_counter() - started) * 1000)
-        result["snippets_per_new_line_ms"] = {"p50": round(statistics.median(times), 2),
-                                              "p95": round(sorted(times)[int(0.95 * (len(times) - 1))], 2),
-                                              "lines": len(times), "file": args.typed.name}
+            started = time.perf_counter()
+            files.followers("file:///typed.py", None, lines[number - 1].strip(), lambda _: None)
+            follower_times.append((time.perf_counter() - started) * 1000)
+        for key, found in (("snippets_per_new_line_ms", times), ("followers_per_new_line_ms", follower_times)):
+            result[key] = {"p50": round(statistics.median(found), 2),
+                           "p95": round(sorted(found)[int(0.95 * (len(found) - 1))], 2),
+                           "lines": len(found), "file": args.typed.name}
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result))

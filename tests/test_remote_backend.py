@@ -15,7 +15,8 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from completer.fim import fim_prompt, template_for_model
-from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_head
+from completer.remote import RemoteAnswers, RepositoryContext, clip_prompt, line_comment, repository_head, \
+    snippet_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.remote_backend import EndpointError, completion_texts
@@ -61,6 +62,22 @@ def test_snippets_go_in_commented_out():
     assert head == ("# A similar part of the repository:\n# def helper(x):\n#     return x * 2\n")
     assert line_comment("file:///w/a.ts") == "// " and line_comment("file:///w/q.sql") == "-- "
     assert snippet_head(["x" * 5000], "file:///w/a.py") == ""  # over the budget: left out
+
+
+def test_a_qwen_prompt_lays_the_snippets_out_as_files_of_the_repository():
+    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", "def total(items):\n    return 0\n"),
+                                                            ("shop/big.py", "x = 1\n" * 1000)))
+    request = RemoteAnswers().prepare(URI, "def add(a, b):\n    ", "", "print(add(1, 2))\n", ["ignored"], "qwen",
+                                      repository=repository)
+    assert not isinstance(request, CompletionResult)
+    assert request.prompt == ("<|repo_name|>shop\n<|file_sep|>shop/prices.py\ndef total(items):\n    return 0\n"
+                              "<|file_sep|>shop/cart.py\n<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>"
+                              "print(add(1, 2))\n<|fim_middle|>")  # the big file is over the budget: left out
+    assert repository_head("qwen", RepositoryContext("shop", "a.py")) == "<|repo_name|>shop\n<|file_sep|>a.py\n"
+    # a template without a repository format keeps the snippets commented out
+    starcoder = RemoteAnswers().prepare(URI, "x = 1\n", "", "", ["y = 2\n"], "starcoder", repository=repository)
+    assert not isinstance(starcoder, CompletionResult)
+    assert starcoder.prompt.startswith("<fim_prefix># A similar part of the repository:\n# y = 2\n")
 
 
 def test_answer_cuts_at_the_line_end_filters_and_types_through():
@@ -198,6 +215,35 @@ async def _recover(client: LanguageClient, endpoint: FakeEndpoint, version: int)
         assert time.monotonic() < deadline, "the backend never asked the endpoint again"
         await asyncio.sleep(0.3)
     assert (await info(client))["remote"]["state"] == "ready"
+
+
+async def test_a_qwen_endpoint_is_sent_the_workspace_laid_out_as_files(client: LanguageClient,
+                                                                       endpoint: FakeEndpoint, tmp_path: Path):
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "prices.py").write_text("def add_with_tax(a, b):\n    return (a + b) * 1.2\n")  # never opened
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def registered(params: types.RegistrationParams) -> None:  # the server asks to watch the indexed files
+        return None
+
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
+        initialization_options=_options(endpoint.url)))
+    uri = (root / "cart.py").as_uri()
+    text = "from prices import add_with_tax\n\n\ndef add(a, b):\n    return add_with_tax(a, b)\n\n\n"
+    deadline = time.monotonic() + 10
+    while True:  # the index is built on a thread: ask until the prompt holds the other file
+        open_doc(client, uri, text, version=len(endpoint.seen) + 1)
+        await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(uri, 7, 0)), 10)
+        if "<|file_sep|>prices.py" in endpoint.seen[-1].body["prompt"]:
+            break
+        assert time.monotonic() < deadline, endpoint.seen[-1].body["prompt"]
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        await asyncio.sleep(0.2)
+    assert endpoint.seen[-1].body["prompt"] == (
+        "<|repo_name|>shop\n<|file_sep|>prices.py\ndef add_with_tax(a, b):\n    return (a + b) * 1.2\n"
+        f"<|file_sep|>cart.py\n<|fim_prefix|>{text}<|fim_suffix|><|fim_middle|>")
 
 
 async def test_errors_answer_empty_back_off_and_are_logged_once(client: LanguageClient, endpoint: FakeEndpoint):

@@ -375,7 +375,7 @@ def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
         text = "\n".join(" ".join(rng.choices(words, k=rng.randint(0, 6))) for _ in range(rng.randint(20, 400)))
         query = set(rng.sample(words, rng.randint(1, 8)))
         assert best_window(text, query) == plain(text, query)
-        assert index.windows(["kept.py"], query, lambda _: text) == [plain(text, query)]
+        assert index.windows(["kept.py"], query, lambda _: text) == [("kept.py", plain(text, query))]
 
 
 async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_during_it(tmp_path: Path):
