@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from .filters import CONTEXT_LINES, keep_suggestion, line_context
 from .text import clean, split_lines
 
 MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
@@ -24,23 +25,59 @@ def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> s
     return file_line(head, typed_line) or (workspace_line(head, typed_line, elsewhere) if elsewhere else None)
 
 
-def following_line(head: str, typed_line: str, followers: Sequence[str] = ()) -> tuple[str, bool] | None:
+def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, str]] = (), next_line: str = ""
+                   ) -> tuple[str, bool] | None:
     """The one line that follows the cursor's line above wherever a copy of it stands, in `head` (the text above
-    the cursor's line) or among `followers` (the lines after its copies in the repository's other files:
-    completer/workspace.py, `WorkspaceIndex.followers`), counting only those that begin with `typed_line` and go
-    on past it; None when there are none or several. The flag says whether it comes from another file.
+    the cursor's line) or in the repository's other files (`followers`: each copy there and the line after it,
+    completer/workspace.py, `WorkspaceIndex.followers`), moved to the depth the line above has here; counting
+    only those that begin with `typed_line` and go on past it. None when there are none or several, when it is
+    `next_line` (the first line below the cursor that holds code: a line opened above it wants another), or when
+    the filters refuse it. The flag says whether it comes from another file.
     On held-out packages such a line is the actual line about two times in three, far more often than the
     model's first line there, so it goes first (docs/benchmarks.md, "The workspace as context")."""
     above = _line_above(head, typed_line)
     if above is None or len(above) < MIN_FOLLOWED_CHARS:
         return None
-    found = {line: False for line in _lines_after(head, above, typed_line)}
-    for line in followers:
-        if line.startswith(typed_line) and line[len(typed_line):].strip():
-            found.setdefault(line, True)
-        if len(found) > 1:
-            return None
-    return next(iter(found.items())) if len(found) == 1 else None
+    above_line = head.removesuffix("\n").rsplit("\n", 1)[-1]
+    found: dict[str, bool] = {}
+    for pairs, elsewhere in ((_copies_followed(head, above), False), (followers, True)):
+        for copy, follower in pairs:
+            line = reindented(follower, copy, above_line)
+            if line is not None and line.startswith(typed_line) and line[len(typed_line):].strip():
+                found.setdefault(line, elsewhere)
+            if len(found) > 1:
+                return None
+    if len(found) != 1:
+        return None
+    line, elsewhere = next(iter(found.items()))
+    if next_line.strip() and line.strip() == next_line.strip():
+        return None
+    context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
+    return (line, elsewhere) if keep_suggestion(line, line[len(typed_line):], "", context) else None
+
+
+def reindented(follower: str, copy: str, above_line: str) -> str | None:
+    """`follower`, the line after `copy` (a copy of the cursor's line above, at its own depth), moved by as much
+    as `above_line` (the cursor's line above) is deeper than `copy`; None where it would go left of the margin."""
+    depth = _indentation(follower) + _indentation(above_line) - _indentation(copy)
+    return " " * depth + follower.lstrip() if depth >= 0 else None
+
+
+def _indentation(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _copies_followed(text: str, above: str) -> Iterator[tuple[str, str]]:
+    """Each line of `text` that is `above` but for the white space around it, and the line after it (right-
+    stripped), nearest the end first; found by the text's own search, not line by line."""
+    needle, start = above + "\n", len(text)
+    while (start := text.rfind(needle, 0, start)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        if text[line_start:start].strip():
+            continue  # `above` is only the end of that line
+        begin = start + len(needle)
+        end = text.find("\n", begin)
+        yield text[line_start:start + len(above)], text[begin:end if end >= 0 else len(text)].rstrip()
 
 
 def file_line(head: str, typed_line: str) -> str | None:

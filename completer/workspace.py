@@ -149,9 +149,11 @@ class WorkspaceIndex:
             found.append(Snippet(path, names.best_window(query)))
         return found
 
-    def followers(self, above: str, exclude: str | None, read: Callable[[str], str | None]) -> list[str]:
-        """The distinct lines (as the document's text would hold them, right-stripped) that follow a copy of the
-        line `above` (stripped) in the indexed files but `exclude`: `follower_sites`, then `lines_at`."""
+    def followers(self, above: str, exclude: str | None, read: Callable[[str], str | None]
+                  ) -> list[tuple[str, str]]:
+        """Each copy of the line `above` (stripped) in the indexed files but `exclude`, and the line after it, as
+        the document's text would hold them (right-stripped; one pair per different line after it, at the same
+        depth): `follower_sites`, then `lines_at`."""
         return lines_at(self.follower_sites(above, exclude), above, read)
 
     def follower_sites(self, above: str, exclude: str | None) -> list[tuple[str, int]]:
@@ -181,28 +183,34 @@ class WorkspaceIndex:
         return sorted(paths)
 
 
-def lines_at(sites: Iterable[tuple[str, int]], above: str, read: Callable[[str], str | None]) -> list[str]:
-    """The distinct non-blank lines at `sites` (`follower_sites`), cleaned as the document's text is and
-    right-stripped, where the line before is still `above` (a file may have changed since it was indexed);
-    `read` gives a file's text, or None."""
-    lines: list[str] = []
+def lines_at(sites: Iterable[tuple[str, int]], above: str, read: Callable[[str], str | None]
+             ) -> list[tuple[str, str]]:
+    """The (copy of `above`, line after it) pairs at `sites` (`follower_sites`), cleaned as the document's text
+    is and right-stripped, where the line before is still a copy of `above` (a file may have changed since it
+    was indexed) and the line after holds code; one pair per different line after, at its depth relative to its
+    copy. `read` gives a file's text, or None."""
+    pairs: list[tuple[str, str]] = []
+    seen: set[tuple[int, str]] = set()
     texts: dict[str, list[str] | None] = {}
     for path, number in sites:
         if path not in texts:
             text = read(path)
-            texts[path] = split_lines(text) if text else None
+            texts[path] = split_lines(clean(text)) if text else None
         held = texts[path]
         if held is None or number >= len(held) or held[number - 1].strip() != above:
             continue
-        line = clean(held[number]).rstrip()
-        if line.strip() and line not in lines:
-            lines.append(line)
-    return lines
+        copy, line = held[number - 1].rstrip(), held[number].rstrip()
+        shape = (len(line) - len(line.lstrip()) - (len(copy) - len(copy.lstrip())), line.strip())
+        if line.strip() and shape not in seen:
+            seen.add(shape)
+            pairs.append((copy, line))
+    return pairs
 
 
 def line_hashes(text: str) -> np.ndarray:
-    """The hash of each line of `text`, stripped: within this process, equal lines have equal hashes."""
-    return np.fromiter((hash(line.strip()) for line in split_lines(text)), dtype=np.int64)
+    """The hash of each line of `text`, cleaned as the document's text is and stripped: within this process,
+    equal lines have equal hashes."""
+    return np.fromiter((hash(line.strip()) for line in split_lines(clean(text))), dtype=np.int64)
 
 
 def identifiers_above(before: str) -> set[str]:

@@ -36,15 +36,18 @@ from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import RequestsInFlight, WorkspaceFiles, normal_path
+from lsp.workspace import RequestsInFlight, WorkspaceFiles, language_suffixes, normal_path
 
 log = logging.getLogger(__name__)
 
 COMPLETION_REGISTRATION = "completer-completion-items"
+WATCHERS_REGISTRATION = "completer-workspace-files"
 READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
+FOLLOWERS_WAIT = 0.05
+"""How long an answer waits, after its search, for the lines after the line above to be found in the repository."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
@@ -79,11 +82,12 @@ class Target:
 
 
 def path_of(uri: str) -> Path | None:
-    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones)."""
+    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones) and for a path
+    no file can have (a NUL in it, which every file system call refuses)."""
     if not uri.startswith("file:"):
         return None
     path = uris.to_fs_path(uri)
-    return Path(path) if path else None
+    return Path(path) if path and "\0" not in path else None
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
@@ -115,7 +119,7 @@ class CompleterServer(LanguageServer):
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
         self._client_capabilities: types.ClientCapabilities | None = None
-        self._watching = False  # file watchers registered with the client
+        self._watching: tuple[str, ...] | None = None  # the suffixes whose file watchers the client registered
         self._completion_dynamic = False  # completion items registered (and unregistered) with the client
         self._completion_registration: str | None = None
         self.stats = Stats()
@@ -123,6 +127,7 @@ class CompleterServer(LanguageServer):
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._picking_snippets: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (lines above, task)
+        self._finding_followers: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (key, lookup)
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
         self.log_handler = LspLogHandler(self._send_log)
 
@@ -199,9 +204,9 @@ class CompleterServer(LanguageServer):
         repository = self.repository
         if repository is not None and not self.settings.workspace_context:
             self._drop_index("workspaceContext off")
-        elif repository is not None and (repository.budget_mb, repository.languages) != \
-                (self.settings.workspace_memory_mb, self.settings.enabled_languages):
-            self._drop_index("its memory budget or languages changed; building it anew")
+        elif repository is not None and (repository.budget_mb, repository.suffixes) != \
+                (self.settings.workspace_memory_mb, language_suffixes(self.settings.enabled_languages)):
+            self._drop_index("its memory budget or the enabled languages' files changed; building it anew")
         if self.settings.workspace_context and self.repository is None and self._roots:
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages,
                                              self.completions_in_flight)
@@ -220,7 +225,9 @@ class CompleterServer(LanguageServer):
         removed = {path for path in (path_of(folder.uri) for folder in event.removed or ()) if path is not None}
         added = [path for path in (path_of(folder.uri) for folder in event.added or ()) if path is not None]
         roots = [root for root in self._roots if root not in removed]
-        roots += [path for path in added if path not in roots]
+        for path in added:
+            if path not in roots:
+                roots.append(path)
         if roots == self._roots:
             return
         self._roots = roots
@@ -265,17 +272,23 @@ class CompleterServer(LanguageServer):
 
     async def watch_workspace_files(self) -> None:
         """Ask the client to report changes on disk to the indexed files (a git pull, a branch switch), where it
-        can register file watchers; clients send workspace/didChangeWatchedFiles only for registered ones."""
+        can register file watchers; clients send workspace/didChangeWatchedFiles only for registered ones. When
+        the indexed suffixes change (enabledLanguages), the watchers are registered anew for the new ones."""
         workspace = self._client_capabilities.workspace if self._client_capabilities else None
         watched = workspace.did_change_watched_files if workspace else None
-        if self._watching or self.repository is None or not (watched and watched.dynamic_registration):
+        if self.repository is None or not (watched and watched.dynamic_registration):
             return
-        self._watching = True
-        watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in self.repository.suffixes]
-        registration = types.Registration(id="completer-workspace-files",
-                                          method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                                          register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
+        suffixes = self.repository.suffixes
+        if self._watching == suffixes:
+            return
         try:
+            if self._watching is not None:
+                await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                    types.Unregistration(id=WATCHERS_REGISTRATION, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+            self._watching = suffixes
+            watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
+            registration = types.Registration(id=WATCHERS_REGISTRATION, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                              register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
             await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
         except Exception as exc:  # the client refused: the index still follows didSave and didClose
             log.info("the client did not register file watchers (%s)", exc)
@@ -350,18 +363,30 @@ class CompleterServer(LanguageServer):
         if not task.cancelled() and task.exception() is not None:
             log.warning("picking the workspace's snippets failed: %s", task.exception())
 
-    async def workspace_followers(self, uri: str, before: str) -> list[str]:
-        """The lines that follow a copy of the cursor's line above in the repository's other files (none when
-        the index is off, or cannot say), found on a thread (it reads the files that hold a copy): kept per
-        document while that line and the index stay the same, so typing along a line asks once."""
+    def find_followers(self, uri: str, before: str) -> asyncio.Future | None:
+        """Start finding the copies of the cursor's line above in the repository's other files and the lines
+        after them (None when the index is off), on a thread, as it reads the files that hold a copy. Kept per
+        document while that line and the index stay the same, so typing along a line asks once; a request that
+        comes while the same lookup runs shares it."""
         repository = self.repository
         if repository is None or not self.settings.workspace_context:
-            return []
-        head = before[:before.rfind("\n") + 1]
-        above = head.removesuffix("\n").rsplit("\n", 1)[-1].strip()
+            return None
+        above = before[:before.rfind("\n") + 1].removesuffix("\n").rsplit("\n", 1)[-1].strip()
         cached = repository.cached_followers(uri, above)
         if cached is not None:
-            return cached
+            done: asyncio.Future = asyncio.get_running_loop().create_future()
+            done.set_result(cached)
+            return done
+        key = (repository.serial, repository.generation, above)
+        finding = self._finding_followers.get(uri)
+        if finding is not None and finding[0] == key:
+            return finding[1]
+        task = asyncio.ensure_future(self._followers_on_thread(repository, uri, above))
+        self._finding_followers[uri] = (key, task)
+        task.add_done_callback(lambda done, uri=uri: self._found_followers(uri, done))
+        return task
+
+    async def _followers_on_thread(self, repository: WorkspaceFiles, uri: str, above: str) -> list[tuple[str, str]]:
         path = path_of(uri)
         try:
             return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, above,
@@ -369,6 +394,10 @@ class CompleterServer(LanguageServer):
         except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
             log.warning("finding the lines after the line above failed: %s", exc)
             return []
+
+    def _found_followers(self, uri: str, task: asyncio.Future) -> None:
+        if self._finding_followers.get(uri, (None, None))[1] is task:
+            del self._finding_followers[uri]
 
     def _open_text_reader(self) -> Callable[[str], str | None]:
         """An open document's unsaved text by its file, for a thread: the documents are found here on the event
@@ -503,8 +532,8 @@ class CompleterServer(LanguageServer):
         snippets = await self.workspace_snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
         placed = self._repository_context(target.uri, snippets) if self.settings.remote.is_remote else None
-        following = asyncio.ensure_future(self.workspace_followers(target.uri, before)) \
-            if engine_settings.document_repeats and not after.strip() else None  # found while the search runs
+        puts_following = engine_settings.document_repeats and not after.strip()
+        following = self.find_followers(target.uri, before) if puts_following else None  # while the search runs
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
@@ -539,15 +568,13 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.pick_snippets_after_search(target.uri)
-            if following is not None and result is None:
-                following.cancel()  # the request ends without suggestions to put a line before
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
-        if following is not None and not engine.get("skipped"):
-            lines = await self._following_first(following, lines, target, before)
+        if puts_following and not engine.get("skipped"):
+            lines = await self._following_first(following, lines, target, before, doc.lines)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
@@ -559,13 +586,20 @@ class CompleterServer(LanguageServer):
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
 
-    async def _following_first(self, following: asyncio.Future, lines: list[LineSuggestion], target: Target,
-                               before: str) -> list[LineSuggestion]:
+    async def _following_first(self, following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
+                               before: str, document: list[str]) -> list[LineSuggestion]:
         """`lines` with the one line that follows the cursor's line above in the file and the repository
-        (completer/earlier_lines.py, `following_line`) first, when there is one."""
-        followers = await following
+        (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
+        still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
+        followers: list[tuple[str, str]] = []
+        if following is not None:
+            try:
+                followers = await asyncio.wait_for(asyncio.shield(following), FOLLOWERS_WAIT)
+            except asyncio.TimeoutError:
+                return lines
         cut = before.rfind("\n") + 1
-        found = following_line(before[:cut], before[cut:], followers)
+        next_line = next((line for line in document[target.line_no + 1:] if line.strip()), "")
+        found = following_line(before[:cut], before[cut:], followers, clean(next_line))
         if found is None:
             return lines
         line = target.current[:target.column] + found[0][len(before) - cut:]  # the user's own typed text

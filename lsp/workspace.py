@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,13 @@ SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", 
 SNIPPETS = 4  # windows of other files sent with a request
 _SERIALS = itertools.count()
 FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
+
+
+def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:
+    """The file name endings of the enabled languages' files, in a stable order ("*": every language known)."""
+    if "*" in languages:
+        return tuple(sorted({s for suffixes in LANGUAGE_SUFFIXES.values() for s in suffixes}))
+    return tuple(sorted({s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ())}))
 
 
 def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
@@ -63,8 +71,13 @@ def _links_out(path: Path, root: Path) -> bool:
 
 
 def read_source(path: Path) -> str | None:
-    """The file's text, or None when it is over MAX_FILE_BYTES, binary, or unreadable (raises OSError)."""
-    with open(path, "rb") as handle:
+    """The file's text, or None when it is over MAX_FILE_BYTES, binary, or not a regular file (a FIFO or a
+    device, which a file indexed earlier may have become: opened without waiting, and never read); raises
+    OSError when unreadable."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with open(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
         data = handle.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
         return None
@@ -125,19 +138,17 @@ class WorkspaceFiles:
     """The index of the workspace folders, built on a thread and kept up to date by the server's events."""
 
     def __init__(self, budget_mb: int, languages: tuple[str, ...], requests: RequestsInFlight | None = None) -> None:
-        self.budget_mb, self.languages = budget_mb, languages  # what it was built for: a change builds anew
+        self.budget_mb = budget_mb  # what it was built for, with its suffixes: a change builds it anew
         self.serial = next(_SERIALS)  # which index this is: one built anew never passes for an older one
         self.index = WorkspaceIndex(budget_mb * 1024 * 1024)
-        self.suffixes = tuple(s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ()))
-        if "*" in languages:
-            self.suffixes = tuple(s for suffixes in LANGUAGE_SUFFIXES.values() for s in suffixes)
+        self.suffixes = language_suffixes(languages)
         self.roots: list[Path] = []
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._unreadable_logged = False
         self._memo: dict[str, tuple[tuple, list[Snippet]]] = {}  # per document: (query key, snippets)
-        self._followers: dict[str, tuple[tuple[str, int], list[str]]] = {}  # per document: ((above, generation), lines)
+        self._followers: dict[str, tuple[tuple[str, int], list[tuple[str, str]]]] = {}  # per document: (key, pairs)
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
@@ -222,11 +233,11 @@ class WorkspaceFiles:
 
     def summary(self) -> dict:
         """What completer/info reports of the index: its folders, files, size against its budget, and whether
-        the first walk is still running."""
-        with self._lock:
-            return {"folders": [str(root) for root in self.roots], "files": len(self.index.files),
-                    "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
-                    "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
+        the first walk is still running (read without the lock, which a lookup may hold for milliseconds: each
+        figure is read whole)."""
+        return {"folders": [str(root) for root in self.roots], "files": len(self.index.files),
+                "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
+                "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
 
     def place(self, path: Path) -> tuple[str, str] | None:
         """The workspace folder's name and `path`'s place in it (a POSIX path), for a prompt that lays out the
@@ -299,8 +310,8 @@ class WorkspaceFiles:
         return found
 
     def followers(self, uri: str, path: Path | None, above: str, open_text: Callable[[str], str | None]
-                  ) -> list[str]:
-        """The lines after the copies of the cursor's line `above` (stripped) in the other files
+                  ) -> list[tuple[str, str]]:
+        """The copies of the cursor's line `above` (stripped) in the other files and the lines after them
         (`WorkspaceIndex.followers`), kept while that line and the index stay the same. Reads files: run it on
         a thread."""
         cached = self.cached_followers(uri, above)
@@ -313,7 +324,7 @@ class WorkspaceFiles:
         self._followers[uri] = (key, found)
         return found
 
-    def cached_followers(self, uri: str, above: str) -> list[str] | None:
+    def cached_followers(self, uri: str, above: str) -> list[tuple[str, str]] | None:
         """`followers` for this line above and this index, if they were found (no work)."""
         memo = self._followers.get(uri)
         return memo[1] if memo is not None and memo[0] == (above, self.generation) else None

@@ -204,10 +204,11 @@ def workspace_indexes(files: dict[str, str]) -> dict[str, WorkspaceIndex]:
     return indexes
 
 
-def following_first(predicted: list[str], before: str, followers: list[str], limit: int) -> list[str]:
+def following_first(predicted: list[str], before: str, followers: list[tuple[str, str]], next_line: str,
+                    limit: int) -> list[str]:
     """`predicted` (whole lines) with the line `following_line` finds first, at most `limit` of them."""
     cut = before.rfind("\n") + 1
-    following = following_line(before[:cut], before[cut:], followers)
+    following = following_line(before[:cut], before[cut:], followers, next_line)
     if following is None:
         return predicted
     return [following[0], *(line for line in predicted if line != following[0])][:limit]
@@ -252,7 +253,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         if document_repeats:  # as the server puts it first (lsp/server.py, `suggest`)
             followers = index.followers(lines[pos.line - 1].strip(), pos.path, files.get) \
                 if index is not None and pos.line else []
-            first = following_first(predicted, before, followers, suggestions)
+            next_line = next((line for line in lines[pos.line + 1:] if line.strip()), "")
+            first = following_first(predicted, before, followers, next_line, suggestions)
             if first[:1] != predicted[:1]:
                 top = first[0][len(lines[pos.line][:pos.column]):]
             predicted = first

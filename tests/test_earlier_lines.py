@@ -87,6 +87,7 @@ def test_a_line_of_the_snippets_is_offered_as_one_of_another_file():
 
 
 FOLLOWED_HEAD = "def a():\n    conn = open_database(url)\n    conn.migrate(schema)\n\ndef b():\n    conn = open_database(url)\n"
+COPY = "    conn = open_database(url)"
 
 
 def test_the_one_line_that_follows_a_copy_of_the_line_above_wherever_it_stands():
@@ -94,15 +95,38 @@ def test_the_one_line_that_follows_a_copy_of_the_line_above_wherever_it_stands()
     assert following_line(FOLLOWED_HEAD, "    conn.m") == ("    conn.migrate(schema)", False)
     assert following_line(FOLLOWED_HEAD, "    conn.x") is None  # it must begin with the typed text
     # the repository's followers: the same line agrees, another one that fits makes it no longer the one
-    assert following_line(FOLLOWED_HEAD, "    ", ["    conn.migrate(schema)"]) == ("    conn.migrate(schema)", False)
-    assert following_line(FOLLOWED_HEAD, "    ", ["    conn.close()"]) is None
-    assert following_line(FOLLOWED_HEAD, "    conn.m", ["    conn.close()"]) == ("    conn.migrate(schema)", False)
+    assert following_line(FOLLOWED_HEAD, "    ", [(COPY, "    conn.migrate(schema)")]) \
+        == ("    conn.migrate(schema)", False)
+    assert following_line(FOLLOWED_HEAD, "    ", [(COPY, "    conn.close()")]) is None
+    assert following_line(FOLLOWED_HEAD, "    conn.m", [(COPY, "    conn.close()")]) \
+        == ("    conn.migrate(schema)", False)
     head = "def b():\n    conn = open_database(url)\n"
-    assert following_line(head, "    ", ["    conn.close()", "conn.close()"]) == ("    conn.close()", True)
-    assert following_line(head, "    ", ["    conn.close()", "    conn.open()"]) is None
+    assert following_line(head, "    ", [(COPY, "    conn.close()")]) == ("    conn.close()", True)
+    assert following_line(head, "    ", [(COPY, "    conn.close()"), (COPY, "    conn.open()")]) is None
+
+
+def test_a_following_line_keeps_its_depth_relative_to_the_line_above():
+    head = "def b():\n    conn = open_database(url)\n"
+    deeper = ("        conn = open_database(url)", "        conn.migrate(schema)")  # inside a method there
+    assert following_line(head, "    ", [deeper]) == ("    conn.migrate(schema)", True)
+    opened = [("conn = open_database(url)", "    conn.close()")]  # a line indented deeper there
+    assert following_line(head, "        ", opened) == ("        conn.close()", True)  # ... is deeper here too
+    assert following_line(head, "    ", opened) is None  # though never deeper than the typed indentation
+    assert following_line(head, "    ", [("        conn = open_database(url)", "conn.close()")]) is None  # left of 0
+    own = "class A:\n    def a(self):\n        conn = open_database(url)\n        conn.migrate(schema)\n\n" + head
+    assert following_line(own, "    ") == ("    conn.migrate(schema)", False)
+
+
+def test_no_following_line_where_it_is_the_line_below_or_the_filters_refuse_it():
+    head = "def b():\n    conn = open_database(url)\n"
+    followers = [(COPY, "    conn.migrate(schema)")]
+    assert following_line(head, "    ", followers, next_line="    conn.migrate(schema)") is None  # a line opened
+    assert following_line(head, "    ", followers, next_line="    other()") == ("    conn.migrate(schema)", True)
+    assert following_line(head, "    ", [(COPY, "    ")]) is None  # nothing to insert
+    assert following_line(head, "    ", [(COPY, "    conn = open_database(url)")]) is None  # repeats the line above
 
 
 def test_no_following_line_under_a_short_line_or_a_line_spanning_lines():
     assert following_line("x = 1\nx = 1\ny = 2\nx = 1\n", "") is None  # `x = 1` says too little
     assert following_line(FOLLOWED_HEAD, "    conn\n") is None
-    assert following_line("", "", ["anything()"]) is None
+    assert following_line("", "", [("anything = 1", "anything()")]) is None

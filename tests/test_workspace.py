@@ -105,11 +105,16 @@ def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     for path, text in texts.items():
         index.add(path, text)
     found = index.followers("config = load_settings(app_path)", "me.py", texts.get)
-    assert sorted(found) == ["    config.validate_schema(REGISTRY)", "print(config)"], found
+    assert sorted(found) == [("    config = load_settings(app_path)", "    config.validate_schema(REGISTRY)"),
+                             ("config = load_settings(app_path)", "print(config)")], found  # b.py's is a.py's
     # a copy in a file that changed since it was indexed is not taken on the index's word
     changed = {**texts, "c.py": "something_else()\nprint(config)\n"}
-    assert index.followers("config = load_settings(app_path)", "me.py", changed.get) \
+    assert [line for _, line in index.followers("config = load_settings(app_path)", "me.py", changed.get)] \
         == ["    config.validate_schema(REGISTRY)"]
+    tabbed = {"t.py": "value\t= compute_value(x)\nuse(value)\n"}  # a tab inside: the document has spaces there
+    index.add("t.py", tabbed["t.py"])
+    assert index.followers("value    = compute_value(x)", None, tabbed.get) == [("value    = compute_value(x)",
+                                                                               "use(value)")]
     assert index.followers("x = 1 + 2 + 3", None, texts.get) == []  # no name to find its files by
     assert index.followers("load()", None, texts.get) == []  # too short to say what follows
     # a line followed by more than FOLLOWERS different lines says nothing of what comes next
@@ -347,8 +352,40 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi"}
+        # other languages' files indexed: the watchers follow, once (the same files again change nothing)
+        for languages in (["go"], ["go"], ["python"]):
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
+                "enabledLanguages": languages}}})
+            client.request("completer/info")
+        deadline = time.monotonic() + 10
+        while len([r for r in client.server_requests if r["method"] == "client/registerCapability"]) < 3:
+            assert time.monotonic() < deadline, client.server_requests
+            time.sleep(0.05)
+        time.sleep(0.3)
+        methods = [r["method"] for r in client.server_requests if "Capability" in r["method"]]
+        assert methods == ["client/registerCapability", "client/unregisterCapability", "client/registerCapability",
+                           "client/unregisterCapability", "client/registerCapability"], methods
+        last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
+        assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
+            == {"**/*.py", "**/*.pyi"}
     finally:
         client.close()
+
+
+def test_a_file_that_became_a_pipe_never_holds_a_request(tmp_path: Path):
+    """An indexed file replaced by a FIFO (or anything whose read would wait): the lookup of the lines after the
+    line above opens it without waiting and skips it, and every request is answered."""
+    (tmp_path / "vault.py").write_text(f"def unseal(vault_path, keyholders):\n{FOLLOWED}{FOLLOWING}\n")
+    with _server(tmp_path) as client:
+        _index_info(client, lambda index: index["files"] == 1)
+        (tmp_path / "vault.py").unlink()
+        os.mkfifo(tmp_path / "vault.py")
+        uri = (tmp_path / "rotate.py").as_uri()
+        client.open(uri, f"import vault\n\n\ndef rotate(vault_path, keyholders):\n{FOLLOWED}    ")
+        for _ in range(3):
+            started = time.monotonic()
+            lines = _lines_at(client, uri, 5, 4)
+            assert time.monotonic() - started < 5 and FOLLOWING not in lines
 
 
 def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
