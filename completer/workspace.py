@@ -17,13 +17,12 @@ from __future__ import annotations
 import math
 import re
 import sys
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import NamedTuple
-
-import numpy as np
 
 from .earlier_lines import MIN_FOLLOWED_CHARS
 from .text import clean, split_lines
@@ -35,8 +34,8 @@ SNIPPET_STRIDE = 10  # snippets start every this many lines
 NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
 SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
 FILE_BYTES = 200  # a file's path and its entries in the index's dicts
-LINE_HASH_BYTES = 8  # each line's hash (a numpy int64), for `followers`
-ARRAY_BYTES = 112  # a numpy array's own header
+HASH_BYTES = 8  # each line's hash, packed in a bytes object per file, for `followers`
+BYTES_HEADER = 33  # a bytes object's own header
 FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
@@ -66,14 +65,14 @@ class WorkspaceIndex:
     nbytes: int = 0
     skipped_for_budget: int = 0
     lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
-    line_hashes: dict[str, np.ndarray] = field(default_factory=dict)  # path -> hash of each line, stripped
+    line_hashes: dict[str, bytes] = field(default_factory=dict)  # path -> each line's hash (`line_hashes`)
 
     def add(self, path: str, text: str) -> bool:
         """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
         A name no other file has costs about nine times a shared one: generated code is counted as it weighs."""
         names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
         hashes = line_hashes(text)
-        cost = FILE_BYTES + len(path) + ARRAY_BYTES + hashes.nbytes \
+        cost = FILE_BYTES + len(path) + BYTES_HEADER + len(hashes) \
             + sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES for name in names)
         if self.nbytes - self.costs.get(path, 0) + cost > self.budget_bytes:
             self.skipped_for_budget += 1
@@ -160,14 +159,19 @@ class WorkspaceIndex:
         """Where the lines after a copy of `above` stand: a (file, line number) for each different line; none
         when `above` is too short or holds no name to find its files by, or when more than FOLLOWERS different
         lines follow it. Reads no file: the line hashes say where the copies are."""
-        key = hash(above)
-        found: dict[int, tuple[str, int]] = {}  # the follower's hash -> (a file holding it after `above`, line)
+        needle = packed_hash(above)
+        found: dict[bytes, tuple[str, int]] = {}  # the follower's hash -> (a file holding it after `above`, line)
         for path in self.files_holding(above, exclude):
             hashes = self.line_hashes[path]
-            for number in np.flatnonzero(hashes[:-1] == key):
-                found.setdefault(int(hashes[number + 1]), (path, int(number) + 1))
+            at = hashes.find(needle)
+            while 0 <= at < len(hashes) - HASH_BYTES:  # a copy with a line after it
+                if at % HASH_BYTES:  # the bytes of two neighbouring hashes: look on
+                    at = hashes.find(needle, at + 1)
+                    continue
+                found.setdefault(hashes[at + HASH_BYTES:at + 2 * HASH_BYTES], (path, at // HASH_BYTES + 1))
                 if len(found) > FOLLOWERS:
                     return []
+                at = hashes.find(needle, at + HASH_BYTES)
         return list(found.values())
 
     def files_holding(self, above: str, exclude: str | None) -> list[str]:
@@ -207,10 +211,16 @@ def lines_at(sites: Iterable[tuple[str, int]], above: str, read: Callable[[str],
     return pairs
 
 
-def line_hashes(text: str) -> np.ndarray:
-    """The hash of each line of `text`, cleaned as the document's text is and stripped: within this process,
-    equal lines have equal hashes."""
-    return np.fromiter((hash(line.strip()) for line in split_lines(clean(text))), dtype=np.int64)
+def line_hashes(text: str) -> bytes:
+    """The hash of each line of `text`, cleaned as the document's text is and stripped, packed HASH_BYTES a line:
+    within this process, equal lines have equal hashes, and `bytes.find` looks for one at memory speed without
+    numpy (which the server never imports)."""
+    return array("q", (hash(line.strip()) for line in split_lines(clean(text)))).tobytes()
+
+
+def packed_hash(line: str) -> bytes:
+    """`line`'s hash as `line_hashes` packs it."""
+    return array("q", [hash(line)]).tobytes()
 
 
 def identifiers_above(before: str) -> set[str]:

@@ -395,3 +395,15 @@ def test_the_worker_gets_a_fixed_mmap_threshold_unless_the_user_chose_one(monkey
     assert worker_environment()["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD_BYTES)
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
     assert worker_environment()["MALLOC_MMAP_THRESHOLD_"] == "1048576"
+
+
+def test_the_server_process_never_imports_the_model_runtime_or_numpy():
+    """Each editor window runs a server; what it imports it holds in memory, once per window (issue 31's
+    memory target): the model's libraries belong to the worker or the shared engine alone."""
+    import subprocess
+    import sys
+
+    code = ("import sys, lsp.server, lsp.workspace, completer.workspace, completer.earlier_lines\n"
+            "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert found == "[]", found
