@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--copy-from", type=Path, default=None,
                         help="first fill --folder with the first --files Python files of this folder (sorted paths)")
     parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--min-bytes", type=int, default=0,
+                        help="with --copy-from, copy only files of at least this size (a repository of larger files)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--typed", type=Path, default=None, help="a file whose new lines' snippets are timed")
     parser.add_argument("--lines", type=int, default=100)
@@ -38,11 +40,12 @@ def main() -> None:
     if args.copy_from:
         import shutil
 
-        for source in sorted(args.copy_from.rglob("*.py"))[:args.files]:
-            if source.is_file() and not source.is_symlink():
-                target = args.folder / source.relative_to(args.copy_from)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
+        sources = [source for source in sorted(args.copy_from.rglob("*.py"))
+                   if source.is_file() and not source.is_symlink() and source.stat().st_size >= args.min_bytes]
+        for source in sources[:args.files]:
+            target = args.folder / source.relative_to(args.copy_from)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     files = WorkspaceFiles(args.budget_mb, ("python",))
     started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 The runs are saved one per line as `LABEL: | table row |` (bench_lsp.py's row, prefixed with the variant's
 label), in the order they ran; lines of any other form are skipped. `--after TEXT` reads only what follows
-the first line that starts with TEXT (a file that holds several experiments). The per-round ratio pairs each
+the first line that starts with TEXT (a file that holds several experiments), and `--until TEXT` only what
+comes before the next such line after it. The per-round ratio pairs each
 variant's n-th run with the first variant's n-th: the machine's drift cancels within a round.
 
     python scripts/replay_medians.py docs/experiments/2026-11-27-workspace/replay-workspace.txt --after "# ten"
@@ -56,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, help="the saved runs")
     parser.add_argument("--after", default=None, help="read only what follows the first line starting with this")
+    parser.add_argument("--until", default=None,
+                        help="and only what comes before the next line starting with this (one block of several)")
     args = parser.parse_args()
     try:
         lines = args.runs.read_text().splitlines()
@@ -66,6 +69,9 @@ def main() -> None:
         if not starts:
             sys.exit(f"replay_medians.py: no line of {args.runs} starts with {args.after!r}")
         lines = lines[starts[0] + 1:]
+    if args.until is not None:
+        ends = [i for i, line in enumerate(lines) if line.startswith(args.until)]
+        lines = lines[:ends[0]] if ends else lines
     print("\n".join(summary(read_runs(lines))))
 
 
