@@ -43,6 +43,8 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
     for pairs, elsewhere in ((_copies_followed(head, above), False), (followers, True)):
         for copy, follower in pairs:
             line = reindented(follower, copy, above_line)
+            if line is None and follower.strip() and follower.lstrip().startswith(typed_line.lstrip()):
+                return None  # a line that here would lie left of the margin: the code after it is not the same
             if line is not None and line.startswith(typed_line) and line[len(typed_line):].strip():
                 found.setdefault(line, elsewhere)
             if len(found) > 1:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .fim import fim_prompt
+from .fim import FIM_TEMPLATES, fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
 from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
@@ -22,7 +22,9 @@ window beside the lines below and the generated line."""
 BELOW_CHARS = 1500
 """Lines below the cursor a FIM prompt sends at most: the nearest ones say most."""
 SNIPPET_CHARS = 2000
-"""Repository snippets sent at most, in all (the prompt's head, commented out)."""
+"""Repository snippets sent at most, in all (the prompt's head, commented out or laid out as files)."""
+MIN_SNIPPET_LINES = 3
+"""A snippet cut to fewer lines than this (to fit the budget) says too little to be sent."""
 LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 """Every character some editor or JSON reader takes for a line break: a suggestion ends at the first."""
 DOCUMENTS_KEPT = 256
@@ -63,18 +65,30 @@ def clip_below(below: str) -> str:
 
 def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) -> str:
     """The repository's snippets most like the code at the cursor, commented out in the document's language,
-    each under a line that says what it is, within `limit` characters."""
+    each under a line that says what it is, within `limit` characters (each cut to the lines that fit)."""
     comment = line_comment(uri)
     parts: list[str] = []
     size = 0
     for snippet in snippets:
-        block = f"{comment}A similar part of the repository:\n" + "".join(
-            f"{comment}{line}\n" for line in clean(snippet).rstrip("\n").split("\n"))
-        if size + len(block) > limit:
-            break
-        parts.append(block)
-        size += len(block)
+        block = fitted(f"{comment}A similar part of the repository:\n", snippet, limit - size, comment)
+        if block is not None:
+            parts.append(block)
+            size += len(block)
     return "".join(parts)
+
+
+def fitted(head: str, text: str, room: int, prefix: str = "") -> str | None:
+    """`head`, then the first lines of `text` (cleaned, each after `prefix`) that fit in `room` characters in
+    all; None when fewer than MIN_SNIPPET_LINES of them fit (or not all of a shorter text): a window's first
+    lines stand for it, as a 60-line window is often longer than the whole budget."""
+    lines = clean(text).rstrip("\n").split("\n")
+    block, kept = head, 0
+    for line in lines:
+        if len(block) + len(prefix) + len(line) + 1 > room:
+            break
+        block += f"{prefix}{line}\n"
+        kept += 1
+    return block if kept and kept >= min(MIN_SNIPPET_LINES, len(lines)) else None
 
 
 REPOSITORY_MARKERS: dict[str, tuple[str, str]] = {"qwen": ("<|repo_name|>", "<|file_sep|>")}
@@ -93,19 +107,29 @@ class RepositoryContext:
 
 def repository_head(template: str, repository: RepositoryContext, limit: int = SNIPPET_CHARS) -> str:
     """The repository-level head of a prompt for a template with REPOSITORY_MARKERS: the folder's name, each
-    snippet under its file's path (within `limit` characters in all), then the document's own path, after
-    which the FIM prompt follows as that file's text."""
+    snippet under its file's path (cut to the lines that fit in `limit` characters in all), then the document's
+    own path, after which the FIM prompt follows as that file's text. A snippet or path that holds one of the
+    template's markers, or a path with a line break, would lay out other files than there are: it is left out."""
     name_marker, file_marker = REPOSITORY_MARKERS[template]
-    parts = [f"{name_marker}{repository.name}\n"]
+    markers = (name_marker, file_marker, *FIM_TEMPLATES[template])
+    parts = [f"{name_marker}{_plain(repository.name, markers)}\n"]
     size = 0
     for path, text in repository.files:
-        block = f"{file_marker}{path}\n{clean(text).rstrip(chr(10))}\n"
-        if size + len(block) > limit:
-            break
-        parts.append(block)
-        size += len(block)
-    parts.append(f"{file_marker}{repository.path}\n")
+        if any(marker in text or marker in path for marker in markers) or LINE_BREAKS.search(path):
+            continue
+        block = fitted(f"{file_marker}{path}\n", text, limit - size)
+        if block is not None:
+            parts.append(block)
+            size += len(block)
+    parts.append(f"{file_marker}{_plain(repository.path, markers)}\n")
     return "".join(parts)
+
+
+def _plain(name: str, markers: Sequence[str]) -> str:
+    """A folder's name or a path with no marker and no line break in it."""
+    for marker in markers:
+        name = name.replace(marker, "")
+    return LINE_BREAKS.sub(" ", name)
 
 
 @dataclass(frozen=True)

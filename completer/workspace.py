@@ -37,6 +37,7 @@ FILE_BYTES = 200  # a file's path and its entries in the index's dicts
 HASH_BYTES = 8  # each line's hash, packed in a bytes object per file, for `followers`
 BYTES_HEADER = 33  # a bytes object's own header
 FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
+SITES_PER_FOLLOWER = 4  # the places of one following line that are read
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
@@ -156,11 +157,12 @@ class WorkspaceIndex:
         return lines_at(self.follower_sites(above, exclude), above, read)
 
     def follower_sites(self, above: str, exclude: str | None) -> list[tuple[str, int]]:
-        """Where the lines after a copy of `above` stand: a (file, line number) for each different line; none
+        """Where the lines after a copy of `above` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER for
+        each different line (it may stand at other depths there, or a file may have changed since); none
         when `above` is too short or holds no name to find its files by, or when more than FOLLOWERS different
         lines follow it. Reads no file: the line hashes say where the copies are."""
         needle = packed_hash(above)
-        found: dict[bytes, tuple[str, int]] = {}  # the follower's hash -> (a file holding it after `above`, line)
+        found: dict[bytes, list[tuple[str, int]]] = {}  # the follower's hash -> (file, line) where it follows
         for path in self.files_holding(above, exclude):
             hashes = self.line_hashes[path]
             at = hashes.find(needle)
@@ -168,11 +170,13 @@ class WorkspaceIndex:
                 if at % HASH_BYTES:  # the bytes of two neighbouring hashes: look on
                     at = hashes.find(needle, at + 1)
                     continue
-                found.setdefault(hashes[at + HASH_BYTES:at + 2 * HASH_BYTES], (path, at // HASH_BYTES + 1))
+                sites = found.setdefault(hashes[at + HASH_BYTES:at + 2 * HASH_BYTES], [])
+                if len(sites) < SITES_PER_FOLLOWER:
+                    sites.append((path, at // HASH_BYTES + 1))
                 if len(found) > FOLLOWERS:
                     return []
                 at = hashes.find(needle, at + HASH_BYTES)
-        return list(found.values())
+        return [site for sites in found.values() for site in sites]
 
     def files_holding(self, above: str, exclude: str | None) -> list[str]:
         """The indexed files but `exclude` that hold every name of `above` (a copy of the line has them all),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import os
 import sys
@@ -119,7 +120,9 @@ class CompleterServer(LanguageServer):
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
         self._client_capabilities: types.ClientCapabilities | None = None
-        self._watching: tuple[str, ...] | None = None  # the suffixes whose file watchers the client registered
+        self._watching: tuple[str, tuple[str, ...]] | None = None  # the watchers' registration id and suffixes
+        self._watchers_lock = asyncio.Lock()
+        self._registrations = itertools.count(1)
         self._completion_dynamic = False  # completion items registered (and unregistered) with the client
         self._completion_registration: str | None = None
         self.stats = Stats()
@@ -234,6 +237,7 @@ class CompleterServer(LanguageServer):
         log.info("workspace folders now: %s", ", ".join(map(str, roots)) or "none")
         self._drop_index("the workspace folders changed")
         self.index_workspace()
+        self.spawn(self.watch_workspace_files())  # the first folder may come now
 
     def completion_items_registered_later(self) -> bool:
         """At initialize: whether to leave completion items out of the capabilities, because the settings turn
@@ -273,25 +277,33 @@ class CompleterServer(LanguageServer):
     async def watch_workspace_files(self) -> None:
         """Ask the client to report changes on disk to the indexed files (a git pull, a branch switch), where it
         can register file watchers; clients send workspace/didChangeWatchedFiles only for registered ones. When
-        the indexed suffixes change (enabledLanguages), the watchers are registered anew for the new ones."""
+        the indexed suffixes change (enabledLanguages), the watchers are registered anew for the new ones, one
+        change at a time, under a new id (a client that refused to drop the old ones still takes them)."""
         workspace = self._client_capabilities.workspace if self._client_capabilities else None
         watched = workspace.did_change_watched_files if workspace else None
-        if self.repository is None or not (watched and watched.dynamic_registration):
+        if not (watched and watched.dynamic_registration):
             return
-        suffixes = self.repository.suffixes
-        if self._watching == suffixes:
-            return
-        try:
-            if self._watching is not None:
-                await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
-                    types.Unregistration(id=WATCHERS_REGISTRATION, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
-            self._watching = suffixes
-            watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
-            registration = types.Registration(id=WATCHERS_REGISTRATION, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                                              register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
-            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
-        except Exception as exc:  # the client refused: the index still follows didSave and didClose
-            log.info("the client did not register file watchers (%s)", exc)
+        async with self._watchers_lock:
+            while self.repository is not None and (self._watching is None
+                                                   or self._watching[1] != self.repository.suffixes):
+                suffixes = self.repository.suffixes
+                if self._watching is not None:
+                    try:
+                        await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                            types.Unregistration(id=self._watching[0],
+                                                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+                    except Exception as exc:
+                        log.info("the client did not drop the old file watchers (%s)", exc)
+                self._watching = (f"{WATCHERS_REGISTRATION}-{next(self._registrations)}", suffixes)
+                watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
+                registration = types.Registration(
+                    id=self._watching[0], method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                    register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
+                try:
+                    await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+                except Exception as exc:  # the client refused: the index still follows didSave and didClose
+                    log.info("the client did not register file watchers (%s)", exc)
+                    return
 
     def workspace_file_changed(self, uri: str) -> None:
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a

@@ -75,9 +75,15 @@ def read_source(path: Path) -> str | None:
     device, which a file indexed earlier may have become: opened without waiting, and never read); raises
     OSError when unreadable."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+    except OSError:
+        os.close(descriptor)
+        raise
+    if not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
+        os.close(descriptor)
+        return None
     with open(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
         data = handle.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
         return None

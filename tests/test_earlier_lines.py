@@ -130,3 +130,15 @@ def test_no_following_line_under_a_short_line_or_a_line_spanning_lines():
     assert following_line("x = 1\nx = 1\ny = 2\nx = 1\n", "") is None  # `x = 1` says too little
     assert following_line(FOLLOWED_HEAD, "    conn\n") is None
     assert following_line("", "", [("anything = 1", "anything()")]) is None
+
+
+def test_a_follower_that_would_lie_left_of_the_margin_makes_the_line_not_the_one():
+    head = ("def f():\n    result = compute_result(config)\n    return result\n\n\ndef g():\n"
+            "    result = compute_result(config)\ndef h():\n    pass\n\n\nresult = compute_result(config)\n")
+    # after g's copy the code goes back 4 columns, which here would be left of the margin: not the same code
+    assert following_line(head, "") is None
+    # a blank line after a copy says nothing, wherever it would lie
+    assert following_line(head.replace("def h():\n    pass\n", ""), "") == ("return result", False)
+    assert following_line("import logging\n\n\nresult = compute_result(config)\n", "", [
+        ("    result = compute_result(config)", "    return result"),
+        ("    result = compute_result(config)", "def teardown():")]) is None

@@ -15,8 +15,8 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from completer.fim import fim_prompt, template_for_model
-from completer.remote import RemoteAnswers, RepositoryContext, clip_prompt, line_comment, repository_head, \
-    snippet_head
+from completer.remote import SNIPPET_CHARS, RemoteAnswers, RepositoryContext, clip_prompt, line_comment, \
+    repository_head, snippet_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.remote_backend import EndpointError, completion_texts
@@ -62,18 +62,32 @@ def test_snippets_go_in_commented_out():
     assert head == ("# A similar part of the repository:\n# def helper(x):\n#     return x * 2\n")
     assert line_comment("file:///w/a.ts") == "// " and line_comment("file:///w/q.sql") == "-- "
     assert snippet_head(["x" * 5000], "file:///w/a.py") == ""  # over the budget: left out
+    cut = snippet_head(["a = 1\n" * 1000, "b = 2\n"], "file:///w/a.py")  # a long window: its first lines that fit
+    assert cut.startswith("# A similar part of the repository:\n# a = 1\n") and len(cut) <= SNIPPET_CHARS
+    assert "b = 2" not in cut  # and no room after it
 
 
 def test_a_qwen_prompt_lays_the_snippets_out_as_files_of_the_repository():
-    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", "def total(items):\n    return 0\n"),
-                                                            ("shop/big.py", "x = 1\n" * 1000)))
+    prices = "def total(items):\n    return 0\n"
+    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", prices),
+                                                            ("shop/markers.py", "x = '<|file_sep|>'\n"),
+                                                            ("shop/big.py", "x = 1\n" * 1000),
+                                                            ("shop/late.py", "y = 2\n")))
     request = RemoteAnswers().prepare(URI, "def add(a, b):\n    ", "", "print(add(1, 2))\n", ["ignored"], "qwen",
                                       repository=repository)
     assert not isinstance(request, CompletionResult)
-    assert request.prompt == ("<|repo_name|>shop\n<|file_sep|>shop/prices.py\ndef total(items):\n    return 0\n"
-                              "<|file_sep|>shop/cart.py\n<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>"
-                              "print(add(1, 2))\n<|fim_middle|>")  # the big file is over the budget: left out
+    head, fim = request.prompt.split("<|fim_prefix|>")
+    assert fim == "def add(a, b):\n    <|fim_suffix|>print(add(1, 2))\n<|fim_middle|>"
+    files = head.split("<|file_sep|>")
+    assert files[0] == "<|repo_name|>shop\n" and files[1] == "shop/prices.py\n" + prices
+    # a file holding a marker would lay out another file: left out; a long window is cut to the lines that fit,
+    # and the snippets after it get no room
+    assert files[2].startswith("shop/big.py\nx = 1\n") and files[2].endswith("x = 1\n")
+    assert len(head) - len("<|file_sep|>shop/cart.py\n") - len("<|repo_name|>shop\n") <= SNIPPET_CHARS
+    assert files[3] == "shop/cart.py\n" and len(files) == 4
     assert repository_head("qwen", RepositoryContext("shop", "a.py")) == "<|repo_name|>shop\n<|file_sep|>a.py\n"
+    assert repository_head("qwen", RepositoryContext("s<|file_sep|>", "a\nb.py")) \
+        == "<|repo_name|>s\n<|file_sep|>a b.py\n"
     # a template without a repository format keeps the snippets commented out
     starcoder = RemoteAnswers().prepare(URI, "x = 1\n", "", "", ["y = 2\n"], "starcoder", repository=repository)
     assert not isinstance(starcoder, CompletionResult)

@@ -17,7 +17,7 @@ from lsprotocol import types
 from completer.workspace import FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import CompleterServer
-from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles
+from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
     server_env
 
@@ -372,6 +372,33 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
         client.close()
 
 
+def test_the_first_folder_added_later_is_watched(tmp_path: Path):
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": None,
+                                      "capabilities": {"workspace": {"didChangeWatchedFiles": {
+                                          "dynamicRegistration": True}}}})
+        client.notify("initialized", {})
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {
+            "added": [{"uri": tmp_path.as_uri(), "name": "later"}], "removed": []}})
+        deadline = time.monotonic() + 10
+        while not any(r["method"] == "client/registerCapability" for r in client.server_requests):
+            assert time.monotonic() < deadline, client.server_requests
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts this process's descriptors in /proc")
+def test_reading_what_is_no_file_keeps_no_descriptor(tmp_path: Path):
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "folder.py").mkdir()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        assert read_source(tmp_path / "pipe.py") is None and read_source(tmp_path / "folder.py") is None
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_a_file_that_became_a_pipe_never_holds_a_request(tmp_path: Path):
     """An indexed file replaced by a FIFO (or anything whose read would wait): the lookup of the lines after the
     line above opens it without waiting and skips it, and every request is answered."""
@@ -504,3 +531,38 @@ async def test_an_index_built_anew_during_a_request_waits_for_it(tmp_path: Path)
     assert await request == []
     assert await asyncio.to_thread(rebuilt.done.wait, 30) and len(rebuilt.index.files) == 30
     rebuilt.stop()
+
+
+async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: Path):
+    """Two changes of the indexed files in quick succession, with a client slow to drop watchers (or refusing
+    to): the registrations happen one at a time and the last one holds the suffixes indexed last."""
+    from lsprotocol import types as lsp_types
+
+    server = CompleterServer()
+    server._client_capabilities = lsp_types.ClientCapabilities(workspace=lsp_types.WorkspaceClientCapabilities(
+        did_change_watched_files=lsp_types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)))
+    sent: list[tuple[str, object]] = []
+
+    async def register(params):
+        await asyncio.sleep(0.02)
+        sent.append(("register", params.registrations[0]))
+
+    async def unregister(params):
+        await asyncio.sleep(0.05)
+        sent.append(("unregister", params.unregisterations[0].id))
+        raise RuntimeError("refused")
+
+    server.client_register_capability_async = register
+    server.client_unregister_capability_async = unregister
+    server.repository = WorkspaceFiles(8, ("python",))
+    await server.watch_workspace_files()
+    server.repository = WorkspaceFiles(8, ("go",))
+    first = asyncio.ensure_future(server.watch_workspace_files())
+    await asyncio.sleep(0.01)
+    server.repository = WorkspaceFiles(8, ("python",))
+    await asyncio.gather(first, server.watch_workspace_files())
+    registrations = [item for kind, item in sent if kind == "register"]
+    last = registrations[-1]
+    assert {w.glob_pattern for w in last.register_options.watchers} == {"**/*.py", "**/*.pyi"}
+    assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
+    assert server._watching == (last.id, (".py", ".pyi"))
