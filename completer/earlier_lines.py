@@ -6,8 +6,9 @@ outscore it. So, as Vim's whole-line completion does, the engine also offers the
 that begins with the typed text and goes on past it, after the model's own lines; when the file has none,
 a line of the workspace's snippets that does (a call written out in another file of the repository). And
 where one line always follows the cursor's line above, in the file and in the repository's other files, that
-line comes first (`following_line`). None of this costs a model run; eval.py measures what it adds (docs/experiments/2026-11-23-model-history.md,
-"Lines further up the file", and docs/benchmarks.md, "The workspace as context").
+line comes first (`following_line`). None of this costs a model run; eval.py measures what it adds
+(docs/experiments/2026-11-23-model-history.md, "Lines further up the file", and docs/benchmarks.md, "The
+workspace as context").
 """
 from __future__ import annotations
 

@@ -86,7 +86,8 @@ def test_a_line_of_the_snippets_is_offered_as_one_of_another_file():
     assert offered == [("    total = add(a, b)", SOURCE_WORKSPACE_LINE), ("    total = add(mine)", SOURCE_EARLIER_LINE)]
 
 
-FOLLOWED_HEAD = "def a():\n    conn = open_database(url)\n    conn.migrate(schema)\n\ndef b():\n    conn = open_database(url)\n"
+FOLLOWED_HEAD = ("def a():\n    conn = open_database(url)\n    conn.migrate(schema)\n\n"
+                 "def b():\n    conn = open_database(url)\n")
 COPY = "    conn = open_database(url)"
 
 
