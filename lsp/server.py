@@ -610,7 +610,8 @@ class CompleterServer(LanguageServer):
             except asyncio.TimeoutError:
                 return lines
         cut = before.rfind("\n") + 1
-        next_line = next((line for line in document[target.line_no + 1:] if line.strip()), "")
+        next_line = next((document[number] for number in range(target.line_no + 1, len(document))
+                          if document[number].strip()), "")  # no copy of a long document's tail
         found = following_line(before[:cut], before[cut:], followers, clean(next_line))
         if found is None:
             return lines
