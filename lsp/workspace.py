@@ -29,6 +29,7 @@ MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 4  # windows of other files sent with a request
+SAME_QUERY = 0.9  # snippets are picked again once the names above the cursor overlap less than this (Jaccard)
 _SERIALS = itertools.count()
 FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
 
@@ -153,7 +154,7 @@ class WorkspaceFiles:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._unreadable_logged = False
-        self._memo: dict[str, tuple[tuple, list[Snippet]]] = {}  # per document: (query key, snippets)
+        self._memo: dict[str, tuple[tuple, list[Snippet], frozenset[str]]] = {}  # per document: key, snippets, names
         self._followers: dict[str, tuple[tuple[str, int], list[tuple[str, str]]]] = {}  # per document: (key, pairs)
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
@@ -312,7 +313,7 @@ class WorkspaceFiles:
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
         found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
-        self._memo[uri] = (self._key(before), found)
+        self._memo[uri] = (self._key(before), found, frozenset(query))
         return found
 
     def followers(self, uri: str, path: Path | None, above: str, open_text: Callable[[str], str | None]
@@ -341,9 +342,20 @@ class WorkspaceFiles:
         self._followers.pop(uri, None)
 
     def cached(self, uri: str, before: str) -> list[Snippet] | None:
-        """The snippets picked for these lines above the cursor and this index, if they were (no work)."""
+        """The snippets picked for these lines above the cursor and this index, if they were (no work); or for
+        lines above whose names are nearly the same (SAME_QUERY), as after a new line that brings no new name:
+        picking them again would take milliseconds of a core from the search for nearly nothing."""
         memo = self._memo.get(uri)
-        return memo[1] if memo is not None and memo[0] == self._key(before) else None
+        if memo is None or memo[0][1] != self.generation:
+            return None
+        key = self._key(before)
+        if memo[0] == key:
+            return memo[1]
+        query = identifiers_above(before)
+        if len(query ^ memo[2]) > (1 - SAME_QUERY) * len(query | memo[2]):
+            return None
+        self._memo[uri] = (key, memo[1], memo[2])  # they stand for these lines too; drift is measured from the pick
+        return memo[1]
 
     def latest(self, uri: str) -> list[Snippet] | None:
         """The snippets picked last for the document from the index as it is (whatever the lines above were then;

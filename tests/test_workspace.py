@@ -566,3 +566,23 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     assert {w.glob_pattern for w in last.register_options.watchers} == {"**/*.py", "**/*.pyi"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
     assert server._watching == (last.id, (".py", ".pyi"))
+
+
+def test_snippets_are_picked_again_only_when_the_names_above_change_enough(tmp_path: Path):
+    """A new line that brings no new name (or few among many) keeps the snippets; one that changes more than a
+    tenth of the names above the cursor picks them again, as does a change to the index."""
+    (tmp_path / "other.py").write_text("".join(f"name_{i} = value_{i}\n" for i in range(40)))
+    files = _index(tmp_path)
+    picks: list[int] = []
+    windows = files.index.windows
+    files.index.windows = lambda *args: picks.append(1) or windows(*args)
+    head = "".join(f"name_{i} = value_{i}\n" for i in range(20))  # 40 names
+    files.snippets("file:///me.py", None, head, lambda _: None)
+    files.snippets("file:///me.py", None, head + "print(name_3)\n", lambda _: None)  # no new name
+    files.snippets("file:///me.py", None, head + "print(name_3)\nfresh_name = 1\n", lambda _: None)  # 1 of 41
+    assert len(picks) == 1
+    files.snippets("file:///me.py", None, head + "".join(f"new_{i} = 1\n" for i in range(5)), lambda _: None)
+    assert len(picks) == 2  # 5 new names of 45: picked again
+    files.update(tmp_path / "other.py")
+    files.snippets("file:///me.py", None, head + "".join(f"new_{i} = 1\n" for i in range(5)), lambda _: None)
+    assert len(picks) == 3  # the index changed
