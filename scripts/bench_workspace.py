@@ -7,7 +7,8 @@ Runs lsp/workspace.py's indexer on its thread, as the server does, and reports t
 of source read, the seconds, the index's own estimate of its size and the process's peak RSS growth. With
 --typed FILE it then times picking the snippets for each new line of FILE (from line 60, --lines of them), as
 a request on a new line does, and finding the lines that follow the line above in the other files (reading
-the files that hold a copy from disk): the median and p95 milliseconds of each.
+the files that hold a copy from disk): the median and p95 milliseconds of each; and on how many of those new
+lines the server would pick the snippets again (lsp/workspace.py, SAME_QUERY).
 """
 from __future__ import annotations
 
@@ -65,12 +66,20 @@ def main() -> None:
         times, follower_times = [], []
         for number in range(60, min(len(lines), 60 + args.lines)):
             before = "\n".join(lines[:number]) + "\n"
+            files.forget("file:///typed.py")  # a pick every time, not the server's reuse while the names stay
             started = time.perf_counter()
             files.snippets("file:///typed.py", None, before, lambda _: None)
             times.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
             files.followers("file:///typed.py", None, lines[number - 1].strip(), lambda _: None)
             follower_times.append((time.perf_counter() - started) * 1000)
+        picks = []  # as the server asks: the snippets are picked again only when the names above changed enough
+        windows = files.index.windows
+        files.index.windows = lambda *arguments: picks.append(1) or windows(*arguments)  # type: ignore[method-assign]
+        files.forget("file:///typed.py")
+        for number in range(60, min(len(lines), 60 + args.lines)):
+            files.snippets("file:///typed.py", None, "\n".join(lines[:number]) + "\n", lambda _: None)
+        result["new_lines_picking_snippets"] = {"picked": len(picks), "lines": len(times)}
         for key, found in (("snippets_per_new_line_ms", times), ("followers_per_new_line_ms", follower_times)):
             result[key] = {"p50": round(statistics.median(found), 2),
                            "p95": round(sorted(found)[int(0.95 * (len(found) - 1))], 2),
