@@ -18,6 +18,7 @@ from .filters import CONTEXT_LINES, keep_suggestion, line_context
 from .text import clean, split_lines
 
 MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
+ANCHOR_LINES = 3  # the lines above that may together say it, when the one above is too short
 
 
 def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> str | None:
@@ -28,22 +29,23 @@ def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> s
 
 def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, str]] = (), next_line: str = ""
                    ) -> tuple[str, bool] | None:
-    """The one line that follows the cursor's line above wherever a copy of it stands, in `head` (the text above
-    the cursor's line) or in the repository's other files (`followers`: each copy there and the line after it,
-    completer/workspace.py, `WorkspaceIndex.followers`), moved to the depth the line above has here; counting
-    only those that begin with `typed_line` and go on past it. None when there are none or several, when it is
-    `next_line` (the first line below the cursor that holds code: a line opened above it wants another), or when
-    the filters refuse it. The flag says whether it comes from another file.
+    """The one line that follows the lines above the cursor (`anchor_above`) wherever a copy of them stands, in
+    `head` (the text above the cursor's line) or in the repository's other files (`followers`: each copy's
+    last line with code there and the line after the copy, completer/workspace.py, `WorkspaceIndex.followers`),
+    moved to the depth the anchor has here; counting only those that begin with `typed_line` and go on past it.
+    None when there are none or several, when it is `next_line` (the first line below the cursor that holds
+    code: a line opened above it wants another), or when the filters refuse it. The flag says whether it comes
+    from another file.
     On held-out packages such a line is the actual line about two times in three, far more often than the
     model's first line there, so it goes first (docs/benchmarks.md, "The workspace as context")."""
-    above = _line_above(head, typed_line)
-    if above is None or len(above) < MIN_FOLLOWED_CHARS:
+    anchor = anchor_above(head, typed_line)
+    if anchor is None:
         return None
-    above_line = head.removesuffix("\n").rsplit("\n", 1)[-1]
+    reference_line = _reference(head.removesuffix("\n").split("\n")[-len(anchor):], anchor)
     found: dict[str, bool] = {}
-    for pairs, elsewhere in ((_copies_followed(head, above), False), (followers, True)):
+    for pairs, elsewhere in ((_copies_followed(head, anchor), False), (followers, True)):
         for copy, follower in pairs:
-            line = reindented(follower, copy, above_line)
+            line = reindented(follower, copy, reference_line)
             if line is None and follower.strip() and follower.lstrip().startswith(typed_line.lstrip()):
                 return None  # a line that here would lie left of the margin: the code after it is not the same
             if line is not None and line.startswith(typed_line) and line[len(typed_line):].strip():
@@ -59,28 +61,57 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
     return (line, elsewhere) if keep_suggestion(line, line[len(typed_line):], "", context) else None
 
 
-def reindented(follower: str, copy: str, above_line: str) -> str | None:
-    """`follower`, the line after `copy` (a copy of the cursor's line above, at its own depth), moved by as much
-    as `above_line` (the cursor's line above) is deeper than `copy`; None where it would go left of the margin."""
-    depth = _indentation(follower) + _indentation(above_line) - _indentation(copy)
+def anchor_above(head: str, typed_line: str) -> tuple[str, ...] | None:
+    """The lines above the cursor (stripped) that say which line comes next: the line above, or when it holds
+    fewer than MIN_FOLLOWED_CHARS characters (blank, a closing bracket, `else:`), it and the lines before it, up
+    to ANCHOR_LINES, until they hold that many with code in one of them; None where there are not enough, or the
+    typed line spans lines."""
+    if "\n" in typed_line or not head:
+        return None
+    lines = head.removesuffix("\n").split("\n")[-ANCHOR_LINES:]
+    anchor: list[str] = []
+    for line in reversed(lines):
+        anchor.insert(0, line.strip())
+        if sum(map(len, anchor)) >= MIN_FOLLOWED_CHARS and any(anchor):
+            return tuple(anchor)
+    return None
+
+
+def reindented(follower: str, copy: str, reference_line: str) -> str | None:
+    """`follower`, the line after a copy of the anchor whose last line with code is `copy`, moved by as much as
+    `reference_line` (that line here) is deeper than `copy`; None where it would go left of the margin."""
+    depth = _indentation(follower) + _indentation(reference_line) - _indentation(copy)
     return " " * depth + follower.lstrip() if depth >= 0 else None
+
+
+def _reference(lines: Sequence[str], anchor: Sequence[str]) -> str:
+    """Of `lines` (a copy of `anchor`, unstripped), the last that holds code: its depth places what follows."""
+    return next(line for line, stripped in zip(reversed(lines), reversed(anchor)) if stripped)
 
 
 def _indentation(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
-def _copies_followed(text: str, above: str) -> Iterator[tuple[str, str]]:
-    """Each line of `text` that is `above` but for the white space around it, and the line after it (right-
-    stripped), nearest the end first; found by the text's own search, not line by line."""
-    needle, start = above + "\n", len(text)
-    while (start := text.rfind(needle, 0, start)) >= 0:
-        line_start = text.rfind("\n", 0, start) + 1
-        if text[line_start:start].strip():
-            continue  # `above` is only the end of that line
-        begin = start + len(needle)
-        end = text.find("\n", begin)
-        yield text[line_start:start + len(above)], text[begin:end if end >= 0 else len(text)].rstrip()
+def _copies_followed(text: str, anchor: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """For each copy of the `anchor` lines in `text` (the same but for the white space around each line), its
+    last line with code and the line after it (right-stripped), nearest the end first. A one-line anchor is
+    found by the text's own search; a longer one by a pass over the lines."""
+    if len(anchor) == 1:
+        needle, start = anchor[0] + "\n", len(text)
+        while (start := text.rfind(needle, 0, start)) >= 0:
+            line_start = text.rfind("\n", 0, start) + 1
+            if text[line_start:start].strip():
+                continue  # the anchor is only the end of that line
+            begin = start + len(needle)
+            end = text.find("\n", begin)
+            yield text[line_start:start + len(anchor[0])], text[begin:end if end >= 0 else len(text)].rstrip()
+        return
+    lines = text.split("\n")
+    count = len(anchor)
+    for first in range(len(lines) - count - 1, -1, -1):
+        if all(lines[first + k].strip() == anchor[k] for k in range(count)):
+            yield _reference(lines[first:first + count], anchor), lines[first + count].rstrip()
 
 
 def file_line(head: str, typed_line: str) -> str | None:

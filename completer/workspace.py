@@ -19,7 +19,7 @@ import re
 import sys
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import NamedTuple
@@ -149,41 +149,43 @@ class WorkspaceIndex:
             found.append(Snippet(path, names.best_window(query)))
         return found
 
-    def followers(self, above: str, exclude: str | None, read: Callable[[str], str | None]
+    def followers(self, anchor: Sequence[str], exclude: str | None, read: Callable[[str], str | None]
                   ) -> list[tuple[str, str]]:
-        """Each copy of the line `above` (stripped) in the indexed files but `exclude`, and the line after it, as
-        the document's text would hold them (right-stripped; one pair per different line after it, at the same
-        depth): `follower_sites`, then `lines_at`."""
-        return lines_at(self.follower_sites(above, exclude), above, read)
+        """For each copy of the `anchor` lines (stripped: completer/earlier_lines.py, `anchor_above`) in the
+        indexed files but `exclude`, its last line with code and the line after it, as the document's text would
+        hold them (right-stripped; one pair per different line after it, at the same depth): `follower_sites`,
+        then `lines_at`."""
+        return lines_at(self.follower_sites(anchor, exclude), anchor, read)
 
-    def follower_sites(self, above: str, exclude: str | None) -> list[tuple[str, int]]:
-        """Where the lines after a copy of `above` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER for
-        each different line (it may stand at other depths there, or a file may have changed since); none
-        when `above` is too short or holds no name to find its files by, or when more than FOLLOWERS different
-        lines follow it. Reads no file: the line hashes say where the copies are."""
-        needle = packed_hash(above)
+    def follower_sites(self, anchor: Sequence[str], exclude: str | None) -> list[tuple[str, int]]:
+        """Where the lines after a copy of `anchor` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER
+        for each different line (it may stand at other depths there, or a file may have changed since); none
+        when the anchor holds no name to find its files by, or when more than FOLLOWERS different lines follow
+        it. Reads no file: the line hashes say where the copies are (consecutive hashes, for consecutive lines)."""
+        needle = b"".join(packed_hash(line) for line in anchor)
         found: dict[bytes, list[tuple[str, int]]] = {}  # the follower's hash -> (file, line) where it follows
-        for path in self.files_holding(above, exclude):
+        for path in self.files_holding(anchor, exclude):
             hashes = self.line_hashes[path]
             at = hashes.find(needle)
-            while 0 <= at < len(hashes) - HASH_BYTES:  # a copy with a line after it
+            while 0 <= at <= len(hashes) - len(needle) - HASH_BYTES:  # a copy with a line after it
                 if at % HASH_BYTES:  # the bytes of two neighbouring hashes: look on
                     at = hashes.find(needle, at + 1)
                     continue
-                sites = found.setdefault(hashes[at + HASH_BYTES:at + 2 * HASH_BYTES], [])
+                after = at + len(needle)
+                sites = found.setdefault(hashes[after:after + HASH_BYTES], [])
                 if len(sites) < SITES_PER_FOLLOWER:
-                    sites.append((path, at // HASH_BYTES + 1))
+                    sites.append((path, after // HASH_BYTES))
                 if len(found) > FOLLOWERS:
                     return []
                 at = hashes.find(needle, at + HASH_BYTES)
         return [site for sites in found.values() for site in sites]
 
-    def files_holding(self, above: str, exclude: str | None) -> list[str]:
-        """The indexed files but `exclude` that hold every name of `above` (a copy of the line has them all),
-        in a stable order."""
-        if len(above) < MIN_FOLLOWED_CHARS:
+    def files_holding(self, anchor: Sequence[str], exclude: str | None) -> list[str]:
+        """The indexed files but `exclude` that hold every name of the `anchor` lines (a copy has them all), in
+        a stable order."""
+        if sum(map(len, anchor)) < MIN_FOLLOWED_CHARS:
             return []
-        holders = sorted((self.postings.get(name) or set() for name in identifiers(above)), key=len)
+        holders = sorted((self.postings.get(name) or set() for name in identifiers("\n".join(anchor))), key=len)
         if not holders or not holders[0]:
             return []
         paths = holders[0].intersection(*holders[1:])
@@ -191,23 +193,27 @@ class WorkspaceIndex:
         return sorted(paths)
 
 
-def lines_at(sites: Iterable[tuple[str, int]], above: str, read: Callable[[str], str | None]
+def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Callable[[str], str | None]
              ) -> list[tuple[str, str]]:
-    """The (copy of `above`, line after it) pairs at `sites` (`follower_sites`), cleaned as the document's text
-    is and right-stripped, where the line before is still a copy of `above` (a file may have changed since it
-    was indexed) and the line after holds code; one pair per different line after, at its depth relative to its
-    copy. `read` gives a file's text, or None."""
+    """The (copy's last line with code, line after the copy) pairs at `sites` (`follower_sites`), cleaned as the
+    document's text is and right-stripped, where the lines before are still a copy of `anchor` (a file may have
+    changed since it was indexed) and the line after holds code; one pair per different line after, at its depth
+    relative to the copy. `read` gives a file's text, or None."""
     pairs: list[tuple[str, str]] = []
     seen: set[tuple[int, str]] = set()
     texts: dict[str, list[str] | None] = {}
+    count = len(anchor)
     for path, number in sites:
         if path not in texts:
             text = read(path)
             texts[path] = split_lines(clean(text)) if text else None
         held = texts[path]
-        if held is None or number >= len(held) or held[number - 1].strip() != above:
+        if held is None or number >= len(held) or number < count \
+                or [line.strip() for line in held[number - count:number]] != list(anchor):
             continue
-        copy, line = held[number - 1].rstrip(), held[number].rstrip()
+        copy = next(line for line, stripped in zip(reversed(held[number - count:number]), reversed(anchor))
+                    if stripped).rstrip()
+        line = held[number].rstrip()
         shape = (len(line) - len(line.lstrip()) - (len(copy) - len(copy.lstrip())), line.strip())
         if line.strip() and shape not in seen:
             seen.add(shape)

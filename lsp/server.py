@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from completer.earlier_lines import following_line
+from completer.earlier_lines import anchor_above, following_line
 from completer.remote import RepositoryContext
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
@@ -376,32 +376,34 @@ class CompleterServer(LanguageServer):
             log.warning("picking the workspace's snippets failed: %s", task.exception())
 
     def find_followers(self, uri: str, before: str) -> asyncio.Future | None:
-        """Start finding the copies of the cursor's line above in the repository's other files and the lines
-        after them (None when the index is off), on a thread, as it reads the files that hold a copy. Kept per
-        document while that line and the index stay the same, so typing along a line asks once; a request that
-        comes while the same lookup runs shares it."""
+        """Start finding the copies of the lines above the cursor (`anchor_above`) in the repository's other
+        files and the lines after them (None when the index is off), on a thread, as it reads the files that hold
+        a copy. Kept per document while those lines and the index stay the same, so typing along a line asks
+        once; a request that comes while the same lookup runs shares it."""
         repository = self.repository
         if repository is None or not self.settings.workspace_context:
             return None
-        above = before[:before.rfind("\n") + 1].removesuffix("\n").rsplit("\n", 1)[-1].strip()
-        cached = repository.cached_followers(uri, above)
-        if cached is not None:
+        cut = before.rfind("\n") + 1
+        anchor = anchor_above(before[:cut], before[cut:])
+        cached = repository.cached_followers(uri, anchor) if anchor is not None else []
+        if anchor is None or cached is not None:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             done.set_result(cached)
             return done
-        key = (repository.serial, repository.generation, above)
+        key = (repository.serial, repository.generation, anchor)
         finding = self._finding_followers.get(uri)
         if finding is not None and finding[0] == key:
             return finding[1]
-        task = asyncio.ensure_future(self._followers_on_thread(repository, uri, above))
+        task = asyncio.ensure_future(self._followers_on_thread(repository, uri, anchor))
         self._finding_followers[uri] = (key, task)
         task.add_done_callback(lambda done, uri=uri: self._found_followers(uri, done))
         return task
 
-    async def _followers_on_thread(self, repository: WorkspaceFiles, uri: str, above: str) -> list[tuple[str, str]]:
+    async def _followers_on_thread(self, repository: WorkspaceFiles, uri: str, anchor: tuple[str, ...]
+                                   ) -> list[tuple[str, str]]:
         path = path_of(uri)
         try:
-            return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, above,
+            return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, anchor,
                                            self._open_text_reader())
         except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
             log.warning("finding the lines after the line above failed: %s", exc)

@@ -155,7 +155,7 @@ class WorkspaceFiles:
         self._stop = threading.Event()
         self._unreadable_logged = False
         self._memo: dict[str, tuple[tuple, list[Snippet], frozenset[str]]] = {}  # per document: key, snippets, names
-        self._followers: dict[str, tuple[tuple[str, int], list[tuple[str, str]]]] = {}  # per document: (key, pairs)
+        self._followers: dict[str, tuple[tuple, list[tuple[str, str]]]] = {}  # per document: (key, pairs)
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
@@ -316,25 +316,25 @@ class WorkspaceFiles:
         self._memo[uri] = (self._key(before), found, frozenset(query))
         return found
 
-    def followers(self, uri: str, path: Path | None, above: str, open_text: Callable[[str], str | None]
-                  ) -> list[tuple[str, str]]:
-        """The copies of the cursor's line `above` (stripped) in the other files and the lines after them
-        (`WorkspaceIndex.followers`), kept while that line and the index stay the same. Reads files: run it on
-        a thread."""
-        cached = self.cached_followers(uri, above)
+    def followers(self, uri: str, path: Path | None, anchor: tuple[str, ...],
+                  open_text: Callable[[str], str | None]) -> list[tuple[str, str]]:
+        """The copies of the lines above the cursor (`anchor`, completer/earlier_lines.py `anchor_above`) in the
+        other files and the lines after them (`WorkspaceIndex.followers`), kept while those lines and the index
+        stay the same. Reads files: run it on a thread."""
+        cached = self.cached_followers(uri, anchor)
         if cached is not None:
             return cached
-        key = (above, self.generation)
+        key = (anchor, self.generation)
         with self._lock:
-            sites = self.index.follower_sites(above, str(normal_path(path)) if path else None)
-        found = lines_at(sites, above, _reader(open_text))  # reads files: outside the lock
+            sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None)
+        found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
         self._followers[uri] = (key, found)
         return found
 
-    def cached_followers(self, uri: str, above: str) -> list[tuple[str, str]] | None:
-        """`followers` for this line above and this index, if they were found (no work)."""
+    def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:
+        """`followers` for these lines above and this index, if they were found (no work)."""
         memo = self._followers.get(uri)
-        return memo[1] if memo is not None and memo[0] == (above, self.generation) else None
+        return memo[1] if memo is not None and memo[0] == (anchor, self.generation) else None
 
     def forget(self, uri: str) -> None:
         """A document closed: its snippets and followers are not kept."""

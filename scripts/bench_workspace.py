@@ -22,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from completer.earlier_lines import anchor_above  # noqa: E402
 from lsp.workspace import WorkspaceFiles  # noqa: E402
 
 
@@ -71,7 +72,9 @@ def main() -> None:
             files.snippets("file:///typed.py", None, before, lambda _: None)
             times.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            files.followers("file:///typed.py", None, lines[number - 1].strip(), lambda _: None)
+            anchor = anchor_above("\n".join(lines[:number]) + "\n", "")
+            if anchor is not None:
+                files.followers("file:///typed.py", None, anchor, lambda _: None)
             follower_times.append((time.perf_counter() - started) * 1000)
         picks = []  # as the server asks: the snippets are picked again only when the names above changed enough
         windows = files.index.windows

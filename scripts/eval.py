@@ -52,7 +52,7 @@ from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
-from completer.earlier_lines import following_line  # noqa: E402
+from completer.earlier_lines import anchor_above, following_line  # noqa: E402
 from completer.workspace import WorkspaceIndex  # noqa: E402
 from lsp.workspace import SNIPPETS as WORKSPACE_SNIPPETS  # noqa: E402
 
@@ -251,8 +251,9 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
         if document_repeats:  # as the server puts it first (lsp/server.py, `suggest`)
-            followers = index.followers(lines[pos.line - 1].strip(), pos.path, files.get) \
-                if index is not None and pos.line else []
+            cut = before.rfind("\n") + 1
+            anchor = anchor_above(before[:cut], before[cut:])
+            followers = index.followers(anchor, pos.path, files.get) if index is not None and anchor else []
             next_line = next((line for line in lines[pos.line + 1:] if line.strip()), "")
             first = following_first(predicted, before, followers, next_line, suggestions)
             if first[:1] != predicted[:1]:

@@ -3,7 +3,7 @@ at a line start only the line that followed a copy of the line above."""
 from __future__ import annotations
 
 from completer.answer import LineOffer, offer_earlier_line
-from completer.earlier_lines import earlier_line, following_line
+from completer.earlier_lines import anchor_above, earlier_line, following_line
 from completer.filters import line_context
 from completer.types import SOURCE_EARLIER_LINE, SOURCE_WORKSPACE_LINE
 
@@ -127,8 +127,22 @@ def test_no_following_line_where_it_is_the_line_below_or_the_filters_refuse_it()
     assert following_line(head, "    ", [(COPY, "    conn = open_database(url)")]) is None  # repeats the line above
 
 
+def test_a_short_line_above_is_read_with_the_lines_before_it():
+    closing = "    session.close(\n        force)\n"
+    head = f"def a():\n{closing}    log_closed(session)\n\ndef b():\n{closing}"
+    assert anchor_above(head, "    ") == ("session.close(", "force)")  # `force)` alone says too little
+    assert following_line(head, "    ") == ("    log_closed(session)", False)
+    assert following_line("def b():\n" + closing, "    ", [("        force)", "    log_closed(session)")]) \
+        == ("    log_closed(session)", True)  # the copy's last line with code places what follows
+    # a blank line above: the line before it, and the blank line, say what comes after both
+    blank = "import payments_core\n\nCURRENCY = 'EUR'\n\n\ndef pay():\n    pass\nimport payments_core\n\n"
+    assert anchor_above(blank, "") == ("import payments_core", "")
+    assert following_line(blank, "") == ("CURRENCY = 'EUR'", False)
+    assert anchor_above("x\n\n\n", "") is None  # three lines that hold too little
+
+
 def test_no_following_line_under_a_short_line_or_a_line_spanning_lines():
-    assert following_line("x = 1\nx = 1\ny = 2\nx = 1\n", "") is None  # `x = 1` says too little
+    assert following_line("x = 1\nx = 1\ny = 2\nx = 1\n", "") is None  # no other copy of `y = 2`, `x = 1`
     assert following_line(FOLLOWED_HEAD, "    conn\n") is None
     assert following_line("", "", [("anything = 1", "anything()")]) is None
 

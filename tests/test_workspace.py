@@ -104,27 +104,42 @@ def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     }
     for path, text in texts.items():
         index.add(path, text)
-    found = index.followers("config = load_settings(app_path)", "me.py", texts.get)
+    found = index.followers(("config = load_settings(app_path)",), "me.py", texts.get)
     assert sorted(found) == [("    config = load_settings(app_path)", "    config.validate_schema(REGISTRY)"),
                              ("config = load_settings(app_path)", "print(config)")], found  # b.py's is a.py's
     # a copy in a file that changed since it was indexed is not taken on the index's word
     changed = {**texts, "c.py": "something_else()\nprint(config)\n"}
-    assert [line for _, line in index.followers("config = load_settings(app_path)", "me.py", changed.get)] \
+    assert [line for _, line in index.followers(("config = load_settings(app_path)",), "me.py", changed.get)] \
         == ["    config.validate_schema(REGISTRY)"]
     tabbed = {"t.py": "value\t= compute_value(x)\nuse(value)\n"}  # a tab inside: the document has spaces there
     index.add("t.py", tabbed["t.py"])
-    assert index.followers("value    = compute_value(x)", None, tabbed.get) == [("value    = compute_value(x)",
+    assert index.followers(("value    = compute_value(x)",), None, tabbed.get) == [("value    = compute_value(x)",
                                                                                "use(value)")]
-    assert index.followers("x = 1 + 2 + 3", None, texts.get) == []  # no name to find its files by
-    assert index.followers("load()", None, texts.get) == []  # too short to say what follows
+    assert index.followers(("x = 1 + 2 + 3",), None, texts.get) == []  # no name to find its files by
+    assert index.followers(("load()",), None, texts.get) == []  # too short to say what follows
     # a line followed by more than FOLLOWERS different lines says nothing of what comes next
     many = {f"m{i}.py": f"result = compute_total(items)\nvariant_{i}()\n" for i in range(FOLLOWERS + 1)}
     for path, text in many.items():
         index.add(path, text)
-    assert index.followers("result = compute_total(items)", None, many.get) == []
+    assert index.followers(("result = compute_total(items)",), None, many.get) == []
     index.remove("m0.py")
-    assert len(index.followers("result = compute_total(items)", None, many.get)) == FOLLOWERS
+    assert len(index.followers(("result = compute_total(items)",), None, many.get)) == FOLLOWERS
     assert all(path not in index.line_hashes for path in ("m0.py",))
+
+
+def test_the_lines_after_several_lines_are_found_where_copies_of_all_of_them_stand():
+    index = WorkspaceIndex(1 << 20)
+    texts = {"a.py": "def a():\n    session.close(\n        force)\n    log_closed(session)\n",
+             "b.py": "session.close(\n    force)\nsession.open()\n",  # the same two lines, at other depths
+             "c.py": "session.close(\nother)\nnot_this()\n",  # only the first of them
+             "d.py": "import payments_core\n\nCURRENCY = 'EUR'\n"}
+    for path, text in texts.items():
+        index.add(path, text)
+    assert sorted(index.followers(("session.close(", "force)"), None, texts.get)) == [
+        ("        force)", "    log_closed(session)"), ("    force)", "session.open()")]
+    assert index.followers(("import payments_core", ""), None, texts.get) == [("import payments_core",
+                                                                              "CURRENCY = 'EUR'")]
+    assert index.followers(("session.open()", "x"), None, texts.get) == []  # no copy with a line after it
 
 
 def test_the_line_hashes_count_against_the_budget():
