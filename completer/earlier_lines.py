@@ -31,7 +31,7 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
                    ) -> tuple[str, bool] | None:
     """The one line that follows the lines above the cursor (`anchor_above`) wherever a copy of them stands, in
     `head` (the text above the cursor's line) or in the repository's other files (`followers`: each copy's
-    last line with code there and the line after the copy, completer/workspace.py, `WorkspaceIndex.followers`),
+    first line with code there and the line after the copy, completer/workspace.py, `WorkspaceIndex.followers`),
     moved to the depth the anchor has here; counting only those that begin with `typed_line` and go on past it.
     None when there are none or several, when it is `next_line` (the first line below the cursor that holds
     code: a line opened above it wants another), or when the filters refuse it. The flag says whether it comes
@@ -78,15 +78,16 @@ def anchor_above(head: str, typed_line: str) -> tuple[str, ...] | None:
 
 
 def reindented(follower: str, copy: str, reference_line: str) -> str | None:
-    """`follower`, the line after a copy of the anchor whose last line with code is `copy`, moved by as much as
+    """`follower`, the line after a copy of the anchor whose first line with code is `copy`, moved by as much as
     `reference_line` (that line here) is deeper than `copy`; None where it would go left of the margin."""
     depth = _indentation(follower) + _indentation(reference_line) - _indentation(copy)
     return " " * depth + follower.lstrip() if depth >= 0 else None
 
 
 def _reference(lines: Sequence[str], anchor: Sequence[str]) -> str:
-    """Of `lines` (a copy of `anchor`, unstripped), the last that holds code: its depth places what follows."""
-    return next(line for line, stripped in zip(reversed(lines), reversed(anchor)) if stripped)
+    """Of `lines` (a copy of `anchor`, unstripped), the first that holds code: where its statement starts
+    places what follows (a closing bracket's or a continued line's own depth is a matter of style)."""
+    return next(line for line, stripped in zip(lines, anchor) if stripped)
 
 
 def _indentation(line: str) -> int:
@@ -95,23 +96,32 @@ def _indentation(line: str) -> int:
 
 def _copies_followed(text: str, anchor: Sequence[str]) -> Iterator[tuple[str, str]]:
     """For each copy of the `anchor` lines in `text` (the same but for the white space around each line), its
-    last line with code and the line after it (right-stripped), nearest the end first. A one-line anchor is
-    found by the text's own search; a longer one by a pass over the lines."""
-    if len(anchor) == 1:
-        needle, start = anchor[0] + "\n", len(text)
-        while (start := text.rfind(needle, 0, start)) >= 0:
-            line_start = text.rfind("\n", 0, start) + 1
-            if text[line_start:start].strip():
-                continue  # the anchor is only the end of that line
-            begin = start + len(needle)
-            end = text.find("\n", begin)
-            yield text[line_start:start + len(anchor[0])], text[begin:end if end >= 0 else len(text)].rstrip()
-        return
-    lines = text.split("\n")
-    count = len(anchor)
-    for first in range(len(lines) - count - 1, -1, -1):
-        if all(lines[first + k].strip() == anchor[k] for k in range(count)):
-            yield _reference(lines[first:first + count], anchor), lines[first + count].rstrip()
+    first line with code and the line after it (right-stripped), nearest the end first; found by the text's own
+    search for the anchor's longest line, then the lines around each hit."""
+    longest = max(range(len(anchor)), key=lambda number: len(anchor[number]))
+    needle, start = anchor[longest], len(text)
+    while (start := text.rfind(needle, 0, start)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        lines = _lines_around(text, line_start, longest, len(anchor) - longest)
+        if lines is None or [line.strip() for line in lines[:-1]] != list(anchor):
+            continue
+        yield _reference(lines, anchor), lines[-1].rstrip()
+
+
+def _lines_around(text: str, line_start: int, back: int, forward: int) -> list[str] | None:
+    """The `back` lines before the line that starts at `line_start`, that line, and the `forward` lines after it
+    (each ended by a newline in `text`); None where `text` holds fewer."""
+    first = line_start
+    for _ in range(back):
+        if first == 0:
+            return None
+        first = text.rfind("\n", 0, first - 1) + 1
+    end = line_start
+    for _ in range(forward + 1):
+        end = text.find("\n", end) + 1
+        if end == 0:
+            return None
+    return text[first:end - 1].split("\n")
 
 
 def file_line(head: str, typed_line: str) -> str | None:

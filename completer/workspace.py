@@ -152,7 +152,7 @@ class WorkspaceIndex:
     def followers(self, anchor: Sequence[str], exclude: str | None, read: Callable[[str], str | None]
                   ) -> list[tuple[str, str]]:
         """For each copy of the `anchor` lines (stripped: completer/earlier_lines.py, `anchor_above`) in the
-        indexed files but `exclude`, its last line with code and the line after it, as the document's text would
+        indexed files but `exclude`, its first line with code and the line after it, as the document's text would
         hold them (right-stripped; one pair per different line after it, at the same depth): `follower_sites`,
         then `lines_at`."""
         return lines_at(self.follower_sites(anchor, exclude), anchor, read)
@@ -195,7 +195,7 @@ class WorkspaceIndex:
 
 def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Callable[[str], str | None]
              ) -> list[tuple[str, str]]:
-    """The (copy's last line with code, line after the copy) pairs at `sites` (`follower_sites`), cleaned as the
+    """The (copy's first line with code, line after the copy) pairs at `sites` (`follower_sites`), cleaned as the
     document's text is and right-stripped, where the lines before are still a copy of `anchor` (a file may have
     changed since it was indexed) and the line after holds code; one pair per different line after, at its depth
     relative to the copy. `read` gives a file's text, or None."""
@@ -211,8 +211,7 @@ def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Call
         if held is None or number >= len(held) or number < count \
                 or [line.strip() for line in held[number - count:number]] != list(anchor):
             continue
-        copy = next(line for line, stripped in zip(reversed(held[number - count:number]), reversed(anchor))
-                    if stripped).rstrip()
+        copy = next(line for line, stripped in zip(held[number - count:number], anchor) if stripped).rstrip()
         line = held[number].rstrip()
         shape = (len(line) - len(line.lstrip()) - (len(copy) - len(copy.lstrip())), line.strip())
         if line.strip() and shape not in seen:

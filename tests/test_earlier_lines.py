@@ -132,13 +132,41 @@ def test_a_short_line_above_is_read_with_the_lines_before_it():
     head = f"def a():\n{closing}    log_closed(session)\n\ndef b():\n{closing}"
     assert anchor_above(head, "    ") == ("session.close(", "force)")  # `force)` alone says too little
     assert following_line(head, "    ") == ("    log_closed(session)", False)
-    assert following_line("def b():\n" + closing, "    ", [("        force)", "    log_closed(session)")]) \
-        == ("    log_closed(session)", True)  # the copy's last line with code places what follows
+    assert following_line("def b():\n" + closing, "    ", [("    session.close(", "    log_closed(session)")]) \
+        == ("    log_closed(session)", True)  # the copy's first line with code places what follows
     # a blank line above: the line before it, and the blank line, say what comes after both
     blank = "import payments_core\n\nCURRENCY = 'EUR'\n\n\ndef pay():\n    pass\nimport payments_core\n\n"
     assert anchor_above(blank, "") == ("import payments_core", "")
     assert following_line(blank, "") == ("CURRENCY = 'EUR'", False)
     assert anchor_above("x\n\n\n", "") is None  # three lines that hold too little
+
+
+def test_where_the_statement_starts_places_what_follows_not_how_its_bracket_is_closed():
+    black = "def a():\n    session.close(\n        force,\n    )\n    log_closed(session)\n"
+    pep8 = "def b():\n    session.close(\n        force,\n        )\n"  # the bracket closed under the arguments
+    assert following_line(black + pep8, "") == ("    log_closed(session)", False)
+    aligned = "def a():\n    x = foo_bar(a,\n                b)\n    next_call()\n"
+    assert following_line(aligned + "def b():\n    x = foo_bar(a,\n        b)\n", "") == ("    next_call()", False)
+
+
+def test_copies_of_several_lines_are_found_as_a_pass_over_the_lines_would():
+    import random
+
+    from completer.earlier_lines import _copies_followed, _reference
+
+    def plain(text: str, anchor: tuple[str, ...]):
+        lines, count = text.split("\n"), len(anchor)
+        for first in range(len(lines) - count - 2, -1, -1):  # a copy with a whole line after it
+            if all(lines[first + k].strip() == anchor[k] for k in range(count)):
+                yield _reference(lines[first:first + count], anchor), lines[first + count].rstrip()
+
+    rng = random.Random(3)
+    words = ["x = 1", "foo(a,", "    b)", "", "  ", "return x", ")", "else:", "y = compute(z)"]
+    for _ in range(2000):
+        text = "".join(rng.choice(("", "    ")) + rng.choice(words) + "\n" for _ in range(rng.randint(0, 30)))
+        anchor = tuple(rng.choice(words).strip() for _ in range(rng.randint(1, 3)))
+        if any(anchor):
+            assert list(_copies_followed(text, anchor)) == list(plain(text, anchor)), (text, anchor)
 
 
 def test_no_following_line_under_a_short_line_or_a_line_spanning_lines():

@@ -136,7 +136,7 @@ def test_the_lines_after_several_lines_are_found_where_copies_of_all_of_them_sta
     for path, text in texts.items():
         index.add(path, text)
     assert sorted(index.followers(("session.close(", "force)"), None, texts.get)) == [
-        ("        force)", "    log_closed(session)"), ("    force)", "session.open()")]
+        ("    session.close(", "    log_closed(session)"), ("session.close(", "session.open()")]
     assert index.followers(("import payments_core", ""), None, texts.get) == [("import payments_core",
                                                                               "CURRENCY = 'EUR'")]
     assert index.followers(("session.open()", "x"), None, texts.get) == []  # no copy with a line after it
