@@ -7,9 +7,10 @@ window of lines sharing the most identifiers is returned. The engine searches th
 document's repeats (completer/repeats.py), as it searches other open files: a call or a name written out in
 another file is continued the way it was written there.
 
-The index also keeps a hash of each line, so that the lines which follow a copy of the cursor's line above,
-anywhere in the repository, are found without reading the files that hold no copy: where one line always
-follows it, that line comes first (completer/earlier_lines.py, `following_line`). Nothing here reads the disk
+The index also keeps a hash of each line, so that the lines which follow a copy of the lines above the cursor
+(the line above, or a few when it is short), anywhere in the repository, are found without reading the files
+that hold no copy: where one line always follows them, that line comes first (completer/earlier_lines.py,
+`following_line`). Nothing here reads the disk
 or leaves the process: the caller gives the texts.
 """
 from __future__ import annotations

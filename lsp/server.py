@@ -48,7 +48,7 @@ READY_TIMEOUT = 20.0
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
 FOLLOWERS_WAIT = 0.05
-"""How long an answer waits, after its search, for the lines after the line above to be found in the repository."""
+"""How long an answer waits, after its search, for the lines after the lines above to be found in the repository."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
@@ -406,7 +406,7 @@ class CompleterServer(LanguageServer):
             return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, anchor,
                                            self._open_text_reader())
         except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
-            log.warning("finding the lines after the line above failed: %s", exc)
+            log.warning("finding the lines after the lines above failed: %s", exc)
             return []
 
     def _found_followers(self, uri: str, task: asyncio.Future) -> None:
@@ -602,7 +602,7 @@ class CompleterServer(LanguageServer):
 
     async def _following_first(self, following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
                                before: str, document: list[str]) -> list[LineSuggestion]:
-        """`lines` with the one line that follows the cursor's line above in the file and the repository
+        """`lines` with the one line that follows the lines above the cursor in the file and the repository
         (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
         still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
         followers: list[tuple[str, str]] = []
