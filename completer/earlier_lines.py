@@ -41,7 +41,7 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
     anchor = anchor_above(head, typed_line)
     if anchor is None:
         return None
-    reference_line = _reference(head.removesuffix("\n").split("\n")[-len(anchor):], anchor)
+    reference_line = statement_start(_last_lines(head, len(anchor)), anchor)
     found: dict[str, bool] = {}
     for pairs, elsewhere in ((_copies_followed(head, anchor), False), (followers, True)):
         for copy, follower in pairs:
@@ -68,29 +68,34 @@ def anchor_above(head: str, typed_line: str) -> tuple[str, ...] | None:
     typed line spans lines."""
     if "\n" in typed_line or not head:
         return None
-    lines = head.removesuffix("\n").split("\n")[-ANCHOR_LINES:]
     anchor: list[str] = []
-    for line in reversed(lines):
+    for line in reversed(_last_lines(head, ANCHOR_LINES)):
         anchor.insert(0, line.strip())
         if sum(map(len, anchor)) >= MIN_FOLLOWED_CHARS and any(anchor):
             return tuple(anchor)
     return None
 
 
+def _last_lines(head: str, count: int) -> list[str]:
+    """The last `count` lines of `head` (fewer in a shorter head), split off its end only: this runs at every
+    keystroke, and the head may hold thousands of lines."""
+    return head.removesuffix("\n").rsplit("\n", count)[-count:]
+
+
 def reindented(follower: str, copy: str, reference_line: str) -> str | None:
     """`follower`, the line after a copy of the anchor whose first line with code is `copy`, moved by as much as
     `reference_line` (that line here) is deeper than `copy`; None where it would go left of the margin."""
-    depth = _indentation(follower) + _indentation(reference_line) - _indentation(copy)
+    depth = indentation(follower) + indentation(reference_line) - indentation(copy)
     return " " * depth + follower.lstrip() if depth >= 0 else None
 
 
-def _reference(lines: Sequence[str], anchor: Sequence[str]) -> str:
+def statement_start(lines: Sequence[str], anchor: Sequence[str]) -> str:
     """Of `lines` (a copy of `anchor`, unstripped), the first that holds code: where its statement starts
     places what follows (a closing bracket's or a continued line's own depth is a matter of style)."""
     return next(line for line, stripped in zip(lines, anchor) if stripped)
 
 
-def _indentation(line: str) -> int:
+def indentation(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
@@ -105,7 +110,7 @@ def _copies_followed(text: str, anchor: Sequence[str]) -> Iterator[tuple[str, st
         lines = _lines_around(text, line_start, longest, len(anchor) - longest)
         if lines is None or [line.strip() for line in lines[:-1]] != list(anchor):
             continue
-        yield _reference(lines, anchor), lines[-1].rstrip()
+        yield statement_start(lines, anchor), lines[-1].rstrip()
 
 
 def _lines_around(text: str, line_start: int, back: int, forward: int) -> list[str] | None:

@@ -10,8 +10,7 @@ another file is continued the way it was written there.
 The index also keeps a hash of each line, so that the lines which follow a copy of the lines above the cursor
 (the line above, or a few when it is short), anywhere in the repository, are found without reading the files
 that hold no copy: where one line always follows them, that line comes first (completer/earlier_lines.py,
-`following_line`). Nothing here reads the disk
-or leaves the process: the caller gives the texts.
+`following_line`). Nothing here reads the disk or leaves the process: the caller gives the texts.
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import NamedTuple
 
-from .earlier_lines import MIN_FOLLOWED_CHARS
+from .earlier_lines import MIN_FOLLOWED_CHARS, indentation, statement_start
 from .text import clean, split_lines
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
@@ -212,9 +211,8 @@ def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Call
         if held is None or number >= len(held) or number < count \
                 or [line.strip() for line in held[number - count:number]] != list(anchor):
             continue
-        copy = next(line for line, stripped in zip(held[number - count:number], anchor) if stripped).rstrip()
-        line = held[number].rstrip()
-        shape = (len(line) - len(line.lstrip()) - (len(copy) - len(copy.lstrip())), line.strip())
+        copy, line = statement_start(held[number - count:number], anchor).rstrip(), held[number].rstrip()
+        shape = (indentation(line) - indentation(copy), line.strip())
         if line.strip() and shape not in seen:
             seen.add(shape)
             pairs.append((copy, line))

@@ -152,13 +152,13 @@ def test_where_the_statement_starts_places_what_follows_not_how_its_bracket_is_c
 def test_copies_of_several_lines_are_found_as_a_pass_over_the_lines_would():
     import random
 
-    from completer.earlier_lines import _copies_followed, _reference
+    from completer.earlier_lines import _copies_followed, statement_start
 
     def plain(text: str, anchor: tuple[str, ...]):
         lines, count = text.split("\n"), len(anchor)
         for first in range(len(lines) - count - 2, -1, -1):  # a copy with a whole line after it
             if all(lines[first + k].strip() == anchor[k] for k in range(count)):
-                yield _reference(lines[first:first + count], anchor), lines[first + count].rstrip()
+                yield statement_start(lines[first:first + count], anchor), lines[first + count].rstrip()
 
     rng = random.Random(3)
     words = ["x = 1", "foo(a,", "    b)", "", "  ", "return x", ")", "else:", "y = compute(z)"]
