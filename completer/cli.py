@@ -138,9 +138,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(argv: list[str]) -> int:
-    from lsp.server import main as serve_main
+    from lsp.relay import serve_through_host
 
-    return serve_main(argv, prog="completer serve") or 0
+    code = serve_through_host(argv, prog="completer serve")
+    if code is None:
+        from lsp.server import main as serve_main
+
+        code = serve_main(argv, prog="completer serve")
+    return code or 0
 
 
 def build_parser() -> argparse.ArgumentParser:

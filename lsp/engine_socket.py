@@ -5,7 +5,6 @@ or directory that belongs to someone else, or that others could open, is refused
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
@@ -66,12 +65,12 @@ def runtime_dir() -> Path:
     return path
 
 
-def socket_path() -> Path:
-    """The engine's socket for this install: one per version, package location and interpreter, so servers
-    of another install never talk to an engine that speaks differently. Refused when longer than a Unix
-    socket's address can hold."""
+def socket_path(kind: str = "engine") -> Path:
+    """The socket of the user's engine (or of their session host, lsp/session_host.py) for this install: one
+    per version, package location and interpreter, so servers of another install never talk to a process that
+    speaks differently. Refused when longer than a Unix socket's address can hold."""
     install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}".encode()).hexdigest()[:12]
-    path = runtime_dir() / f"engine-{__version__}-{install}.sock"
+    path = runtime_dir() / f"{kind}-{__version__}-{install}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
         raise EngineSocketError(f"the socket path {path} is {len(os.fsencode(path))} bytes, over the "
                                 f"{MAX_SOCKET_PATH_BYTES} a Unix socket's address holds")
@@ -118,16 +117,16 @@ def unlisten(listener: socket.socket, path: str | Path, inode: int) -> None:
 
 
 @contextlib.contextmanager
-def _start_lock(directory: Path) -> Any:
-    """An exclusive lock on the directory's lock file: one server at a time starts (or replaces) the engine.
-    Waits at most LOCK_WAIT_S: a lock held longer belongs to something stuck, and the server then runs a
-    private worker rather than none."""
+def _start_lock(lock_path: Path) -> Any:
+    """An exclusive lock on the lock file: one server at a time starts (or replaces) the process listening on a
+    socket. Waits at most LOCK_WAIT_S: a lock held longer belongs to something stuck, and the server then runs
+    a private worker (or in its own process) rather than not at all."""
     import fcntl
 
     try:
-        fd = os.open(directory / "engine.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        raise EngineSocketError(f"cannot open the engine's lock file in {directory}: {exc}") from None
+        raise EngineSocketError(f"cannot open the lock file {lock_path}: {exc}") from None
     try:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
@@ -136,7 +135,7 @@ def _start_lock(directory: Path) -> Any:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise EngineSocketError(f"another process has held {directory / 'engine.lock'} for over "
+                    raise EngineSocketError(f"another process has held {lock_path} for over "
                                             f"{LOCK_WAIT_S:.0f} s") from None
                 time.sleep(0.05)
         yield
@@ -162,26 +161,28 @@ def _connected(path: Path) -> socket.socket | None:
     return sock
 
 
-def _connect_or_start_blocking(path: Path, engine_command: list[str], env: dict[str, str]) -> socket.socket:
-    """Connect, or under the lock start the engine (another server may have started it meanwhile) and connect."""
+def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str],
+                              what: str = "the shared engine") -> socket.socket:
+    """Connect, or under the lock start `command --listen path` (another server may have started it meanwhile)
+    and connect. The lock is named after the socket's kind (engine.lock, sessions.lock)."""
     sock = _connected(path)
     if sock is not None:
         return sock
-    with _start_lock(path.parent):
+    with _start_lock(path.parent / f"{path.name.split('-', 1)[0]}.lock"):
         sock = _connected(path)
         if sock is not None:
             return sock
-        log.info("starting the shared engine on %s", path)
-        engine = subprocess.Popen([*engine_command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
+        log.info("starting %s on %s", what, path)
+        engine = subprocess.Popen([*command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                                   close_fds=True)
         deadline = time.monotonic() + START_TIMEOUT_S
         while (sock := _connected(path)) is None:
             if engine.poll() is not None:
-                raise EngineSocketError(f"the shared engine exited with code {engine.returncode} before it "
-                                        f"listened on {path} (its log is lsp-worker.log)")
+                raise EngineSocketError(f"{what} exited with code {engine.returncode} before it "
+                                        f"listened on {path} (see its log)")
             if time.monotonic() > deadline:
-                raise EngineSocketError(f"the shared engine did not listen on {path} within {START_TIMEOUT_S:.0f} s")
+                raise EngineSocketError(f"{what} did not listen on {path} within {START_TIMEOUT_S:.0f} s")
             time.sleep(0.02)
         return sock
 
@@ -189,6 +190,8 @@ def _connect_or_start_blocking(path: Path, engine_command: list[str], env: dict[
 async def _on_daemon_thread(function: Any, *args: Any) -> Any:
     """`function(*args)` on a daemon thread: unlike asyncio.to_thread's pool, one still waiting for the lock
     never keeps the server from exiting."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
 
@@ -214,9 +217,11 @@ async def connect_or_start(engine_command: list[str], env: dict[str, str]
                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the user's engine, started first if none listens (on a thread: the lock blocks).
     Raises EngineSocketError."""
+    import asyncio
+
     from lsp import framing
 
     path = socket_path()
-    sock = await _on_daemon_thread(_connect_or_start_blocking, path, engine_command, env)
+    sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env)
     sock.setblocking(False)
     return await asyncio.open_unix_connection(sock=sock, limit=framing.MAX_FRAME_BYTES)

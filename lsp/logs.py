@@ -86,6 +86,11 @@ def setup_worker_logging(level: str, log_file: str | None = None) -> Path | None
     return _configure(level, path, stderr=True)
 
 
+def setup_host_logging(level: str, file_name: str) -> Path | None:
+    """Configure the session host's logging (lsp/session_host.py): a file of its own, as no one reads its stderr."""
+    return _configure(level, log_dir() / file_name, stderr=False)
+
+
 class LspLogHandler(logging.Handler):
     """Forwards our own loggers' records to the client as window/logMessage.
 

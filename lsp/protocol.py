@@ -93,10 +93,35 @@ def _only_ids(value: Any, cl: Any) -> Any:
     return value
 
 
+_prepared_converter: Any = None
+"""A converter with every LSP message's hooks already generated, built by the session host before it forks
+sessions (lsp/session_host.py), so that each session shares them instead of generating its own."""
+
+
+def prepare_converter() -> None:
+    """Build the converter the next server takes, with the hooks of every LSP message type generated now."""
+    global _prepared_converter
+    converter = strict_converter()
+    for message, _, params, result in types.METHOD_TO_TYPES.values():
+        for kind in (message, params, result):
+            if kind is None:
+                continue
+            try:
+                converter.get_structure_hook(kind)
+                converter.get_unstructure_hook(kind)
+            except Exception:  # noqa: BLE001 (a type cattrs cannot hook now fails the same way when used)
+                continue
+    _prepared_converter = converter
+
+
 def strict_converter() -> Any:
     """pygls' converter, except that a string field takes only a string and an integer field only an
     integer: cattrs' defaults call str() and int() on anything, so `"text": null` in a didOpen would open
     a document that reads `None`, and a position of 2.5 would quietly become 2."""
+    global _prepared_converter
+    if _prepared_converter is not None:
+        converter, _prepared_converter = _prepared_converter, None
+        return converter
     converter = default_converter()
     converter.register_structure_hook(str, _only_strings)
     converter.register_structure_hook(int, _only_integers)

@@ -133,6 +133,7 @@ class CompleterServer(LanguageServer):
         self._finding_followers: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (key, lookup)
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
         self.log_handler = LspLogHandler(self._send_log)
+        self.session_host_pid: int | None = None  # set when a session host forked this server
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _send_log(self, levelno: int, message: str) -> None:
@@ -657,6 +658,7 @@ class CompleterServer(LanguageServer):
         out["server"] = {
             "version": __version__,
             "pid": os.getpid(),
+            "session_host_pid": self.session_host_pid,
             "worker_pid": self.worker.pid,
             "shared_engine": getattr(self.worker, "on_shared_engine", False),
             "worker_restarts": self.worker.restarts,
@@ -687,13 +689,15 @@ def _private_stdio() -> tuple[Any, Any]:
     return sys.stdin.buffer, stdout
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
-    """Run the server until the client says exit (or disconnects). `completer serve` calls this."""
+def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_host_pid: int | None = None) -> int:
+    """Run the server until the client says exit (or disconnects): in the process the editor started, or in a
+    session the session host forked for it (lsp/session_host.py)."""
     args = parse_args(argv, prog)
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
     shared = not (args.standalone or os.environ.get(STANDALONE_ENV) == "1")
     server = CompleterServer(args.log_level, log_file, worker_log, shared_engine=shared)
+    server.session_host_pid = session_host_pid
     attach_lsp_handler(server.log_handler, args.log_level)
     from lsp.handlers import register
 

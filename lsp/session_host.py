@@ -1,0 +1,252 @@
+"""The user's session host: one process that has the language server's code (pygls, lsprotocol, this package)
+imported once, and forks a session for each editor window.
+
+The editor starts `python -m lsp`; on the shared engine, that process is only a relay (lsp/relay.py): it hands
+its stdin, stdout and stderr to the host over a Unix socket and waits. The host forks, and the child runs the
+language server on the editor's own pipes, with the relay's arguments, directory and environment. Forked
+children share the host's pages until they write to them, so each further window costs the few megabytes
+its session writes instead of a whole interpreter with pygls and lsprotocol (docs/benchmarks.md, "Editor
+windows on one engine"). The model and its caches stay in the engine, as before.
+
+The host runs no thread, so forking it is safe. It exits a while after its last session ends, like the engine.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from lsp import __version__
+
+log = logging.getLogger(__name__)
+
+SESSIONS_LOG = "lsp-sessions.log"
+HEADER = struct.Struct("!I")
+"""The relay's request: this header (the JSON's length) with the three descriptors, then the JSON."""
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+REQUEST_TIMEOUT_S = 5.0
+"""How long a connection may take to send its request; the host serves no one else meanwhile."""
+ACCEPT_TICK_S = 0.5
+IDLE_EXIT_ENV = "COMPLETER_ENGINE_IDLE_EXIT_S"
+"""The host, like the engine, exits this long (300 s unless set) after its last session ends."""
+
+
+def _preload() -> None:
+    """Import what every session runs and build the converter's hooks, so that sessions share them; then move
+    every object out of the collector's reach, so that collections in a session do not touch (and copy) them."""
+    import sysconfig
+
+    import pygls.progress  # noqa: F401
+    import completer.bundle  # noqa: F401
+    import lsp.handlers  # noqa: F401
+    import lsp.server  # noqa: F401
+    from lsp.protocol import prepare_converter
+
+    sysconfig.get_config_vars()  # read by the first session otherwise
+
+    prepare_converter()
+    gc.collect()
+    gc.freeze()
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = conn.recv(min(65536, size - len(chunks)))
+        if not chunk:
+            raise ValueError("the relay hung up mid-request")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def _valid_request(request: Any) -> dict[str, Any]:
+    """The relay's request, checked field by field: a bad one is refused, never half used."""
+    if not isinstance(request, dict) or request.get("version") != __version__:
+        raise ValueError(f"a request of version {request.get('version') if isinstance(request, dict) else None!r}, "
+                         f"this host is {__version__}")
+    argv, cwd, env, umask = request.get("argv"), request.get("cwd"), request.get("env"), request.get("umask")
+    if not (isinstance(argv, list) and all(isinstance(arg, str) for arg in argv)):
+        raise ValueError("argv is not a list of strings")
+    if not isinstance(cwd, str) or not isinstance(request.get("prog"), str):
+        raise ValueError("cwd or prog is not a string")
+    if not isinstance(umask, int) or isinstance(umask, bool) or not 0 <= umask <= 0o777:
+        raise ValueError("umask is malformed")
+    if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        raise ValueError("env is not a mapping of strings")
+    return request
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    """A relay's request and its descriptors (closed here when the request is refused)."""
+    conn.settimeout(REQUEST_TIMEOUT_S)
+    if hasattr(socket, "SO_PEERCRED"):
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.getuid():
+            raise ValueError(f"a connection from uid {uid}")
+    header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+    try:
+        if len(header) != HEADER.size or len(fds) != 3:
+            raise ValueError(f"expected a header and 3 descriptors, got {len(header)} bytes and {len(fds)}")
+        (size,) = HEADER.unpack(header)
+        if size > MAX_REQUEST_BYTES:
+            raise ValueError(f"a request of {size} bytes")
+        return _valid_request(json.loads(_read_exactly(conn, size))), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def _send(conn: socket.socket, word: str, number: int) -> None:
+    """One line to the relay: `pid N` once the session runs, `exit N` when it ends (a shell reads the last)."""
+    try:
+        conn.sendall(f"{word} {number}\n".encode())
+    except OSError:  # the relay is gone
+        pass
+
+
+def _watch_relay(conn: socket.socket) -> None:
+    """End the session when its relay dies: the editor killed the process it started, and may still hold the
+    pipes open, so the server would not see the end of its input."""
+    try:
+        conn.recv(1)
+    except OSError:
+        pass
+    log.info("the editor's process for this session is gone: the session ends")
+    logging.shutdown()
+    os._exit(1)
+
+
+def _adopt(fds: list[int], request: dict[str, Any]) -> None:
+    """Become the process the editor started: its pipes as fds 0-2, its directory, environment and umask."""
+    for target, fd in enumerate(fds):
+        if fd != target:
+            os.dup2(fd, target)
+    for fd in set(fds) - {0, 1, 2}:
+        os.close(fd)
+    sys.stdin = open(0, "r", closefd=False, encoding="utf-8", errors="replace")
+    sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="replace")
+    sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="replace", buffering=1)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(request["umask"])
+    try:
+        os.chdir(request["cwd"])
+    except OSError as exc:
+        print(f"completer: cannot enter {request['cwd']} ({exc}); serving from {os.getcwd()}", file=sys.stderr)
+    sys.argv = [sys.argv[0], *request["argv"]]
+    for handler in list(logging.getLogger().handlers):  # the host's log file; the server sets up its own
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+
+
+def _run_session(listener: socket.socket, conn: socket.socket, fds: list[int], request: dict[str, Any]) -> None:
+    """In the forked child: serve the editor until it exits, report the exit code to the relay, and exit."""
+    code: Any = 1
+    try:
+        listener.close()
+        conn.settimeout(None)
+        _adopt(fds, request)
+        _send(conn, "pid", os.getpid())
+        threading.Thread(target=_watch_relay, args=(conn,), name="relay-watch", daemon=True).start()
+        from lsp.server import main
+
+        code = main(request["argv"], prog=request["prog"], session_host_pid=os.getppid())
+    except SystemExit as exc:  # argparse's usage errors and --help
+        code = exc.code
+    except BaseException:  # noqa: BLE001 (a session's crash is its own; the editor sees it on stderr)
+        traceback.print_exc()
+        code = 1
+    finally:
+        if not isinstance(code, int):
+            if code is not None:
+                print(code, file=sys.stderr)
+            code = 0 if code is None else 1
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        logging.shutdown()
+        _send(conn, "exit", code)
+        os._exit(code)
+
+
+def _reap(sessions: set[int]) -> None:
+    while sessions:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            sessions.clear()
+            return
+        if pid == 0:
+            return
+        sessions.discard(pid)
+
+
+def serve(listener: socket.socket, idle_exit_s: float) -> None:
+    """Accept relays and fork a session for each, until no session has run for `idle_exit_s`."""
+    sessions: set[int] = set()
+    idle_since = time.monotonic()
+    listener.settimeout(ACCEPT_TICK_S)
+    while True:
+        _reap(sessions)
+        if sessions:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since > idle_exit_s:
+            log.info("no session for %.0f s: exiting", idle_exit_s)
+            return
+        try:
+            conn, _ = listener.accept()
+        except (TimeoutError, socket.timeout):
+            continue
+        try:
+            request, fds = _receive(conn)
+        except (OSError, ValueError) as exc:
+            log.warning("refused a session: %s", exc)
+            conn.close()
+            continue
+        if threading.active_count() != 1:  # never fork a process with threads; nothing here starts one
+            raise RuntimeError(f"the session host has {threading.active_count()} threads")
+        pid = os.fork()
+        if pid == 0:
+            _run_session(listener, conn, fds, request)
+        sessions.add(pid)
+        idle_since = time.monotonic()
+        log.info("session %d started for %s", pid, " ".join(request["argv"]) or "python -m lsp")
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lsp.session_host", description=__doc__.split("\n")[0])
+    parser.add_argument("--listen", required=True, help="the Unix socket to accept relays on")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+
+    from lsp.engine_socket import listen, unlisten
+    from lsp.logs import setup_host_logging
+
+    setup_host_logging(args.log_level, SESSIONS_LOG)
+    _preload()
+    listener, inode = listen(args.listen)  # refuses a directory that is not the user's own
+    log.info("session host %d listening on %s", os.getpid(), args.listen)
+    try:
+        serve(listener, float(os.environ.get(IDLE_EXIT_ENV) or 300))
+    finally:
+        unlisten(listener, args.listen, inode)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

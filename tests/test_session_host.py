@@ -1,0 +1,237 @@
+"""Editor windows as sessions of the user's session host (lsp/session_host.py, lsp/relay.py): real `python -m
+lsp` processes started as an editor starts them, each test with a runtime directory of its own."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lsp.engine_socket import socket_path
+from lsp.rawclient import RawClient
+from lsp.session_host import _valid_request
+from lsp_support import SAMPLE_TEXT, server_env
+from test_shared_engine import COLUMN, LINE, URI, _info, _lines, _ready
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the session host runs on Linux")
+
+
+def _env(runtime: Path, **extra: str) -> dict[str, str]:
+    env = server_env(COMPLETER_RUNTIME_DIR=str(runtime), COMPLETER_ENGINE_IDLE_EXIT_S="3", **extra)
+    env.pop("COMPLETER_STANDALONE", None)
+    return env
+
+
+def _window(runtime: Path, *args: str, cwd: Path | None = None, **extra: str) -> RawClient:
+    client = RawClient([sys.executable, "-m", "lsp", "--log-level", "INFO", *args], env=_env(runtime, **extra),
+                       cwd=str(cwd) if cwd else None, stderr=subprocess.PIPE)
+    client.initialize({"completer": {"searchAhead": False}})
+    return client
+
+
+def _sessions_socket(runtime: Path) -> Path:
+    old = os.environ.get("COMPLETER_RUNTIME_DIR")
+    os.environ["COMPLETER_RUNTIME_DIR"] = str(runtime)
+    try:
+        return socket_path("sessions")
+    finally:
+        if old is None:
+            del os.environ["COMPLETER_RUNTIME_DIR"]
+        else:
+            os.environ["COMPLETER_RUNTIME_DIR"] = old
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
+
+
+def _gone_within(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_windows_are_sessions_of_one_host_and_answer_as_a_server_in_its_own_process(tmp_path: Path,
+                                                                                  fp32_bundle_dir: Path):
+    model = str(fp32_bundle_dir)
+    windows = [_window(tmp_path, COMPLETER_MODEL=model) for _ in range(2)]
+    alone = _window(tmp_path / "alone", COMPLETER_SESSION_HOST="0", COMPLETER_MODEL=model)
+    try:
+        infos = [_ready(window)["server"] for window in windows]
+        hosts = {info["session_host_pid"] for info in infos}
+        assert len(hosts) == 1 and None not in hosts, "one host for both windows"
+        for window, info in zip(windows, infos):
+            assert info["pid"] != window.proc.pid and info["pid"] not in hosts
+            # what the editor started now waits as a shell, not as an interpreter
+            assert Path(f"/proc/{window.proc.pid}/cmdline").read_bytes().split(b"\0")[0] == b"completer-relay"
+        assert len({info["worker_pid"] for info in infos}) == 1, "and one engine"
+        private = _ready(alone)["server"]
+        assert private["pid"] == alone.proc.pid and private["session_host_pid"] is None
+        for index, window in enumerate([*windows, alone]):
+            window.open(URI.format(index), SAMPLE_TEXT)
+        answers = [_lines(window.completion(URI.format(index), LINE, COLUMN, timeout=60))
+                   for index, window in enumerate([*windows, alone])]
+        assert answers[0] and answers[0] == answers[1] == answers[2]
+        path = _sessions_socket(tmp_path)
+        assert stat.S_ISSOCK(path.lstat().st_mode) and stat.S_IMODE(path.lstat().st_mode) == 0o600
+    finally:
+        codes = [window.close() for window in [*windows, alone]]
+    assert codes == [0, 0, 0], "shutdown then exit: code 0, through the relay too"
+    host = hosts.pop()
+    assert _gone_within(host, 15), "the host outlived its last session by far more than 3 s"
+    assert not _sessions_socket(tmp_path).exists()
+
+
+def test_exit_without_shutdown_is_code_1_through_the_relay(tmp_path: Path):
+    window = _window(tmp_path)
+    session = _ready(window)["server"]["pid"]
+    window.notify("exit")
+    assert window.proc.wait(10) == 1
+    assert _gone_within(session, 5)
+
+
+def test_a_killed_editor_process_ends_its_session_and_no_other(tmp_path: Path):
+    killed, kept = _window(tmp_path), _window(tmp_path)
+    try:
+        session = _ready(killed)["server"]["pid"]
+        _ready(kept)
+        killed.proc.kill()  # the editor gives up on the process it started; it may keep the pipes open
+        assert _gone_within(session, 2.0), "the session outlived the editor's process"
+        kept.open(URI.format(0), SAMPLE_TEXT)
+        assert _lines(kept.completion(URI.format(0), LINE, COLUMN, timeout=60))
+    finally:
+        killed.close()
+        assert kept.close() == 0
+
+
+def test_a_session_has_the_editors_directory_arguments_and_environment(tmp_path: Path, fp32_bundle_dir: Path):
+    """Two windows started from different folders, with different environments and a relative log file: each
+    session works in its own folder, with its own environment (the model comes from it)."""
+    folders = [tmp_path / "a", tmp_path / "b"]
+    windows = []
+    for folder, model in zip(folders, ("", str(fp32_bundle_dir))):
+        folder.mkdir()
+        windows.append(_window(tmp_path / "run", "--log-file", "window.log", cwd=folder, COMPLETER_MODEL=model))
+    try:
+        infos = [_ready(window) for window in windows]
+        assert infos[0]["server"]["session_host_pid"] == infos[1]["server"]["session_host_pid"]
+        for folder, info in zip(folders, infos):
+            log = (folder / "window.log").read_text(encoding="utf-8")
+            assert f"pid {info['server']['pid']}" in log, "the relative log file is in the window's own folder"
+            assert os.readlink(f"/proc/{info['server']['pid']}/cwd") == str(folder)
+        assert str(fp32_bundle_dir) not in str(infos[0]) and str(fp32_bundle_dir) in str(infos[1])
+    finally:
+        for window in windows:
+            window.close()
+
+
+def test_usage_errors_reach_the_editors_stderr_with_code_2(tmp_path: Path):
+    proc = subprocess.run([sys.executable, "-m", "lsp", "--log-level", "NOPE"], env=_env(tmp_path),
+                          capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and b"--log-level" in proc.stderr
+
+
+def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path):
+    """A socket at the host's path that takes the pipes and hangs up, and one that anyone could open: the
+    window is served in its own process, says why on stderr, and loses no request."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    planted = _sessions_socket(runtime)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(planted))
+    listener.listen(4)
+    os.chmod(planted, 0o600)
+    window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
+    conn, _ = listener.accept()
+    conn.recv(65536)
+    conn.close()  # a host that refuses the request
+    try:
+        window.initialize({"completer": {"searchAhead": False}})
+        info = _ready(window)["server"]
+        assert info["pid"] == window.proc.pid and info["session_host_pid"] is None
+    finally:
+        window.close()
+    assert b"refused this session" in window.proc.stderr.read()
+    os.chmod(planted, 0o666)
+    window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
+    try:
+        window.initialize({"completer": {"searchAhead": False}})
+        assert _ready(window)["server"]["pid"] == window.proc.pid
+        listener.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # never connected to
+    finally:
+        window.close()
+        listener.close()
+    assert b"not using the session host" in window.proc.stderr.read()
+
+
+def test_a_bad_request_is_refused_and_the_host_serves_the_next_window(tmp_path: Path):
+    first = _window(tmp_path)
+    try:
+        host = _ready(first)["server"]["session_host_pid"]
+        path = _sessions_socket(tmp_path)
+        for junk in (b"", b"\x00\x00\x00\x05{not json", struct.pack("!I", 1 << 30)):
+            rogue = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            rogue.connect(str(path))
+            if junk:
+                rogue.sendall(junk)
+            rogue.close()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rogue:  # well formed, another version
+            rogue.connect(str(path))
+            body = b'{"version": "0.0.0"}'
+            r, w = os.pipe()
+            socket.send_fds(rogue, [struct.pack("!I", len(body))], [r, w, w])
+            rogue.sendall(body)
+            assert rogue.recv(100) == b"", "refused: the host hung up"
+            os.close(r)
+            os.close(w)
+        second = _window(tmp_path)
+        try:
+            assert _ready(second)["server"]["session_host_pid"] == host
+        finally:
+            assert second.close() == 0
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize("field, value", [("argv", "--tcp"), ("argv", [1]), ("cwd", None), ("umask", -1),
+                                          ("umask", True), ("env", {"A": 1}), ("prog", None)])
+def test_a_malformed_request_field_is_refused(field: str, value: object):
+    request = {"version": __import__("lsp").__version__, "argv": [], "prog": "python -m lsp", "cwd": "/",
+               "env": {}, "umask": 0o022}
+    assert _valid_request(dict(request)) == request
+    with pytest.raises(ValueError):
+        _valid_request({**request, field: value})
+
+
+def test_a_killed_host_leaves_its_sessions_running_and_is_replaced(tmp_path: Path):
+    first = _window(tmp_path)
+    try:
+        host = _ready(first)["server"]["session_host_pid"]
+        os.kill(host, signal.SIGKILL)
+        assert _gone_within(host, 5)
+        first.open(URI.format(0), SAMPLE_TEXT)
+        assert _lines(first.completion(URI.format(0), LINE, COLUMN, timeout=60)), "the session outlives its host"
+        second = _window(tmp_path)
+        try:
+            replaced = _info(second)["server"]["session_host_pid"]
+            assert replaced not in (None, host), "a new host on the stale socket's path"
+        finally:
+            assert second.close() == 0
+    finally:
+        assert first.close() == 0
