@@ -65,11 +65,11 @@ def runtime_dir() -> Path:
     return path
 
 
-def socket_path(kind: str = "engine") -> Path:
+def socket_path(kind: str = "engine", variant: str = "") -> Path:
     """The socket of the user's engine (or of their session host, lsp/session_host.py) for this install: one
-    per version, package location and interpreter, so servers of another install never talk to a process that
-    speaks differently. Refused when longer than a Unix socket's address can hold."""
-    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}".encode()).hexdigest()[:12]
+    per version, package location and interpreter (and `variant`), so servers of another install never talk to
+    a process that speaks differently. Refused when longer than a Unix socket's address can hold."""
+    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}\0{variant}".encode()).hexdigest()[:12]
     path = runtime_dir() / f"{kind}-{__version__}-{install}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
         raise EngineSocketError(f"the socket path {path} is {len(os.fsencode(path))} bytes, over the "
@@ -162,7 +162,7 @@ def _connected(path: Path) -> socket.socket | None:
 
 
 def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str],
-                              what: str = "the shared engine") -> socket.socket:
+                              what: str = "the shared engine", cwd: str | None = None) -> socket.socket:
     """Connect, or under the lock start `command --listen path` (another server may have started it meanwhile)
     and connect. The lock is named after the socket's kind (engine.lock, sessions.lock)."""
     sock = _connected(path)
@@ -175,7 +175,7 @@ def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str
         log.info("starting %s on %s", what, path)
         engine = subprocess.Popen([*command, "--listen", str(path)], env=env, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                  close_fds=True)
+                                  close_fds=True, cwd=cwd)
         deadline = time.monotonic() + START_TIMEOUT_S
         while (sock := _connected(path)) is None:
             if engine.poll() is not None:

@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import sys
+from pathlib import Path
 
 from lsp import __version__
 
@@ -25,15 +26,39 @@ PID_TIMEOUT_S = 30.0
 """How long the relay waits for the host to fork the session: past it, the session may be reading the
 editor's input, so the relay exits (the editor restarts the server) rather than serving here too."""
 SHELL = "/bin/sh"
-_IN_PROCESS_FLAGS = ("--standalone", "--tcp", "--port", "-h", "--help", "--version")
+HANDOVER_ATTEMPTS = 2
+"""A host that exits (idle) just as a relay reaches it hangs up; the second attempt finds or starts another."""
+_IN_PROCESS_FLAGS = ("--standalone", "--tcp", "--port", "--help", "--version")
+HOST_BOOT = "import sys; sys.path[0] = {root!r}; from lsp.session_host import main; sys.exit(main(sys.argv[1:]))"
+"""The host's entry, started in /: `python -m` would put the first window's directory (a project, which may
+hold modules named like ours or our dependencies') first on every later session's import path."""
 
 
 def _say(message: str) -> None:
     print(f"completer: {message}", file=sys.stderr, flush=True)
 
 
+def _in_process_flag(arg: str) -> bool:
+    """`--tcp`, `--standalone`, help and the like, or a prefix argparse would take for one of them."""
+    name = arg.split("=", 1)[0]
+    return name == "-h" or (len(name) > 2 and any(flag.startswith(name) for flag in _IN_PROCESS_FLAGS))
+
+
+def _interpreter() -> str:
+    """What makes this interpreter import and behave as it does: sessions run in a host started the same way
+    (the import path past the script's directory, the -X, -W and other flags)."""
+    return repr((sys.path[1:], tuple(sys.flags), sys.warnoptions, sorted(sys._xoptions.items())))
+
+
+def host_socket_path() -> Path:
+    """The socket of the session host for this install and interpreter (raises EngineSocketError)."""
+    from lsp.engine_socket import socket_path
+
+    return socket_path("sessions", _interpreter())
+
+
 def _wanted(argv: list[str]) -> bool:
-    if any(arg.split("=", 1)[0] in _IN_PROCESS_FLAGS for arg in argv):
+    if any(_in_process_flag(arg) for arg in argv if arg.startswith("-")):
         return False
     if os.environ.get("COMPLETER_STANDALONE") == "1" or os.environ.get(SESSION_HOST_ENV) == "0":
         return False
@@ -66,11 +91,20 @@ def _number_after(word: str, line: str | None) -> int | None:
     return int(parts[1]) if len(parts) == 2 and parts[0] == word and parts[1].isdigit() else None
 
 
+def _limits() -> dict[str, list[int]]:
+    """This process's resource limits (the editor's, or a wrapper's such as prlimit), for the session."""
+    import resource
+
+    return {name: list(resource.getrlimit(getattr(resource, name)))
+            for name in dir(resource) if name.startswith("RLIMIT_")}
+
+
 def _hand_over(conn: socket.socket, argv: list[str], prog: str) -> None:
     umask = os.umask(0o022)
     os.umask(umask)
     body = json.dumps({"version": __version__, "argv": argv, "prog": prog, "cwd": os.getcwd(),
-                       "env": dict(os.environ), "umask": umask}).encode()
+                       "env": dict(os.environ), "umask": umask, "limits": _limits(),
+                       "nice": os.getpriority(os.PRIO_PROCESS, 0)}).encode()
     socket.send_fds(conn, [HEADER.pack(len(body))], [0, 1, 2])
     conn.sendall(body)
 
@@ -98,31 +132,42 @@ def serve_through_host(argv: list[str], prog: str = "python -m lsp") -> int | No
     """Serve the editor through the session host: the session's exit code, or None to serve in this process."""
     if not _wanted(argv):
         return None
-    from lsp.engine_socket import EngineSocketError, connect_or_start_blocking, socket_path
+    from lsp.engine_socket import PACKAGE_ROOT, EngineSocketError, connect_or_start_blocking
 
-    try:
-        conn = connect_or_start_blocking(socket_path("sessions"), [sys.executable, "-m", "lsp.session_host"],
-                                         dict(os.environ), what="the session host")
-    except (EngineSocketError, OSError) as exc:
-        _say(f"not using the session host ({exc}): serving in this process")
-        return None
-    with conn:
+    for attempt in range(HANDOVER_ATTEMPTS):
         try:
-            conn.settimeout(PID_TIMEOUT_S)
-            _hand_over(conn, argv, prog)
-            line, buffered = _read_line(conn, b"")
-        except TimeoutError:
-            _say(f"the session host did not start a session within {PID_TIMEOUT_S:.0f} s: exiting")
-            return 1
-        except OSError as exc:
-            _say(f"cannot hand the editor's pipes to the session host ({exc}): serving in this process")
+            boot = HOST_BOOT.format(root=str(PACKAGE_ROOT))
+            conn = connect_or_start_blocking(host_socket_path(), [sys.executable, "-c", boot], dict(os.environ),
+                                             what="the session host", cwd="/")
+        except (EngineSocketError, OSError) as exc:
+            _say(f"not using the session host ({exc}): serving in this process")
             return None
-        if _number_after("pid", line) is None:
-            _say("the session host refused this session (its log is lsp-sessions.log): serving in this process")
-            return None
-        conn.settimeout(None)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1):  # the session alone reads and writes the editor's channel
-            os.dup2(devnull, fd)
-        os.close(devnull)
-        return _wait_for_exit(conn, buffered)
+        with conn:
+            problem = "the session host hung up before it started a session"
+            try:
+                conn.settimeout(PID_TIMEOUT_S)
+                try:
+                    _hand_over(conn, argv, prog)
+                except TimeoutError:
+                    raise
+                except OSError as exc:  # the host may have refused before it read it all: its line says so
+                    problem = f"cannot hand the editor's pipes to the session host ({exc})"
+                line, buffered = _read_line(conn, b"")
+            except TimeoutError:
+                _say(f"the session host did not start a session within {PID_TIMEOUT_S:.0f} s: exiting")
+                return 1
+            if line is not None and line.startswith("refused"):
+                _say("the session host refused this session (its log is lsp-sessions.log): serving in this process")
+                return None
+            if _number_after("pid", line) is None:
+                if attempt + 1 < HANDOVER_ATTEMPTS:
+                    continue  # a host exiting as it was reached: the next attempt starts another
+                _say(f"{problem}: serving in this process")
+                return None
+            conn.settimeout(None)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1):  # the session alone reads and writes the editor's channel
+                os.dup2(devnull, fd)
+            os.close(devnull)
+            return _wait_for_exit(conn, buffered)
+    return None

@@ -27,7 +27,7 @@ from typing import Any
 
 from lsp import __version__
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("lsp.session_host")  # not __main__, as which it runs
 
 SESSIONS_LOG = "lsp-sessions.log"
 HEADER = struct.Struct("!I")
@@ -43,8 +43,10 @@ IDLE_EXIT_ENV = "COMPLETER_ENGINE_IDLE_EXIT_S"
 def _preload() -> None:
     """Import what every session runs and build the converter's hooks, so that sessions share them; then move
     every object out of the collector's reach, so that collections in a session do not touch (and copy) them."""
+    import resource  # noqa: F401
     import sysconfig
 
+    import pathspec  # noqa: F401
     import pygls.progress  # noqa: F401
     import completer.bundle  # noqa: F401
     import lsp.handlers  # noqa: F401
@@ -58,9 +60,13 @@ def _preload() -> None:
     gc.freeze()
 
 
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
+def _read_exactly(conn: socket.socket, size: int, deadline: float) -> bytes:
     chunks = bytearray()
     while len(chunks) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ValueError(f"the request was not sent within {REQUEST_TIMEOUT_S:.0f} s")
+        conn.settimeout(left)
         chunk = conn.recv(min(65536, size - len(chunks)))
         if not chunk:
             raise ValueError("the relay hung up mid-request")
@@ -82,11 +88,40 @@ def _valid_request(request: Any) -> dict[str, Any]:
         raise ValueError("umask is malformed")
     if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
         raise ValueError("env is not a mapping of strings")
+    nice, limits = request.get("nice"), request.get("limits")
+    if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
+        raise ValueError("nice is malformed")
+    if not (isinstance(limits, dict) and all(
+            isinstance(name, str) and name.startswith("RLIMIT_") and isinstance(pair, list) and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in pair) for name, pair in limits.items())):
+        raise ValueError("limits are malformed")
     return request
 
 
+def _apply_limits(request: dict[str, Any]) -> None:
+    """The editor's process's niceness and resource limits, as far as this process may take them: a limit
+    above the host's hard limit, or a niceness below the host's, stays the host's, and stderr says so."""
+    import resource
+
+    for name, (soft, hard) in request["limits"].items():
+        kind = getattr(resource, name, None)
+        if isinstance(kind, int) and resource.getrlimit(kind) != (soft, hard):
+            try:
+                resource.setrlimit(kind, (soft, hard))
+            except (ValueError, OSError) as exc:
+                print(f"completer: keeping the session host's {name} ({exc})", file=sys.stderr)
+    now = os.getpriority(os.PRIO_PROCESS, 0)
+    if request["nice"] != now:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, request["nice"])
+        except OSError as exc:
+            print(f"completer: keeping the session host's niceness {now} ({exc})", file=sys.stderr)
+
+
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """A relay's request and its descriptors (closed here when the request is refused)."""
+    """A relay's request and its descriptors (closed here when the request is refused), within
+    REQUEST_TIMEOUT_S all told."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
     conn.settimeout(REQUEST_TIMEOUT_S)
     if hasattr(socket, "SO_PEERCRED"):
         _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -99,7 +134,7 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
         (size,) = HEADER.unpack(header)
         if size > MAX_REQUEST_BYTES:
             raise ValueError(f"a request of {size} bytes")
-        return _valid_request(json.loads(_read_exactly(conn, size))), fds
+        return _valid_request(json.loads(_read_exactly(conn, size, deadline))), fds
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -107,7 +142,8 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _send(conn: socket.socket, word: str, number: int) -> None:
-    """One line to the relay: `pid N` once the session runs, `exit N` when it ends (a shell reads the last)."""
+    """One line to the relay: `pid N` once the session runs, `exit N` when it ends (a shell reads the last), or
+    `refused 0` when there is no session."""
     try:
         conn.sendall(f"{word} {number}\n".encode())
     except OSError:  # the relay is gone
@@ -121,13 +157,12 @@ def _watch_relay(conn: socket.socket) -> None:
         conn.recv(1)
     except OSError:
         pass
-    log.info("the editor's process for this session is gone: the session ends")
-    logging.shutdown()
-    os._exit(1)
+    os._exit(1)  # at once: flushing logs could wait forever on a thread stuck writing to a full stderr pipe
 
 
 def _adopt(fds: list[int], request: dict[str, Any]) -> None:
-    """Become the process the editor started: its pipes as fds 0-2, its directory, environment and umask."""
+    """Become the process the editor started: its pipes as fds 0-2, its directory, environment, umask,
+    resource limits and niceness."""
     for target, fd in enumerate(fds):
         if fd != target:
             os.dup2(fd, target)
@@ -139,6 +174,7 @@ def _adopt(fds: list[int], request: dict[str, Any]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.umask(request["umask"])
+    _apply_limits(request)
     try:
         os.chdir(request["cwd"])
     except OSError as exc:
@@ -211,18 +247,24 @@ def serve(listener: socket.socket, idle_exit_s: float) -> None:
             continue
         try:
             request, fds = _receive(conn)
-        except (OSError, ValueError) as exc:
-            log.warning("refused a session: %s", exc)
+        except Exception as exc:  # noqa: BLE001 (whatever a request holds, it never ends the host)
+            log.warning("refused a session: %s", exc if isinstance(exc, (OSError, ValueError)) else repr(exc))
+            _send(conn, "refused", 0)
             conn.close()
             continue
         if threading.active_count() != 1:  # never fork a process with threads; nothing here starts one
             raise RuntimeError(f"the session host has {threading.active_count()} threads")
-        pid = os.fork()
-        if pid == 0:
-            _run_session(listener, conn, fds, request)
-        sessions.add(pid)
-        idle_since = time.monotonic()
-        log.info("session %d started for %s", pid, " ".join(request["argv"]) or "python -m lsp")
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: the relay serves in its own process
+            log.warning("cannot fork a session: %s", exc)
+            _send(conn, "refused", 0)
+        else:
+            if pid == 0:
+                _run_session(listener, conn, fds, request)
+            sessions.add(pid)
+            idle_since = time.monotonic()
+            log.info("session %d started for %s", pid, " ".join(request["argv"]) or "python -m lsp")
         for fd in fds:
             os.close(fd)
         conn.close()

@@ -3,6 +3,7 @@ lsp` processes started as an editor starts them, each test with a runtime direct
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import stat
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from lsp.engine_socket import socket_path
 from lsp.rawclient import RawClient
 from lsp.session_host import _valid_request
 from lsp_support import SAMPLE_TEXT, server_env
@@ -37,15 +37,10 @@ def _window(runtime: Path, *args: str, cwd: Path | None = None, **extra: str) ->
 
 
 def _sessions_socket(runtime: Path) -> Path:
-    old = os.environ.get("COMPLETER_RUNTIME_DIR")
-    os.environ["COMPLETER_RUNTIME_DIR"] = str(runtime)
-    try:
-        return socket_path("sessions")
-    finally:
-        if old is None:
-            del os.environ["COMPLETER_RUNTIME_DIR"]
-        else:
-            os.environ["COMPLETER_RUNTIME_DIR"] = old
+    """The host's socket as `python -m lsp` computes it (its path depends on the interpreter's import path)."""
+    code = "from lsp.relay import host_socket_path; print(host_socket_path())"
+    return Path(subprocess.run([sys.executable, "-c", code], env=_env(runtime), capture_output=True, text=True,
+                               check=True, timeout=60).stdout.strip())
 
 
 def _alive(pid: int) -> bool:
@@ -118,6 +113,21 @@ def test_a_killed_editor_process_ends_its_session_and_no_other(tmp_path: Path):
         assert kept.close() == 0
 
 
+def test_a_killed_editor_process_ends_its_session_even_with_its_stderr_full(tmp_path: Path):
+    """The editor stopped reading the server's stderr, so the session is stuck writing its log there: killing
+    the editor's process still ends it."""
+    window = _window(tmp_path)  # stderr is a pipe this test never reads
+    try:
+        session = _ready(window)["server"]["pid"]
+        for _ in range(2000):  # each logged as a warning, to stderr too: far more than a pipe holds
+            window.send_raw(b"not json")
+        time.sleep(1.0)
+        window.proc.kill()
+        assert _gone_within(session, 2.0), "the session outlived the editor's process"
+    finally:
+        window.close()
+
+
 def test_a_session_has_the_editors_directory_arguments_and_environment(tmp_path: Path, fp32_bundle_dir: Path):
     """Two windows started from different folders, with different environments and a relative log file: each
     session works in its own folder, with its own environment (the model comes from it)."""
@@ -139,6 +149,40 @@ def test_a_session_has_the_editors_directory_arguments_and_environment(tmp_path:
             window.close()
 
 
+def test_the_host_imports_nothing_from_the_first_windows_folder(tmp_path: Path):
+    """The host runs in /, with this package's root first on its import path, whichever window started it: a
+    project's own module named like one a session imports later never runs in another window's session."""
+    project = tmp_path / "project"
+    project.mkdir()
+    window = _window(tmp_path / "run", cwd=project)
+    try:
+        host = _ready(window)["server"]["session_host_pid"]
+        assert os.readlink(f"/proc/{host}/cwd") == "/"
+        boot = Path(f"/proc/{host}/cmdline").read_bytes().split(b"\0")
+        assert boot[1] == b"-c" and boot[2].startswith(b"import sys; sys.path[0] = ")
+    finally:
+        window.close()
+
+
+def test_a_session_has_the_editors_limits_and_niceness(tmp_path: Path):
+    first = _window(tmp_path)  # starts the host with this test's limits
+    wrapper = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (200, 4096)); os.nice(5); "
+               "os.execv(sys.executable, [sys.executable, '-m', 'lsp'])")
+    limited = RawClient([sys.executable, "-c", wrapper], env=_env(tmp_path), stderr=subprocess.PIPE)
+    try:
+        limited.initialize({"completer": {"searchAhead": False}})
+        info = _ready(limited)["server"]
+        assert info["session_host_pid"] == _info(first)["server"]["session_host_pid"]
+        limits = Path(f"/proc/{info['pid']}/limits").read_text()
+        assert re.search(r"Max open files\s+200\s+4096", limits), limits
+        assert int(Path(f"/proc/{info['pid']}/stat").read_text().split(") ")[-1].split()[16]) == 5
+        host_limits = Path(f"/proc/{info['session_host_pid']}/limits").read_text()
+        assert not re.search(r"Max open files\s+200\s+4096", host_limits), "the host keeps its own"
+    finally:
+        limited.close()
+        first.close()
+
+
 def test_usage_errors_reach_the_editors_stderr_with_code_2(tmp_path: Path):
     proc = subprocess.run([sys.executable, "-m", "lsp", "--log-level", "NOPE"], env=_env(tmp_path),
                           capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
@@ -154,18 +198,20 @@ def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(planted))
     listener.listen(4)
+    listener.settimeout(30)
     os.chmod(planted, 0o600)
     window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
-    conn, _ = listener.accept()
-    conn.recv(65536)
-    conn.close()  # a host that refuses the request
+    for _ in range(2):  # a host exiting as it is reached hangs up like this: the relay tries once more
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()
     try:
         window.initialize({"completer": {"searchAhead": False}})
         info = _ready(window)["server"]
         assert info["pid"] == window.proc.pid and info["session_host_pid"] is None
     finally:
         window.close()
-    assert b"refused this session" in window.proc.stderr.read()
+    assert b"hung up before it started a session: serving in this process" in window.proc.stderr.read()
     os.chmod(planted, 0o666)
     window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
     try:
@@ -178,6 +224,34 @@ def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path)
         window.close()
         listener.close()
     assert b"not using the session host" in window.proc.stderr.read()
+
+
+def test_a_refusal_is_served_in_the_editors_process_at_once(tmp_path: Path):
+    """A host that says it refuses: the relay does not try again, and serves in its own process."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(_sessions_socket(runtime)))
+    os.chmod(_sessions_socket(runtime), 0o600)
+    listener.listen(4)
+    listener.settimeout(30)
+    window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
+    conn, _ = listener.accept()
+    conn.recv(4)  # the header only: the host refuses before it reads the rest (a malformed header, say)
+    conn.sendall(b"refused 0\n")
+    conn.close()
+    try:
+        started = time.monotonic()
+        window.initialize({"completer": {"searchAhead": False}})
+        assert _ready(window)["server"]["pid"] == window.proc.pid
+        assert time.monotonic() - started < 20, "no wait for a second attempt"
+        listener.settimeout(0.2)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # no second attempt
+    finally:
+        window.close()
+        listener.close()
+    assert b"refused this session" in window.proc.stderr.read()
 
 
 def test_a_bad_request_is_refused_and_the_host_serves_the_next_window(tmp_path: Path):
@@ -197,7 +271,7 @@ def test_a_bad_request_is_refused_and_the_host_serves_the_next_window(tmp_path: 
             r, w = os.pipe()
             socket.send_fds(rogue, [struct.pack("!I", len(body))], [r, w, w])
             rogue.sendall(body)
-            assert rogue.recv(100) == b"", "refused: the host hung up"
+            assert rogue.recv(100) == b"refused 0\n", "refused, in a line the relay reads"
             os.close(r)
             os.close(w)
         second = _window(tmp_path)
@@ -210,10 +284,11 @@ def test_a_bad_request_is_refused_and_the_host_serves_the_next_window(tmp_path: 
 
 
 @pytest.mark.parametrize("field, value", [("argv", "--tcp"), ("argv", [1]), ("cwd", None), ("umask", -1),
-                                          ("umask", True), ("env", {"A": 1}), ("prog", None)])
+                                          ("umask", True), ("env", {"A": 1}), ("prog", None), ("nice", 40),
+                                          ("limits", {"RLIMIT_NOFILE": [1]}), ("limits", {"NOFILE": [1, 2]})])
 def test_a_malformed_request_field_is_refused(field: str, value: object):
     request = {"version": __import__("lsp").__version__, "argv": [], "prog": "python -m lsp", "cwd": "/",
-               "env": {}, "umask": 0o022}
+               "env": {}, "umask": 0o022, "nice": 0, "limits": {"RLIMIT_NOFILE": [1024, 4096]}}
     assert _valid_request(dict(request)) == request
     with pytest.raises(ValueError):
         _valid_request({**request, field: value})
