@@ -107,6 +107,12 @@ class WorkspaceIndex:
         self.nbytes -= self.costs.pop(path)
         return True
 
+    def uses(self, name: str, exclude: str | None) -> bool:
+        """Whether a file other than `exclude` holds `name` (names of three characters or more, past the
+        commonest words of the language, are indexed)."""
+        holders = self.postings.get(name)
+        return holders is not None and (len(holders) > 1 or exclude not in holders)
+
     def best_files(self, query: Iterable[str], exclude: str | None, count: int) -> list[str]:
         """The `count` files sharing the most query identifiers, each weighted by its rarity; best first."""
         total = max(1, len(self.files))

@@ -21,6 +21,7 @@ from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from completer.earlier_lines import anchor_above, following_line
+from completer.known_names import known_word_first, used_in
 from completer.remote import RepositoryContext
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
@@ -588,6 +589,8 @@ class CompleterServer(LanguageServer):
         engine = result.get("result") or {}
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
+        if not after.strip() and not engine.get("skipped"):
+            lines = self._known_word_first(lines, target, doc.lines)
         if puts_following and not engine.get("skipped"):
             lines = await self._following_first(following, lines, target, before, doc.lines)
         self.stats.answered += 1
@@ -600,6 +603,26 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
+
+    def _known_word_first(self, lines: list[LineSuggestion], target: Target, document: list[str]
+                          ) -> list[LineSuggestion]:
+        """`lines` with those that finish the word at the cursor as a name the document (its other lines) or
+        another file of the workspace uses first (completer/known_names.py)."""
+        path, repository = path_of(target.uri), self.repository
+        elsewhere: list[str] = []  # the document's other lines, joined only if a name needs them
+
+        def is_known(name: str) -> bool:
+            if repository is not None and repository.uses(name, path):
+                return True
+            if not elsewhere:
+                elsewhere.append("\n".join(document[:target.line_no]) + "\n" + "\n".join(document[target.line_no + 1:]))
+            return used_in(elsewhere[0], name)
+
+        order = known_word_first([s.line for s in lines], target.current[:target.column], is_known)
+        if order == [s.line for s in lines]:
+            return lines
+        by_line = {s.line: s for s in lines}
+        return [by_line[line] for line in order]
 
     async def _following_first(self, following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
                                before: str, document: list[str]) -> list[LineSuggestion]:

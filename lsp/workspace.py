@@ -316,6 +316,11 @@ class WorkspaceFiles:
         self._memo[uri] = (self._key(before), found, frozenset(query))
         return found
 
+    def uses(self, name: str, path: Path | None) -> bool:
+        """Whether a file of the workspace other than `path` holds the name (`WorkspaceIndex.uses`)."""
+        with self._lock:
+            return self.index.uses(name, str(normal_path(path)) if path else None)
+
     def followers(self, uri: str, path: Path | None, anchor: tuple[str, ...],
                   open_text: Callable[[str], str | None]) -> list[tuple[str, str]]:
         """The copies of the lines above the cursor (`anchor`, completer/earlier_lines.py `anchor_above`) in the

@@ -53,6 +53,7 @@ from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
 from completer.earlier_lines import anchor_above, following_line  # noqa: E402
+from completer.known_names import known_word_first, used_in  # noqa: E402
 from completer.workspace import WorkspaceIndex  # noqa: E402
 from lsp.workspace import SNIPPETS as WORKSPACE_SNIPPETS  # noqa: E402
 
@@ -250,6 +251,13 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         result = engine.complete_text(pos.path, before, "", below=below, others=others, snippets=snippets)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
+        typed = lines[pos.line][:pos.column]
+        elsewhere = "\n".join(lines[:pos.line]) + "\n" + "\n".join(lines[pos.line + 1:])
+        known_first = known_word_first(predicted, typed, lambda name: (  # as the server orders them (`suggest`)
+            index is not None and index.uses(name, pos.path)) or used_in(elsewhere, name))
+        if known_first[:1] != predicted[:1]:
+            top = known_first[0][len(typed):]
+        predicted = known_first
         if document_repeats:  # as the server puts it first (lsp/server.py, `suggest`)
             cut = before.rfind("\n") + 1
             anchor = anchor_above(before[:cut], before[cut:])

@@ -26,6 +26,7 @@ class Seen:
 class Behaviour:
     mode: str = "ok"  # ok, slow, garbage, huge, status, trickle
     line: Callable[[str], str] = lambda prompt: "    return a + b"  # the completion of a prompt, in mode ok
+    choices: Callable[[str], list[str]] | None = None  # each choice's completion instead, when set (mode ok)
     delay_s: float = 5.0  # how long `slow` waits before answering
     status: int = 500
     finish_reason: str = "stop"
@@ -110,8 +111,9 @@ class FakeEndpoint:
         else:
             prompt = seen.body.get("prompt", "")
             n = int(seen.body.get("n") or 1)
-            choices = [{"index": i, "text": behaviour.line(prompt), "finish_reason": behaviour.finish_reason}
-                       for i in range(n)]
+            texts = behaviour.choices(prompt)[:n] if behaviour.choices else [behaviour.line(prompt)] * n
+            choices = [{"index": i, "text": text, "finish_reason": behaviour.finish_reason}
+                       for i, text in enumerate(texts)]
             self._send(handler, 200, json.dumps({"id": "cmpl-1", "object": "text_completion",
                                                  "choices": choices}).encode())
 

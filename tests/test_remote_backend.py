@@ -351,3 +351,44 @@ async def _until(predicate, timeout: float = 5.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)
+
+
+async def test_a_line_that_finishes_the_word_as_a_known_name_comes_first(client: LanguageClient,
+                                                                        endpoint: FakeEndpoint, tmp_path: Path):
+    """Three lines from the endpoint, the first inventing a name: the server puts first the line whose name
+    Python, the document or another file of the workspace has (completer/known_names.py), and drops none."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "codec.py").write_text("def tokenize_payload(data):\n    return data.split()\n")  # never opened
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def registered(params: types.RegistrationParams) -> None:
+        return None
+
+    endpoint.behaviour = Behaviour(choices=lambda prompt: (
+        ["ationError:", "eError:", "meError:"] if "except Valu<|fim_suffix|>" in prompt
+        else ["th(data)", "yload(data)", "ck(data)"]))
+    await client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
+        initialization_options=_options(endpoint.url, endpointChoices=3)))
+    uri = (root / "reader.py").as_uri()
+    text = "def read(data):\n    try:\n        return int(data)\n    except Valu\n"
+    open_doc(client, uri, text)
+    result = await client.text_document_completion_async(completion_params(uri, 3, 15))
+    assert [item.text_edit.new_text for item in result.items] == [
+        "    except ValueError:", "    except ValuationError:", "    except ValumeError:"]
+    # a name only another file of the workspace has: first once the index holds that file
+    text = "def read(data):\n    words = tokenize_pa\n"
+    deadline = time.monotonic() + 10
+    for version in range(2, 1000):
+        change_doc(client, uri, version, (0, 0), (5, 0), text)
+        result = await client.text_document_completion_async(completion_params(uri, 1, 23))
+        lines = [item.text_edit.new_text for item in result.items]
+        if lines[0] == "    words = tokenize_payload(data)":
+            break
+        assert lines == ["    words = tokenize_path(data)", "    words = tokenize_payload(data)",
+                         "    words = tokenize_pack(data)"], lines
+        assert time.monotonic() < deadline, "the workspace's name never put its line first"
+        await asyncio.sleep(0.2)
+    assert sorted(lines) == ["    words = tokenize_pack(data)", "    words = tokenize_path(data)",
+                             "    words = tokenize_payload(data)"]
