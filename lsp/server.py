@@ -608,15 +608,16 @@ class CompleterServer(LanguageServer):
                           ) -> list[LineSuggestion]:
         """`lines` with those that finish the word at the cursor as a name the document (its other lines) or
         another file of the workspace uses first (completer/known_names.py)."""
-        path, repository = path_of(target.uri), self.repository
-        elsewhere: list[str] = []  # the document's other lines, joined only if a name needs them
+        in_workspace = self.repository.names_elsewhere(path_of(target.uri)) if self.repository is not None else None
+        other_lines: str | None = None  # the document's lines but the cursor's, joined only if a name needs them
 
         def is_known(name: str) -> bool:
-            if repository is not None and repository.uses(name, path):
+            nonlocal other_lines
+            if in_workspace is not None and in_workspace(name):
                 return True
-            if not elsewhere:
-                elsewhere.append("\n".join(document[:target.line_no]) + "\n" + "\n".join(document[target.line_no + 1:]))
-            return used_in(elsewhere[0], name)
+            if other_lines is None:
+                other_lines = "\n".join(document[:target.line_no]) + "\n" + "\n".join(document[target.line_no + 1:])
+            return used_in(other_lines, name)
 
         order = known_word_first([s.line for s in lines], target.current[:target.column], is_known)
         if order == [s.line for s in lines]:

@@ -316,10 +316,20 @@ class WorkspaceFiles:
         self._memo[uri] = (self._key(before), found, frozenset(query))
         return found
 
-    def uses(self, name: str, path: Path | None) -> bool:
-        """Whether a file of the workspace other than `path` holds the name (`WorkspaceIndex.uses`)."""
-        with self._lock:
-            return self.index.uses(name, str(normal_path(path)) if path else None)
+    def names_elsewhere(self, path: Path | None) -> Callable[[str], bool]:
+        """Whether a file of the workspace other than `path` holds a name (`WorkspaceIndex.uses`); `path` is
+        resolved as the index knows it once, at the first name asked about."""
+        excluded: str | None = None
+        resolved = False
+
+        def uses(name: str) -> bool:
+            nonlocal excluded, resolved
+            if not resolved:
+                excluded, resolved = (str(normal_path(path)) if path else None), True
+            with self._lock:
+                return self.index.uses(name, excluded)
+
+        return uses
 
     def followers(self, uri: str, path: Path | None, anchor: tuple[str, ...],
                   open_text: Callable[[str], str | None]) -> list[tuple[str, str]]:

@@ -43,6 +43,18 @@ def _sessions_socket(runtime: Path) -> Path:
                                check=True, timeout=60).stdout.strip())
 
 
+def _planted_host(runtime: Path) -> tuple[socket.socket, Path]:
+    """A socket of this user, mode 0600, listening where the host's would: what a test plays the host with."""
+    runtime.mkdir(mode=0o700)
+    path = _sessions_socket(runtime)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(4)
+    listener.settimeout(30)
+    return listener, path
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -193,13 +205,7 @@ def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path)
     """A socket at the host's path that takes the pipes and hangs up, and one that anyone could open: the
     window is served in its own process, says why on stderr, and loses no request."""
     runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    planted = _sessions_socket(runtime)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(planted))
-    listener.listen(4)
-    listener.settimeout(30)
-    os.chmod(planted, 0o600)
+    listener, planted = _planted_host(runtime)
     window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
     for _ in range(2):  # a host exiting as it is reached hangs up like this: the relay tries once more
         conn, _ = listener.accept()
@@ -229,12 +235,7 @@ def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path)
 def test_a_refusal_is_served_in_the_editors_process_at_once(tmp_path: Path):
     """A host that says it refuses: the relay does not try again, and serves in its own process."""
     runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(_sessions_socket(runtime)))
-    os.chmod(_sessions_socket(runtime), 0o600)
-    listener.listen(4)
-    listener.settimeout(30)
+    listener, _ = _planted_host(runtime)
     window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
     conn, _ = listener.accept()
     conn.recv(4)  # the header only: the host refuses before it reads the rest (a malformed header, say)
