@@ -26,6 +26,7 @@ import traceback
 from typing import Any
 
 from lsp import __version__
+from lsp.allocator_gaps import fill_free_blocks
 
 log = logging.getLogger("lsp.session_host")  # not __main__, as which it runs
 
@@ -41,8 +42,9 @@ IDLE_EXIT_ENV = "COMPLETER_ENGINE_IDLE_EXIT_S"
 
 
 def _preload() -> None:
-    """Import what every session runs and build the converter's hooks, so that sessions share them; then move
-    every object out of the collector's reach, so that collections in a session do not touch (and copy) them."""
+    """Import what every session runs and build the converter's hooks, so that sessions share them; fill the
+    allocator's gaps (lsp/allocator_gaps.py); then move every object out of the collector's reach, so that
+    collections in a session do not touch (and copy) them."""
     import resource  # noqa: F401
     import sysconfig
 
@@ -57,6 +59,7 @@ def _preload() -> None:
 
     prepare_converter()
     gc.collect()
+    fill_free_blocks()
     gc.freeze()
 
 

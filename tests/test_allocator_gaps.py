@@ -1,0 +1,58 @@
+"""The session host fills its allocator's free blocks before it forks (lsp/allocator_gaps.py)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lsp import allocator_gaps
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_filling_leaves_few_free_blocks_and_stderr_as_it_was():
+    """In a fresh interpreter: objects freed all over the pools leave free blocks; after the fill, a fraction
+    of them is left, and the process's stderr (borrowed to read the allocator's report) still reaches the
+    parent."""
+    script = textwrap.dedent("""
+        import sys
+        from lsp.allocator_gaps import fill_free_blocks, free_blocks
+        kept, freed = [], []
+        for i in range(60000):
+            (kept if i % 3 else freed).append(("x" * (i % 200), i))
+        del freed
+        before = sum(size * count for size, count in free_blocks().items())
+        filled = fill_free_blocks()
+        after = sum(size * count for size, count in free_blocks().items())
+        print(before, filled, after)
+        print("stderr still works", file=sys.stderr)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, filled, after = map(int, done.stdout.split())
+    assert before > 500_000  # the 20,000 freed tuples and strings
+    assert filled > 10_000
+    assert after < before / 4
+    assert done.stderr.strip() == "stderr still works"
+
+
+def test_the_report_is_read_by_size_class():
+    counts = allocator_gaps.free_blocks()
+    assert counts, "CPython reports its allocator"
+    assert all(size % 16 == 0 and 16 <= size <= 512 and count >= 0 for size, count in counts.items())
+
+
+def test_without_the_report_nothing_is_filled(monkeypatch: pytest.MonkeyPatch):
+    """Another interpreter, or an allocator without the report: nothing happens."""
+    monkeypatch.delattr(sys, "_debugmallocstats")
+    assert allocator_gaps.free_blocks() == {}
+    assert allocator_gaps.fill_free_blocks() == 0
+
+
+def test_a_report_of_another_shape_fills_nothing(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys, "_debugmallocstats", lambda: print("an allocator of another kind", file=sys.stderr))
+    assert allocator_gaps.free_blocks() == {}
+    assert allocator_gaps.fill_free_blocks() == 0
