@@ -35,17 +35,21 @@ def free_blocks() -> dict[int, int]:
     report = getattr(sys, "_debugmallocstats", None)
     if report is None:
         return {}
-    with tempfile.TemporaryFile() as captured:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            os.dup2(captured.fileno(), 2)
-            report()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        captured.seek(0)
-        text = captured.read().decode("ascii", "replace")
+    try:
+        with tempfile.TemporaryFile() as captured:
+            if sys.stderr is not None:
+                sys.stderr.flush()
+            saved = os.dup(2)
+            try:
+                os.dup2(captured.fileno(), 2)
+                report()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("ascii", "replace")
+    except OSError:  # no stderr to borrow, or no temporary file: fill nothing
+        return {}
     counts: dict[int, int] = {}
     for line in text.splitlines():
         if match := _ROW.match(line):

@@ -1,6 +1,7 @@
 """The session host fills its allocator's free blocks before it forks (lsp/allocator_gaps.py)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -56,3 +57,24 @@ def test_a_report_of_another_shape_fills_nothing(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sys, "_debugmallocstats", lambda: print("an allocator of another kind", file=sys.stderr))
     assert allocator_gaps.free_blocks() == {}
     assert allocator_gaps.fill_free_blocks() == 0
+
+
+def test_a_process_without_stderr_fills_and_leaves_fd_2_closed():
+    """A process started with fd 2 closed: the report goes to the temporary file that takes fd 2, and fd 2 is
+    closed again afterwards, as it was."""
+    script = textwrap.dedent("""
+        import os
+        from lsp.allocator_gaps import fill_free_blocks
+        filled = fill_free_blocks()
+        try:
+            os.fstat(2)
+            print(filled, "fd 2 open")
+        except OSError:
+            print(filled, "fd 2 closed")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, timeout=60, preexec_fn=lambda: os.close(2))
+    assert done.returncode == 0
+    filled, state = done.stdout.split(" ", 1)
+    assert int(filled) > 0
+    assert state.strip() == "fd 2 closed"
