@@ -201,6 +201,16 @@ def test_usage_errors_reach_the_editors_stderr_with_code_2(tmp_path: Path):
     assert proc.returncode == 2 and b"--log-level" in proc.stderr
 
 
+def _served_here_without_the_host(window: RawClient, listener: socket.socket) -> None:
+    """The window's server runs in the process the editor started, and the planted host's socket is not
+    connected to (again)."""
+    window.initialize({"completer": {"searchAhead": False}})
+    assert _ready(window)["server"]["pid"] == window.proc.pid
+    listener.settimeout(0.2)
+    with pytest.raises(socket.timeout):
+        listener.accept()
+
+
 def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path):
     """A socket at the host's path that takes the pipes and hangs up, and one that anyone could open: the
     window is served in its own process, says why on stderr, and loses no request."""
@@ -221,11 +231,7 @@ def test_a_socket_that_hangs_up_or_others_could_open_is_not_used(tmp_path: Path)
     os.chmod(planted, 0o666)
     window = RawClient([sys.executable, "-m", "lsp"], env=_env(runtime), stderr=subprocess.PIPE)
     try:
-        window.initialize({"completer": {"searchAhead": False}})
-        assert _ready(window)["server"]["pid"] == window.proc.pid
-        listener.settimeout(0.2)
-        with pytest.raises(socket.timeout):
-            listener.accept()  # never connected to
+        _served_here_without_the_host(window, listener)
     finally:
         window.close()
         listener.close()
@@ -243,12 +249,8 @@ def test_a_refusal_is_served_in_the_editors_process_at_once(tmp_path: Path):
     conn.close()
     try:
         started = time.monotonic()
-        window.initialize({"completer": {"searchAhead": False}})
-        assert _ready(window)["server"]["pid"] == window.proc.pid
+        _served_here_without_the_host(window, listener)
         assert time.monotonic() - started < 20, "no wait for a second attempt"
-        listener.settimeout(0.2)
-        with pytest.raises(socket.timeout):
-            listener.accept()  # no second attempt
     finally:
         window.close()
         listener.close()
