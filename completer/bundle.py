@@ -107,6 +107,14 @@ class Bundle:
         return order if order in ("spm", "psm") else None
 
     @property
+    def fim_template(self) -> str | None:
+        """The released family whose FIM markers the bundle's tokenizer has ("qwen", ...: completer/fim.py), as
+        `completer convert` found it; None for our own bundles and left-to-right ones."""
+        fim = self.manifest.get("fim")
+        template = fim.get("template") if isinstance(fim, dict) and self.fim_order else None
+        return template if isinstance(template, str) else None
+
+    @property
     def fim_ids(self) -> tuple[int, int, int] | None:
         """(prefix, suffix, middle) token ids of a fill-in-the-middle bundle in an order the engine builds
         (fim_order); None for a left-to-right bundle."""

@@ -27,6 +27,7 @@ from .calls import Steps, drive
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
 from .prompt import Prompts
+from .repository import RepositoryContext
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, context_slice,
@@ -130,16 +131,20 @@ class Engine:
 
     # Completion ----------------------------------------------------------------------------
     def complete_text(self, uri: str, before: str, after: str, is_cancelled: CancelCheck | None = None,
-                      below: str = "", others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
+                      below: str = "", others: Sequence[str] = (), snippets: Sequence[str] = (),
+                      repository: RepositoryContext | None = None) -> CompletionResult:
         """Suggestions for a cursor with `before` the text before it, `after` the rest of its line, `below`
         the lines after it, `others` the texts of other open files, most recently edited first, and `snippets`
         windows of the repository's other files most like the code at the cursor (completer/workspace.py; all
-        three searched by the document's repeats only). Raises Cancelled when `is_cancelled` turns true between beam
-        steps; otherwise never raises."""
-        return drive(self.complete_steps(uri, before, after, below, others, snippets), self.runtime, is_cancelled)
+        three searched by the document's repeats; the snippets also go in the prompt as the files of the
+        `repository`, by their paths, where the bundle's template lays a repository out: completer/prompt.py).
+        Raises Cancelled when `is_cancelled` turns true between beam steps; otherwise never raises."""
+        return drive(self.complete_steps(uri, before, after, below, others, snippets, repository), self.runtime,
+                     is_cancelled)
 
     def complete_steps(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = (),
-                       snippets: Sequence[str] = ()) -> Steps[CompletionResult]:
+                       snippets: Sequence[str] = (), repository: RepositoryContext | None = None
+                       ) -> Steps[CompletionResult]:
         """`complete_text` as the model calls it needs (completer/calls.py), for the scheduler to run beside
         other requests. Raises Cancelled when thrown one at a call; otherwise never raises."""
         started = time.perf_counter()
@@ -149,7 +154,7 @@ class Engine:
             return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
                            latency_ms=(time.perf_counter() - started) * 1000)
         try:
-            result = yield from self._complete(uri, before, after, below, others, snippets)
+            result = yield from self._complete(uri, before, after, below, others, snippets, repository)
         except Cancelled:
             raise
         except Exception:  # a bad request must never take the engine down
@@ -185,10 +190,12 @@ class Engine:
         if looks_binary(before) or (self.fim_ids is not None and self.bundle.fim_order == "spm"):
             return 0
         state = self.cache.get_quietly(uri)
-        ids, _, document, _ = self.prompts.context_ids(state, before, at_start)
+        repository = self.prompts.last_repository(state)  # the files its last prompt laid out come first again
+        ids, _, document, _ = self.prompts.context_ids(state, before, at_start, repository=repository)
         if self.fim_ids is not None and self.bundle.fim_order == "psm":
             start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
-            ids = [self.fim_ids[0], *document[start:]][:len(ids)]
+            files = ids[:ids.index(self.fim_ids[0])] if self.fim_ids[0] in ids else []
+            ids = [*files, self.fim_ids[0], *document[start:]][:len(ids)]
         prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix
         if common_prefix_length(state.ids, prompt) == len(prompt):
             return 0
@@ -197,12 +204,15 @@ class Engine:
         return ran
 
     def search_next_line(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
-                         is_cancelled: CancelCheck | None = None, snippets: Sequence[str] = ()) -> int:
+                         is_cancelled: CancelCheck | None = None, snippets: Sequence[str] = (),
+                         repository: RepositoryContext | None = None) -> int:
         """`search_next_line_steps` run alone; raises Cancelled between beam steps, keeping the searches done."""
-        return drive(self.search_next_line_steps(uri, before, below, others, snippets), self.runtime, is_cancelled)
+        return drive(self.search_next_line_steps(uri, before, below, others, snippets, repository), self.runtime,
+                     is_cancelled)
 
     def search_next_line_steps(self, uri: str, before: str, below: str = "", others: Sequence[str] = (),
-                               snippets: Sequence[str] = ()) -> Steps[int]:
+                               snippets: Sequence[str] = (), repository: RepositoryContext | None = None
+                               ) -> Steps[int]:
         """Run ahead the searches for the line after Enter at the end of `before`'s last line, at the indentations
         it most likely starts at (`next_line_indents`), while the user has not asked for anything, and keep their
         answers for those requests: the first keystroke on a new line searches a whole line, the slowest search
@@ -228,7 +238,7 @@ class Engine:
         try:
             for ahead in aheads:
                 settings = self.settings  # what this search runs with: _complete reads them before its first call
-                result = yield from self._complete(uri, ahead, "", below, others, snippets)
+                result = yield from self._complete(uri, ahead, "", below, others, snippets, repository)
                 self.ahead.keep(kept, Speculation((ahead, below, tuple(others)), settings, result))
         finally:
             self.ahead.finish(uri)
@@ -281,7 +291,8 @@ class Engine:
         return DocumentRepeats(ids, self.tokens.vocab_size, window_start=len(ids) - window, others_end=others_end)
 
     def _complete(self, uri: str, before: str, after: str, below: str = "", others: Sequence[str] = (),
-                  snippets: Sequence[str] = ()) -> Steps[CompletionResult]:
+                  snippets: Sequence[str] = (), repository: RepositoryContext | None = None
+                  ) -> Steps[CompletionResult]:
         budget_ms = self.settings.search_budget_ms
         deadline = time.perf_counter() + budget_ms / 1000 if budget_ms else None
         full_line = before[before.rfind("\n") + 1:]
@@ -299,7 +310,7 @@ class Engine:
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
         context = self._line_context(state, before[:line_start])
-        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
+        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below, repository)
         repeats = self._repeats(state, document, window, below, others, snippets)
         beams = self.beams
         # Everything that depends on the settings is read above: another window's settings may apply to the
@@ -322,7 +333,7 @@ class Engine:
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)
 
     def line_score(self, uri: str, before: str, rest: str, below: str = "", others: Sequence[str] = (),
-                   snippets: Sequence[str] = ()) -> float | None:
+                   snippets: Sequence[str] = (), repository: RepositoryContext | None = None) -> float | None:
         """The log-probability the beam search would give the line ending in `rest` (then a newline) at the
         cursor after `before`: evaluation compares it with the suggestions' scores to tell a line the search
         missed from one the model ranks low. None when the search could not produce it: more tokens than
@@ -332,7 +343,7 @@ class Engine:
         if looks_binary(before) or "\n" in rest or len(typed_line) + len(rest) > MAX_LINE_CHARS:
             return None
         state = self.cache.get(uri)
-        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below)
+        ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below, repository)
         try:
             tail = healed.decode("utf-8") + rest
         except UnicodeDecodeError:  # the healed token ends inside a character

@@ -1,7 +1,9 @@
 """The tokens the model reads for a cursor: the text before it encoded (each line once, kept per document),
 the last token backed off for token healing, the window slid in coarse jumps so the KV cache survives typing,
-and with a fill-in-the-middle bundle the FIM prompt around the lines below. The engine (completer/engine.py)
-asks `Prompts.context_ids` for every request; the document's repeats take `below_ids` and `other_ids`.
+and with a fill-in-the-middle bundle the FIM prompt around the lines below, after the workspace's snippets laid
+out as files where the model was trained on whole repositories (completer/repository.py). The engine
+(completer/engine.py) asks `Prompts.context_ids` for every request; the document's repeats take `below_ids`
+and `other_ids`.
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import math
 import numpy as np
 
 from .bundle import Bundle
-from .cache import DocumentState
+from .cache import DocumentState, common_prefix_length
+from .repository import REPOSITORY_MARKERS, RepositoryContext, repository_head_ids
 from .text import clean, head_of_file
 from .tokens import Tokens
 from .types import MIN_CONTEXT_TOKENS, EngineSettings
@@ -19,6 +22,8 @@ WINDOW_SLIDE_TOKENS = 256  # the context window jumps by this much when it slide
 OTHER_FILES_KEPT = 32  # other open files' tokens kept between requests (they change only when edited)
 FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the nearest ones say most
 MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
+REPOSITORY_SHARE = 4  # the workspace's files take at most a quarter of a FIM prompt's window
+NEW_FILES_AFTER_TOKENS = 128  # new files replace a prompt's only where its cache keeps at most this much after them
 
 
 def slid_start(length: int, limit: int) -> int:
@@ -48,6 +53,16 @@ class Prompts:
         self.tokens = tokens
         self.settings = settings  # the engine's, replaced when they change
         self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
+        self.repository_markers = self._repository_markers()
+
+    def _repository_markers(self) -> tuple[int, int] | None:
+        """The ids of the bundle's repository-name and file-separator markers, where its FIM template has them
+        (REPOSITORY_MARKERS) and its tokenizer holds both; else None: the snippets reach the repeats alone."""
+        markers = REPOSITORY_MARKERS.get(self.bundle.fim_template or "")
+        if markers is None or self.bundle.fim_order != "psm":
+            return None
+        ids = tuple(self.tokens.tokenizer.token_to_id(marker) for marker in markers)
+        return ids if all(isinstance(i, int) for i in ids) else None  # type: ignore[return-value]
 
     def window_tokens(self) -> int:
         """The tokens the model reads at most: the user's `context_tokens`, else the bundle's default window;
@@ -60,12 +75,13 @@ class Prompts:
         """The bundle's (prefix, suffix, middle) ids when the engine prompts with the lines below, else None."""
         return self.bundle.fim_ids if self.settings.fill_in_the_middle else None
 
-    def context_ids(self, state: DocumentState, before: str, at_start: bool, below: str = ""
-                    ) -> tuple[list[int], bytes, list[int], int]:
+    def context_ids(self, state: DocumentState, before: str, at_start: bool, below: str = "",
+                    repository: RepositoryContext | None = None) -> tuple[list[int], bytes, list[int], int]:
         """The context's token ids, the last one backed off for token healing (its bytes returned: the first
         generated tokens must spell them), inside the model's window; the same document ids from the start of
         the clipped text, which the document's repeats search; and how many of those the window holds (their
-        tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`, `_fim_psm_ids`)."""
+        tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`, `_fim_psm_ids`),
+        after the `repository`'s files where the bundle reads them (`repository_ids`)."""
         tokens = self.tokens
         encoded, head_count = self.encode(state, clean(before))
         marker = [tokens.end_of_text_id] if at_start else []
@@ -85,7 +101,8 @@ class Prompts:
         psm = self.bundle.fim_order == "psm"  # released FIM models: always this template, so all prompts share a head
         if self.fim_ids is not None and (below.strip() or psm):
             if psm:
-                fim = self._fim_psm_ids(state, document, min(head_count, len(document)), len(marker), below, limit)
+                fim = self._fim_with_files(state, document, min(head_count, len(document)), len(marker), below,
+                                           limit, repository)
             else:
                 fim = self._fim_ids(state, document, below, limit)
             if fim is not None:
@@ -116,9 +133,10 @@ class Prompts:
         return self.below_ids(state, below)[:min(FIM_SUFFIX_TOKENS, limit // 4)].tolist() if below.strip() else []
 
     def _fim_psm_ids(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
-                     limit: int) -> tuple[list[int], int] | None:
+                     limit: int, files: list[int]) -> tuple[list[int], int] | None:
         """The FIM prompt in prefix-suffix-middle order, as released FIM models were trained: `<prefix> text up
-        to the cursor's line <suffix> lines below <middle> the typed part of the line`. The typed part comes
+        to the cursor's line <suffix> lines below <middle> the typed part of the line`, after the workspace's
+        `files` (`repository_ids`; they are left out when the window cannot hold them too). The typed part comes
         last, so typing within a line only extends the cached prompt; a new line changes the prefix and the
         prompt is run again. It is used with nothing below the cursor too (an empty suffix), so every prompt in a
         file starts with the same head, which Engine.prefill runs ahead. The document-start marker is left out
@@ -128,10 +146,43 @@ class Prompts:
         suffix = self._fim_suffix(state, below, limit)
         head, line = document[marker:head_count], document[head_count:]
         room = limit - 3 - len(suffix) - len(line)
+        if room - len(files) < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
+            files = []
         if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
             return None
-        kept = head[slid_start(len(head), room):]
-        return [prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
+        kept = head[slid_start(len(head), room - len(files)):]
+        return [*files, prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
+
+    def _fim_with_files(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
+                        limit: int, repository: RepositoryContext | None) -> tuple[list[int], int] | None:
+        """`_fim_psm_ids` after the files the document's prompts start with (`repository_ids`). Other snippets
+        (the server picks them again once the lines above say other names) replace those files only where the
+        document's cache would keep no more than NEW_FILES_AFTER_TOKENS after them: everything after the files
+        is run again when they change, which costs a large model seconds on a small CPU, so they change when the
+        prompt is mostly run again anyway (a first request, an edit far above, the window sliding)."""
+        files = state.repository_memo[1]
+        fim = self._fim_psm_ids(state, document, head_count, marker, below, limit, files)
+        key = (repository, limit // REPOSITORY_SHARE) if repository is not None else None
+        if self.repository_markers is None or key == state.repository_memo[0]:
+            return fim
+        if fim is not None and common_prefix_length(state.ids, fim[0]) > len(files) + 1 + NEW_FILES_AFTER_TOKENS:
+            return fim
+        state.repository_memo = (key, self.repository_ids(repository, limit))
+        return self._fim_psm_ids(state, document, head_count, marker, below, limit, state.repository_memo[1])
+
+    def repository_ids(self, repository: RepositoryContext | None, limit: int) -> list[int]:
+        """The head that lays the `repository`'s snippets out as files before a FIM prompt, for a bundle whose
+        template has repository markers: at most a REPOSITORY_SHARE of the window. [] for other bundles or no
+        repository."""
+        if self.repository_markers is None or repository is None:
+            return []
+        return repository_head_ids(self.bundle.fim_template or "", repository, limit // REPOSITORY_SHARE,
+                                   self.tokens.encode, self.repository_markers)
+
+    def last_repository(self, state: DocumentState) -> RepositoryContext | None:
+        """The repository the document's prompts lay out (a prefill of the document keeps their files)."""
+        key = state.repository_memo[0]
+        return key[0] if isinstance(key, tuple) else None
 
     def encode(self, state: DocumentState, text: str) -> tuple[list[int], int]:
         """Tokens of `text`, and how many of them come before the cursor's line. Where a newline is always its

@@ -5,13 +5,13 @@ No HTTP here (lsp/remote_backend.py sends the prompt), so all of it is tested wi
 from __future__ import annotations
 
 import collections
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .fim import FIM_TEMPLATES, fim_prompt
+from .fim import fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
+from .repository import LINE_BREAKS, REPOSITORY_MARKERS, SNIPPET_CHARS, RepositoryContext, fitted, repository_head
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
 from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
 from .typing_through import LastAnswer, typed_through
@@ -21,12 +21,6 @@ PROMPT_CHARS = 6000
 window beside the lines below and the generated line."""
 BELOW_CHARS = 1500
 """Lines below the cursor a FIM prompt sends at most: the nearest ones say most."""
-SNIPPET_CHARS = 2000
-"""Repository snippets sent at most, in all (the prompt's head, commented out or laid out as files)."""
-MIN_SNIPPET_LINES = 3
-"""A snippet cut to fewer lines than this (to fit the budget) says too little to be sent."""
-LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
-"""Every character some editor or JSON reader takes for a line break: a suggestion ends at the first."""
 DOCUMENTS_KEPT = 256
 """Documents whose last answer is kept for typing through."""
 
@@ -75,61 +69,6 @@ def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) 
             parts.append(block)
             size += len(block)
     return "".join(parts)
-
-
-def fitted(head: str, text: str, room: int, prefix: str = "") -> str | None:
-    """`head`, then the first lines of `text` (cleaned, each after `prefix`) that fit in `room` characters in
-    all; None when fewer than MIN_SNIPPET_LINES of them fit (or not all of a shorter text): a window's first
-    lines stand for it, as a 60-line window is often longer than the whole budget."""
-    lines = clean(text).rstrip("\n").split("\n")
-    block, kept = head, 0
-    for line in lines:
-        if len(block) + len(prefix) + len(line) + 1 > room:
-            break
-        block += f"{prefix}{line}\n"
-        kept += 1
-    return block if kept and kept >= min(MIN_SNIPPET_LINES, len(lines)) else None
-
-
-REPOSITORY_MARKERS: dict[str, tuple[str, str]] = {"qwen": ("<|repo_name|>", "<|file_sep|>")}
-"""The (repository name, file separator) markers of the FIM templates whose models were trained on whole
-repositories laid out with them (Qwen2.5-Coder's repository-level format): the snippets go in as files."""
-
-
-@dataclass(frozen=True)
-class RepositoryContext:
-    """Where the cursor's document lies in the workspace, and the snippets of its other files, by their paths."""
-
-    name: str  # the workspace folder's name
-    path: str  # the document's path in it
-    files: tuple[tuple[str, str], ...] = ()  # (a path in the workspace, a window of that file), best first
-
-
-def repository_head(template: str, repository: RepositoryContext, limit: int = SNIPPET_CHARS) -> str:
-    """The repository-level head of a prompt for a template with REPOSITORY_MARKERS: the folder's name, each
-    snippet under its file's path (cut to the lines that fit in `limit` characters in all), then the document's
-    own path, after which the FIM prompt follows as that file's text. A snippet or path that holds one of the
-    template's markers, or a path with a line break, would lay out other files than there are: it is left out."""
-    name_marker, file_marker = REPOSITORY_MARKERS[template]
-    markers = (name_marker, file_marker, *FIM_TEMPLATES[template])
-    parts = [f"{name_marker}{_plain(repository.name, markers)}\n"]
-    size = 0
-    for path, text in repository.files:
-        if any(marker in text or marker in path for marker in markers) or LINE_BREAKS.search(path):
-            continue
-        block = fitted(f"{file_marker}{path}\n", text, limit - size)
-        if block is not None:
-            parts.append(block)
-            size += len(block)
-    parts.append(f"{file_marker}{_plain(repository.path, markers)}\n")
-    return "".join(parts)
-
-
-def _plain(name: str, markers: Sequence[str]) -> str:
-    """A folder's name or a path with no marker and no line break in it."""
-    for marker in markers:
-        name = name.replace(marker, "")
-    return LINE_BREAKS.sub(" ", name)
 
 
 @dataclass(frozen=True)

@@ -128,14 +128,14 @@ class WorkspaceIndex:
         return [path for path, _ in scores.most_common(count)]
 
     def snippets(self, before: str, exclude: str | None, count: int, read: Callable[[str], str | None]
-                 ) -> list[str]:
+                 ) -> list[Snippet]:
         """Up to `count` windows of other files most like the lines above the cursor (`before` is the text
         before it; its last, unfinished line is left out, so a query holds while the user types on a line).
         `read` gives a file's text, or None when it cannot be read."""
         query = identifiers_above(before)
         if not query or count <= 0:
             return []
-        return [snippet.text for snippet in self.windows(self.best_files(query, exclude, count), query, read)]
+        return self.windows(self.best_files(query, exclude, count), query, read)
 
     def windows(self, paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[Snippet]:
         """Each readable file's window sharing the most `query` identifiers. The lines that hold each name are

@@ -21,7 +21,10 @@ class FrameError(Exception):
 
 
 def _to_plain(obj: Any) -> Any:
-    """msgpack fallback for values engine code may hand back (paths, numpy scalars, tuples of those)."""
+    """msgpack fallback for values engine code may hand back (paths, numpy scalars, tuples of those), and for
+    objects that say what to send for them (`to_message`, as completer.repository.RepositoryContext does)."""
+    if hasattr(obj, "to_message") and callable(obj.to_message):
+        return obj.to_message()
     if isinstance(obj, PurePath):
         return str(obj)
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalar

@@ -21,7 +21,8 @@ import time
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from completer.remote import PromptRequest, RemoteAnswers, RepositoryContext
+from completer.remote import PromptRequest, RemoteAnswers
+from completer.repository import RepositoryContext
 from completer.types import CompletionResult
 from lsp.settings import ServerSettings, is_loopback
 from lsp.worker_client import WorkerDied, WorkerError

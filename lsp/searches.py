@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Hashable
 
-from completer.remote import RepositoryContext
+from completer.repository import RepositoryContext
 from lsp.worker_client import WorkerClient
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class SearchScheduler:
                   changes: int | None = None, below: str = "", others: list[str] | None = None,
                   snippets: list[str] | None = None, repository: RepositoryContext | None = None) -> Any:
         """The engine result for `key`; raises ContentModified, WorkerError or CancelledError. `repository` (the
-        snippets by their files) is for the remote backend, which may lay them out as files.
+        snippets by their files) is for a model that reads the workspace laid out as files.
 
         `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
         edit since then (even one that lands while we wait for the worker) makes the text stale."""

@@ -22,7 +22,7 @@ from pygls.lsp.server import LanguageServer
 
 from completer.earlier_lines import anchor_above, following_line
 from completer.known_names import known_word_first, used_in
-from completer.remote import RepositoryContext
+from completer.repository import RepositoryContext
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from completer.workspace import Snippet
@@ -315,8 +315,8 @@ class CompleterServer(LanguageServer):
             self.spawn(asyncio.to_thread(self.repository.update, path))
 
     def _repository_context(self, uri: str, snippets: list[Snippet]) -> RepositoryContext | None:
-        """The snippets by their files' places in the workspace, for a remote model that reads a repository laid
-        out as files (completer/remote.py); None for a document outside the workspace folders."""
+        """The snippets by their files' places in the workspace, for a model that reads a repository laid out as
+        files (completer/repository.py); None for a document outside the workspace folders."""
         path, repository = path_of(uri), self.repository
         place = repository.place(path) if repository is not None and path is not None else None
         if repository is None or place is None:
@@ -547,7 +547,7 @@ class CompleterServer(LanguageServer):
             if engine_settings.document_repeats else []
         snippets = await self.workspace_snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
-        placed = self._repository_context(target.uri, snippets) if self.settings.remote.is_remote else None
+        placed = self._repository_context(target.uri, snippets) if snippets else None
         puts_following = engine_settings.document_repeats and not after.strip()
         following = self.find_followers(target.uri, before) if puts_following else None  # while the search runs
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,

@@ -8,8 +8,10 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
   server -> worker  {"id": n, "op": "hello", "version": str}  (the shared engine answers its version and pid)
                     {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
-                     "others": [str], "snippets": [str]}  (the heads of other open files, most recently edited
-                     first; windows of the repository's files like the code at the cursor)
+                     "others": [str], "snippets": [str], "repository": {"name": str, "path": str, "paths": [str]}}
+                     (the heads of other open files, most recently edited first; windows of the repository's files
+                     like the code at the cursor; the workspace folder, the document's path in it and each
+                     snippet's: completer/repository.py)
                     {"id": n, "op": "close", "uri": str}
                     {"id": n, "op": "prefill", "uri": str, "text": str}  (answered at once; run when idle)
                     {"id": n, "op": "info"}
@@ -274,6 +276,7 @@ class Worker:
     def _submit_completion(self, client: Client, message: dict[str, Any]) -> None:
         """A completion as a live task of the scheduler. A search ahead in the same document that foresaw it is
         let finish (the task waits for it, then answers from it); one that did not is stopped."""
+        from completer.repository import RepositoryContext
         from completer.scheduler import Priority, Task
         from completer.types import Cancelled
 
@@ -286,6 +289,7 @@ class Worker:
         request = {"uri": uri, "before": str(message["before"]), "below": str(message.get("below") or ""),
                    "others": [text for text in message.get("others") or () if isinstance(text, str)],
                    "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
+        request["repository"] = RepositoryContext.from_message(message.get("repository"), request["snippets"])
         after = str(message["after"])
         self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
         foreseen = False
@@ -302,7 +306,7 @@ class Worker:
         def steps():  # the client's settings apply when the task starts, not when it was queued
             engine = self._require_engine(client)
             return (yield from engine.complete_steps(document, request["before"], after, request["below"],
-                                                     request["others"], request["snippets"]))
+                                                     request["others"], request["snippets"], request["repository"]))
 
         def done(task: Task) -> None:
             client.completions.discard(job_id)
@@ -360,7 +364,8 @@ class Worker:
         def ahead_steps():
             engine = self._engine_of(client)
             return (yield from engine.search_next_line_steps(document, request["before"], request["below"],
-                                                             request["others"], request["snippets"]))
+                                                             request["others"], request["snippets"],
+                                                             request["repository"]))
 
         def ahead_done(task: Task) -> None:
             if self._ahead_tasks.get(document) is task:

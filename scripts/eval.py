@@ -54,7 +54,8 @@ from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
 from completer.earlier_lines import anchor_above, following_line  # noqa: E402
 from completer.known_names import known_word_first, used_in  # noqa: E402
-from completer.workspace import WorkspaceIndex  # noqa: E402
+from completer.repository import RepositoryContext  # noqa: E402
+from completer.workspace import Snippet, WorkspaceIndex  # noqa: E402
 from lsp.workspace import SNIPPETS as WORKSPACE_SNIPPETS  # noqa: E402
 
 MIN_CODE_CHARS = 4
@@ -205,6 +206,14 @@ def workspace_indexes(files: dict[str, str]) -> dict[str, WorkspaceIndex]:
     return indexes
 
 
+def package_context(key: str, picked: list[Snippet]) -> RepositoryContext:
+    """The package laid out as the server lays out a workspace folder for a model that reads one (its name, the
+    document's path in it, each snippet's), from `origin:path` keys; models without the format ignore it."""
+    origin, path = key.split(":", 1)
+    return RepositoryContext(origin.split("==", 1)[0], path,
+                             tuple((snippet.path.split(":", 1)[1], snippet.text) for snippet in picked))
+
+
 def following_first(predicted: list[str], before: str, followers: list[tuple[str, str]], next_line: str,
                     limit: int) -> list[str]:
     """`predicted` (whole lines) with the line `following_line` finds first, at most `limit` of them."""
@@ -226,7 +235,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
     `after_cursor`: a FIM bundle reads the lines below the cursor (the rest of the cursor's line is what it
     must write, so it is never given). The card's definition of the context (the text before the cursor)
     leaves all three out. `workspace`: the package's other files are the workspace, indexed as the server
-    indexes a workspace folder, and the snippets it picks join the document's repeats."""
+    indexes a workspace folder, and the snippets it picks join the document's repeats (and the prompt of a
+    model that reads a repository laid out as files: completer/repository.py)."""
     opened = opened or OpenFiles(0, {}, {})
     indexes = workspace_indexes(files) if workspace else {}
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
@@ -247,8 +257,10 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
         below = text_below(lines, pos.line, MAX_CONTEXT_CHARS) if lines_below or after_cursor else ""
         others = [opened.texts[key] for key in opened.keys.get(pos.path, ())]
         index = indexes.get(pos.path.split(":", 1)[0])
-        snippets = index.snippets(before, pos.path, WORKSPACE_SNIPPETS, files.get) if index is not None else []
-        result = engine.complete_text(pos.path, before, "", below=below, others=others, snippets=snippets)
+        picked = index.snippets(before, pos.path, WORKSPACE_SNIPPETS, files.get) if index is not None else []
+        snippets = [snippet.text for snippet in picked]
+        result = engine.complete_text(pos.path, before, "", below=below, others=others, snippets=snippets,
+                                      repository=package_context(pos.path, picked) if picked else None)
         predicted = [s.line.rstrip() for s in result.suggestions]
         top = result.suggestions[0].text if result.suggestions else ""
         typed = lines[pos.line][:pos.column]

@@ -20,6 +20,7 @@ from completer.cli import main as cli_main  # noqa: E402
 from completer.engine import Engine  # noqa: E402
 from completer.graph import decoder_model  # noqa: E402
 from completer.graph.huggingface import architecture, canonical_weights, load_weights, read_config  # noqa: E402
+from completer.repository import RepositoryContext  # noqa: E402
 from completer.runtime import Runtime  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
@@ -432,6 +433,124 @@ def test_searching_the_next_line_ahead_keeps_this_lines_fim_prompt(converted):
     engine.search_next_line("file:///a.py", before, below)
     result = engine.complete_text("file:///a.py", before + "v", "", below=below)
     assert result.new_tokens <= 2, result
+
+
+@pytest.fixture(scope="module")
+def converted_wide(converted) -> Path:
+    """The same checkpoint with a 512-token window: room for the workspace's files before a FIM prompt."""
+    src, bundle_dir, _ = converted
+    out = bundle_dir.parent / "wide"
+    assert cli_main(["convert", str(src), "--out", str(out), "--context", "512"]) == 0
+    return out
+
+
+def _split_at(ids: list[int], markers: tuple[int, ...]) -> list[list[int]]:
+    """`ids` cut at each marker (the markers dropped): the pieces between them."""
+    pieces: list[list[int]] = [[]]
+    for token in ids:
+        if token in markers:
+            pieces.append([])
+        else:
+            pieces[-1].append(token)
+    return pieces
+
+
+def test_a_qwen_bundle_reads_the_workspace_as_files_before_its_fim_prompt_and_typing_only_extends_it(
+        converted_wide):
+    """Qwen2.5-Coder was trained on repositories laid out as `<|repo_name|>name <|file_sep|>path code ...`: the
+    workspace's snippets go first, under their paths, then the document's own path and its FIM prompt."""
+    engine = Engine(EngineSettings(model_path=str(converted_wide), fill_in_the_middle=True, device="cpu"))
+    assert engine.prompts.repository_markers is not None
+    name_id, sep_id = engine.prompts.repository_markers
+    pre, suf, mid = engine.bundle.fim_ids
+    prices = "def total(items):\n    return sum(item.price for item in items)\n\n\nTAX = 0.2\n"
+    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", prices),))
+    uri, below = "file:///shop/cart.py", "    return amount\n"
+    before = "from shop.prices import total\n\n\ndef checkout(cart):\n    amount = tot"
+    engine.complete_text(uri, before, "", below=below, snippets=[prices], repository=repository)
+    ids = list(engine.cache.get(uri).ids)
+    files = ids[:ids.index(pre)]
+    assert files[0] == name_id and files.count(sep_id) == 2 and files.count(name_id) == 1
+    decoded = [engine.tokens.decode_bytes(piece) for piece in _split_at(files, (name_id, sep_id))]
+    assert decoded == [b"", b"shop\n", b"shop/prices.py\n" + prices.encode(), b"shop/cart.py\n"]
+    window = engine.prompts.window_tokens() - engine.settings.max_tokens - 1
+    assert len(files) <= window // 4 and ids[len(files) + 1:].count(suf) == 1
+    engine.typing_through = False
+    typed = engine.complete_text(uri, before + "a", "", below=below, snippets=[prices], repository=repository)
+    assert typed.cached_tokens >= len(ids) - 2 and typed.new_tokens <= 3, typed
+    # the document's prefill (an edit while idle) keeps the files its prompts start with
+    engine.prefill(uri, before + "al(cart)\n    amount *= 2\n")
+    assert list(engine.cache.get(uri).ids[:len(files) + 1]) == files + [pre]
+    # no workspace: the FIM prompt alone, as before
+    engine.complete_text("file:///shop/alone.py", before, "", below=below)
+    assert engine.cache.get("file:///shop/alone.py").ids[0] == pre
+
+
+def test_other_snippets_replace_the_files_only_where_the_prompt_is_run_again_anyway(converted_wide):
+    """New files before the prompt run the whole prompt again (seconds for a large model on a small CPU): a
+    document whose cache holds much after its files keeps them until an edit far above runs it again anyway."""
+    engine = Engine(EngineSettings(model_path=str(converted_wide), fill_in_the_middle=True, device="cpu"))
+    engine.typing_through = False
+    first = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", "TAX = 0.2\nRATE = 3\nBASE = 1\n"),))
+    other = RepositoryContext("shop", "shop/cart.py", (("shop/stock.py", "COUNT = 7\nSIZE = 2\nLEFT = 0\n"),))
+    uri, body = "file:///shop/cart.py", "".join(f"value_{i} = compute({i})\n" for i in range(30))
+    before = body + "def checkout(cart):\n    amount = tot"
+
+    def files_of(repository: RepositoryContext, text: str) -> bytes:
+        result = engine.complete_text(uri, text, "", snippets=[repository.files[0][1]], repository=repository)
+        assert result.suggestions is not None
+        ids = list(engine.cache.get(uri).ids)
+        return engine.tokens.decode_bytes(ids[:ids.index(engine.bundle.fim_ids[0])])
+
+    assert b"shop/prices.py" in files_of(first, before)
+    kept = files_of(other, before + "a")  # the cache holds the whole document after the files: they stay
+    assert b"shop/prices.py" in kept and b"shop/stock.py" not in kept
+    assert engine.complete_text(uri, before + "al", "", snippets=["x"], repository=other).new_tokens <= 3
+    edited = files_of(other, "import os\n" + before)  # an edit at the top runs the prompt again: the new files
+    assert b"shop/stock.py" in edited and b"shop/prices.py" not in edited
+
+
+CART = ("from prices import total, TAX\n\n\ndef checkout(cart):\n    amount = total(cart.items)\n"
+        "    amount = amount * (1 + TAX)\n    return amount\n")
+
+
+def _context_tokens_beside_a_workspace(bundle: Path, folder: Path, on: bool) -> int:
+    """How many tokens the model read for a completion in cart.py, in the real server on `folder`."""
+    with RawClient(SERVER_CMD, env=server_env(COMPLETER_MODEL=str(bundle))) as client:
+        client.request("initialize", {"processId": None, "rootUri": folder.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"fillInTheMiddle": True,
+                                                                              "workspaceContext": on}}})
+        client.notify("initialized", {})
+        deadline = time.monotonic() + 60
+        while not client.request("completer/info")["result"].get("model"):
+            assert time.monotonic() < deadline, "the worker never loaded the converted bundle"
+            time.sleep(0.1)
+        time.sleep(0.5)  # the index is built on a thread; two files take milliseconds
+        uri = (folder / "cart.py").as_uri()
+        client.open(uri, CART)
+        client.completion(uri, 4, len("    amount = tot"))  # a new line's snippets are picked after its search
+        time.sleep(0.5)
+        assert client.completion(uri, 5, len("    amount = amo"))["result"] is not None
+        return client.request("completer/info")["result"]["server"]["last_context_tokens"]
+
+
+def test_the_real_server_sends_a_qwen_bundle_the_workspace_files(converted_wide, tmp_path):
+    (tmp_path / "prices.py").write_text("TAX = 0.2\n\n\ndef total(items):\n    return sum(i.price for i in items)\n")
+    (tmp_path / "cart.py").write_text(CART)
+    alone = _context_tokens_beside_a_workspace(converted_wide, tmp_path, on=False)
+    beside = _context_tokens_beside_a_workspace(converted_wide, tmp_path, on=True)
+    assert beside >= alone + 20, (alone, beside)  # the folder's name, both paths and prices.py's lines
+
+
+def test_bundles_whose_template_has_no_repository_format_read_no_files():
+    from completer.bundle import load_bundle
+    from completer.prompt import Prompts
+    from completer.tokens import Tokens
+
+    bundle = load_bundle(None)  # the embedded model: no FIM template of a released family
+    prompts = Prompts(bundle, Tokens(bundle.tokenizer_path), EngineSettings())
+    assert prompts.repository_markers is None
+    assert prompts.repository_ids(RepositoryContext("shop", "a.py"), 500) == []
 
 
 def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generated(tmp_path):

@@ -15,8 +15,8 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from completer.fim import fim_prompt, template_for_model
-from completer.remote import SNIPPET_CHARS, RemoteAnswers, RepositoryContext, clip_prompt, line_comment, \
-    repository_head, snippet_head
+from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_head
+from completer.repository import SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.remote_backend import EndpointError, completion_texts

@@ -86,7 +86,7 @@ def test_snippets_come_from_the_files_sharing_the_rarest_names():
     index.add("c.py", "import os\nprint(os.getcwd())\n")
     found = index.snippets("def install(registry):\n    register_handler(registry, 'x')\n    regi", "me.py", 1,
                            {"a.py": "A", "b.py": "B", "c.py": "C"}.get)
-    assert found == ["B"]
+    assert [(snippet.path, snippet.text) for snippet in found] == [("b.py", "B")]
     index.remove("b.py")
     assert "frobnicate_payload" not in index.postings and "b.py" not in index.files
     lines = [f"line_{i} = {i}" for i in range(200)]
