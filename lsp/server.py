@@ -547,7 +547,8 @@ class CompleterServer(LanguageServer):
             if engine_settings.document_repeats else []
         snippets = await self.workspace_snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
-        placed = self._repository_context(target.uri, snippets) if snippets else None
+        placed = self._repository_context(target.uri, snippets) \
+            if snippets or self.settings.remote.is_remote else None  # a remote prompt names the file with none
         puts_following = engine_settings.document_repeats and not after.strip()
         following = self.find_followers(target.uri, before) if puts_following else None  # while the search runs
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
