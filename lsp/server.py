@@ -323,7 +323,7 @@ class CompleterServer(LanguageServer):
             return None
         files = []
         for snippet in snippets:
-            found = repository.place(Path(snippet.path))
+            found = repository.place(Path(snippet.path), indexed=True)
             files.append((found[1] if found is not None else Path(snippet.path).name, snippet.text))
         return RepositoryContext(place[0], place[1], tuple(files))
 

@@ -246,10 +246,11 @@ class WorkspaceFiles:
                 "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
                 "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
 
-    def place(self, path: Path) -> tuple[str, str] | None:
+    def place(self, path: Path, indexed: bool = False) -> tuple[str, str] | None:
         """The workspace folder's name and `path`'s place in it (a POSIX path), for a prompt that lays out the
-        repository's files; None outside every folder."""
-        path = normal_path(path)
+        repository's files; None outside every folder. `indexed`: `path` is one the index knows a file by (a
+        snippet's), already `normal_path`: its folders are not resolved again at every request."""
+        path = path if indexed else normal_path(path)
         root = self.root_of(path)
         return (root.name, path.relative_to(root).as_posix()) if root is not None else None
 
