@@ -1,6 +1,6 @@
 """Throughput of the engine's scheduler: N searches in N documents at once, against the same N one after another.
 
-    python scripts/bench_batch.py --out docs/bench_batch.json
+    python scripts/bench_batch.py --out bench_batch.json
 
 Each round moves the cursor of every document to a new line (half at a line's start, half mid-line) of its own
 stdlib file, so every search runs the model. Before the round is timed, each document's context up to the cursor

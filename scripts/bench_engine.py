@@ -486,6 +486,14 @@ def tables(results: dict) -> str:
         out += _pair(results["io_binding"], {"session_run": "`session.run` with numpy inputs",
                                              "io_binding": "IO binding, the prefix KV bound once as OrtValues"},
                      unit="rounds")
+    if "against" in results:
+        r = results["against"]
+        out += ["", "#### This tree against another checkout", ""]
+        out += _pair(r, {"other_tree": f"the other checkout (`{r.get('other_tree_path', '?')}`)",
+                         "this_tree": "this tree"},
+                     f"; ms per model run p50: {r['other_tree']['ms_per_model_run_p50']:.2f} vs "
+                     f"{r['this_tree']['ms_per_model_run_p50']:.2f}; top line changed: {r['top_line_changed']}; "
+                     f"number of model runs changed: {r['model_runs_changed']}")
     if "memory_arena" in results:
         r = results["memory_arena"]
         out += ["", "#### onnxruntime's CPU memory arena (a long document)", ""]

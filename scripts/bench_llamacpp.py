@@ -9,7 +9,8 @@ Q8_0 GGUF made by llama.cpp's own convert_hf_to_gguf.py from the same folder, ru
 (flash attention on). LLAMA_CPP_DIR is a llama.cpp source tree: the llama-cpp-python sdist carries one in
 vendor/llama.cpp (`pip download llama-cpp-python --no-binary :all: --no-deps`). `--pre-tokenizer qwen2`
 names the pre-tokenizer for a tokenizer llama.cpp's converter does not recognise (released_shape.py's).
-Both run the same token ids. The line is 16 greedy steps of one sequence (a beam of one, each step one call of
+Both run the same token ids. Our prefill runs in the engine's 128-token chunks, llama.cpp's in one batch. The
+line is 16 greedy steps of one sequence (a beam of one, each step one call of
 our graph with its beam step), so both do the same work whatever the weights say.
 """
 from __future__ import annotations
@@ -31,7 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from completer.bundle import load_bundle  # noqa: E402
-from completer.cache import DocumentState, extend_prefix  # noqa: E402
+from completer.cache import DocumentState, prefix_steps  # noqa: E402
+from completer.calls import drive  # noqa: E402
+from completer.engine import PREFILL_CHUNK_TOKENS  # noqa: E402
 from completer.runtime import Runtime  # noqa: E402
 from completer.tokens import Tokens  # noqa: E402
 
@@ -70,8 +73,9 @@ class Ours:
         self.state = DocumentState()
 
     def prefill(self, ids: list[int]) -> None:
+        """In the engine's chunks (a keystroke in another document waits for one chunk at most)."""
         self.state = DocumentState()
-        extend_prefix(self.state, self.runtime, ids)
+        drive(prefix_steps(self.state, self.runtime.empty_prefix(), ids, PREFILL_CHUNK_TOKENS), self.runtime)
 
     def step(self, token: int, position: int) -> None:
         self.runtime.run(np.asarray([[token]]), position, self.state.prefix(), self.runtime.empty_past(1), num_beams=1)
@@ -80,9 +84,11 @@ class Ours:
         """One beam's steps as beam.py runs them: the graph's beam step picks the next token, the suffix KV grows."""
         past = self.runtime.empty_past(1)
         for step in range(steps):
-            out = self.runtime.run(np.asarray([[token]]), position + step, self.state.prefix(), past, num_beams=2)
+            out = self.runtime.run(np.asarray([[token]]), position + step, self.state.prefix(), past,
+                                   num_beams=1 if self.runtime.slotted else 2)
             token = int(out.tokens[0])
-            past = [(k[:1], v[:1]) for k, v in out.beam_kv]
+            # a format-3 graph gives each row's suffix KV (the one row here); older ones the kept beams'
+            past = out.present if self.runtime.slotted else [(k[:1], v[:1]) for k, v in out.beam_kv]
 
 
 class Theirs:

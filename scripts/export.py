@@ -6,6 +6,11 @@ Writes into --out: model.onnx (INT8; the graph a single search runs), model_batc
 engine's scheduler runs when several searches share a call, `--batch-slots` of them), tokenizer.json,
 manifest.json (checksums of every file), and training/ (the fp32 safetensors weights and config, for resuming
 and fine-tuning; never loaded at run time). The fp32 ONNX goes to --fp32-out (default: the cache dir) for evaluation.
+
+    python scripts/export.py --out models/python-small --graphs-only
+
+builds a bundle's graphs again from its own training/ weights after a change to the graph builder
+(completer/graph/), and updates only the manifest's checksums and sizes.
 """
 from __future__ import annotations
 
@@ -67,12 +72,10 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
     return manifest
 
 
-def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: str,
-           corpora: dict[str, Path] | None = None, batch_slots: int = DEFAULT_SLOTS) -> dict:
-    config = json.loads((checkpoint / "config.json").read_text())
-    weights = load_file(str(checkpoint / "model.safetensors"))
-    nl = newline_id(tokenizer)
-    out.mkdir(parents=True, exist_ok=True)
+def write_graphs(weights: dict[str, np.ndarray], config: dict, out: Path, fp32_out: Path, batch_slots: int
+                 ) -> dict[str, int]:
+    """The INT8 graphs into `out`: model.onnx, and model_batched.onnx when `batch_slots` > 1 (else any old one
+    is removed); the single graph's fp32 form stays at `fp32_out`. Returns the fusions onnxruntime applied."""
     fp32_out.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(own_decoder(weights, config, slots=1), str(fp32_out))
     fusions = optimize(fp32_out, own_architecture(config))
@@ -88,6 +91,16 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
             shutil.copyfile(Path(tmp) / BATCHED_MODEL, out / BATCHED_MODEL)
         elif (out / BATCHED_MODEL).exists():
             (out / BATCHED_MODEL).unlink()
+    return fusions
+
+
+def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: str,
+           corpora: dict[str, Path] | None = None, batch_slots: int = DEFAULT_SLOTS) -> dict:
+    config = json.loads((checkpoint / "config.json").read_text())
+    weights = load_file(str(checkpoint / "model.safetensors"))
+    nl = newline_id(tokenizer)
+    out.mkdir(parents=True, exist_ok=True)
+    fusions = write_graphs(weights, config, out, fp32_out, batch_slots)
     if tokenizer.resolve() != (out / "tokenizer.json").resolve():
         shutil.copyfile(tokenizer, out / "tokenizer.json")
     training_dir = out / "training"
@@ -122,6 +135,26 @@ def export(checkpoint: Path, out: Path, tokenizer: Path, fp32_out: Path, name: s
     if shards:
         training["corpus_shards"] = shards
     return write_manifest(out, config, nl, fp32_out.stat().st_size, training, name, fusions, batch_slots)
+
+
+def rebuild_graphs(bundle: Path, fp32_out: Path) -> dict:
+    """Build a bundle's graphs again from its own training/ weights with this tree's graph builder, and update
+    the manifest's checksums and sizes: what changes when the builder does and the weights do not. The
+    training record, the tokenizer and the model card stay as they are."""
+    manifest_path = bundle / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    config = json.loads((bundle / "training" / "config.json").read_text())
+    weights = load_file(str(bundle / "training" / "model.safetensors"))
+    batch_slots = (manifest.get("batched_model") or {}).get("slots", 1)
+    fusions = write_graphs(weights, config, bundle, fp32_out, batch_slots)
+    files = ["model.onnx", *((BATCHED_MODEL,) if batch_slots > 1 else ())]
+    manifest["format_version"] = FORMAT_VERSION
+    manifest["fp32_onnx_bytes"] = fp32_out.stat().st_size
+    manifest["graph_fusions"] = fusions
+    for name in files:
+        manifest["files"][name] = {"sha256": sha256(bundle / name), "bytes": (bundle / name).stat().st_size}
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
 
 
 def shard_record(corpus: Path, tokens_seen: int) -> dict:
@@ -231,10 +264,19 @@ def main() -> None:
     parser.add_argument("--training-note", default="", help="a sentence for the model card (budget, hardware)")
     parser.add_argument("--batch-slots", type=int, default=DEFAULT_SLOTS,
                         help="searches one batched call holds (model_batched.onnx); 0 or 1: no batched graph")
+    parser.add_argument("--graphs-only", action="store_true",
+                        help="only build --out's graphs again from its own training/ weights (after a change to "
+                             "the graph builder), keeping its manifest's records and its model card")
     args = parser.parse_args()
+    fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
+    if args.graphs_only:
+        manifest = rebuild_graphs(args.out, fp32_out)
+        sizes = [f"{name} {meta['bytes'] / 1e6:.2f} MB" for name, meta in manifest["files"].items()
+                 if name.endswith(".onnx")]
+        print(f"{args.out}: graphs built again ({', '.join(sizes)}); fp32 graph at {fp32_out}")
+        return
     checkpoint = args.checkpoint or cache_dir() / "checkpoints" / "run"
     tokenizer = args.tokenizer or corpus_dir() / "tokenizer.json"
-    fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
     manifest = export(checkpoint, args.out, tokenizer, fp32_out, args.name or args.out.name,
                       corpus_shards(), args.batch_slots)
     fill_model_card(args.out, manifest, args.training_note)

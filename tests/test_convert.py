@@ -29,20 +29,28 @@ FAMILIES = [("gpt2", True), ("llama", False), ("qwen2", True), ("qwen2", False)]
 CONTEXT = 128
 
 
-def _feed(arch, ids: np.ndarray, position: int, prefix, past) -> dict:
-    """The graph's inputs for one search: its rows in the one slot, every row at the same positions."""
+def _feed(arch, ids: np.ndarray, position: int, prefix, past, slots: int = 1) -> dict:
+    """The graph's inputs for one search: its rows in the first slot (the others empty), every row at the same
+    positions."""
     rows, new = ids.shape
     feed = {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(position, position + new), (rows, new)).copy(),
-            "slot_rows": np.array([rows], np.int64),
+            "slot_rows": np.array([rows] + [0] * (slots - 1), np.int64),
             "past_mask": np.zeros((rows, past[0][0].shape[2]), np.float32)}
+    empty = (np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
+             np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32))
     for layer in range(arch.n_layer):
         feed[f"prefix_key_{layer}_0"], feed[f"prefix_value_{layer}_0"] = prefix[layer]
+        for slot in range(1, slots):
+            feed[f"prefix_key_{layer}_{slot}"], feed[f"prefix_value_{layer}_{slot}"] = empty
         feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
     return feed
 
 
+@pytest.mark.parametrize("slots", [1, 3])
 @pytest.mark.parametrize("family,tied", FAMILIES)
-def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_suffixes(tmp_path, family, tied):
+def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_suffixes(tmp_path, family, tied,
+                                                                                       slots):
+    """The graph of one slot, which a search alone runs, and of several, here with the search in the first."""
     import onnxruntime as ort
 
     model = checkpoint(tmp_path, family, tied=tied)
@@ -50,15 +58,16 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
     arch = architecture(config, CONTEXT)
     weights = canonical_weights(load_weights(tmp_path), arch, config)
     assert ("lm_head" in weights) == (not tied)
-    session = ort.InferenceSession(decoder_model(arch, weights, CONTEXT, logits_only=True).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
+    graph = decoder_model(arch, weights, CONTEXT, slots=slots, logits_only=True)
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     kv, dim, layers = arch.n_kv_head, arch.head_dim, range(arch.n_layer)
     rng = np.random.default_rng(1)
     prompt = rng.integers(0, arch.vocab_size, 20)
     empty = lambda b: [(np.zeros((b, kv, 0, dim), np.float32),) * 2 for _ in layers]  # noqa: E731
     out = dict(zip(names, session.run(None, _feed(arch, prompt[None, :], 0, [
-        (np.zeros((1, kv, dim, 0), np.float32), np.zeros((1, kv, 0, dim), np.float32)) for _ in layers], empty(1)))))
+        (np.zeros((1, kv, dim, 0), np.float32), np.zeros((1, kv, 0, dim), np.float32)) for _ in layers], empty(1),
+        slots))))
     expected = logits(model, prompt.tolist())
     scale = np.abs(expected).max()
     np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, scale))
@@ -67,7 +76,7 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
     past = empty(3)
     for step in range(suffixes.shape[1]):  # each beam's tokens sit at P, P+1, ... after the shared prefix
         out = dict(zip(names, session.run(None, _feed(arch, suffixes[:, step:step + 1], len(prompt) + step, prefix,
-                                                      past))))
+                                                      past, slots))))
         for beam in range(3):
             whole = prompt.tolist() + suffixes[beam, :step + 1].tolist()
             np.testing.assert_allclose(out["logits"][beam], logits(model, whole)[-1], atol=1e-4 * max(1.0, scale))

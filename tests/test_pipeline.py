@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,3 +176,26 @@ def test_the_model_card_counts_epochs_and_repeats_per_shard():
     assert export.repeats_text(shards) == ("1.50 epochs of `corpus`, 0.40 epochs of `corpus-2` "
                                            "(50 of those tokens were repeats)")
     assert export.repeats_text(shards[1:]) == "0.40 epochs of `corpus-2` (no token repeated)"
+
+
+def test_graphs_only_builds_a_bundles_graphs_again_from_its_own_weights(tmp_path: Path):
+    """After a change to the graph builder, `export.py --graphs-only` replaces the graphs and their checksums and
+    keeps everything the manifest and the card say of the training; the bundle then loads and completes."""
+    bundle = tmp_path / "python-small"
+    shipped = REPO / "models" / "python-small"
+    shutil.copytree(shipped, bundle)
+    (bundle / "model.onnx").write_bytes(b"a graph from an older builder")
+    before = json.loads((bundle / "manifest.json").read_text())
+    card = (bundle / "MODEL.md").read_text()
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), "--out", str(bundle), "--graphs-only",
+                           "--fp32-out", str(tmp_path / "fp32.onnx")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    after = json.loads((bundle / "manifest.json").read_text())
+    assert {k: v for k, v in after.items() if k not in ("files", "fp32_onnx_bytes", "graph_fusions")} == \
+        {k: v for k, v in before.items() if k not in ("files", "fp32_onnx_bytes", "graph_fusions")}
+    assert after["files"]["tokenizer.json"] == before["files"]["tokenizer.json"]
+    assert (bundle / "MODEL.md").read_text() == card
+    engine = Engine(EngineSettings(model_path=str(bundle), device="cpu"))  # load_bundle checks every checksum
+    assert load_bundle(str(bundle)).batched_model is not None
+    result = engine.complete_text("file:///a.py", "import os\n\n\ndef main():\n    path = os.", "")
+    assert result.suggestions and result.suggestions[0].line.startswith("    path = os.")

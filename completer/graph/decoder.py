@@ -76,7 +76,7 @@ def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndar
 
 
 DEFAULT_SLOTS = 8
-"""Searches one call can hold. Each slot costs seven small operators per layer even when empty; eight hold the
+"""Searches one call can hold. Each slot costs ten small operators per layer even when empty; eight hold the
 live keystrokes, search-ahead and prefetch of several windows."""
 
 
@@ -99,13 +99,19 @@ def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_a
     parts = [parts] if slots == 1 else parts
     pieces = []
     for i, part in enumerate(parts):
-        scores = g.op("MatMul", [part, f"prefix_key_{layer}_{i}"], f"{p}_s_prefix_{i}")  # [1, KV, r G S, P_i]
+        # One product per (KV head, beam, query head of the group) over its S rows, [S, D] @ [D, P]: in a beam
+        # step S = 1, and onnxruntime multiplies a single row without first copying the prefix into packed
+        # panels, as it does for a product of several rows; those copies cost more than the product itself.
+        part = g.op("Reshape", [part, shapes["slot_q"]], f"{p}_q_slot_rows_{i}")  # [KV, r G, S, D]
+        key = g.op("Reshape", [f"prefix_key_{layer}_{i}", i64("kv_key", [n_kv, 1, dim, -1])])  # [KV, 1, D, P_i]
+        value = g.op("Reshape", [f"prefix_value_{layer}_{i}", i64("kv_value", [n_kv, 1, -1, dim])])  # [KV, 1, P_i, D]
+        scores = g.op("MatMul", [part, key], f"{p}_s_prefix_{i}")  # [KV, r G, S, P_i]
         top = g.op("ReduceMax", [scores], f"{p}_m_prefix_{i}", axes=[-1], keepdims=1)  # -inf when P_i = 0
         e = g.op("Exp", [g.op("Sub", [scores, top])], f"{p}_e_prefix_{i}")
         total = g.op("ReduceSum", [e, i64("last", [-1])], f"{p}_z_prefix_{i}", keepdims=1)
-        y = g.op("MatMul", [e, f"prefix_value_{layer}_{i}"], f"{p}_y_prefix_{i}")  # [1, KV, r G S, D]
-        pieces.append(g.op("Concat", [y, top, total], f"{p}_prefix_{i}", axis=-1))  # [1, KV, r G S, D + 2]
-    joined = pieces[0] if slots == 1 else g.op("Concat", pieces, f"{p}_prefix", axis=2)  # [1, KV, B G S, D + 2]
+        y = g.op("MatMul", [e, value], f"{p}_y_prefix_{i}")  # [KV, r G, S, D]
+        pieces.append(g.op("Concat", [y, top, total], f"{p}_prefix_{i}", axis=-1))  # [KV, r G, S, D + 2]
+    joined = pieces[0] if slots == 1 else g.op("Concat", pieces, f"{p}_prefix", axis=1)  # [KV, B G, S, D + 2]
     joined = g.op("Transpose", [g.op("Reshape", [joined, shapes["by_row"]])], perm=[1, 0, 2, 3])  # [B, KV, G*S, D+2]
     y_prefix, m_prefix, z_prefix = g.op("Split", [joined, i64("ymz", [dim, 1, 1])], f"{p}_ymz", outputs=3, axis=-1)
     # One softmax across both: rescale each part to the larger maximum.
@@ -149,7 +155,9 @@ def _shapes(g: GraphBuilder, arch: Architecture) -> dict:
     slot_sizes = g.op("Mul", ["slot_rows", g.op("Mul", [g_1d, s_1d])], "slot_sizes")  # [N] = r_i * G * S
     by_row = g.op("Concat", [i64("kv", [arch.n_kv_head]), b_1d, i64("rest", [-1, arch.head_dim + 2])], "by_row",
                   axis=0)  # (KV, B, G*S, D + 2)
-    return {"mask": mask, "slot_sizes": slot_sizes, "by_row": by_row}
+    slot_q = g.op("Concat", [i64("kv", [arch.n_kv_head]), i64("minus_one", [-1]), s_1d, i64("d", [arch.head_dim])],
+                  "slot_q", axis=0)  # (KV, r G, S, D)
+    return {"mask": mask, "slot_sizes": slot_sizes, "by_row": by_row, "slot_q": slot_q}
 
 
 def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_length: int, slots: int = 1,
