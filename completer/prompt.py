@@ -1,7 +1,8 @@
 """The tokens the model reads for a cursor: the text before it encoded (each line once, kept per document),
-the last token backed off for token healing, the window slid in coarse jumps so the KV cache survives typing,
-and with a fill-in-the-middle bundle the FIM prompt around the lines below, after the workspace's snippets laid
-out as files where the model was trained on whole repositories (completer/repository.py). The engine
+the word at the cursor backed off for token healing (`heal`), the window slid in coarse jumps so the KV cache
+survives typing, and with a fill-in-the-middle bundle the FIM prompt around the lines below, after the
+workspace's snippets laid out as files where the model was trained on whole repositories
+(completer/repository.py). The engine
 (completer/engine.py) asks `Prompts.context_ids` for every request; the document's repeats take `below_ids`
 and `other_ids`.
 """
@@ -24,6 +25,33 @@ FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the ne
 MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
 REPOSITORY_SHARE = 4  # the workspace's files take at most a quarter of a FIM prompt's window
 NEW_FILES_AFTER_TOKENS = 128  # new files replace a prompt's only where its cache keeps at most this much after them
+
+
+HEALED_WORD_TOKENS = 4  # token healing backs off at most this many tokens of the word at the cursor
+
+
+def _word_byte(byte: int) -> bool:
+    return byte >= 0x80 or byte == 0x5F or 0x30 <= byte <= 0x39 or 0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A
+
+
+def heal(tokens: Tokens, ids: list[int]) -> tuple[list[int], bytes]:
+    """Back off the last token, and the rest of the word it ends (up to HEALED_WORD_TOKENS tokens, with the
+    space before it): the search then spells the typed bytes again with the tokens the model would have used
+    for the whole word. `except Valu` encodes as `except`, ` `, `Val`, `u`, where the model writes ` ValueError`
+    in one token: backing off `u` alone leaves it to finish a word it never saw split there."""
+    healed = tokens.token_bytes[ids[-1]]
+    ids = ids[:-1]
+    for _ in range(HEALED_WORD_TOKENS - 1):
+        if len(ids) < 2 or not healed or not _word_byte(healed[0]):
+            break
+        previous = tokens.token_bytes[ids[-1]]
+        if previous == b" " or (previous and _word_byte(previous[-1])):
+            healed, ids = previous + healed, ids[:-1]
+            if not _word_byte(previous[0]):  # it opens the word (` version`, `.app`): the word is whole
+                break
+        else:
+            break
+    return ids, healed
 
 
 def slid_start(length: int, limit: int) -> int:
@@ -77,23 +105,22 @@ class Prompts:
 
     def context_ids(self, state: DocumentState, before: str, at_start: bool, below: str = "",
                     repository: RepositoryContext | None = None) -> tuple[list[int], bytes, list[int], int]:
-        """The context's token ids, the last one backed off for token healing (its bytes returned: the first
-        generated tokens must spell them), inside the model's window; the same document ids from the start of
-        the clipped text, which the document's repeats search; and how many of those the window holds (their
-        tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`, `_fim_psm_ids`),
-        after the `repository`'s files where the bundle reads them (`repository_ids`)."""
+        """The context's token ids, the word at the cursor backed off for token healing (`heal`; its bytes
+        returned: the first generated tokens must spell them), inside the model's window; the same document ids
+        from the start of the clipped text, which the document's repeats search; and how many of those the
+        window holds (their tail). With a FIM bundle and lines below, the window is the FIM prompt (`_fim_ids`,
+        `_fim_psm_ids`), after the `repository`'s files where the bundle reads them (`repository_ids`)."""
         tokens = self.tokens
         encoded, head_count = self.encode(state, clean(before))
         marker = [tokens.end_of_text_id] if at_start else []
         ids = marker + encoded
         head_count += len(marker)
         healed = b""
-        # Token healing: regenerate the last token. A lone newline is kept where newlines are always lone
+        # Token healing: regenerate the word at the cursor. A lone newline is kept where newlines are always lone
         # tokens (nothing could re-spell it otherwise); a merged one ("\n   ") is healed like any other.
         bare_newline = ids and ids[-1] == tokens.newline_id and tokens.isolates_newlines
         if len(ids) > 1 and not bare_newline and ids[-1] != tokens.end_of_text_id:
-            healed = tokens.token_bytes[ids[-1]]
-            ids = ids[:-1]
+            ids, healed = heal(tokens, ids)
         if not ids:
             ids = [tokens.end_of_text_id]
         document = ids

@@ -106,6 +106,31 @@ def test_token_healing_mid_identifier(engine: Engine):
     assert all(not s.text[:1].isspace() for s in result.suggestions)
 
 
+@pytest.mark.parametrize("typed,healed", [
+    ("    except Valu", b" Valu"),  # `except`, ` `, `Val`, `u`: the space before the word too
+    ("    # Capture thread-specifi", b"specifi"),  # `-` opens the word
+    ("    .. versioncha", b" versioncha"),  # ` version` opens it
+    ("    return self.appen", b"appen"),
+    ("    x = ", b" "),  # no word at the cursor: the last token alone, as before
+])
+def test_token_healing_backs_off_the_whole_word_at_the_cursor(engine: Engine, typed: str, healed: bytes):
+    from completer.prompt import HEALED_WORD_TOKENS, heal
+
+    ids = engine.tokens.encode("import os\n\n\ndef main():\n" + typed)
+    kept, spelled = heal(engine.tokens, ids)
+    assert spelled == healed and ids[:len(kept)] == kept
+    assert engine.tokens.decode_bytes(ids[len(kept):]) == healed and len(ids) - len(kept) <= HEALED_WORD_TOKENS
+
+
+def test_a_word_split_across_tokens_is_finished_as_the_model_writes_it_whole(engine: Engine):
+    """`except Valu` encodes as ... ` `, `Val`, `u`; the model writes ` ValueError` as one token, so healing
+    only `u` left it to invent `ValuationError`."""
+    before = "import json\n\n\ndef load(path):\n    try:\n        return json.loads(path)\n    except Valu"
+    result = engine.complete_text("file:///healed.py", before, "")
+    assert result.suggestions and result.suggestions[0].line.startswith("    except ValueError"), result.suggestions
+    assert all(s.line.startswith("    except Valu") for s in result.suggestions)
+
+
 DEDENTED = [  # a line of typed indentation below a deeper block
     SAMPLE + "\n\ndef check(empty):\n    if empty:\n        values = []\n    ",
     SAMPLE + "\n\ndef load(path):\n    try:\n        with open(path) as handle:\n            return handle.read()\n    ",
