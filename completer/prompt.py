@@ -2,9 +2,8 @@
 the word at the cursor backed off for token healing (`heal`), the window slid in coarse jumps so the KV cache
 survives typing, and with a fill-in-the-middle bundle the FIM prompt around the lines below, after the
 workspace's snippets laid out as files where the model was trained on whole repositories
-(completer/repository.py). The engine
-(completer/engine.py) asks `Prompts.context_ids` for every request; the document's repeats take `below_ids`
-and `other_ids`.
+(completer/repository.py). The engine (completer/engine.py) asks `Prompts.context_ids` for every request; the
+document's repeats take `below_ids` and `other_ids`.
 """
 from __future__ import annotations
 
