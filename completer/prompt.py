@@ -24,12 +24,12 @@ FIM_SUFFIX_TOKENS = 128  # the lines below the cursor a FIM prompt holds: the ne
 MIN_FIM_CONTEXT_TOKENS = 64  # a FIM prompt keeps this much of the text before the cursor (half a small window)
 REPOSITORY_SHARE = 4  # the workspace's files take at most a quarter of a FIM prompt's window
 NEW_FILES_AFTER_TOKENS = 128  # new files replace a prompt's only where its cache keeps at most this much after them
-
-
 HEALED_WORD_TOKENS = 4  # token healing backs off at most this many tokens of the word at the cursor
 
 
 def _word_byte(byte: int) -> bool:
+    """A byte of a name: ASCII letters, digits, `_`, and every byte of a non-ASCII character (bytes, not
+    characters, as known_names._word_char reads them: a token may end inside a character)."""
     return byte >= 0x80 or byte == 0x5F or 0x30 <= byte <= 0x39 or 0x41 <= byte <= 0x5A or 0x61 <= byte <= 0x7A
 
 

@@ -270,6 +270,10 @@ def main() -> None:
     args = parser.parse_args()
     fp32_out = args.fp32_out or cache_dir() / "export" / f"{args.out.name}.fp32.onnx"
     if args.graphs_only:
+        needed = [args.out / name for name in ("manifest.json", "training/config.json", "training/model.safetensors")]
+        if missing := [str(path) for path in needed if not path.is_file()]:
+            raise SystemExit(f"export.py --graphs-only: {args.out} is not a bundle with its training weights "
+                             f"(missing {', '.join(missing)})")
         manifest = rebuild_graphs(args.out, fp32_out)
         sizes = [f"{name} {meta['bytes'] / 1e6:.2f} MB" for name, meta in manifest["files"].items()
                  if name.endswith(".onnx")]

@@ -199,3 +199,10 @@ def test_graphs_only_builds_a_bundles_graphs_again_from_its_own_weights(tmp_path
     assert load_bundle(str(bundle)).batched_model is not None
     result = engine.complete_text("file:///a.py", "import os\n\n\ndef main():\n    path = os.", "")
     assert result.suggestions and result.suggestions[0].line.startswith("    path = os.")
+    shutil.rmtree(bundle / "training")  # no weights to build from: one line, and the graphs are left alone
+    graphs = (bundle / "model.onnx").read_bytes()
+    refused = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), "--out", str(bundle),
+                              "--graphs-only"], capture_output=True, text=True)
+    assert refused.returncode != 0 and refused.stderr.strip().count("\n") == 0
+    assert "is not a bundle with its training weights" in refused.stderr
+    assert (bundle / "model.onnx").read_bytes() == graphs
