@@ -150,7 +150,9 @@ def serve_through_host(argv: list[str], prog: str = "python -m lsp") -> int | No
                     _hand_over(conn, argv, prog)
                 except TimeoutError:
                     raise
-                except OSError as exc:  # the host may have refused before it read it all: its line says so
+                except ConnectionError:  # it hung up while the pipes were on their way; a refusal's line says so
+                    pass
+                except OSError as exc:
                     problem = f"cannot hand the editor's pipes to the session host ({exc})"
                 line, buffered = _read_line(conn, b"")
             except TimeoutError:

@@ -228,7 +228,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
              max_tokens: int = EngineSettings.max_tokens, search_errors: bool = False, document_repeats: bool = True,
              lines_below: bool = False, opened: OpenFiles | None = None, first_by_consensus: bool = True,
              suggestions: int = 5, stop_margin: float = EngineSettings.stop_margin, partial_lines: bool = True,
-             after_cursor: bool = False, workspace: bool = False) -> tuple[dict, dict[str, list[float]]]:
+             after_cursor: bool = False, workspace: bool = False,
+             shown: list[dict] | None = None) -> tuple[dict, dict[str, list[float]]]:
     """The summary, and each position's outcome per metric (for paired comparisons). `lines_below`: the
     document's repeats also search the lines after the cursor's, as the server's do; `opened`: they also
     search other files of the project, as the server searches other open files (scripts/open_files.py).
@@ -236,7 +237,8 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
     must write, so it is never given). The card's definition of the context (the text before the cursor)
     leaves all three out. `workspace`: the package's other files are the workspace, indexed as the server
     indexes a workspace folder, and the snippets it picks join the document's repeats (and the prompt of a
-    model that reads a repository laid out as files: completer/repository.py)."""
+    model that reads a repository laid out as files: completer/repository.py). `shown`, when given, gets each
+    position's actual line and the lines offered, in order, for reading the misses."""
     opened = opened or OpenFiles(0, {}, {})
     indexes = workspace_indexes(files) if workspace else {}
     engine = Engine(EngineSettings(model_path=str(bundle), beams=beams, max_suggestions=suggestions,
@@ -280,6 +282,9 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
                 top = first[0][len(lines[pos.line][:pos.column]):]
             predicted = first
         exact1 = float(bool(predicted) and predicted[0] == actual)
+        if shown is not None:
+            shown.append({"path": pos.path, "line": pos.line, "column": pos.column, "kind": pos.kind,
+                          "actual": actual, "shown": predicted[:suggestions]})
         stats["exact1"].append(exact1)
         stats["exact5"].append(float(actual in predicted[:5]))
         stats["edit_sim"].append(edit_similarity(top, expected_rest))
@@ -451,6 +456,8 @@ def main() -> None:
                         help="the engine's token limit per line (its default unless set)")
     parser.add_argument("--outcomes-out", type=Path, default=None,
                         help="write each position's outcomes here (JSON), for a later --paired-with")
+    parser.add_argument("--lines-out", type=Path, default=None,
+                        help="write each position's actual line and the lines offered (JSON lines), to read the misses")
     parser.add_argument("--paired-with", type=Path, default=None,
                         help="outcomes written by an earlier --outcomes-out on the same positions: paired differences "
                              "across a change of code, where --baseline compares two bundles under the same code")
@@ -530,8 +537,9 @@ def main() -> None:
                      "the cursor")
     if args.packages and (args.val or args.train):
         parser.error("--packages draws positions from the held-out packages: no --val or --train goes with it")
-    if args.outcomes_out and not args.outcomes_out.parent.is_dir():
-        parser.error(f"--outcomes-out {args.outcomes_out}: no such directory")  # before minutes of evaluation
+    for option, path in (("--outcomes-out", args.outcomes_out), ("--lines-out", args.lines_out)):
+        if path and not path.parent.is_dir():
+            parser.error(f"{option} {path}: no such directory")  # before minutes of evaluation
     fp32_onnx = args.fp32_onnx or cache_dir() / "export" / f"{args.bundle.name}.fp32.onnx"
     for bundle in filter(None, (args.bundle, args.baseline)):
         try:
@@ -565,12 +573,13 @@ def main() -> None:
         print(f"{beside} of {len(positions)} positions have another file of their project open ({args.open_from})",
               file=sys.stderr)
     results = {}
+    shown: list[dict] | None = [] if args.lines_out else None
     started = time.time()
     repeats, consensus, partial = not args.no_document_repeats, not args.first_by_score, not args.no_partial_lines
     results["INT8 (shipped)"], int8 = evaluate(args.bundle, files, positions, args.beams, args.max_tokens,
                                                args.search_errors, repeats, args.lines_below, opened, consensus,
                                                args.suggestions, args.stop_margin, partial,
-                                           args.after_cursor, args.workspace)
+                                               args.after_cursor, args.workspace, shown)
     differences: dict[str, tuple[float, float | None, int]] = {}
     if fp32_onnx.exists():
         with tempfile.TemporaryDirectory() as tmp:
@@ -597,6 +606,8 @@ def main() -> None:
     if args.outcomes_out:  # after the table is out: a write that fails loses no results
         args.outcomes_out.write_text(json.dumps({"command": command.strip(), "positions": position_rows(positions),
                                                  "outcomes": int8}) + "\n")
+    if args.lines_out:
+        args.lines_out.write_text("".join(json.dumps(row) + "\n" for row in shown or ()))
     if args.update_model_card:
         manifest_path = args.bundle / "manifest.json"
         manifest = json.loads(manifest_path.read_text())

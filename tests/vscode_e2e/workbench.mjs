@@ -37,6 +37,9 @@ export async function ghostState(page) {
             cursorLeft: cursorRect ? cursorRect.left : null,
             cursorTop: cursorRect ? cursorRect.top : null,
             focused: Boolean(document.querySelector('.monaco-editor.focused')),
+            // False while no editor has the focus or its cursor is not drawn (a tab closing, a frame mid-render):
+            // `line` then reads '' whatever the line holds.
+            lineFound: Boolean(line) && Boolean(document.querySelector('.monaco-editor.focused')),
         };
     });
 }
@@ -152,13 +155,27 @@ export async function editorSettled(page) {
     await page.evaluate(() => new Promise((resolve) => requestIdleCallback(() => resolve(undefined), { timeout: 10000 })));
 }
 
+/** The focused editor's cursor line, once one is drawn (at most `timeoutMs` later). */
+async function focusedLine(page, timeoutMs = 5000) {
+    const deadline = Date.now() + timeoutMs;
+    let state = await ghostState(page);
+    while (!state.lineFound) {
+        if (Date.now() > deadline) {
+            throw new Error(`no focused editor with a cursor line: ${JSON.stringify(state)}`);
+        }
+        await sleep(20);
+        state = await ghostState(page);
+    }
+    return state.line;
+}
+
 /** The cursor line's text once it differs from `before` (the editor renders edits a frame later). */
 async function lineAfter(page, before, timeoutMs = 2000) {
     const deadline = Date.now() + timeoutMs;
-    let line = (await ghostState(page)).line;
+    let line = await focusedLine(page);
     while (line === before && Date.now() < deadline) {
         await sleep(20);
-        line = (await ghostState(page)).line;
+        line = await focusedLine(page);
     }
     return line;
 }
@@ -166,8 +183,9 @@ async function lineAfter(page, before, timeoutMs = 2000) {
 /** Make the cursor's line read `indent` and nothing else, with the cursor at its end. */
 export async function clearLine(page, indent = '    ') {
     await page.keyboard.press('Escape');
-    // Each round deletes up to the indentation, or on a blank line the indentation itself.
-    let line = (await ghostState(page)).line;
+    // Each round deletes up to the indentation, or on a blank line the indentation itself. The line is read only
+    // from a focused editor with its cursor drawn: any other read says '' and would end the rounds early.
+    let line = await focusedLine(page);
     for (let round = 0; round < 3 && line !== ''; round++) {
         await page.keyboard.press('End');
         await page.keyboard.press('Shift+Home');
