@@ -100,6 +100,12 @@ class Bundle:
         return token if isinstance(token, str) and token else "<|endoftext|>"
 
     @property
+    def learned_positions(self) -> bool:
+        """Whether the model has a table of learned positions (GPT-2's family, our own models among them), rather
+        than rotary ones."""
+        return self.architecture.get("family", "gpt2") == "gpt2"
+
+    @property
     def fim_order(self) -> str | None:
         """"spm" (our own FIM bundles) or "psm" (released FIM models), or None."""
         fim = self.manifest.get("fim")

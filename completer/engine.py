@@ -193,7 +193,8 @@ class Engine:
         repository = self.prompts.last_repository(state)  # the files its last prompt laid out come first again
         ids, _, document, _ = self.prompts.context_ids(state, before, at_start, repository=repository)
         if self.fim_ids is not None and self.bundle.fim_order == "psm":
-            start = 1 if at_start and document[:1] == [self.tokens.end_of_text_id] else 0
+            marker = self.prompts.start_marker
+            start = len(marker) if at_start and document[:len(marker)] == marker else 0
             files = ids[:ids.index(self.fim_ids[0])] if self.fim_ids[0] in ids else []
             ids = [*files, self.fim_ids[0], *document[start:]][:len(ids)]
         prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix

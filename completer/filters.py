@@ -2,10 +2,10 @@
 
 A suggestion is dropped when it adds nothing but whitespace, only repeats the previous line or
 the text already after the cursor, breaks the brackets or quotes, or is a Python statement that
-cannot end there (`x = `, `self.`, `if x` without its colon). The lines above the cursor decide
-what is allowed: inside an open bracket a line may close it or go on; a line that opens a new
-bracket and leaves it open must end the way multi-line constructs do (an opener, a comma, an
-operator); inside a triple-quoted string anything goes.
+cannot start or end there (`: x`, an indented first line, `x = `, `self.`, `if x` without its
+colon). The lines above the cursor decide what is allowed: inside an open bracket a line may close
+it or go on; a line that opens a new bracket and leaves it open must end the way multi-line
+constructs do (an opener, a comma, an operator); inside a triple-quoted string anything goes.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ CONTINUES = ("(", "[", "{", ",", "\\")  # a line ending in one of these goes on 
 DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "@", "~", "!", ":")
 DANGLING_KEYWORDS = {"and", "or", "not", "in", "is", "if", "elif", "while", "for", "with", "from", "import", "as",
                      "def", "class", "lambda", "assert", "del", "async", "await", "else"}
+NEVER_FIRST = (":", ",", ";", "=", "%", "/", "|", "&", "^", "<", ">", "!", ".")
+"""What no statement starts with, outside brackets and strings (`...`, the ellipsis, is the one exception)."""
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
@@ -99,6 +101,7 @@ class LineContext:
     start: Scan  # the state at the start of the line
     previous_line: str
     continued: bool  # the previous line ends with a backslash
+    top_of_file: bool = False  # nothing but blank lines above: the line may not be indented
 
 
 def line_context(before_lines: list[str]) -> LineContext:
@@ -118,7 +121,8 @@ def line_context(before_lines: list[str]) -> LineContext:
         state = scan(line + "\n", state)
         state.broken = False
     previous = before_lines[-1] if before_lines else ""
-    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"))
+    top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
+    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
@@ -138,6 +142,13 @@ def statement_can_end(code: str, top_colon: bool) -> bool:
     return not (first in BLOCK_KEYWORDS and not top_colon)
 
 
+def statement_can_start(code: str) -> bool:
+    """A statement's first line: it does not begin with an operator or separator. The model writes a bare `:`
+    at the top of a file it has no code of, and the end checks let a line ending in `:` through."""
+    first = code.lstrip()
+    return not first.startswith(NEVER_FIRST) or first.startswith("...")
+
+
 def well_formed(line: str, context: LineContext) -> bool:
     start = context.start
     if start.triple:
@@ -154,7 +165,7 @@ def well_formed(line: str, context: LineContext) -> bool:
         return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or code.split()[-1] in DANGLING_KEYWORDS
     if end.stack or start.stack or context.continued:
         return True  # inside, or closing, a construct that began above
-    return statement_can_end(code, end.top_colon)
+    return statement_can_start(code) and statement_can_end(code, end.top_colon)
 
 
 def only_indentation(typed: str) -> bool:
@@ -169,6 +180,8 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
     typed = line[:len(line) - len(inserted)]
     if only_indentation(typed) and inserted[:1] in (" ", "\t"):
         return False  # the indentation is typed (or auto-indented): do not indent deeper than it
+    if context.top_of_file and line[:1] in (" ", "\t"):
+        return False  # the file's first statement: indented, it is an IndentationError
     if inserted.strip() == after.strip():
         return False
     if context.previous_line.strip() and line.strip() == context.previous_line.strip():

@@ -81,6 +81,7 @@ class Prompts:
         self.settings = settings  # the engine's, replaced when they change
         self._other_file_ids: dict[str, np.ndarray] = {}  # other open files' tokens by text, oldest use first
         self.repository_markers = self._repository_markers()
+        self.start_marker = self._start_marker()
 
     def _repository_markers(self) -> tuple[int, int] | None:
         """The ids of the bundle's repository-name and file-separator markers, where its FIM template has them
@@ -90,6 +91,15 @@ class Prompts:
             return None
         ids = tuple(self.tokens.tokenizer.token_to_id(marker) for marker in markers)
         return ids if all(isinstance(i, int) for i in ids) else None  # type: ignore[return-value]
+
+    def _start_marker(self) -> list[int]:
+        """What a prompt at the top of a document starts with: end-of-text, which training put after every file.
+        A model with learned positions gets a newline before it, as the file before ended: its training windows
+        start at random places in the stream of files, almost never on the marker itself, so a lone end-of-text
+        at position 0 reads to it as the middle of some code (`:`, `def`, an indentation come first, where after
+        `\n<|endoftext|>` it expects `#`, `import`, `from` or a docstring)."""
+        end = self.tokens.end_of_text_id
+        return [self.tokens.newline_id, end] if self.bundle.learned_positions else [end]
 
     def window_tokens(self) -> int:
         """The tokens the model reads at most: the user's `context_tokens`, else the bundle's default window;
@@ -111,7 +121,7 @@ class Prompts:
         `_fim_psm_ids`), after the `repository`'s files where the bundle reads them (`repository_ids`)."""
         tokens = self.tokens
         encoded, head_count = self.encode(state, clean(before))
-        marker = [tokens.end_of_text_id] if at_start else []
+        marker = self.start_marker if at_start else []
         ids = marker + encoded
         head_count += len(marker)
         healed = b""

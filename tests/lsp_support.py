@@ -26,15 +26,16 @@ REPEATED_CALL = '''import os
 
 
 def load(path):
-    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4096)
+    blob = frobnicate_payload(path, mode="xz", strict=False, chunk_size=4093)
     return blob
 
 
 def save(path, blob):
     other = frobnicate_payload('''
 """A call written out above and begun again: the model alone ends it with `path)`, the document's repeats
-with the argument list above (tests of documentRepeats in the engine and through the server)."""
-REPEATED_ARGUMENTS = 'path, mode="xz", strict=False, chunk_size=4096)'
+with the argument list above, whose odd size it does not guess (tests of documentRepeats in the engine and
+through the server)."""
+REPEATED_ARGUMENTS = 'path, mode="xz", strict=False, chunk_size=4093)'
 
 LONG_CALL = ('    table = tables.build_table("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", '
              '"iota")')

@@ -131,6 +131,44 @@ def test_a_word_split_across_tokens_is_finished_as_the_model_writes_it_whole(eng
     assert all(s.line.startswith("    except Valu") for s in result.suggestions)
 
 
+TOP_OF_FILE_BELOW = '''
+
+import os
+from typing import Optional
+
+
+def shift(start: Optional[int], step: int) -> int:
+    return (start or 0) + step
+'''
+
+
+def test_the_first_line_of_a_file_is_neither_indented_nor_a_bare_operator(engine: Engine):
+    """At the top of a file the repeats of the lines below once gave ` import Optional` (an IndentationError
+    there), and in longer files a lone `:`, which ends like a block header."""
+    result = engine.complete_text("file:///top.py", "", "", below=TOP_OF_FILE_BELOW)
+    assert all(s.line[:1] not in " \t:,;=.%/|&^<>!" for s in result.suggestions), result.suggestions
+
+
+def test_an_empty_file_gets_a_first_line_as_files_start(engine: Engine):
+    """The prompt at the top of a file is a newline and end-of-text, as the file before ended in training: a lone
+    end-of-text at position 0 read to the model as the middle of some code, and no line it wrote there passed."""
+    from completer.cache import DocumentState
+
+    ids = engine.prompts.context_ids(DocumentState(), "", True)[0]
+    assert ids == [engine.tokens.newline_id, engine.tokens.end_of_text_id]
+    result = engine.complete_text("file:///new.py", "", "")
+    assert result.suggestions, result
+    assert all(s.line.startswith(("#", "import ", "from ", '"""')) for s in result.suggestions), result.suggestions
+
+
+def test_a_model_with_rotary_positions_starts_a_file_with_end_of_text_alone(tmp_path):
+    from completer.bundle import Bundle
+
+    assert Bundle(tmp_path, {"architecture": {"n_layer": 8}}).learned_positions  # our own: GPT-2's family
+    assert Bundle(tmp_path, {"architecture": {"family": "gpt2"}}).learned_positions
+    assert not Bundle(tmp_path, {"architecture": {"family": "llama"}}).learned_positions
+
+
 DEDENTED = [  # a line of typed indentation below a deeper block
     SAMPLE + "\n\ndef check(empty):\n    if empty:\n        values = []\n    ",
     SAMPLE + "\n\ndef load(path):\n    try:\n        with open(path) as handle:\n            return handle.read()\n    ",
@@ -752,7 +790,8 @@ def test_a_bundle_that_takes_the_repeats_as_dense_rows_still_mixes_them(tmp_path
                                           {"repeat_tokens": np.arange(vocab, dtype=np.int64)[None, :]})
     dense = Engine(EngineSettings(model_path=str(dense_dir)))
     assert dense.runtime.mixes_repeats and dense.runtime.dense_repeats and not sparse.runtime.dense_repeats
-    for name, text in (("call", REPEATED_CALL), ("sample", SAMPLE_TEXT)):
+    body = SAMPLE_TEXT.split("\n\n\nif __name__")[0] + "\n\n\ndef check(path):\n    "  # not the file's end
+    for name, text in (("call", REPEATED_CALL), ("sample", body)):
         got = dense.complete_text(f"file:///{name}.py", text, "")
         want = sparse.complete_text(f"file:///dense-{name}.py", text, "")
         assert got.suggestions and [s.line for s in got.suggestions] == [s.line for s in want.suggestions]

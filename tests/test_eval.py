@@ -282,12 +282,12 @@ def test_open_files_bring_a_line_written_out_in_another_file_of_the_project(mode
 
 
 def test_first_by_score_measures_the_likeliest_line_and_the_default_the_consensus(model_dir):
-    """evaluate() passes the choice of the first line to the engine. At the start of `add`'s body, before
-    `self.items[item] = self.items.get(item, 0) + count`, the likeliest line opens a docstring, and the
-    one nearest all the lines the search found is an assignment to `self.items`, nearer the actual line too."""
+    """evaluate() passes the choice of the first line to the engine. Where `def add(self, item, count=1):`
+    starts, the likeliest line is `@property`, and the one nearest all the lines the search found is a `def`,
+    nearer the actual line too."""
     files = {"proj:sample.py": SAMPLE_TEXT}
-    position = [Position("proj:sample.py", 17, 8, "line-start")]
-    assert SAMPLE_TEXT.split("\n")[17] == "        self.items[item] = self.items.get(item, 0) + count"
+    position = [Position("proj:sample.py", 16, 4, "line-start")]
+    assert SAMPLE_TEXT.split("\n")[16] == "    def add(self, item, count=1):"
     by_score, by_consensus = (evaluate(model_dir, files, position, beams=5, first_by_consensus=flag)[1]
                               for flag in (False, True))
     assert by_score["exact1"] == by_consensus["exact1"] == [0.0]

@@ -29,6 +29,13 @@ TOP = line_context([])
     ("    #", [], False),  # an empty comment says nothing
     ('    """Docstring', [], True),
     ("    ...", [], True),
+    (":", [], False),  # no statement starts with an operator or separator
+    ("    = x", [], False),
+    ("    .append(x)", [], False),
+    ("    .append(x)", ["items = (foo"], True),  # a method chain inside brackets
+    ("    *rest, last = items", [], True),
+    ("    -x", [], True),
+    ("@property", [], True),
     ("    )", ["foo(", "    a=1,", "    b=2"], True),  # closes a call opened above
     ("    b=2)", ["x = foo(a,"], True),
     ("    b=2)", ["x = 1"], False),  # closes nothing
@@ -37,7 +44,17 @@ TOP = line_context([])
     ("    y = 2", ["x = 1 \\"], True),
 ])
 def test_well_formed_lines(line: str, above: list[str], kept: bool):
+    above = above or ["def f(x):"]  # not the top of the file, where no line is indented
     assert keep_suggestion(line, line.strip(), "", line_context(above)) is kept
+
+
+def test_the_first_statement_of_a_file_is_not_indented():
+    for above in ([], ["", "   "]):
+        assert not keep_suggestion("    import os", "    import os", "", line_context(above))
+        assert keep_suggestion("import os", "import os", "", line_context(above))
+    assert keep_suggestion("    return x", "    return x", "", line_context(["def f(x):"]))
+    assert keep_suggestion("    return x", "return x", "", line_context([""] * CONTEXT_LINES + ["def f(x):", ""]))
+    assert not line_context([""] * CONTEXT_LINES + ["x = 1"] + [""] * CONTEXT_LINES).top_of_file  # code far above
 
 
 def test_repeats_and_whitespace_are_dropped():
@@ -74,8 +91,9 @@ def test_deep_in_a_long_class_a_docstring_is_still_known():
 
 
 def test_typed_indentation_is_not_deepened():
-    assert not keep_suggestion("        return x", "    return x", "", TOP)  # typed 4 spaces, would add 4 more
-    assert not keep_suggestion("\t\treturn x", "\treturn x", "", TOP)
-    assert keep_suggestion("    return x", "return x", "", TOP)
-    assert keep_suggestion("        return x", "        return x", "", TOP)  # nothing typed: indent freely
-    assert keep_suggestion("    x = 1", " 1", "", TOP)  # mid-line, a leading space is just a space
+    below_a_def = line_context(["def f(x):"])
+    assert not keep_suggestion("        return x", "    return x", "", below_a_def)  # typed 4 spaces, would add 4 more
+    assert not keep_suggestion("\t\treturn x", "\treturn x", "", below_a_def)
+    assert keep_suggestion("    return x", "return x", "", below_a_def)
+    assert keep_suggestion("        return x", "        return x", "", below_a_def)  # nothing typed: indent freely
+    assert keep_suggestion("    x = 1", " 1", "", below_a_def)  # mid-line, a leading space is just a space
