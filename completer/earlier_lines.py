@@ -6,7 +6,8 @@ outscore it. So, as Vim's whole-line completion does, the engine also offers the
 that begins with the typed text and goes on past it, after the model's own lines; when the file has none,
 a line of the workspace's snippets that does (a call written out in another file of the repository). And
 where one line always follows the cursor's line above, in the file and in the repository's other files, that
-line comes first (`following_line`). None of this costs a model run; eval.py measures what it adds
+line comes first (`following_line`); on a file's first line, the line most of the repository's files start
+with (`header_line`). None of this costs a model run; eval.py measures what it adds
 (docs/experiments/2026-11-23-model-history.md, "Lines further up the file", and docs/benchmarks.md, "The
 workspace as context").
 """
@@ -59,6 +60,18 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
         return None
     context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
     return (line, elsewhere) if keep_suggestion(line, line[len(typed_line):], "", context) else None
+
+
+def header_line(head: str, typed_line: str, common_first: str | None, next_line: str = "") -> str | None:
+    """On a document's first line (`head`, the text above the cursor's line, is empty), the line most of the
+    repository's other files start with (`WorkspaceIndex.common_first_line`: a licence header, a shebang), when
+    it begins with `typed_line`, goes on past it, is not already the next line with code (`next_line`) and the
+    filters keep it; else None."""
+    if head or not common_first or not common_first.startswith(typed_line) \
+            or not common_first[len(typed_line):].strip() or common_first.strip() == next_line.strip():
+        return None
+    return common_first if keep_suggestion(common_first, common_first[len(typed_line):], "", line_context([])) \
+        else None
 
 
 def anchor_above(head: str, typed_line: str) -> tuple[str, ...] | None:

@@ -10,7 +10,9 @@ another file is continued the way it was written there.
 The index also keeps a hash of each line, so that the lines which follow a copy of the lines above the cursor
 (the line above, or a few when it is short), anywhere in the repository, are found without reading the files
 that hold no copy: where one line always follows them, that line comes first (completer/earlier_lines.py,
-`following_line`). Nothing here reads the disk or leaves the process: the caller gives the texts.
+`following_line`). The first lines' hashes say which line most files start with (a licence header, a
+shebang): on a document's first line, that one (`common_first_line`). Nothing here reads the disk or leaves
+the process: the caller gives the texts.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, islice
 from typing import NamedTuple
 
 from .earlier_lines import MIN_FOLLOWED_CHARS, indentation, statement_start
@@ -38,6 +40,7 @@ HASH_BYTES = 8  # each line's hash, packed in a bytes object per file, for `foll
 BYTES_HEADER = 33  # a bytes object's own header
 FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
 SITES_PER_FOLLOWER = 4  # the places of one following line that are read
+FIRST_LINE_FILES = 3  # a first line that at least this many files (and most of them) start with is the header
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
@@ -186,6 +189,27 @@ class WorkspaceIndex:
                 at = hashes.find(needle, at + HASH_BYTES)
         return [site for sites in found.values() for site in sites]
 
+    def common_first_line(self, exclude: str | None, read: Callable[[str], str | None]) -> str | None:
+        """The first line (right-stripped, as the document's text would hold it) that more than half of the
+        indexed files but `exclude`, and at least FIRST_LINE_FILES of them, start with; None where there is none,
+        or where it is blank: `first_line_holders`, then `first_line_at`."""
+        return first_line_at(self.first_line_holders(exclude), read)
+
+    def first_line_holders(self, exclude: str | None) -> tuple[bytes, list[str]]:
+        """The hash of the first line most files but `exclude` start with, and up to SITES_PER_FOLLOWER of those
+        files (one may have changed since it was indexed); (b"", []) where no line is that common. Reads no
+        file: it counts the first lines' hashes."""
+        counts: Counter[bytes] = Counter(hashes[:HASH_BYTES] for path, hashes in self.line_hashes.items()
+                                         if path != exclude)
+        if not counts:
+            return b"", []
+        first, count = counts.most_common(1)[0]
+        if first in (packed_hash(""), b"") or count < FIRST_LINE_FILES or 2 * count <= sum(counts.values()):
+            return b"", []
+        holders = (path for path, hashes in self.line_hashes.items()
+                   if path != exclude and hashes[:HASH_BYTES] == first)
+        return first, list(islice(holders, SITES_PER_FOLLOWER))
+
     def files_holding(self, anchor: Sequence[str], exclude: str | None) -> list[str]:
         """The indexed files but `exclude` that hold every name of the `anchor` lines (a copy has them all), in
         a stable order."""
@@ -223,6 +247,18 @@ def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Call
             seen.add(shape)
             pairs.append((copy, line))
     return pairs
+
+
+def first_line_at(holders: tuple[bytes, list[str]], read: Callable[[str], str | None]) -> str | None:
+    """The first line of the first of `holders`' files (`WorkspaceIndex.first_line_holders`) that still starts
+    with the line of that hash, cleaned as the document's text is and right-stripped; None when none does."""
+    first, paths = holders
+    for path in paths:
+        text = read(path)
+        line = split_lines(clean(text))[0].rstrip() if text else ""
+        if line and packed_hash(line.strip()) == first:
+            return line
+    return None
 
 
 def line_hashes(text: str) -> bytes:

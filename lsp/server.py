@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls import uris
 from pygls.lsp.server import LanguageServer
 
-from completer.earlier_lines import anchor_above, following_line
+from completer.earlier_lines import anchor_above, following_line, header_line
 from completer.known_names import known_word_first, used_in
 from completer.repository import RepositoryContext
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
@@ -411,6 +411,25 @@ class CompleterServer(LanguageServer):
             log.warning("finding the lines after the lines above failed: %s", exc)
             return []
 
+    def find_header(self, uri: str) -> asyncio.Future | None:
+        """Start finding the line most of the workspace's other files start with (a licence header), for a
+        cursor on a document's first line, on a thread (it may read a few files); None when the index is off."""
+        repository = self.repository
+        if repository is None or not self.settings.workspace_context:
+            return None
+        path = path_of(uri)
+        return asyncio.ensure_future(self._on_thread("finding the workspace's first line", None,
+                                                     repository.common_first_line,
+                                                     normal_path(path) if path else None, self._open_text_reader()))
+
+    @staticmethod
+    async def _on_thread(what: str, failed: Any, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await asyncio.to_thread(call, *args)
+        except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
+            log.warning("%s failed: %s", what, exc)
+            return failed
+
     def _found_followers(self, uri: str, task: asyncio.Future) -> None:
         if self._finding_followers.get(uri, (None, None))[1] is task:
             del self._finding_followers[uri]
@@ -551,6 +570,7 @@ class CompleterServer(LanguageServer):
             if snippets or self.settings.remote.is_remote else None  # a remote prompt names the file with none
         puts_following = engine_settings.document_repeats and not after.strip()
         following = self.find_followers(target.uri, before) if puts_following else None  # while the search runs
+        header = self.find_header(target.uri) if puts_following and target.line_no == 0 else None
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
@@ -594,6 +614,8 @@ class CompleterServer(LanguageServer):
             lines = self._known_word_first(lines, target, doc.lines)
         if puts_following and not engine.get("skipped"):
             lines = await self._following_first(following, lines, target, before, doc.lines)
+            if header is not None:
+                lines = await self._header_first(header, lines, target, doc.lines)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
@@ -647,6 +669,26 @@ class CompleterServer(LanguageServer):
         if line == target.current:
             return lines
         first = LineSuggestion(line, None, workspace=found[1])
+        return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
+
+    async def _header_first(self, header: asyncio.Future, lines: list[LineSuggestion], target: Target,
+                            document: list[str]) -> list[LineSuggestion]:
+        """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
+        `header_line`), on a document's first line, when it begins with the typed text. A lookup still running
+        FOLLOWERS_WAIT after the search puts nothing first this time."""
+        try:
+            common = await asyncio.wait_for(asyncio.shield(header), FOLLOWERS_WAIT)
+        except asyncio.TimeoutError:
+            return lines
+        next_line = next((line for line in document[1:] if line.strip()), "")
+        typed = clean(target.current[:target.column])
+        found = header_line("", typed, common, clean(next_line))
+        if found is None:
+            return lines
+        line = target.current[:target.column] + found[len(typed):]  # the user's own typed text
+        if line == target.current:
+            return lines
+        first = LineSuggestion(line, None, workspace=True)
         return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
 
     def change_lost(self, uri: str) -> None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from completer.workspace import Snippet, WorkspaceIndex, identifiers_above, lines_at
+from completer.workspace import Snippet, WorkspaceIndex, first_line_at, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,7 @@ class WorkspaceFiles:
         self._unreadable_logged = False
         self._memo: dict[str, tuple[tuple, list[Snippet], frozenset[str]]] = {}  # per document: key, snippets, names
         self._followers: dict[str, tuple[tuple, list[tuple[str, str]]]] = {}  # per document: (key, pairs)
+        self._first_line: tuple[tuple, str | None] = ((), None)  # (excluded path, generation), the line
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
         self.generation = 0  # moves with every change of the index: memoized snippets are then stale
@@ -345,6 +346,19 @@ class WorkspaceFiles:
             sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None)
         found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
         self._followers[uri] = (key, found)
+        return found
+
+    def common_first_line(self, path: Path | None, open_text: Callable[[str], str | None]) -> str | None:
+        """The line most of the other files start with (`WorkspaceIndex.common_first_line`), kept while the
+        index stays the same. Reads files: run it on a thread."""
+        excluded = str(normal_path(path)) if path else None
+        key = (excluded, self.generation)
+        if self._first_line[0] == key:
+            return self._first_line[1]
+        with self._lock:
+            holders = self.index.first_line_holders(excluded)
+        found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
+        self._first_line = (key, found)
         return found
 
     def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:

@@ -52,7 +52,7 @@ from completer.bundle import load_bundle  # noqa: E402
 from completer.engine import MAX_CONTEXT_CHARS, Engine  # noqa: E402
 from completer.text import text_below  # noqa: E402
 from completer.types import EngineSettings, ModelError  # noqa: E402
-from completer.earlier_lines import anchor_above, following_line  # noqa: E402
+from completer.earlier_lines import anchor_above, following_line, header_line  # noqa: E402
 from completer.known_names import known_word_first, used_in  # noqa: E402
 from completer.repository import RepositoryContext  # noqa: E402
 from completer.workspace import Snippet, WorkspaceIndex  # noqa: E402
@@ -278,6 +278,10 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
             followers = index.followers(anchor, pos.path, files.get) if index is not None and anchor else []
             next_line = next((line for line in lines[pos.line + 1:] if line.strip()), "")
             first = following_first(predicted, before, followers, next_line, suggestions)
+            common = index.common_first_line(pos.path, files.get) if index is not None and pos.line == 0 else None
+            header = header_line("", typed, common, next_line)  # as the server puts it first (`_header_first`)
+            if header is not None:
+                first = [header, *(line for line in first if line != header)][:suggestions]
             if first[:1] != predicted[:1]:
                 top = first[0][len(lines[pos.line][:pos.column]):]
             predicted = first

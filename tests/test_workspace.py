@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from completer.workspace import FOLLOWERS, WorkspaceIndex, best_window
+from completer.earlier_lines import header_line
+from completer.workspace import FIRST_LINE_FILES, FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
@@ -125,6 +126,62 @@ def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     index.remove("m0.py")
     assert len(index.followers(("result = compute_total(items)",), None, many.get)) == FOLLOWERS
     assert all(path not in index.line_hashes for path in ("m0.py",))
+
+
+HEADER = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+
+
+def test_the_first_line_most_files_start_with_is_the_header():
+    index = WorkspaceIndex(1 << 20)
+    texts = {f"m{i}.py": f"{HEADER}\n\nvalue_{i} = {i}\n" for i in range(FIRST_LINE_FILES)}
+    texts.update({"tabs.py": f"{HEADER}  \r\nx = 1\r\n", "doc.py": '"""A module."""\n', "new.py": ""})
+    for path, text in texts.items():
+        index.add(path, text)
+    assert index.common_first_line("new.py", texts.get) == HEADER
+    assert index.common_first_line("m0.py", {**texts, "m1.py": "changed()\n"}.get) == HEADER  # another holder
+    unread = {**texts, **{f"m{i}.py": "changed()\n" for i in range(FIRST_LINE_FILES)}, "tabs.py": ""}
+    assert index.common_first_line("new.py", unread.get) is None  # no file still starts with it
+    for i in range(FIRST_LINE_FILES + 1):  # now no line is the first line of more than half of them
+        index.add(f"other{i}.py", f"import os{i}\n")
+    assert index.common_first_line("new.py", texts.get) is None
+    few = WorkspaceIndex(1 << 20)
+    for path in ("a.py", "b.py"):
+        few.add(path, HEADER + "\n")
+    assert few.common_first_line(None, lambda path: HEADER + "\n") is None  # two files make no convention
+    blank = WorkspaceIndex(1 << 20)
+    for i in range(4):
+        blank.add(f"b{i}.py", f"\nimport os{i}\n")
+    assert blank.common_first_line(None, lambda path: "\nimport os\n") is None  # a blank line is no header
+
+
+def test_the_header_comes_first_only_on_a_documents_first_line():
+    assert header_line("", "", HEADER) == HEADER
+    assert header_line("", "# SPDX", HEADER) == HEADER
+    assert header_line("", "import", HEADER) is None  # typed otherwise
+    assert header_line("import os\n", "", HEADER) is None  # not the first line
+    assert header_line("", "", HEADER, next_line=HEADER) is None  # the document has it already
+    assert header_line("", HEADER, HEADER) is None  # nothing left to add
+    assert header_line("", "", None) is None
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_new_file_starts_with_the_header_the_other_files_start_with(tmp_path: Path, on: bool):
+    for i in range(3):
+        (tmp_path / f"part{i}.py").write_text(f"{HEADER}\n\n\ndef part_{i}():\n    return {i}\n")
+    with _server(tmp_path, workspaceContext=on) as client:
+        time.sleep(0.5)  # the index is built on a thread
+        uri = (tmp_path / "new.py").as_uri()
+        client.open(uri, "")
+        items = client.completion(uri, 0, 0)["result"]["items"]
+        lines = [item["textEdit"]["newText"] for item in items]
+        if on:
+            assert lines and lines[0] == HEADER, lines
+            assert items[0]["detail"] == "completer · a line of another file in the workspace"
+        else:
+            assert HEADER not in lines, lines
+        client.change(uri, 2, (0, 0), (0, 0), "# SP")
+        lines = [item["textEdit"]["newText"] for item in client.completion(uri, 0, 4)["result"]["items"]]
+        assert (lines[:1] == [HEADER]) == on, lines
 
 
 def test_the_lines_after_several_lines_are_found_where_copies_of_all_of_them_stand():
