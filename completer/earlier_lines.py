@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from .filters import CONTEXT_LINES, keep_suggestion, line_context
-from .text import clean, split_lines
+from .text import MAX_LINE_CHARS, clean, split_lines
 
 MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
 ANCHOR_LINES = 3  # the lines above that may together say it, when the one above is too short
@@ -65,9 +65,9 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
 def header_line(head: str, typed_line: str, common_first: str | None, next_line: str = "") -> str | None:
     """On a document's first line (`head`, the text above the cursor's line, is empty), the line most of the
     repository's other files start with (`WorkspaceIndex.common_first_line`: a licence header, a shebang), when
-    it begins with `typed_line`, goes on past it, is not already the next line with code (`next_line`) and the
-    filters keep it; else None."""
-    if head or not common_first or not common_first.startswith(typed_line) \
+    it begins with `typed_line`, goes on past it, is no longer than a line the engine completes in
+    (MAX_LINE_CHARS), is not already the next line with code (`next_line`) and the filters keep it; else None."""
+    if head or not common_first or len(common_first) > MAX_LINE_CHARS or not common_first.startswith(typed_line) \
             or not common_first[len(typed_line):].strip() or common_first.strip() == next_line.strip():
         return None
     return common_first if keep_suggestion(common_first, common_first[len(typed_line):], "", line_context([])) \

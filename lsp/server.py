@@ -396,34 +396,34 @@ class CompleterServer(LanguageServer):
         finding = self._finding_followers.get(uri)
         if finding is not None and finding[0] == key:
             return finding[1]
-        task = asyncio.ensure_future(self._followers_on_thread(repository, uri, anchor))
+        path = path_of(uri)
+        task = asyncio.ensure_future(self._on_thread("finding the lines after the lines above", [],
+                                                     repository.followers, uri, normal_path(path) if path else None,
+                                                     anchor, self._open_text_reader()))
         self._finding_followers[uri] = (key, task)
         task.add_done_callback(lambda done, uri=uri: self._found_followers(uri, done))
         return task
 
-    async def _followers_on_thread(self, repository: WorkspaceFiles, uri: str, anchor: tuple[str, ...]
-                                   ) -> list[tuple[str, str]]:
-        path = path_of(uri)
-        try:
-            return await asyncio.to_thread(repository.followers, uri, normal_path(path) if path else None, anchor,
-                                           self._open_text_reader())
-        except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
-            log.warning("finding the lines after the lines above failed: %s", exc)
-            return []
-
     def find_header(self, uri: str) -> asyncio.Future | None:
         """Start finding the line most of the workspace's other files start with (a licence header), for a
-        cursor on a document's first line, on a thread (it may read a few files); None when the index is off."""
+        cursor on a document's first line, on a thread (it may read a few files); None when the index is off.
+        Kept while the index stays the same: then no thread is started."""
         repository = self.repository
         if repository is None or not self.settings.workspace_context:
             return None
         path = path_of(uri)
+        path = normal_path(path) if path else None
+        known, line = repository.cached_first_line(path)
+        if known:
+            done: asyncio.Future = asyncio.get_running_loop().create_future()
+            done.set_result(line)
+            return done
         return asyncio.ensure_future(self._on_thread("finding the workspace's first line", None,
-                                                     repository.common_first_line,
-                                                     normal_path(path) if path else None, self._open_text_reader()))
+                                                     repository.common_first_line, path, self._open_text_reader()))
 
     @staticmethod
     async def _on_thread(what: str, failed: Any, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(*args)` on a thread, or `failed` (and one log line) when it raises."""
         try:
             return await asyncio.to_thread(call, *args)
         except Exception as exc:  # an index that cannot answer costs the line first, not the suggestions
@@ -665,11 +665,7 @@ class CompleterServer(LanguageServer):
         found = following_line(before[:cut], before[cut:], followers, clean(next_line))
         if found is None:
             return lines
-        line = target.current[:target.column] + found[0][len(before) - cut:]  # the user's own typed text
-        if line == target.current:
-            return lines
-        first = LineSuggestion(line, None, workspace=found[1])
-        return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
+        return self._put_first(lines, target, found[0][len(before) - cut:], found[1])
 
     async def _header_first(self, header: asyncio.Future, lines: list[LineSuggestion], target: Target,
                             document: list[str]) -> list[LineSuggestion]:
@@ -685,10 +681,15 @@ class CompleterServer(LanguageServer):
         found = header_line("", typed, common, clean(next_line))
         if found is None:
             return lines
-        line = target.current[:target.column] + found[len(typed):]  # the user's own typed text
+        return self._put_first(lines, target, found[len(typed):], True)
+
+    def _put_first(self, lines: list[LineSuggestion], target: Target, rest: str, workspace: bool
+                   ) -> list[LineSuggestion]:
+        """`lines` with the user's typed text and `rest` first, unless that is the line as it stands."""
+        line = target.current[:target.column] + rest  # the user's own typed text
         if line == target.current:
             return lines
-        first = LineSuggestion(line, None, workspace=True)
+        first = LineSuggestion(line, None, workspace=workspace)
         return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
 
     def change_lost(self, uri: str) -> None:

@@ -349,17 +349,25 @@ class WorkspaceFiles:
         return found
 
     def common_first_line(self, path: Path | None, open_text: Callable[[str], str | None]) -> str | None:
-        """The line most of the other files start with (`WorkspaceIndex.common_first_line`), kept while the
-        index stays the same. Reads files: run it on a thread."""
-        excluded = str(normal_path(path)) if path else None
+        """The line most of the files but the document's (`path`, as `normal_path` gives it) start with
+        (`WorkspaceIndex.common_first_line`), kept while the index stays the same. Reads files: run it on a
+        thread."""
+        known, line = self.cached_first_line(path)
+        if known:
+            return line
+        excluded = str(path) if path else None
         key = (excluded, self.generation)
-        if self._first_line[0] == key:
-            return self._first_line[1]
         with self._lock:
             holders = self.index.first_line_holders(excluded)
         found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
         self._first_line = (key, found)
         return found
+
+    def cached_first_line(self, path: Path | None) -> tuple[bool, str | None]:
+        """Whether `common_first_line` was found for this document's path (`normal_path`'s) and this index, and
+        what it was."""
+        key = (str(path) if path else None, self.generation)
+        return (True, self._first_line[1]) if self._first_line[0] == key else (False, None)
 
     def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:
         """`followers` for these lines above and this index, if they were found (no work)."""

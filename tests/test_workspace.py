@@ -15,6 +15,7 @@ import pytest
 from lsprotocol import types
 
 from completer.earlier_lines import header_line
+from completer.text import MAX_LINE_CHARS
 from completer.workspace import FIRST_LINE_FILES, FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import CompleterServer
@@ -162,6 +163,7 @@ def test_the_header_comes_first_only_on_a_documents_first_line():
     assert header_line("", "", HEADER, next_line=HEADER) is None  # the document has it already
     assert header_line("", HEADER, HEADER) is None  # nothing left to add
     assert header_line("", "", None) is None
+    assert header_line("", "", "# " + "x" * MAX_LINE_CHARS) is None  # minified or data, not a header
 
 
 @pytest.mark.parametrize("on", [True, False])
