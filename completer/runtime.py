@@ -88,10 +88,12 @@ class Runtime:
         self.calls = 0
         self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
         inputs = {i.name for i in self.session.get_inputs()}
-        self._single_slots = next((int(i.shape[0]) for i in self.session.get_inputs() if i.name == "slot_rows"), 0)
-        self.slotted = self._single_slots > 0
+        self.slotted = "prefix_key_0_0" in inputs
         """A format-3 graph: the search picks its candidates from each row's (`_run_slots`); older graphs take one
         search per call and pick inside the graph."""
+        self._takes_slot_rows = "slot_rows" in inputs  # a graph of one slot built since has no need of it
+        self._single_slots = next((int(i.shape[0]) for i in self.session.get_inputs() if i.name == "slot_rows"),
+                                  int(self.slotted))
         # Bundles exported before the beam step took the document's repeats lack these inputs; those of the
         # first version of these inputs take them as dense rows over the vocabulary, without `repeat_tokens`.
         self.mixes_repeats = {"repeat_probs", "model_share"} <= inputs
@@ -199,13 +201,14 @@ class Runtime:
             "input_ids": np.concatenate([call.input_ids for call in calls]).astype(np.int64, copy=False),
             "position_ids": np.concatenate([np.broadcast_to(np.arange(call.position, call.position + new), (n, new))
                                             for call, n in zip(calls, rows)]).astype(np.int64),
-            "slot_rows": np.asarray(rows + [0] * (slots - len(calls)), dtype=np.int64),
             "beam_scores": np.concatenate([call.scores if call.scores is not None else np.zeros(n, np.float32)
                                            for call, n in zip(calls, rows)]).astype(np.float32, copy=False),
             "num_beams": np.array([max(call.num_beams for call in calls)], dtype=np.int64),
             "allowed_tokens": self._allowed_rows(calls, rows),
         }
         feed["repeat_tokens"], feed["repeat_probs"], feed["model_share"] = _repeat_rows(calls, rows)
+        if slots > 1 or self._takes_slot_rows:
+            feed["slot_rows"] = np.asarray(rows + [0] * (slots - len(calls)), dtype=np.int64)
         mask = np.zeros((total, longest), np.float32)  # [B, T]: each call's suffix sits at the end of the columns
         start = 0
         for n, length in zip(rows, lengths):

@@ -174,6 +174,28 @@ def table(result: dict) -> str:
                                  f"onnxruntime {result['onnxruntime']}."])
 
 
+def ratios_table(paths: list[Path]) -> str:
+    """One row per results file (its name), then the median of each group of files whose names differ only
+    after their last '-' (runs of the same code, one after another): the runs of two checkouts, alternated by
+    hand, side by side."""
+    names = ("prefill", "decode_step", "line")
+    rows = ["| run | prefill ours / llama.cpp | decode step ours / llama.cpp | line ours / llama.cpp "
+            "| decode step ours ms | decode step llama.cpp ms |", "|---|---:|---:|---:|---:|---:|"]
+    groups: dict[str, list[dict]] = {}
+    for path in paths:
+        medians = json.loads(path.read_text())["medians_ms"]
+        groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(medians)
+        rows.append(f"| {path.stem} | " + " | ".join(f"{medians[n]['ours_over_llama_cpp']}×" for n in names)
+                    + f" | {medians['decode_step']['ours']} | {medians['decode_step']['llama.cpp']} |")
+    for group, runs in groups.items():
+        if len(runs) > 1:
+            middle = [statistics.median(run[n]["ours_over_llama_cpp"] for run in runs) for n in names]
+            step = [statistics.median(run["decode_step"][k] for run in runs) for k in ("ours", "llama.cpp")]
+            rows.append(f"| **{group}, median of {len(runs)}** | " + " | ".join(f"{m:.2f}×" for m in middle)
+                        + f" | {step[0]:.2f} | {step[1]:.2f} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", help="the Hugging Face checkpoint folder both are made from")
@@ -186,7 +208,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", type=Path, default=None, help="print the markdown table of a results file")
+    parser.add_argument("--ratios", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="print the ratios of several results files, a row each, and each group's median")
     args = parser.parse_args()
+    if args.ratios:
+        print(ratios_table(args.ratios))
+        return
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return

@@ -34,8 +34,9 @@ def _feed(arch, ids: np.ndarray, position: int, prefix, past, slots: int = 1) ->
     positions."""
     rows, new = ids.shape
     feed = {"input_ids": ids, "position_ids": np.broadcast_to(np.arange(position, position + new), (rows, new)).copy(),
-            "slot_rows": np.array([rows] + [0] * (slots - 1), np.int64),
             "past_mask": np.zeros((rows, past[0][0].shape[2]), np.float32)}
+    if slots > 1:
+        feed["slot_rows"] = np.array([rows] + [0] * (slots - 1), np.int64)
     empty = (np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
              np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32))
     for layer in range(arch.n_layer):
@@ -139,6 +140,41 @@ def test_the_int8_bundle_agrees_with_transformers_on_most_next_tokens(converted)
         agree += int(out.tokens[0] == expected[position])
         past = out.carried(np.zeros(1, np.int64))
     assert agree >= 0.8 * len(ids), f"INT8 top-1 agreed on {agree} of {len(ids)} positions"
+
+
+def test_a_graph_of_one_slot_takes_one_softmax_per_layer_and_one_that_still_takes_slot_rows_runs_the_same(
+        converted, tmp_path):
+    """A bundle converted before the graph of one slot dropped `slot_rows` (an input of one entry it no longer
+    needs) must keep working: the runtime feeds the input to the graphs that take it."""
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from completer.bundle import load_bundle, sha256_file
+
+    _, bundle_dir, _ = converted
+    graph = onnx.load(str(bundle_dir / "model.onnx"))
+    layers = json.loads((bundle_dir / "manifest.json").read_text())["architecture"]["n_layer"]
+    assert [n.op_type for n in graph.graph.node].count("Softmax") == layers
+    assert "slot_rows" not in {i.name for i in graph.graph.input}
+    older = tmp_path / "older"
+    shutil.copytree(bundle_dir, older)
+    graph.graph.input.insert(2, helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [1]))
+    onnx.save(graph, str(older / "model.onnx"))
+    manifest = json.loads((older / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = {"sha256": sha256_file(older / "model.onnx"),
+                                       "bytes": (older / "model.onnx").stat().st_size}
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    outputs = []
+    for folder in (bundle_dir, older):
+        runtime = Runtime(load_bundle(folder), device="cpu")
+        prefix = runtime.run(np.arange(5)[None, :], 0, runtime.empty_prefix(), runtime.empty_past(1), num_beams=1)
+        beams = runtime.run(np.asarray([[7], [9]]), 5, [(k.transpose(0, 1, 3, 2), v) for k, v in prefix.present],
+                            runtime.empty_past(2), scores=np.zeros(2, np.float32), num_beams=2)
+        outputs.append((beams.tokens, beams.scores))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_allclose(outputs[0][1], outputs[1][1], rtol=1e-6)
 
 
 def test_the_manifest_records_the_source_the_template_and_the_padding(converted):

@@ -9,7 +9,7 @@ softmax across both. The same graph runs a prefill (one slot, one row, several n
 beam step (one token per live beam).
 
 Rows: the B rows are grouped by slot, `slot_rows` [N] of them in slot i (0 for an empty slot, whose prefix
-inputs are empty). Positions: `position_ids` [B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds
+inputs are empty; a graph of one slot holds every row and has no `slot_rows`). Positions: `position_ids` [B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds
 each row's generated suffix, padded at its start to the longest in the call; `past_mask` [B, T] is 0 on a real
 column and -inf on padding. Keys are stored after their rotation, so the cache never needs positions again.
 
@@ -127,10 +127,45 @@ def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_a
                 f"{p}_y_merged")  # [B, S, H D]
 
 
-def _shapes(g: GraphBuilder, arch: Architecture) -> dict:
-    """What every layer's attention shares, computed once: the suffix mask [B, 1, G*S, T+S] (the padding of
-    `past_mask`, then causal over the new tokens), each slot's row count in q_slots, and the prefix results'
-    row layout."""
+def _one_slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_all: str, v_all: str,
+                        shapes: dict) -> str:
+    """`_slot_attention` for a graph of one slot, in fewer operators: every row's scores over the prefix and over
+    its suffix are laid side by side and take one Softmax, where several slots' prefixes of different lengths
+    must be reduced apart and merged. Each row reads the shared prefix through MatMul's broadcasting over the
+    rows (and, with grouped heads, over the G query heads of each KV head): one product of its S rows per row
+    and head. q [B, S, H D]; k_all, v_all [B, KV, T+S, D]; returns [B, S, H D]."""
+    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    i64, p = g.i64, f"layers.{layer}"
+    key, value = f"prefix_key_{layer}_0", f"prefix_value_{layer}_0"  # [1, KV, D, P], [1, KV, P, D]
+    if group == 1:  # heads [B, KV, S, *]
+        q_heads = g.op("Transpose", [g.op("Reshape", [q, i64("q4", [0, 0, n_kv, dim])])], f"{p}_q_heads",
+                       perm=[0, 2, 1, 3])  # [B, KV, S, D]
+        k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, KV, D, T+S]
+    else:  # heads [B, KV, G, S, *]: the prefix and the suffix gain an axis of 1 for the G query heads
+        q_heads = g.op("Transpose", [g.op("Reshape", [q, i64("q5", [0, 0, n_kv, group, dim])])], f"{p}_q_heads",
+                       perm=[0, 2, 3, 1, 4])  # [B, KV, G, S, D]
+        key, value, k_all, v_all = (g.op("Unsqueeze", [name, i64("ax2", [2])])
+                                    for name in (key, value, k_all, v_all))
+        k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 2, 4, 3])  # [B, KV, 1, D, T+S]
+    s_prefix = g.op("MatMul", [q_heads, key], f"{p}_s_prefix")  # [B, KV, (G,) S, P]
+    s_suffix = g.op("Add", [g.op("MatMul", [q_heads, k_t]), shapes["mask"]], f"{p}_s_suffix")  # [.., S, T+S]
+    scores = g.op("Concat", [s_prefix, s_suffix], f"{p}_scores", axis=-1)  # [B, KV, (G,) S, P+T+S]
+    weights = g.op("Softmax", [scores], f"{p}_weights", axis=-1)
+    # Two Slices, not a Split: onnxruntime's symbolic shape inference, which its fusions need, takes no split
+    # sizes computed in the graph.
+    last, length = i64("last_axis", [-1]), shapes["prefix_length"]
+    w_prefix = g.op("Slice", [weights, i64("start", [0]), length, last], f"{p}_w_prefix")  # [.., S, P]
+    w_suffix = g.op("Slice", [weights, length, i64("end", [2**62]), last], f"{p}_w_suffix")  # [.., S, T+S]
+    y = g.op("Add", [g.op("MatMul", [w_prefix, value]), g.op("MatMul", [w_suffix, v_all])], f"{p}_y")  # [.., S, D]
+    perm = [0, 2, 1, 3] if group == 1 else [0, 3, 1, 2, 4]
+    return g.op("Reshape", [g.op("Transpose", [y], perm=perm), i64("merge", [0, 0, n_kv * group * dim])],
+                f"{p}_y_merged")  # [B, S, H D]
+
+
+def _shapes(g: GraphBuilder, arch: Architecture, slots: int) -> dict:
+    """What every layer's attention shares, computed once: the suffix mask (the padding of `past_mask`, then
+    causal over the new tokens); with one slot, the prefix's length; with several, each slot's row count in
+    q_slots and the prefix results' row layout."""
     i64, group = g.i64, arch.n_head // arch.n_kv_head
     s_1d = g.op("Shape", ["input_ids"], "S", start=1, end=2)  # [1]
     b_1d = g.op("Shape", ["input_ids"], "B", start=0, end=1)  # [1]
@@ -146,8 +181,12 @@ def _shapes(g: GraphBuilder, arch: Architecture) -> dict:
                                       axis=0)], "past_expanded")  # [B, S, T]
     causal = g.op("Expand", [causal, g.op("Concat", [bs, s_1d], axis=0)], "causal_rows")  # [B, S, S]
     mask = g.op("Concat", [past, causal], "mask_bs", axis=2)  # [B, S, T+S]
-    columns = g.op("Shape", [mask], start=2, end=3)  # [1] = T+S
+    if slots > 1:
+        columns = g.op("Shape", [mask], start=2, end=3)  # [1] = T+S
     mask = g.op("Unsqueeze", [mask, i64("ax12", [1, 2])], "mask5")  # [B, 1, 1, S, T+S]
+    if slots == 1:  # _one_slot_attention's mask, broadcast over the heads; and where the prefix's scores end
+        return {"mask": g.op("Squeeze", [mask, i64("ax2", [2])]) if group == 1 else mask,  # [B, 1, (1,) S, T+S]
+                "prefix_length": g.op("Shape", ["prefix_key_0_0"], "P0", start=3, end=4)}  # [1]
     g_1d, one = i64("G", [group]), i64("one1", [1])
     mask = g.op("Expand", [mask, g.op("Concat", [b_1d, one, g_1d, s_1d, columns], axis=0)])  # [B, 1, G, S, T+S]
     mask = g.op("Reshape", [mask, g.op("Concat", [b_1d, one, i64("minus_one", [-1]), columns], axis=0)],
@@ -180,7 +219,7 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     else:  # onnxruntime's fused RotaryEmbedding reads the tables at each row's positions [B, S]
         cos_table, sin_table = rotary_tables(arch, context_length)  # [N, D/2] each
         cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
-    shapes = _shapes(g, arch)
+    shapes = _shapes(g, arch, slots)
     split_kv = i64("split_kv", [0, 0, n_kv, dim])
     q_width, kv_width = arch.n_head * dim, n_kv * dim
 
@@ -199,7 +238,10 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
         v = g.op("Transpose", [g.op("Reshape", [v, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
         k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)  # [B, KV, T+S, D]
         v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
-        y = _slot_attention(g, arch, layer, q, k_all, v_all, shapes, slots)  # [B, S, H D]
+        if slots == 1:
+            y = _one_slot_attention(g, arch, layer, q, k_all, v_all, shapes)  # [B, S, H D]
+        else:
+            y = _slot_attention(g, arch, layer, q, k_all, v_all, shapes, slots)
         x = g.op("Add", [x, _linear(g, y, weights, f"{p}.o")], f"{p}_x_attn")  # [B, S, C]
         h = _norm(g, arch, x, weights, f"{p}.norm2")
         x = g.op("Add", [x, _mlp(g, arch, h, weights, p)], f"{p}_x_out")  # [B, S, C]
@@ -216,9 +258,10 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "S"]),
         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["B", "S"]),
-        helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [slots]),
         helper.make_tensor_value_info("past_mask", TensorProto.FLOAT, ["B", "T"]),
     ]
+    if slots > 1:  # how many of the rows each slot holds; one slot holds them all
+        inputs.insert(2, helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [slots]))
     outputs = []
     for layer in range(arch.n_layer):
         for i in range(slots):

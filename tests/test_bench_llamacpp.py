@@ -1,0 +1,27 @@
+"""scripts/bench_llamacpp.py --ratios: saved runs of two checkouts side by side, a row each and each one's median."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from bench_llamacpp import ratios_table  # noqa: E402
+
+
+def _run(path: Path, step_ours: float, step_theirs: float) -> Path:
+    medians = {name: {"ours": 1.0, "llama.cpp": 2.0, "ours_over_llama_cpp": 0.5} for name in ("prefill", "line")}
+    medians["decode_step"] = {"ours": step_ours, "llama.cpp": step_theirs,
+                              "ours_over_llama_cpp": round(step_ours / step_theirs, 2)}
+    path.write_text(json.dumps({"medians_ms": medians}))
+    return path
+
+
+def test_each_run_is_a_row_and_runs_of_the_same_code_get_their_median(tmp_path: Path):
+    old = [_run(tmp_path / f"old-{i}.json", ours, 8.0) for i, ours in enumerate((10.0, 12.0, 9.0), 1)]
+    new = [_run(tmp_path / "new-1.json", 8.0, 8.0)]
+    lines = ratios_table([*old, *new]).splitlines()
+    assert lines[2].startswith("| old-1 | 0.5× | 1.25× | 0.5× | 10.0 | 8.0 |")
+    assert lines[5].startswith("| new-1 | 0.5× | 1.0× |")
+    assert lines[6] == "| **old, median of 3** | 0.50× | 1.25× | 0.50× | 10.00 | 8.00 |"
+    assert len(lines) == 7  # one run of the new code: no median row for it
