@@ -181,7 +181,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         fp32.parent.mkdir()
         save(model, fp32)
         del model
-        fusions = optimize(fp32, arch) if arch.family == "gpt2" else {}
+        fusions = optimize(fp32, arch)
         if int8:
             quantize(fp32, staging / "model.onnx")
         else:

@@ -184,6 +184,7 @@ def test_the_manifest_records_the_source_the_template_and_the_padding(converted)
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8
     assert manifest["fim"]["order"] == "psm" and manifest["fim"]["template"] == "qwen"
     assert manifest["source"]["license"] == "apache-2.0"
+    assert manifest["graph_fusions"]["SkipSimplifiedLayerNormalization"] >= manifest["architecture"]["n_layer"]
     assert "completer convert" in (bundle_dir / "MODEL.md").read_text()
     assert not [p for p in bundle_dir.parent.iterdir() if "converting" in p.name]
 

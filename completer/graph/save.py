@@ -28,8 +28,9 @@ def save(model: onnx.ModelProto, path: Path) -> None:
 def optimize(fp32_path: Path, arch: Architecture) -> dict[str, int]:
     """onnxruntime's transformer fusions where they fit this hand-built graph (in place).
 
-    The residual Add + LayerNorm pairs become SkipLayerNormalization and GELU stays fused; the
-    attention is our own shared-prefix form, which no fused attention op expresses. opt_level 0
+    The residual Add + LayerNorm pairs become SkipLayerNormalization (with RMSNorm, the LLaMA family's,
+    SkipSimplifiedLayerNormalization) and GELU stays fused; the attention is our own shared-prefix form,
+    which no fused attention op expresses. opt_level 0
     keeps the file portable across execution providers; the session applies its own at load.
     Only for one-file graphs: the optimizer's own save does not write external data."""
     if fp32_path.stat().st_size >= PROTOBUF_LIMIT or (fp32_path.parent / (fp32_path.name + ".data")).exists():
