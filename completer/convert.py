@@ -18,7 +18,7 @@ from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4  # completer/bundle.py, SUPPORTED_FORMATS
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)

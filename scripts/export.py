@@ -32,7 +32,7 @@ from completer.graph import DEFAULT_SLOTS, optimize, own_architecture, own_decod
 from paths import cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
-FORMAT_VERSION = 3  # 3: graphs with search slots (completer/graph/decoder.py), the batched one beside
+FORMAT_VERSION = 4  # 3: graphs with search slots (completer/graph/decoder.py), the batched one beside; 4: no slot_rows in the one-slot graph
 BATCHED_MODEL = "model_batched.onnx"
 
 

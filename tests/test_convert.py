@@ -180,7 +180,7 @@ def test_a_graph_of_one_slot_takes_one_softmax_per_layer_and_one_that_still_take
 def test_the_manifest_records_the_source_the_template_and_the_padding(converted):
     src, bundle_dir, _ = converted
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 3 and manifest["architecture"]["n_kv_head"] == 1
+    assert manifest["format_version"] == 4 and manifest["architecture"]["n_kv_head"] == 1
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8
     assert manifest["fim"]["order"] == "psm" and manifest["fim"]["template"] == "qwen"
     assert manifest["source"]["license"] == "apache-2.0"
