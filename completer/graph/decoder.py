@@ -9,9 +9,10 @@ softmax across both. The same graph runs a prefill (one slot, one row, several n
 beam step (one token per live beam).
 
 Rows: the B rows are grouped by slot, `slot_rows` [N] of them in slot i (0 for an empty slot, whose prefix
-inputs are empty; a graph of one slot holds every row and has no `slot_rows`). Positions: `position_ids` [B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds
-each row's generated suffix, padded at its start to the longest in the call; `past_mask` [B, T] is 0 on a real
-column and -inf on padding. Keys are stored after their rotation, so the cache never needs positions again.
+inputs are empty; a graph of one slot holds every row and has no `slot_rows`). Positions: `position_ids`
+[B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds each row's generated suffix, padded at its start
+to the longest in the call; `past_mask` [B, T] is 0 on a real column and -inf on padding. Keys are stored after
+their rotation, so the cache never needs positions again.
 
 After the last position's logits, each row's best candidates (`row_candidates`, beam_step.py): log-softmax,
 the document's repeats, the token-healing mask, the beam's score added, the top `num_beams`. Which of them each
