@@ -12,6 +12,7 @@ trained model of the shape costs per step.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -36,16 +37,27 @@ from completer.engine import PREFILL_CHUNK_TOKENS, Engine  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 
 
+def converter_digest() -> str:
+    """A digest of the code that writes a converted bundle's graph (completer/graph/, completer/convert.py)."""
+    digest = hashlib.sha256()
+    for path in [*sorted((REPO / "completer" / "graph").glob("*.py")), REPO / "completer" / "convert.py"]:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def bundle_for(shape: str) -> Path:
-    """The converted INT8 bundle of `shape`, built once into the cache."""
+    """The converted INT8 bundle of `shape`, kept in the cache while the code that converts it stays the same:
+    a bundle another version of the graph builder wrote would measure that version's graph."""
     root = cache_dir() / "shapes" / shape
-    bundle = root / "bundle"
-    if (bundle / "manifest.json").is_file():
+    bundle, stamp, code = root / "bundle", root / "converted-by", converter_digest()
+    if (bundle / "manifest.json").is_file() and stamp.is_file() and stamp.read_text() == code:
         return bundle
-    subprocess.run([sys.executable, str(REPO / "scripts" / "released_shape.py"), "--shape", shape, "--out",
-                    str(root / "source")], check=True)
+    if not (root / "source" / "config.json").is_file():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "released_shape.py"), "--shape", shape, "--out",
+                        str(root / "source")], check=True)
     subprocess.run([sys.executable, "-m", "completer", "convert", str(root / "source"), "--out", str(bundle),
                     "--force"], check=True)
+    stamp.write_text(code)
     return bundle
 
 
