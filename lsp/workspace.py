@@ -355,10 +355,9 @@ class WorkspaceFiles:
         known, line = self.cached_first_line(path)
         if known:
             return line
-        excluded = str(path) if path else None
-        key = (excluded, self.generation)
+        key = self._first_line_key(path)
         with self._lock:
-            holders = self.index.first_line_holders(excluded)
+            holders = self.index.first_line_holders(key[0])
         found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
         self._first_line = (key, found)
         return found
@@ -366,8 +365,11 @@ class WorkspaceFiles:
     def cached_first_line(self, path: Path | None) -> tuple[bool, str | None]:
         """Whether `common_first_line` was found for this document's path (`normal_path`'s) and this index, and
         what it was."""
-        key = (str(path) if path else None, self.generation)
-        return (True, self._first_line[1]) if self._first_line[0] == key else (False, None)
+        return (True, self._first_line[1]) if self._first_line[0] == self._first_line_key(path) else (False, None)
+
+    def _first_line_key(self, path: Path | None) -> tuple[str | None, int]:
+        """What a found first line holds for: the excluded document's path, as the index names it, and the index."""
+        return (str(path) if path else None, self.generation)
 
     def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:
         """`followers` for these lines above and this index, if they were found (no work)."""

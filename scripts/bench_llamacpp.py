@@ -212,7 +212,10 @@ def main() -> None:
                         help="print the ratios of several results files, a row each, and each group's median")
     args = parser.parse_args()
     if args.ratios:
-        print(ratios_table(args.ratios))
+        try:
+            print(ratios_table(args.ratios))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            parser.error(f"--ratios: not results written by --out ({error})")
         return
     if args.table:
         print(table(json.loads(args.table.read_text())))

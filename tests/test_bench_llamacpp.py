@@ -25,3 +25,15 @@ def test_each_run_is_a_row_and_runs_of_the_same_code_get_their_median(tmp_path: 
     assert lines[5].startswith("| new-1 | 0.5× | 1.0× |")
     assert lines[6] == "| **old, median of 3** | 0.50× | 1.25× | 0.50× | 10.00 | 8.00 |"
     assert len(lines) == 7  # one run of the new code: no median row for it
+
+
+def test_a_file_that_is_not_results_is_one_line_and_a_nonzero_exit(tmp_path: Path):
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_llamacpp.py"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    for path in (bad, tmp_path / "missing.json"):
+        done = subprocess.run([sys.executable, str(script), "--ratios", str(path)], capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert "--ratios: not results written by --out" in done.stderr.splitlines()[-1]
