@@ -15,9 +15,11 @@ from pathlib import Path
 
 from .types import ModelError
 
-SUPPORTED_FORMATS = (1, 2, 3, 4)
+SUPPORTED_FORMATS = (1, 2, 3, 4, 5)
 """2: converted models (architecture family, end-of-text token, FIM order); 3: search slots; 4: a graph of one
-slot without `slot_rows` (one softmax across prefix and suffix), which engines reading up to 3 cannot feed."""
+slot without `slot_rows` (one softmax across prefix and suffix), which engines reading up to 3 cannot feed; 5: that
+graph's KV inputs and outputs with an axis of 1 after the KV heads, [B, KV, 1, T, D], which engines reading up
+to 4 would feed without it."""
 DEFAULT_MODEL_NAME = "python-small"
 REQUIRED_FILES = ("model.onnx", "tokenizer.json")  # and any other file the manifest lists (model.onnx.data)
 DEFAULT_BEAMS = 4  # the beam width of a bundle whose manifest names none

@@ -18,7 +18,7 @@ from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
-FORMAT_VERSION = 4  # completer/bundle.py, SUPPORTED_FORMATS
+FORMAT_VERSION = 5  # completer/bundle.py, SUPPORTED_FORMATS
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
@@ -203,6 +203,8 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
               end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict) -> dict:
+    from .graph import kv_layout
+
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
     command = " ".join(["completer convert", str(source), "--out", str(out)] + ([] if int8 else ["--fp32"]) +
@@ -227,7 +229,7 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
                          if int8 else "none (fp32)"),
         "graph_fusions": fusions,
         "search_slots": slots,
-        "kv_layout": {"prefix_key": "[1, KV, D, P]", "prefix_value": "[1, KV, P, D]", "past": "[B, KV, T, D]"},
+        "kv_layout": kv_layout(slots),
         "files": files,
     }
     if fim is not None:

@@ -14,6 +14,7 @@ used there.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,13 +79,14 @@ class Runtime:
         options.enable_cpu_mem_arena = memory_arena
         options.enable_mem_pattern = memory_arena  # planned for fixed shapes; ours change with every call
         self._options, self._providers = options, choose_providers(device)
+        self._graph_io: weakref.WeakKeyDictionary[ort.InferenceSession, tuple[list[str], bool]] = \
+            weakref.WeakKeyDictionary()  # each session's output names, and whether its KV has the axis of 1
         self.session = self._session(bundle.model_path)
         self.batched_model = bundle.batched_model  # (path, slots) of the graph batched calls run, if any
         self._checksums = {name: meta.get("sha256") for name, meta in bundle.manifest.get("files", {}).items()}
         self._batched: ort.InferenceSession | None = None  # loaded when two searches first share a call
         self.providers = self.session.get_providers()
         self.threads = threads
-        self.output_names = [o.name for o in self.session.get_outputs()]
         self.calls = 0
         self._all_allowed = np.ones((1, self.vocab_size), dtype=bool)
         inputs = {i.name for i in self.session.get_inputs()}
@@ -100,7 +102,8 @@ class Runtime:
         self.dense_repeats = self.mixes_repeats and "repeat_tokens" not in inputs
         self.device_type = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
-        self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
+        self._bound: dict[tuple[str, bool], tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device,
+        # by input name and whether the graph took the axis of 1
         self._no_prefix = self.empty_prefix()
 
     def _session(self, path) -> ort.InferenceSession:
@@ -274,25 +277,53 @@ class Runtime:
         )
 
     def _run_feed(self, session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One call. The engine keeps every KV array without the axis of 1 that a graph of one slot built since
+        format 5 takes after the KV heads (completer/graph/decoder.py); it is added and dropped here, as views."""
+        io = self._graph_io.get(session)
+        if io is None:
+            io = self._graph_io[session] = ([o.name for o in session.get_outputs()], _keeps_group_axis(session))
+        names, grouped = io
         if self.io_binding:
-            return self._run_bound(session, feed)
-        return dict(zip(self.output_names, session.run(None, feed)))
+            out = self._run_bound(session, feed, names, grouped)
+        else:
+            if grouped:
+                feed = {name: _add_group_axis(name, value) for name, value in feed.items()}
+            out = dict(zip(names, session.run(None, feed)))
+        if grouped:
+            out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
+        return out
 
-    def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray], names: list[str], grouped: bool
+                   ) -> dict[str, np.ndarray]:
         """The call with the prefix inputs on the device, each uploaded again only when its array changes."""
         binding = session.io_binding()
         for name, value in feed.items():
+            shaped = _add_group_axis(name, value) if grouped else value
             if name.startswith("prefix_"):
-                bound = self._bound.get(name)
+                bound = self._bound.get((name, grouped))
                 if bound is None or bound[0] is not value:  # the array is held, so no new one can reuse its id
-                    bound = self._bound[name] = (value, ort.OrtValue.ortvalue_from_numpy(value, self.device_type, 0))
+                    bound = self._bound[name, grouped] = (value,
+                                                          ort.OrtValue.ortvalue_from_numpy(shaped, self.device_type, 0))
                 binding.bind_ortvalue_input(name, bound[1])
             else:
-                binding.bind_cpu_input(name, value)
-        for name in self.output_names:
+                binding.bind_cpu_input(name, shaped)
+        for name in names:
             binding.bind_output(name)  # outputs are small (suffix KV, K tokens): the engine wants them on the host
         session.run_with_iobinding(binding)
-        return dict(zip(self.output_names, binding.copy_outputs_to_cpu()))
+        return dict(zip(names, binding.copy_outputs_to_cpu()))
+
+
+KV_INPUTS = ("prefix_key_", "prefix_value_", "past_key_", "past_value_")
+"""The names the graph's KV inputs start with."""
+
+
+def _keeps_group_axis(session: ort.InferenceSession) -> bool:
+    """Whether the graph's KV inputs have the axis of 1 after the KV heads (a graph of one slot, format 5)."""
+    return any(i.name == "past_key_0" and len(i.shape) == 5 for i in session.get_inputs())
+
+
+def _add_group_axis(name: str, value: np.ndarray) -> np.ndarray:
+    return value[:, :, None] if name.startswith(KV_INPUTS) else value
 
 
 def pick_candidates(row_scores: np.ndarray, row_tokens: np.ndarray, wanted: int

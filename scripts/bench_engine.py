@@ -557,8 +557,7 @@ class NumpyBeamRuntime(Runtime):
         feed, _, _ = self.slot_feed([call], 1)
         wanted = {i.name for i in self.logits_session.get_inputs()}
         self.calls += 1
-        names = [o.name for o in self.logits_session.get_outputs()]
-        out = dict(zip(names, self.logits_session.run(None, {k: v for k, v in feed.items() if k in wanted})))
+        out = self._run_feed(self.logits_session, {k: v for k, v in feed.items() if k in wanted})
         scores = call.scores if call.scores is not None else np.zeros(call.rows, np.float32)
         allowed = call.allowed if call.allowed is not None else np.ones((1, self.vocab_size), bool)
         tokens, parents, new_scores = fast_numpy_beam_step(out["logits"], scores, allowed, call.num_beams,

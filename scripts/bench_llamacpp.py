@@ -130,7 +130,7 @@ def measure(args: argparse.Namespace) -> dict:
             started = time.perf_counter()
             engine.prefill(prompt)
             times["prefill"][who].append((time.perf_counter() - started) * 1000)
-            for _ in range(3):
+            for _ in range(args.steps):
                 started = time.perf_counter()
                 engine.step(last, len(prompt))
                 times["decode_step"][who].append((time.perf_counter() - started) * 1000)
@@ -139,7 +139,7 @@ def measure(args: argparse.Namespace) -> dict:
             times["line"][who].append((time.perf_counter() - started) * 1000)
     result = {"command": " ".join(["python", "scripts/bench_llamacpp.py", *sys.argv[1:]]),
               "source": Path(args.source).name, "threads": args.threads, "prefix_tokens": len(prompt),
-              "line_tokens": args.line_tokens, "rounds": args.rounds,
+              "line_tokens": args.line_tokens, "rounds": args.rounds, "steps_per_round": args.steps,
               "bundle_mib": round(sum(f.stat().st_size for f in bundle.iterdir()) / 2**20, 1),
               "gguf_mib": round(gguf.stat().st_size / 2**20, 1),
               "llama_cpp_python": _version("llama_cpp_python"), "onnxruntime": _version("onnxruntime"),
@@ -206,6 +206,7 @@ def main() -> None:
     parser.add_argument("--prefix", type=int, default=1000)
     parser.add_argument("--line-tokens", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=3, help="decode steps timed in each round, one after another")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", type=Path, default=None, help="print the markdown table of a results file")
     parser.add_argument("--ratios", type=Path, nargs="+", default=None, metavar="FILE",

@@ -28,12 +28,18 @@ from safetensors.numpy import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from completer.bundle import sha256_file as sha256  # noqa: E402
-from completer.graph import DEFAULT_SLOTS, optimize, own_architecture, own_decoder, quantize  # noqa: E402
+from completer.graph import DEFAULT_SLOTS, kv_layout, optimize, own_architecture, own_decoder, quantize  # noqa: E402
 from paths import cache_dir, corpus_dir  # noqa: E402
 from shards import corpus_shards, shard_cursors  # noqa: E402
 
-FORMAT_VERSION = 4  # 3: graphs with search slots (completer/graph/decoder.py), the batched one beside; 4: no slot_rows in the one-slot graph
+FORMAT_VERSION = 5  # 3: graphs with search slots (completer/graph/decoder.py), the batched one beside;
+# 4: no slot_rows in the one-slot graph; 5: its KV with an axis of 1 after the KV heads
 BATCHED_MODEL = "model_batched.onnx"
+
+
+def batched_record(slots: int) -> dict:
+    """The manifest's entry for the batched graph: its file, its slots and the KV shapes it takes."""
+    return {"file": BATCHED_MODEL, "slots": slots, "kv_layout": kv_layout(slots)}
 
 
 def newline_id(tokenizer_path: Path) -> int:
@@ -58,11 +64,11 @@ def write_manifest(out: Path, config: dict, tokenizer_newline: int, fp32_bytes: 
         "vocab_size": config["vocab_size"],
         "newline_token_id": tokenizer_newline,
         "special_tokens": {"end_of_text": 0},
-        "kv_layout": {"prefix_key": "[1, H, D, P]", "prefix_value": "[1, H, P, D]", "past": "[B, H, T, D]"},
+        "kv_layout": kv_layout(1),
         "quantization": "onnxruntime dynamic INT8 (QInt8 weights) of weight MatMuls and embeddings",
         "fp32_onnx_bytes": fp32_bytes,
         "graph_fusions": fusions,
-        **({"batched_model": {"file": BATCHED_MODEL, "slots": batch_slots}} if batch_slots > 1 else {}),
+        **({"batched_model": batched_record(batch_slots)} if batch_slots > 1 else {}),
         "files": {f: {"sha256": sha256(out / f), "bytes": (out / f).stat().st_size}
                   for f in ("model.onnx", "tokenizer.json", *((BATCHED_MODEL,) if batch_slots > 1 else ()))},
         "training": training,
@@ -149,6 +155,9 @@ def rebuild_graphs(bundle: Path, fp32_out: Path) -> dict:
     fusions = write_graphs(weights, config, bundle, fp32_out, batch_slots)
     files = ["model.onnx", *((BATCHED_MODEL,) if batch_slots > 1 else ())]
     manifest["format_version"] = FORMAT_VERSION
+    manifest["kv_layout"] = kv_layout(1)
+    if batch_slots > 1:
+        manifest["batched_model"] = batched_record(batch_slots)
     manifest["fp32_onnx_bytes"] = fp32_out.stat().st_size
     manifest["graph_fusions"] = fusions
     for name in files:

@@ -4,7 +4,8 @@
     python scripts/profile_step.py --searches 8 --runs 50     # one batched call of eight searches
 
 Runs the bundle's decoder on random inputs shaped like a beam step (B beams, 1 token, a P-token shared
-prefix, an 8-token suffix) with one intra-op thread, and prints the mean kernel time per run by op type.
+prefix, an 8-token suffix) with one intra-op thread (`--threads` for more), and prints the mean kernel time
+per run by op type.
 With --searches N, N such searches, each over a prefix of its own (P, P - 30, P - 60, ...), in one call of the
 bundle's batched graph.
 """
@@ -34,11 +35,12 @@ def main() -> None:
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--searches", type=int, default=1, help="searches in one call (the batched graph)")
+    parser.add_argument("--threads", type=int, default=1, help="onnxruntime's threads (the server's default: 2)")
     args = parser.parse_args()
     bundle = load_bundle(args.model)
-    runtime = Runtime(bundle, device="cpu", threads=1)
+    runtime = Runtime(bundle, device="cpu", threads=args.threads)
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = args.threads
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(tempfile.gettempdir()) / "completer_profile_step")  # never in the cwd
     # The engine's own Runtime builds the feed (whatever inputs this bundle's graph takes); only its

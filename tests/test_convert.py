@@ -21,7 +21,7 @@ from completer.engine import Engine  # noqa: E402
 from completer.graph import decoder_model  # noqa: E402
 from completer.graph.huggingface import architecture, canonical_weights, load_weights, read_config  # noqa: E402
 from completer.repository import RepositoryContext  # noqa: E402
-from completer.runtime import Runtime  # noqa: E402
+from completer.runtime import KV_INPUTS, Runtime  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
@@ -44,6 +44,9 @@ def _feed(arch, ids: np.ndarray, position: int, prefix, past, slots: int = 1) ->
         for slot in range(1, slots):
             feed[f"prefix_key_{layer}_{slot}"], feed[f"prefix_value_{layer}_{slot}"] = empty
         feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
+    if slots == 1:  # the graph of one slot takes its KV with an axis of 1 after the KV heads
+        feed = {name: value[:, :, None] if name.startswith(KV_INPUTS) else value
+                for name, value in feed.items()}
     return feed
 
 
@@ -72,6 +75,8 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
     expected = logits(model, prompt.tolist())
     scale = np.abs(expected).max()
     np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, scale))
+    if slots == 1:
+        out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
     prefix = [(out[f"present_key_{i}"].transpose(0, 1, 3, 2), out[f"present_value_{i}"]) for i in layers]
     suffixes = rng.integers(0, arch.vocab_size, (3, 4))  # 3 beams, each 4 tokens of its own after the prefix
     past = empty(3)
@@ -81,6 +86,8 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
         for beam in range(3):
             whole = prompt.tolist() + suffixes[beam, :step + 1].tolist()
             np.testing.assert_allclose(out["logits"][beam], logits(model, whole)[-1], atol=1e-4 * max(1.0, scale))
+        if slots == 1:
+            out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
         past = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in layers]
 
 
@@ -146,41 +153,99 @@ def test_a_graph_of_one_slot_takes_one_softmax_per_layer_and_one_that_still_take
         converted, tmp_path):
     """A bundle converted before the graph of one slot dropped `slot_rows` (an input of one entry it no longer
     needs) must keep working: the runtime feeds the input to the graphs that take it."""
-    import shutil
-
     import onnx
     from onnx import TensorProto, helper
-
-    from completer.bundle import load_bundle, sha256_file
 
     _, bundle_dir, _ = converted
     graph = onnx.load(str(bundle_dir / "model.onnx"))
     layers = json.loads((bundle_dir / "manifest.json").read_text())["architecture"]["n_layer"]
     assert [n.op_type for n in graph.graph.node].count("Softmax") == layers
     assert "slot_rows" not in {i.name for i in graph.graph.input}
-    older = tmp_path / "older"
-    shutil.copytree(bundle_dir, older)
     graph.graph.input.insert(2, helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [1]))
+    older = _older_bundle(bundle_dir, tmp_path / "older", graph)
+    new_steps, older_steps = _two_beam_steps(bundle_dir), _two_beam_steps(older)
+    np.testing.assert_array_equal(new_steps[0], older_steps[0])
+    np.testing.assert_allclose(new_steps[1], older_steps[1], rtol=1e-6)
+
+
+def _older_bundle(bundle_dir: Path, older: Path, graph, format_version: int | None = None) -> Path:
+    """A copy of the bundle with `graph` as its model.onnx, as an older converter would have written it."""
+    import shutil
+
+    import onnx
+
+    from completer.bundle import sha256_file
+
+    shutil.copytree(bundle_dir, older)
     onnx.save(graph, str(older / "model.onnx"))
     manifest = json.loads((older / "manifest.json").read_text())
+    if format_version is not None:
+        manifest["format_version"] = format_version
     manifest["files"]["model.onnx"] = {"sha256": sha256_file(older / "model.onnx"),
                                        "bytes": (older / "model.onnx").stat().st_size}
     (older / "manifest.json").write_text(json.dumps(manifest))
-    outputs = []
-    for folder in (bundle_dir, older):
-        runtime = Runtime(load_bundle(folder), device="cpu")
-        prefix = runtime.run(np.arange(5)[None, :], 0, runtime.empty_prefix(), runtime.empty_past(1), num_beams=1)
-        beams = runtime.run(np.asarray([[7], [9]]), 5, [(k.transpose(0, 1, 3, 2), v) for k, v in prefix.present],
-                            runtime.empty_past(2), scores=np.zeros(2, np.float32), num_beams=2)
-        outputs.append((beams.tokens, beams.scores))
-    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
-    np.testing.assert_allclose(outputs[0][1], outputs[1][1], rtol=1e-6)
+    return older
+
+
+def _two_beam_steps(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A prefill, then two steps of two beams over it through the runtime: the last step's tokens and scores."""
+    from completer.bundle import load_bundle
+
+    runtime = Runtime(load_bundle(folder), device="cpu")
+    prefix = runtime.run(np.arange(5)[None, :], 0, runtime.empty_prefix(), runtime.empty_past(1), num_beams=1)
+    assert prefix.present[0][0].shape == (1, runtime.n_kv_head, 5, runtime.head_dim)  # as the engine keeps it
+    shared = [(k.transpose(0, 1, 3, 2), v) for k, v in prefix.present]
+    beams = runtime.run(np.asarray([[7], [9]]), 5, shared, runtime.empty_past(2), scores=np.zeros(2, np.float32),
+                        num_beams=2)
+    step = runtime.run(beams.tokens[:, None], 6, shared, beams.carried(np.arange(2)), scores=beams.scores,
+                       num_beams=2)
+    return step.tokens, step.scores
+
+
+def test_a_graph_of_one_slot_whose_kv_lacks_the_axis_of_one_runs_the_same(converted, tmp_path):
+    """A bundle of format 4 or earlier keeps its KV as [B, KV, T, D]; since format 5 the graph of one slot takes
+    [B, KV, 1, T, D]. The runtime adds the axis only for graphs that take it. The older layout is made here from
+    the new graph: each KV input gains an Unsqueeze, each KV output a Squeeze."""
+    import onnx
+    from onnx import helper
+
+    _, bundle_dir, _ = converted
+    graph = onnx.load(str(bundle_dir / "model.onnx"))
+    axis = helper.make_tensor("group_axis", onnx.TensorProto.INT64, [1], [2])
+    graph.graph.initializer.append(axis)
+    del graph.graph.value_info[:]  # the shapes recorded inside are of the new layout
+    renamed = 0
+    for value in graph.graph.input:
+        if value.name.startswith(KV_INPUTS):
+            dims = value.type.tensor_type.shape.dim
+            assert len(dims) == 5 and dims[2].dim_value == 1
+            del dims[2]
+            inner = value.name + "_grouped"
+            for node in graph.graph.node:
+                node.input[:] = [inner if name == value.name else name for name in node.input]
+            graph.graph.node.insert(0, helper.make_node("Unsqueeze", [value.name, "group_axis"], [inner]))
+            renamed += 1
+    for value in graph.graph.output:
+        if value.name.startswith("present_"):
+            del value.type.tensor_type.shape.dim[2]
+            inner = value.name + "_grouped"
+            for node in graph.graph.node:
+                node.input[:] = [inner if name == value.name else name for name in node.input]
+                node.output[:] = [inner if name == value.name else name for name in node.output]
+            graph.graph.node.append(helper.make_node("Squeeze", [inner, "group_axis"], [value.name]))
+    layers = json.loads((bundle_dir / "manifest.json").read_text())["architecture"]["n_layer"]
+    assert renamed == 4 * layers
+    older = _older_bundle(bundle_dir, tmp_path / "older", graph, format_version=4)
+    new_steps, older_steps = _two_beam_steps(bundle_dir), _two_beam_steps(older)
+    np.testing.assert_array_equal(new_steps[0], older_steps[0])
+    np.testing.assert_allclose(new_steps[1], older_steps[1], rtol=1e-6)
 
 
 def test_the_manifest_records_the_source_the_template_and_the_padding(converted):
     src, bundle_dir, _ = converted
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 4 and manifest["architecture"]["n_kv_head"] == 1
+    assert manifest["format_version"] == 5 and manifest["architecture"]["n_kv_head"] == 1
+    assert manifest["kv_layout"]["past"] == "[B, KV, 1, T, D]"  # the graph of one slot's axis of 1
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8
     assert manifest["fim"]["order"] == "psm" and manifest["fim"]["template"] == "qwen"
     assert manifest["source"]["license"] == "apache-2.0"

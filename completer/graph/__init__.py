@@ -4,9 +4,9 @@ prefix KV, with each row's best next tokens computed inside, built by hand from 
 from .architecture import Architecture, own_architecture, own_weights, rotary_tables
 from .beam_step import row_candidates, row_candidates_model
 from .builder import GraphBuilder
-from .decoder import DEFAULT_SLOTS, decoder_model, own_decoder
+from .decoder import DEFAULT_SLOTS, decoder_model, kv_layout, own_decoder
 from .save import optimize, quantize, save
 
-__all__ = ["Architecture", "DEFAULT_SLOTS", "GraphBuilder", "decoder_model", "optimize", "own_decoder",
+__all__ = ["Architecture", "DEFAULT_SLOTS", "GraphBuilder", "decoder_model", "kv_layout", "optimize", "own_decoder",
            "own_architecture", "own_weights", "quantize", "rotary_tables", "row_candidates", "row_candidates_model",
            "save"]

@@ -12,7 +12,13 @@ Rows: the B rows are grouped by slot, `slot_rows` [N] of them in slot i (0 for a
 inputs are empty; a graph of one slot holds every row and has no `slot_rows`). Positions: `position_ids`
 [B, S], each row's own. Suffixes: `past_*` [B, KV, T, D] holds each row's generated suffix, padded at its start
 to the longest in the call; `past_mask` [B, T] is 0 on a real column and -inf on padding. Keys are stored after
-their rotation, so the cache never needs positions again.
+their rotation, so the cache never needs positions again. The graph of one slot takes and returns every KV
+tensor with an axis of 1 after the KV heads ([B, KV, 1, T, D], prefix [1, KV, 1, D, P]): the axis the G query
+heads of a KV head broadcast over, kept in the cache so no layer spends operators adding and removing it.
+
+Heads: the fused q/k/v product's columns are built grouped by KV head (`_grouped_columns`), so one Reshape and
+one Transpose give the queries [B, KV, G, S, D] and the keys and values [B, KV, 1, S, D], and one
+RotaryEmbedding turns the queries and keys together.
 
 After the last position's logits, each row's best candidates (`row_candidates`, beam_step.py): log-softmax,
 the document's repeats, the token-healing mask, the beam's score added, the top `num_beams`. Which of them each
@@ -49,20 +55,61 @@ def _norm(g: GraphBuilder, arch: Architecture, x: str, weights: dict[str, np.nda
     return g.op("Mul", [g.op("Div", [x, root]), weight], f"{prefix}_out")
 
 
-def _linear(g: GraphBuilder, x: str, weights: dict[str, np.ndarray], name: str, scale_cols: tuple[int, float] = (0, 1.0)
-            ) -> str:
-    """x @ W (+ b). `scale_cols` = (n, s) multiplies the first n output columns by s (folds 1/sqrt(D) into q)."""
+def _linear(g: GraphBuilder, x: str, weights: dict[str, np.ndarray], name: str) -> str:
+    """x @ W (+ b)."""
     w = np.asarray(weights[f"{name}.weight"], np.float32)
     b = weights.get(f"{name}.bias")
-    n, s = scale_cols
-    if n and s != 1.0:
-        w = w.copy()
-        w[:, :n] *= s
-        if b is not None:
-            b = np.asarray(b, np.float32).copy()
-            b[:n] *= s
     y = g.op("MatMul", [x, g.const(f"{name}.w", w)], f"{name}_mm")
     return g.op("Add", [y, g.const(f"{name}.b", np.asarray(b, np.float32))], f"{name}_out") if b is not None else y
+
+
+def _grouped_columns(arch: Architecture) -> np.ndarray:
+    """The order the fused q/k/v product's output columns are built in, as indices into the canonical [q | k | v]:
+    each KV head's G query heads, then its key head (then its value head, without rotary positions), so one
+    Reshape and one Transpose lay out every head by its KV head. With rotary positions the values come last, apart,
+    so one RotaryEmbedding turns the queries and keys together and not the values."""
+    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    q, k, v = 0, arch.n_head * dim, (arch.n_head + n_kv) * dim
+    heads = []  # each entry: the first canonical column of one head
+    for j in range(n_kv):
+        heads += [q + (j * group + i) * dim for i in range(group)] + [k + j * dim]
+        if arch.family == "gpt2":
+            heads.append(v + j * dim)
+    if arch.family != "gpt2":
+        heads += [v + j * dim for j in range(n_kv)]
+    return (np.asarray(heads)[:, None] + np.arange(dim)).reshape(-1)
+
+
+def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str, cos: str, sin: str
+           ) -> tuple[str, str, str]:
+    """The fused q/k/v product, laid out by KV head: q [B, KV, G, S, D], k and v [B, KV, 1, S, D]. The queries
+    carry 1/sqrt(D), folded into their weights."""
+    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    i64, q_width = g.i64, arch.n_head * dim
+    w = np.asarray(weights[f"{p}.qkv.weight"], np.float32).copy()  # [C, (H + 2 KV) D]
+    w[:, :q_width] *= 1.0 / np.sqrt(dim)
+    order = _grouped_columns(arch)
+    fused = {f"{p}.qkv.weight": w[:, order]}
+    bias = weights.get(f"{p}.qkv.bias")
+    if bias is not None:
+        bias = np.asarray(bias, np.float32).copy()
+        bias[:q_width] *= 1.0 / np.sqrt(dim)
+        fused[f"{p}.qkv.bias"] = bias[order]
+    qkv = _linear(g, h, fused, f"{p}.qkv")  # [B, S, (H + 2 KV) D], grouped
+    by_kv = [0, 2, 3, 1, 4]  # [B, S, KV, n, D] -> [B, KV, n, S, D]
+    if arch.family == "gpt2":
+        heads = g.op("Transpose", [g.op("Reshape", [qkv, i64("qkv5", [0, 0, n_kv, group + 2, dim])])], perm=by_kv)
+        q, k, v = g.op("Split", [heads, i64("qkv_heads", [group, 1, 1])], f"{p}_qkv", outputs=3, axis=2)
+        return q, k, v
+    qk, v = g.op("Split", [qkv, i64("qk_v", [(arch.n_head + n_kv) * dim, n_kv * dim])], f"{p}_qk_v", outputs=2,
+                 axis=2)  # [B, S, (H + KV) D], [B, S, KV D]
+    # rotary positions, HF's rotate-half convention (not interleaved), on the queries and keys at once
+    qk = g.op("RotaryEmbedding", [qk, "position_ids", cos, sin], f"{p}_qk_rot", domain="com.microsoft",
+              interleaved=0, num_heads=arch.n_head + n_kv)
+    heads = g.op("Transpose", [g.op("Reshape", [qk, i64("qk5", [0, 0, n_kv, group + 1, dim])])], perm=by_kv)
+    q, k = g.op("Split", [heads, i64("qk_heads", [group, 1])], f"{p}_qk", outputs=2, axis=2)
+    v = g.op("Transpose", [g.op("Reshape", [v, i64("v5", [0, 0, n_kv, 1, dim])])], f"{p}_v", perm=by_kv)
+    return q, k, v
 
 
 def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str) -> str:
@@ -76,6 +123,13 @@ def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndar
     return _linear(g, g.op("Mul", [silu, up], f"{p}_swiglu"), weights, f"{p}.down")  # [B, S, C]
 
 
+def kv_layout(slots: int) -> dict[str, str]:
+    """The KV shapes a graph of `slots` searches takes, as the manifest records them."""
+    group = ", 1" if slots == 1 else ""  # the axis of 1 the G query heads broadcast over (_one_slot_attention)
+    return {"prefix_key": f"[1, KV{group}, D, P]", "prefix_value": f"[1, KV{group}, P, D]",
+            "past": f"[B, KV{group}, T, D]"}
+
+
 DEFAULT_SLOTS = 8
 """Searches one call can hold. Each slot costs ten small operators per layer even when empty; eight hold the
 live keystrokes, search-ahead and prefetch of several windows."""
@@ -84,17 +138,15 @@ live keystrokes, search-ahead and prefetch of several windows."""
 def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_all: str, v_all: str, shapes: dict,
                     slots: int) -> str:
     """Attention of every row over its slot's prefix and its own suffix, with one softmax across both.
-    q [B, S, H D]; k_all, v_all [B, KV, T+S, D]; returns [B, S, H D]."""
+    q [B, KV, G, S, D]; k_all, v_all [B, KV, T+S, D]; returns [B, S, H D]."""
     n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
     i64, p = g.i64, f"layers.{layer}"
-    q5 = g.op("Reshape", [q, i64("q5", [0, 0, n_kv, group, dim])], f"{p}_q5")  # [B, S, KV, G, D]
     # Suffix part, per row: [B, KV, G*S, D] @ [B, KV, D, T+S], masked (padding, causal).
-    q_rows = g.op("Reshape", [g.op("Transpose", [q5], perm=[0, 2, 3, 1, 4]), i64("q_rows", [0, n_kv, -1, dim])],
-                  f"{p}_q_rows")  # [B, KV, G*S, D]
+    q_rows = g.op("Reshape", [q, i64("q_rows", [0, n_kv, -1, dim])], f"{p}_q_rows")  # [B, KV, G*S, D]
     k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, KV, D, T+S]
     s_suffix = g.op("Add", [g.op("MatMul", [q_rows, k_t]), shapes["mask"]], f"{p}_s_suffix")  # [B, KV, G*S, T+S]
     # Prefix part, per slot: the slot's rows of every KV head against its own prefix, [KV, r G S, D] @ [1, KV, D, P].
-    q_slots = g.op("Reshape", [g.op("Transpose", [q5], perm=[2, 0, 3, 1, 4]), i64("q_slots", [n_kv, -1, dim])],
+    q_slots = g.op("Reshape", [g.op("Transpose", [q], perm=[1, 0, 2, 3, 4]), i64("q_slots", [n_kv, -1, dim])],
                    f"{p}_q_slots")  # [KV, B*G*S, D], rows in (b, g, s) order: a slot's rows are one block
     parts = g.op("Split", [q_slots, shapes["slot_sizes"]], f"{p}_q_slot", outputs=slots, axis=1)
     parts = [parts] if slots == 1 else parts
@@ -133,34 +185,23 @@ def _one_slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str,
     """`_slot_attention` for a graph of one slot, in fewer operators: every row's scores over the prefix and over
     its suffix are laid side by side and take one Softmax, where several slots' prefixes of different lengths
     must be reduced apart and merged. Each row reads the shared prefix through MatMul's broadcasting over the
-    rows (and, with grouped heads, over the G query heads of each KV head): one product of its S rows per row
-    and head. q [B, S, H D]; k_all, v_all [B, KV, T+S, D]; returns [B, S, H D]."""
-    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    rows and over the G query heads of each KV head (the axis of 1 in the keys and values): one product of its
+    S rows per row and head. q [B, KV, G, S, D]; k_all, v_all [B, KV, 1, T+S, D]; returns [B, S, H D]."""
     i64, p = g.i64, f"layers.{layer}"
-    key, value = f"prefix_key_{layer}_0", f"prefix_value_{layer}_0"  # [1, KV, D, P], [1, KV, P, D]
-    if group == 1:  # heads [B, KV, S, *]
-        q_heads = g.op("Transpose", [g.op("Reshape", [q, i64("q4", [0, 0, n_kv, dim])])], f"{p}_q_heads",
-                       perm=[0, 2, 1, 3])  # [B, KV, S, D]
-        k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 3, 2])  # [B, KV, D, T+S]
-    else:  # heads [B, KV, G, S, *]: the prefix and the suffix gain an axis of 1 for the G query heads
-        q_heads = g.op("Transpose", [g.op("Reshape", [q, i64("q5", [0, 0, n_kv, group, dim])])], f"{p}_q_heads",
-                       perm=[0, 2, 3, 1, 4])  # [B, KV, G, S, D]
-        key, value, k_all, v_all = (g.op("Unsqueeze", [name, i64("ax2", [2])])
-                                    for name in (key, value, k_all, v_all))
-        k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 2, 4, 3])  # [B, KV, 1, D, T+S]
-    s_prefix = g.op("MatMul", [q_heads, key], f"{p}_s_prefix")  # [B, KV, (G,) S, P]
-    s_suffix = g.op("Add", [g.op("MatMul", [q_heads, k_t]), shapes["mask"]], f"{p}_s_suffix")  # [.., S, T+S]
-    scores = g.op("Concat", [s_prefix, s_suffix], f"{p}_scores", axis=-1)  # [B, KV, (G,) S, P+T+S]
+    key, value = f"prefix_key_{layer}_0", f"prefix_value_{layer}_0"  # [1, KV, 1, D, P], [1, KV, 1, P, D]
+    k_t = g.op("Transpose", [k_all], f"{p}_k_t", perm=[0, 1, 2, 4, 3])  # [B, KV, 1, D, T+S]
+    s_prefix = g.op("MatMul", [q, key], f"{p}_s_prefix")  # [B, KV, G, S, P]
+    s_suffix = g.op("Add", [g.op("MatMul", [q, k_t]), shapes["mask"]], f"{p}_s_suffix")  # [B, KV, G, S, T+S]
+    scores = g.op("Concat", [s_prefix, s_suffix], f"{p}_scores", axis=-1)  # [B, KV, G, S, P+T+S]
     weights = g.op("Softmax", [scores], f"{p}_weights", axis=-1)
     # Two Slices, not a Split: onnxruntime's symbolic shape inference, which its fusions need, takes no split
     # sizes computed in the graph.
     last, length = i64("last_axis", [-1]), shapes["prefix_length"]
-    w_prefix = g.op("Slice", [weights, i64("start", [0]), length, last], f"{p}_w_prefix")  # [.., S, P]
+    w_prefix = g.op("Slice", [weights, i64("start", [0]), length, last], f"{p}_w_prefix")  # [B, KV, G, S, P]
     w_suffix = g.op("Slice", [weights, length, i64("end", [2**62]), last], f"{p}_w_suffix")  # [.., S, T+S]
     y = g.op("Add", [g.op("MatMul", [w_prefix, value]), g.op("MatMul", [w_suffix, v_all])], f"{p}_y")  # [.., S, D]
-    perm = [0, 2, 1, 3] if group == 1 else [0, 3, 1, 2, 4]
-    return g.op("Reshape", [g.op("Transpose", [y], perm=perm), i64("merge", [0, 0, n_kv * group * dim])],
-                f"{p}_y_merged")  # [B, S, H D]
+    merged = i64("merge", [0, 0, arch.n_head * arch.head_dim])
+    return g.op("Reshape", [g.op("Transpose", [y], perm=[0, 3, 1, 2, 4]), merged], f"{p}_y_merged")  # [B, S, H D]
 
 
 def _shapes(g: GraphBuilder, arch: Architecture, slots: int) -> dict:
@@ -186,8 +227,8 @@ def _shapes(g: GraphBuilder, arch: Architecture, slots: int) -> dict:
         columns = g.op("Shape", [mask], start=2, end=3)  # [1] = T+S
     mask = g.op("Unsqueeze", [mask, i64("ax12", [1, 2])], "mask5")  # [B, 1, 1, S, T+S]
     if slots == 1:  # _one_slot_attention's mask, broadcast over the heads; and where the prefix's scores end
-        return {"mask": g.op("Squeeze", [mask, i64("ax2", [2])]) if group == 1 else mask,  # [B, 1, (1,) S, T+S]
-                "prefix_length": g.op("Shape", ["prefix_key_0_0"], "P0", start=3, end=4)}  # [1]
+        return {"mask": mask,  # [B, 1, 1, S, T+S]
+                "prefix_length": g.op("Shape", ["prefix_key_0_0"], "P0", start=4, end=5)}  # [1]
     g_1d, one = i64("G", [group]), i64("one1", [1])
     mask = g.op("Expand", [mask, g.op("Concat", [b_1d, one, g_1d, s_1d, columns], axis=0)])  # [B, 1, G, S, T+S]
     mask = g.op("Reshape", [mask, g.op("Concat", [b_1d, one, i64("minus_one", [-1]), columns], axis=0)],
@@ -221,27 +262,19 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
         cos_table, sin_table = rotary_tables(arch, context_length)  # [N, D/2] each
         cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
     shapes = _shapes(g, arch, slots)
-    split_kv = i64("split_kv", [0, 0, n_kv, dim])
-    q_width, kv_width = arch.n_head * dim, n_kv * dim
 
     for layer in range(arch.n_layer):
         p = f"layers.{layer}"
         h = _norm(g, arch, x, weights, f"{p}.norm1")  # [B, S, C]
-        qkv = _linear(g, h, weights, f"{p}.qkv", scale_cols=(q_width, 1.0 / np.sqrt(dim)))  # [B, S, (H+2KV)D]
-        q, k, v = g.op("Split", [qkv, i64("qkv_sizes", [q_width, kv_width, kv_width])], f"{p}_split", outputs=3,
-                       axis=2)  # [B, S, H D], [B, S, KV D], [B, S, KV D]
-        if arch.family == "llama":  # rotary positions, HF's rotate-half convention (not interleaved)
-            q = g.op("RotaryEmbedding", [q, "position_ids", cos, sin], f"{p}_q_rot", domain="com.microsoft",
-                     interleaved=0, num_heads=arch.n_head)
-            k = g.op("RotaryEmbedding", [k, "position_ids", cos, sin], f"{p}_k_rot", domain="com.microsoft",
-                     interleaved=0, num_heads=n_kv)
-        k = g.op("Transpose", [g.op("Reshape", [k, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
-        v = g.op("Transpose", [g.op("Reshape", [v, split_kv])], perm=[0, 2, 1, 3])  # [B, KV, S, D]
-        k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)  # [B, KV, T+S, D]
-        v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
-        if slots == 1:
+        q, k, v = _heads(g, arch, h, weights, p, cos, sin)  # [B, KV, G, S, D], [B, KV, 1, S, D] twice
+        if slots == 1:  # the cache keeps the axis of 1 that lets the G query heads share each KV head
+            k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=3)
+            v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=3)
             y = _one_slot_attention(g, arch, layer, q, k_all, v_all, shapes)  # [B, S, H D]
         else:
+            k, v = (g.op("Squeeze", [name, i64("ax2", [2])]) for name in (k, v))  # [B, KV, S, D]
+            k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)
+            v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
             y = _slot_attention(g, arch, layer, q, k_all, v_all, shapes, slots)
         x = g.op("Add", [x, _linear(g, y, weights, f"{p}.o")], f"{p}_x_attn")  # [B, S, C]
         h = _norm(g, arch, x, weights, f"{p}.norm2")
@@ -264,20 +297,20 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     if slots > 1:  # how many of the rows each slot holds; one slot holds them all
         inputs.insert(2, helper.make_tensor_value_info("slot_rows", TensorProto.INT64, [slots]))
     outputs = []
+    group_axis = [1] if slots == 1 else []  # the graph of one slot keeps the KV's axis of 1 (_one_slot_attention)
     for layer in range(arch.n_layer):
         for i in range(slots):
             inputs += [
-                helper.make_tensor_value_info(f"prefix_key_{layer}_{i}", TensorProto.FLOAT, [1, n_kv, dim, f"P{i}"]),
-                helper.make_tensor_value_info(f"prefix_value_{layer}_{i}", TensorProto.FLOAT, [1, n_kv, f"P{i}", dim]),
+                helper.make_tensor_value_info(f"prefix_key_{layer}_{i}", TensorProto.FLOAT,
+                                              [1, n_kv, *group_axis, dim, f"P{i}"]),
+                helper.make_tensor_value_info(f"prefix_value_{layer}_{i}", TensorProto.FLOAT,
+                                              [1, n_kv, *group_axis, f"P{i}", dim]),
             ]
-        inputs += [
-            helper.make_tensor_value_info(f"past_key_{layer}", TensorProto.FLOAT, ["B", n_kv, "T", dim]),
-            helper.make_tensor_value_info(f"past_value_{layer}", TensorProto.FLOAT, ["B", n_kv, "T", dim]),
-        ]
-        outputs += [
-            helper.make_tensor_value_info(f"present_key_{layer}", TensorProto.FLOAT, ["B", n_kv, "T+S", dim]),
-            helper.make_tensor_value_info(f"present_value_{layer}", TensorProto.FLOAT, ["B", n_kv, "T+S", dim]),
-        ]
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_{kind}_{layer}", TensorProto.FLOAT,
+                                                        ["B", n_kv, *group_axis, "T", dim]))
+            outputs.append(helper.make_tensor_value_info(f"present_{kind}_{layer}", TensorProto.FLOAT,
+                                                         ["B", n_kv, *group_axis, "T+S", dim]))
     if logits_only:
         g.op("Identity", [logits], outputs=["logits"])
         outputs.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", vocab]))
