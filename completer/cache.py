@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .calls import KV, ModelCall, Steps, drive
+from .prefill_chunks import PrefillChunks
 from .runtime import Runtime, StepOutput
 
 
@@ -49,11 +50,12 @@ def extend_prefix(state: DocumentState, runtime: Runtime, ids: list[int]) -> tup
     return drive(prefix_steps(state, runtime.empty_prefix(), ids), runtime)
 
 
-def prefix_steps(state: DocumentState, empty_prefix: KV, ids: list[int], chunk: int | None = None
+def prefix_steps(state: DocumentState, empty_prefix: KV, ids: list[int], chunk: int | PrefillChunks | None = None
                  ) -> Steps[tuple[int, int]]:
     """`extend_prefix` as the calls it needs (completer/calls.py): the new tokens in one prefill, or in calls
-    of at most `chunk` tokens, the cache updated after each, so a caller that stops between them keeps the
-    chunks already run. `empty_prefix` is the runtime's KV of no tokens."""
+    of at most `chunk` tokens (or as many as `PrefillChunks` sizes by time, told each call's time), the cache
+    updated after each, so a caller that stops between them keeps the chunks already run. `empty_prefix` is the
+    runtime's KV of no tokens."""
     if not state.keys:
         state.keys = [k for k, _ in empty_prefix]
         state.values = [v for _, v in empty_prefix]
@@ -65,8 +67,11 @@ def prefix_steps(state: DocumentState, empty_prefix: KV, ids: list[int], chunk: 
         state.ids = state.ids[:keep]
     done = keep
     while done < len(ids):
-        end = len(ids) if chunk is None else min(len(ids), done + chunk)
+        size = chunk.next_size() if isinstance(chunk, PrefillChunks) else chunk
+        end = len(ids) if size is None else min(len(ids), done + size)
         out: StepOutput = yield ModelCall(np.asarray([ids[done:end]], dtype=np.int64), done, state.prefix())
+        if isinstance(chunk, PrefillChunks):
+            chunk.record(end - done, out.seconds)
         state.keys = [np.concatenate([k, pk.transpose(0, 1, 3, 2)], axis=3)
                       for k, (pk, _) in zip(state.keys, out.present)]
         state.values = [np.concatenate([v, pv], axis=2) for v, (_, pv) in zip(state.values, out.present)]

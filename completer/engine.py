@@ -26,6 +26,7 @@ from .cache import DocumentCache, DocumentState, common_prefix_length, extend_pr
 from .calls import Steps, drive
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
 from .indentation import next_line_indents
+from .prefill_chunks import PrefillChunks
 from .prompt import Prompts
 from .repository import RepositoryContext
 from .repeats import DocumentRepeats
@@ -39,7 +40,8 @@ from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCh
 
 log = logging.getLogger(__name__)
 
-PREFILL_CHUNK_TOKENS = 128  # a background prefill runs in chunks this long: a keystroke waits for one at most
+PREFILL_CHUNK_TOKENS = 128  # a prefill runs in chunks at most this long; a background one, as long as takes
+# about 10 ms here (completer/prefill_chunks.py): a keystroke in another document waits for one at most
 
 
 class Engine:
@@ -49,6 +51,7 @@ class Engine:
         self.settings = settings or EngineSettings()
         self.settings.validate()
         self.bundle, self.tokens, self.runtime = self._load(self.settings)
+        self.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # sized by this model's measured speed
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
         self.prompts = Prompts(self.bundle, self.tokens, self.settings)
@@ -95,6 +98,7 @@ class Engine:
             bundle, tokens, runtime = self._load(settings)
             self._runs_before_reload += self.runtime.calls
             self.bundle, self.tokens, self.runtime = bundle, tokens, runtime
+            self.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # another model's speed
             self.cache = DocumentCache(settings.memory_budget_mb * 1024 * 1024)
             self.prompts = Prompts(bundle, tokens, settings)  # another tokenizer
         else:
@@ -179,8 +183,9 @@ class Engine:
 
     def prefill_steps(self, uri: str, text: str) -> Steps[int]:
         """Run the model over the context of a cursor at the end of `text` (a document just opened), in chunks
-        of PREFILL_CHUNK_TOKENS, so the first suggestion in the file pays for its own line only: any cursor's
-        context starts with these tokens while the file fits the window.
+        sized to take about 10 ms each (`background_chunks`, at most PREFILL_CHUNK_TOKENS), so a keystroke in
+        another document waits little for one, and the first suggestion in the file pays for its own line
+        only: any cursor's context starts with these tokens while the file fits the window.
         With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do; a
         suffix-prefix-middle bundle's prompts start with the lines below the cursor, which no prefill can know,
         so it runs none. The document stays least recently used: a prefill never evicts the documents being
@@ -200,7 +205,7 @@ class Engine:
         prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix
         if common_prefix_length(state.ids, prompt) == len(prompt):
             return 0
-        ran = (yield from prefix_steps(state, self.runtime.empty_prefix(), prompt, PREFILL_CHUNK_TOKENS))[1]
+        ran = (yield from prefix_steps(state, self.runtime.empty_prefix(), prompt, self.background_chunks))[1]
         self.cache.enforce_budget()
         return ran
 

@@ -14,6 +14,7 @@ used there.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class StepOutput:
     parents: np.ndarray  # [K] the call's row each candidate extends
     scores: np.ndarray  # [K] cumulative log-probabilities
     beam_kv: KV | None = None  # older graphs: per layer [K, KV, T+S, D], `present` already reordered by parent
+    seconds: float = 0.0  # how long the model call took (the whole call, when several searches shared it)
 
     def carried(self, candidates: np.ndarray) -> KV:
         """The suffix KV the chosen candidates (indices into `tokens`) carry to the next step: their parents'."""
@@ -176,7 +178,9 @@ class Runtime:
         candidates picked among its rows' (the graph gives each row's top num_beams)."""
         feed, rows, lengths = self.slot_feed(calls, slots)
         self.calls += 1
+        started = time.perf_counter()
         out = self._run_feed(session, feed)
+        seconds = time.perf_counter() - started
         presents = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
         longest = feed["past_mask"].shape[1]
         outputs, start = [], 0
@@ -185,7 +189,7 @@ class Runtime:
                                                       out["row_tokens"][start:start + n], call.num_beams)
             present = [(k[start:start + n, :, longest - length:], v[start:start + n, :, longest - length:])
                        for k, v in presents]  # views: the call's rows and its own columns
-            outputs.append(StepOutput(present, tokens, parents, scores))
+            outputs.append(StepOutput(present, tokens, parents, scores, seconds=seconds))
             start += n
         return outputs
 
@@ -269,8 +273,10 @@ class Runtime:
             feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = call.prefix[layer]
             feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
         self.calls += 1
+        started = time.perf_counter()
         out = self._run_feed(self.session, feed)
         return StepOutput(
+            seconds=time.perf_counter() - started,
             present=[(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)],
             tokens=out["next_tokens"], parents=out["parent_beams"], scores=out["next_scores"],
             beam_kv=[(out[f"beam_key_{i}"], out[f"beam_value_{i}"]) for i in range(self.n_layer)],

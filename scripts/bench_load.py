@@ -12,6 +12,7 @@ figure is the typing window's keystroke-to-reply p95 under load over its p95 idl
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -65,8 +66,9 @@ def run(args: argparse.Namespace) -> dict:
         results: dict[str, list[float]] = {"idle": [], "load": []}
         opened: list[int] = []
         try:
+            settings = json.loads(args.settings) if args.settings else {}
             for client in (typist, busy):
-                client.initialize({"completer": {}})
+                client.initialize({"completer": settings})
                 deadline = time.monotonic() + 60
                 while not client.request("completer/info")["result"].get("model"):
                     if time.monotonic() > deadline:
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> dict:
     idle, load = results["idle"], results["load"]
     return {
         "command": "python scripts/bench_load.py " + " ".join(sys.argv[1:]),
+        "settings": json.loads(args.settings) if args.settings else {},
         "file": path.name, "start_line": start + 1, "keystrokes_per_block": len(to_type), "blocks": args.blocks,
         "files_opened_under_load": len(opened),
         "idle": summary(idle), "load": summary(load),
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pause", type=float, default=0.2,
                         help="seconds between a reply and the next keystroke: a typist's pace, which leaves the "
                              "engine idle long enough (0.15 s) for its background work")
+    parser.add_argument("--settings", default=None,
+                        help='both windows\' server settings as JSON, e.g. \'{"modelPath": "/tmp/bundle"}\'')
     add_output_arguments(parser)
     return run_or_table(parser.parse_args(argv), run, table)
 

@@ -1,0 +1,104 @@
+"""A background prefill's chunks: how long each model call takes (the longest a keystroke in another document
+waits) and how long the whole prefill of a 1,000-token file takes, with chunks sized by time
+(completer/prefill_chunks.py, what the engine does) against fixed 128-token chunks, in turns on one engine.
+
+    python scripts/bench_background_prefill.py --out docs/experiments/.../background-prefill-embedded.json
+    python scripts/bench_background_prefill.py --model /tmp/smollm2-bundle --out background-prefill-smollm2.json
+    python scripts/bench_background_prefill.py --table background-prefill-smollm2.json
+
+Each round opens a new document holding the head of the stdlib's shlex.py (about 1,000 tokens) and prefills it
+as the worker does when a file is opened (Engine.prefill_steps), once each way. The sizes steered by time carry
+over from one document to the next, as in the engine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from completer.engine import PREFILL_CHUNK_TOKENS, Engine  # noqa: E402
+from completer.prefill_chunks import PrefillChunks  # noqa: E402
+from completer.types import EngineSettings  # noqa: E402
+
+WAYS = ("sized by time", f"fixed {PREFILL_CHUNK_TOKENS} tokens")
+
+
+def prefill_once(engine: Engine, uri: str, text: str) -> dict:
+    """One background prefill of `text` in a new document: each call's tokens and milliseconds, and the total."""
+    calls: list[tuple[int, float]] = []
+    run_batch = engine.runtime.run_batch
+
+    def timed(batch):
+        outputs = run_batch(batch)
+        calls.extend((int(call.input_ids.shape[1]), out.seconds * 1000) for call, out in zip(batch, outputs))
+        return outputs
+
+    engine.runtime.run_batch = timed
+    try:
+        engine.open(uri, text)
+        started = time.perf_counter()
+        engine.prefill(uri, text)
+        total = (time.perf_counter() - started) * 1000
+    finally:
+        del engine.runtime.run_batch
+        engine.close(uri)
+    return {"total_ms": total, "tokens": [n for n, _ in calls], "call_ms": [ms for _, ms in calls]}
+
+
+def run(args: argparse.Namespace) -> dict:
+    engine = Engine(EngineSettings(model_path=args.model))
+    text = (Path(sysconfig.get_paths()["stdlib"]) / "shlex.py").read_text(encoding="utf-8")[:3500]
+    sized = engine.background_chunks
+    fixed = PrefillChunks(PREFILL_CHUNK_TOKENS, size=PREFILL_CHUNK_TOKENS, budget_ms=1e9)  # never over it
+    rounds: dict[str, list[dict]] = {way: [] for way in WAYS}
+    for index in range(args.rounds):
+        for way, chunks in (zip(WAYS, (sized, fixed)) if index % 2 == 0 else zip(WAYS[::-1], (fixed, sized))):
+            engine.background_chunks = chunks
+            rounds[way].append(prefill_once(engine, f"file:///bench/prefill/{way[:5]}{index}.py", text))
+    engine.background_chunks = sized
+    summary = {}
+    for way, results in rounds.items():
+        calls = [ms for r in results for ms in r["call_ms"]]
+        sizes = [n for r in results for n in r["tokens"][:-1]]  # whole chunks: the last one is the file's tail
+        summary[way] = {"total_ms_median": round(statistics.median(r["total_ms"] for r in results), 1),
+                        "calls_median": statistics.median(len(r["tokens"]) for r in results),
+                        "chunk_tokens_median": statistics.median(sizes) if sizes else None,
+                        "call_ms_p50": round(statistics.median(calls), 1),
+                        "call_ms_p95": round(statistics.quantiles(calls, n=20)[-1], 1) if len(calls) > 1 else None,
+                        "call_ms_max": round(max(calls), 1)}
+    return {"command": "python scripts/bench_background_prefill.py " + " ".join(sys.argv[1:]),
+            "model": engine.bundle.name, "rounds": args.rounds, "summary": summary, "raw": rounds,
+            "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}"}
+
+
+def table(result: dict) -> str:
+    rows = ["| chunks | whole prefill, median ms | calls | whole chunk, median tokens | call p50 ms | call p95 ms "
+            "| longest call ms |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for way, s in result["summary"].items():
+        tokens = "" if s["chunk_tokens_median"] is None else f"{s['chunk_tokens_median']:g}"
+        rows.append(f"| {way} | {s['total_ms_median']} | {s['calls_median']:g} | {tokens} "
+                    f"| {s['call_ms_p50']} | {s['call_ms_p95']} | {s['call_ms_max']} |")
+    return "\n".join(rows) + (f"\n\n`{result['command']}`: model {result['model']}, {result['rounds']} rounds "
+                              f"in turns, {result['machine']}.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="bundle folder (default: the embedded model)")
+    parser.add_argument("--rounds", type=int, default=10)
+    add_output_arguments(parser)
+    return run_or_table(parser.parse_args(argv), run, table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

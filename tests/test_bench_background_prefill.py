@@ -1,0 +1,22 @@
+"""scripts/bench_background_prefill.py: both ways of chunking prefill the same file, the fixed way in whole
+128-token chunks, and the table reads back from the JSON it wrote."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bench_background_prefill
+
+
+def test_it_times_both_ways_in_turns_and_tables_its_own_output(tmp_path: Path, capsys):
+    out = tmp_path / "prefill.json"
+    assert bench_background_prefill.main(["--rounds", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    sized, fixed = (result["raw"][way] for way in bench_background_prefill.WAYS)
+    assert len(sized) == len(fixed) == 2
+    assert {sum(r["tokens"]) for r in sized + fixed} == {sum(fixed[0]["tokens"])} and sum(fixed[0]["tokens"]) > 500
+    assert set(fixed[0]["tokens"][:-1]) == {128} and sized[0]["tokens"][0] == 16  # the engine's first chunk
+    assert all(ms > 0 for r in sized + fixed for ms in r["call_ms"])
+    printed = capsys.readouterr().out
+    assert bench_background_prefill.main(["--table", str(out)]) == 0
+    assert capsys.readouterr().out == printed
