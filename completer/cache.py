@@ -5,6 +5,7 @@ tokens, so a keystroke usually costs no prefill at all (only the last token chan
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -70,11 +71,12 @@ def prefix_steps(state: DocumentState, empty_prefix: KV, ids: list[int], chunk: 
         size = chunk.next_size() if isinstance(chunk, PrefillChunks) else chunk
         end = len(ids) if size is None else min(len(ids), done + size)
         out: StepOutput = yield ModelCall(np.asarray([ids[done:end]], dtype=np.int64), done, state.prefix())
-        if isinstance(chunk, PrefillChunks):
-            chunk.record(end - done, out.seconds)
+        appending = time.perf_counter()
         state.keys = [np.concatenate([k, pk.transpose(0, 1, 3, 2)], axis=3)
                       for k, (pk, _) in zip(state.keys, out.present)]
         state.values = [np.concatenate([v, pv], axis=2) for v, (_, pv) in zip(state.values, out.present)]
+        if isinstance(chunk, PrefillChunks):  # a waiting keystroke waits for the call and this copy
+            chunk.record(end - done, out.seconds + time.perf_counter() - appending, position=done)
         state.ids = list(ids[:end])
         done = end
     return keep, len(ids) - keep

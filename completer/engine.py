@@ -41,7 +41,7 @@ from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCh
 log = logging.getLogger(__name__)
 
 PREFILL_CHUNK_TOKENS = 128  # a prefill runs in chunks at most this long; a background one, as long as takes
-# about 10 ms here (completer/prefill_chunks.py): a keystroke in another document waits for one at most
+# about 25 ms here (completer/prefill_chunks.py): a keystroke in another document waits for one at most
 
 
 class Engine:
@@ -183,7 +183,7 @@ class Engine:
 
     def prefill_steps(self, uri: str, text: str) -> Steps[int]:
         """Run the model over the context of a cursor at the end of `text` (a document just opened), in chunks
-        sized to take about 10 ms each (`background_chunks`, at most PREFILL_CHUNK_TOKENS), so a keystroke in
+        sized to take about 25 ms each (`background_chunks`, at most PREFILL_CHUNK_TOKENS), so a keystroke in
         another document waits little for one, and the first suggestion in the file pays for its own line
         only: any cursor's context starts with these tokens while the file fits the window.
         With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do; a

@@ -104,8 +104,7 @@ class Runtime:
         self.dense_repeats = self.mixes_repeats and "repeat_tokens" not in inputs
         self.device_type = "cuda" if self.providers[0] == "CUDAExecutionProvider" else "cpu"
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
-        self._bound: dict[tuple[str, bool], tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device,
-        # by input name and whether the graph took the axis of 1
+        self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
         self._no_prefix = self.empty_prefix()
 
     def _session(self, path) -> ort.InferenceSession:
@@ -306,11 +305,11 @@ class Runtime:
         for name, value in feed.items():
             shaped = _add_group_axis(name, value) if grouped else value
             if name.startswith("prefix_"):
-                bound = self._bound.get((name, grouped))
+                bound = self._bound.get(name)
                 if bound is None or bound[0] is not value:  # the array is held, so no new one can reuse its id
-                    bound = self._bound[name, grouped] = (value,
-                                                          ort.OrtValue.ortvalue_from_numpy(shaped, self.device_type, 0))
-                binding.bind_ortvalue_input(name, bound[1])
+                    bound = self._bound[name] = (value, ort.OrtValue.ortvalue_from_numpy(value, self.device_type, 0))
+                # one upload serves both graphs: the graph of one slot reads the same buffer with its axis of 1
+                binding.bind_input(name, self.device_type, 0, np.float32, list(shaped.shape), bound[1].data_ptr())
             else:
                 binding.bind_cpu_input(name, shaped)
         for name in names:

@@ -17,6 +17,7 @@ def test_it_times_both_ways_in_turns_and_tables_its_own_output(tmp_path: Path, c
     assert {sum(r["tokens"]) for r in sized + fixed} == {sum(fixed[0]["tokens"])} and sum(fixed[0]["tokens"]) > 500
     assert set(fixed[0]["tokens"][:-1]) == {128} and sized[0]["tokens"][0] == 16  # the engine's first chunk
     assert all(ms > 0 for r in sized + fixed for ms in r["call_ms"])
+    assert all(step >= call for r in sized + fixed for step, call in zip(r["step_ms"], r["call_ms"]))
     printed = capsys.readouterr().out
     assert bench_background_prefill.main(["--table", str(out)]) == 0
     assert capsys.readouterr().out == printed

@@ -536,6 +536,33 @@ def test_io_binding_path_matches_plain_runs(engine: Engine):
         assert bound.runtime.calls > 0
 
 
+def test_io_binding_serves_the_batched_graph_and_the_single_one_from_one_upload():
+    """Two searches share the batched graph's calls, and a search alone runs the graph of one slot (whose KV has an
+    axis of 1): under IO binding each prefix is uploaded once and bound in the shape each graph takes, and the
+    answers are the plain path's."""
+    from completer.runtime import Runtime
+    from completer.scheduler import Priority, Scheduler, Task
+
+    def answers(io_binding: bool) -> tuple[Engine, list[list[str]]]:
+        engine = Engine()
+        engine.runtime = Runtime(engine.bundle, device="cpu", io_binding=io_binding)
+        scheduler, tasks = Scheduler(), []
+        for i, (text, line, column) in enumerate(EDITS[:2]):
+            lines = text.split("\n")
+            before = "\n".join(lines[:line] + [lines[line][:column]])
+            tasks.append(scheduler.submit(Task(engine.complete_steps(f"file:///pair{i}.py", before, ""),
+                                               Priority.LIVE, f"pair{i}", engine.runtime)))
+        while scheduler.busy:
+            scheduler.iterate()
+        alone = engine.complete_text("file:///alone.py", SAMPLE.split("\n", 12)[0] + "\n", "")
+        assert all(task.error is None for task in tasks)
+        return engine, [[s.line for s in t.result.suggestions] for t in tasks] + [[s.line for s in alone.suggestions]]
+
+    bound, bound_answers = answers(io_binding=True)
+    assert bound.runtime._batched is not None, "the two searches never shared a batched call"
+    assert bound_answers == answers(io_binding=False)[1]
+
+
 def test_the_benchmarks_two_run_prefill_changes_nothing_in_fp32(fp32_engine: Engine):
     """bench_engine's prefill_chunks blames INT8 for the keystrokes that change when a document's KV
     was prefilled in two runs; that holds only if, in fp32, its two-run engine changes nothing."""

@@ -39,6 +39,28 @@ def test_the_first_chunk_is_short_and_later_ones_are_steered_by_the_last_ones_ti
     assert PrefillChunks(most=8).next_size() == 8  # never longer than the engine's own chunk
 
 
+def test_a_model_whose_calls_are_mostly_a_fixed_part_settles_under_the_budget_without_flipping():
+    """Time = 8 ms + 0.45 ms a token, a little more as the prefix grows: after the first two lengths the line
+    through them picks the longest chunk that fits, and keeps to it, instead of going over and back."""
+    chunks = PrefillChunks(most=128, budget_ms=25.0)
+    sizes, over = [], 0
+    for index in range(40):
+        size = chunks.next_size()
+        took_ms = 8.0 + 0.45 * size + 0.02 * index
+        over += took_ms > 25.0 and index >= 2
+        sizes.append(size)
+        chunks.record(size, took_ms / 1000)
+    assert sizes[:2] == [16, 32] and set(sizes[2:]) == {32}, sizes
+    assert over == 0
+
+
+def test_a_chunk_holds_at_least_one_token():
+    import pytest
+
+    with pytest.raises(ValueError):
+        PrefillChunks(most=0)
+
+
 def _background_chunks(engine: Engine, uri: str, budget_ms: float) -> list[int]:
     """The token count of each call a background prefill of TEXT makes under `budget_ms`."""
     sizes: list[int] = []
