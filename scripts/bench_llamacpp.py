@@ -9,9 +9,10 @@ Q8_0 GGUF made by llama.cpp's own convert_hf_to_gguf.py from the same folder, ru
 (flash attention on). LLAMA_CPP_DIR is a llama.cpp source tree: the llama-cpp-python sdist carries one in
 vendor/llama.cpp (`pip download llama-cpp-python --no-binary :all: --no-deps`). `--pre-tokenizer qwen2`
 names the pre-tokenizer for a tokenizer llama.cpp's converter does not recognise (released_shape.py's).
-Both run the same token ids. Our prefill runs in the engine's 128-token chunks, llama.cpp's in one batch. The
-line is 16 greedy steps of one sequence (a beam of one, each step one call of
-our graph with its beam step), so both do the same work whatever the weights say.
+Both run the same token ids. The bundle and the GGUF are kept in --work; the bundle is converted again when
+the converter's code (completer/graph/, completer/convert.py) has changed since. Our prefill runs in the
+engine's 128-token chunks, llama.cpp's in one batch. The line is 16 greedy steps of one sequence (a beam of
+one, each step one call of our graph with its beam step), so both do the same work whatever the weights say.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
 
+from bench_shapes import converter_digest  # noqa: E402
 from completer.bundle import load_bundle  # noqa: E402
 from completer.cache import DocumentState, prefix_steps  # noqa: E402
 from completer.calls import drive  # noqa: E402
@@ -58,9 +61,13 @@ def make_gguf(source: Path, llama_cpp: Path, out: Path, pre_tokenizer: str | Non
 
 
 def make_bundle(source: Path, out: Path) -> Path:
-    if not (out / "manifest.json").is_file():
+    """Our bundle of `source`, converted again when the code that converts it has changed since (a bundle an
+    older graph builder wrote still runs, and would measure that builder's graph)."""
+    stamp, code = out.parent / "converted-by", converter_digest()
+    if not ((out / "manifest.json").is_file() and stamp.is_file() and stamp.read_text() == code):
         subprocess.run([sys.executable, "-m", "completer", "convert", str(source), "--out", str(out), "--force"],
                        check=True)
+        stamp.write_text(code)
     return out
 
 

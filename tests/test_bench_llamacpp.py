@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import bench_llamacpp  # noqa: E402
 from bench_llamacpp import ratios_table  # noqa: E402
 
 
@@ -37,3 +38,23 @@ def test_a_file_that_is_not_results_is_one_line_and_a_nonzero_exit(tmp_path: Pat
         done = subprocess.run([sys.executable, str(script), "--ratios", str(path)], capture_output=True, text=True)
         assert done.returncode == 2 and "Traceback" not in done.stderr
         assert "--ratios: not results written by --out" in done.stderr.splitlines()[-1]
+
+
+def test_a_bundle_converted_by_other_code_is_converted_again(tmp_path: Path, monkeypatch):
+    """The bundle in --work is reused only while the converter's code is the one that wrote it."""
+    converted: list[list[str]] = []
+
+    def convert(cmd, check):
+        converted.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "manifest.json").write_text("{}")
+
+    monkeypatch.setattr(bench_llamacpp.subprocess, "run", convert)
+    work = tmp_path / "work"
+    bench_llamacpp.make_bundle(tmp_path / "src", work / "bundle")
+    bench_llamacpp.make_bundle(tmp_path / "src", work / "bundle")
+    assert len(converted) == 1  # the same code: reused
+    (work / "converted-by").write_text("an older converter")
+    bench_llamacpp.make_bundle(tmp_path / "src", work / "bundle")
+    assert len(converted) == 2 and (work / "converted-by").read_text() == bench_llamacpp.converter_digest()
