@@ -30,8 +30,7 @@ class PrefillChunks:
     most: int  # never longer than this (the engine's fixed chunk)
     budget_ms: float = CHUNK_BUDGET_MS
     size: int = 0  # the next chunk's length; 0 until set from `most`
-    timed: dict[int, float] = field(default_factory=dict)  # the latest time in ms of a whole chunk of each length
-    last: list[int] = field(default_factory=list)  # the lengths timed, the latest last, each once
+    timed: dict[int, float] = field(default_factory=dict)  # each length's latest time in ms, the latest length last
     position: int = 0  # where in its document the last chunk began
 
     def __post_init__(self) -> None:
@@ -48,15 +47,14 @@ class PrefillChunks:
         late in another document say little of a new one's: they are forgotten when a prefill starts anew."""
         if position < self.position:
             self.timed.clear()
-            self.last.clear()
         self.position = position
         if tokens <= 0 or seconds <= 0 or tokens < self.size:  # nothing ran, or a prefill's short tail
             return
+        self.timed.pop(tokens, None)  # re-inserted last: the dict's order is the order the lengths were timed in
         self.timed[tokens] = seconds * 1000.0
-        self.last = [n for n in self.last if n != tokens] + [tokens]
         shortest = min(self.most, FEWEST_TOKENS)
-        if len(self.last) >= 2:  # a line through the two latest lengths timed: fixed part + per-token part
-            n1, n2 = self.last[-2], self.last[-1]
+        if len(self.timed) >= 2:  # a line through the two latest lengths timed: fixed part + per-token part
+            n1, n2 = list(self.timed)[-2:]
             per_token = max((self.timed[n2] - self.timed[n1]) / (n2 - n1), 1e-6)
             fixed = self.timed[n2] - per_token * n2
             fitting = int((self.budget_ms - fixed) / per_token) // TOKEN_STEP * TOKEN_STEP

@@ -291,12 +291,8 @@ class Runtime:
         if self.io_binding:
             out = self._run_bound(session, feed, names, grouped)
         else:
-            if grouped:
-                feed = {name: _add_group_axis(name, value) for name, value in feed.items()}
-            out = dict(zip(names, session.run(None, feed)))
-        if grouped:
-            out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
-        return out
+            out = dict(zip(names, session.run(None, with_group_axis(feed) if grouped else feed)))
+        return without_group_axis(out) if grouped else out
 
     def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray], names: list[str], grouped: bool
                    ) -> dict[str, np.ndarray]:
@@ -329,6 +325,16 @@ def _keeps_group_axis(session: ort.InferenceSession) -> bool:
 
 def _add_group_axis(name: str, value: np.ndarray) -> np.ndarray:
     return value[:, :, None] if name.startswith(KV_INPUTS) else value
+
+
+def with_group_axis(feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A feed of the engine's 4-D KV for a graph that takes the axis of 1 after the KV heads (views)."""
+    return {name: _add_group_axis(name, value) for name, value in feed.items()}
+
+
+def without_group_axis(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Such a graph's outputs with its KV as the engine keeps it, [B, KV, T, D] (views)."""
+    return {name: value[:, :, 0] if name.startswith("present_") else value for name, value in outputs.items()}
 
 
 def pick_candidates(row_scores: np.ndarray, row_tokens: np.ndarray, wanted: int

@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="bundle folder (default: the embedded model)")
     parser.add_argument("--rounds", type=int, default=10)
     add_output_arguments(parser)
-    return run_or_table(parser.parse_args(argv), run, table)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 and not args.table:
+        parser.error("--rounds must be at least 1")
+    return run_or_table(args, run, table)
 
 
 if __name__ == "__main__":

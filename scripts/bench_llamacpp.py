@@ -230,6 +230,8 @@ def main() -> None:
         return
     if not (args.source and args.llama_cpp):
         parser.error("--source and --llama-cpp are needed to measure")
+    if min(args.rounds, args.steps) < 1:
+        parser.error("--rounds and --steps must be at least 1")
     result = measure(args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

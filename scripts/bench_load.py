@@ -130,7 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=None,
                         help='both windows\' server settings as JSON, e.g. \'{"modelPath": "/tmp/bundle"}\'')
     add_output_arguments(parser)
-    return run_or_table(parser.parse_args(argv), run, table)
+    args = parser.parse_args(argv)
+    try:
+        if not isinstance(json.loads(args.settings or "{}"), dict):
+            raise ValueError("not an object")
+    except ValueError as error:
+        parser.error(f"--settings: not a JSON object of server settings ({error})")
+    return run_or_table(args, run, table)
 
 
 if __name__ == "__main__":

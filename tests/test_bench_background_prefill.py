@@ -21,3 +21,11 @@ def test_it_times_both_ways_in_turns_and_tables_its_own_output(tmp_path: Path, c
     printed = capsys.readouterr().out
     assert bench_background_prefill.main(["--table", str(out)]) == 0
     assert capsys.readouterr().out == printed
+
+
+def test_no_rounds_is_one_line_and_exit_2(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        bench_background_prefill.main(["--rounds", "0"])
+    assert stop.value.code == 2 and "--rounds must be at least 1" in capsys.readouterr().err

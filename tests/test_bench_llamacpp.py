@@ -58,3 +58,12 @@ def test_a_bundle_converted_by_other_code_is_converted_again(tmp_path: Path, mon
     (work / "converted-by").write_text("an older converter")
     bench_llamacpp.make_bundle(tmp_path / "src", work / "bundle")
     assert len(converted) == 2 and (work / "converted-by").read_text() == bench_llamacpp.converter_digest()
+
+
+def test_no_decode_steps_is_one_line_and_exit_2(monkeypatch, capsys):
+    import pytest
+
+    monkeypatch.setattr(sys, "argv", ["bench_llamacpp.py", "--source", "src", "--llama-cpp", "tree", "--steps", "0"])
+    with pytest.raises(SystemExit) as stop:
+        bench_llamacpp.main()
+    assert stop.value.code == 2 and "--steps must be at least 1" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from completer.engine import Engine  # noqa: E402
 from completer.graph import decoder_model  # noqa: E402
 from completer.graph.huggingface import architecture, canonical_weights, load_weights, read_config  # noqa: E402
 from completer.repository import RepositoryContext  # noqa: E402
-from completer.runtime import KV_INPUTS, Runtime  # noqa: E402
+from completer.runtime import KV_INPUTS, Runtime, with_group_axis, without_group_axis  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
@@ -44,10 +44,7 @@ def _feed(arch, ids: np.ndarray, position: int, prefix, past, slots: int = 1) ->
         for slot in range(1, slots):
             feed[f"prefix_key_{layer}_{slot}"], feed[f"prefix_value_{layer}_{slot}"] = empty
         feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
-    if slots == 1:  # the graph of one slot takes its KV with an axis of 1 after the KV heads
-        feed = {name: value[:, :, None] if name.startswith(KV_INPUTS) else value
-                for name, value in feed.items()}
-    return feed
+    return with_group_axis(feed) if slots == 1 else feed  # the graph of one slot: KV with an axis of 1
 
 
 @pytest.mark.parametrize("slots", [1, 3])
@@ -76,7 +73,7 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
     scale = np.abs(expected).max()
     np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, scale))
     if slots == 1:
-        out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
+        out = without_group_axis(out)
     prefix = [(out[f"present_key_{i}"].transpose(0, 1, 3, 2), out[f"present_value_{i}"]) for i in layers]
     suffixes = rng.integers(0, arch.vocab_size, (3, 4))  # 3 beams, each 4 tokens of its own after the prefix
     past = empty(3)
@@ -87,7 +84,7 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
             whole = prompt.tolist() + suffixes[beam, :step + 1].tolist()
             np.testing.assert_allclose(out["logits"][beam], logits(model, whole)[-1], atol=1e-4 * max(1.0, scale))
         if slots == 1:
-            out = {name: value[:, :, 0] if name.startswith("present_") else value for name, value in out.items()}
+            out = without_group_axis(out)
         past = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in layers]
 
 

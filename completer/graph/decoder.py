@@ -148,8 +148,7 @@ def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_a
     # Prefix part, per slot: the slot's rows of every KV head against its own prefix, [KV, r G S, D] @ [1, KV, D, P].
     q_slots = g.op("Reshape", [g.op("Transpose", [q], perm=[1, 0, 2, 3, 4]), i64("q_slots", [n_kv, -1, dim])],
                    f"{p}_q_slots")  # [KV, B*G*S, D], rows in (b, g, s) order: a slot's rows are one block
-    parts = g.op("Split", [q_slots, shapes["slot_sizes"]], f"{p}_q_slot", outputs=slots, axis=1)
-    parts = [parts] if slots == 1 else parts
+    parts = g.op("Split", [q_slots, shapes["slot_sizes"]], f"{p}_q_slot", outputs=slots, axis=1)  # slots > 1
     pieces = []
     for i, part in enumerate(parts):
         # One product per (KV head, beam, query head of the group) over its S rows, [S, D] @ [D, P]: in a beam
@@ -164,7 +163,7 @@ def _slot_attention(g: GraphBuilder, arch: Architecture, layer: int, q: str, k_a
         total = g.op("ReduceSum", [e, i64("last", [-1])], f"{p}_z_prefix_{i}", keepdims=1)
         y = g.op("MatMul", [e, value], f"{p}_y_prefix_{i}")  # [KV, r G, S, D]
         pieces.append(g.op("Concat", [y, top, total], f"{p}_prefix_{i}", axis=-1))  # [KV, r G, S, D + 2]
-    joined = pieces[0] if slots == 1 else g.op("Concat", pieces, f"{p}_prefix", axis=1)  # [KV, B G, S, D + 2]
+    joined = g.op("Concat", pieces, f"{p}_prefix", axis=1)  # [KV, B G, S, D + 2]
     joined = g.op("Transpose", [g.op("Reshape", [joined, shapes["by_row"]])], perm=[1, 0, 2, 3])  # [B, KV, G*S, D+2]
     y_prefix, m_prefix, z_prefix = g.op("Split", [joined, i64("ymz", [dim, 1, 1])], f"{p}_ymz", outputs=3, axis=-1)
     # One softmax across both: rescale each part to the larger maximum.
@@ -267,14 +266,14 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
         p = f"layers.{layer}"
         h = _norm(g, arch, x, weights, f"{p}.norm1")  # [B, S, C]
         q, k, v = _heads(g, arch, h, weights, p, cos, sin)  # [B, KV, G, S, D], [B, KV, 1, S, D] twice
-        if slots == 1:  # the cache keeps the axis of 1 that lets the G query heads share each KV head
-            k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=3)
-            v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=3)
+        if slots > 1:  # only the graph of one slot keeps the axis of 1 that lets the G query heads share a KV head
+            k, v = (g.op("Squeeze", [name, i64("ax2", [2])]) for name in (k, v))  # [B, KV, S, D]
+        time_axis = 3 if slots == 1 else 2
+        k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=time_axis)
+        v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=time_axis)
+        if slots == 1:
             y = _one_slot_attention(g, arch, layer, q, k_all, v_all, shapes)  # [B, S, H D]
         else:
-            k, v = (g.op("Squeeze", [name, i64("ax2", [2])]) for name in (k, v))  # [B, KV, S, D]
-            k_all = g.op("Concat", [f"past_key_{layer}", k], outputs=[f"present_key_{layer}"], axis=2)
-            v_all = g.op("Concat", [f"past_value_{layer}", v], outputs=[f"present_value_{layer}"], axis=2)
             y = _slot_attention(g, arch, layer, q, k_all, v_all, shapes, slots)
         x = g.op("Add", [x, _linear(g, y, weights, f"{p}.o")], f"{p}_x_attn")  # [B, S, C]
         h = _norm(g, arch, x, weights, f"{p}.norm2")
