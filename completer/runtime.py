@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ import onnxruntime as ort
 
 from .bundle import Bundle, sha256_file
 from .calls import KV, ModelCall
+from .preemption import Preempted, Preemption
 from .repeats import NO_REPEATS, RepeatMix
 from .types import ModelError
 
@@ -137,28 +139,31 @@ class Runtime:
         """One call a search or a prefill yielded (completer/calls.py), alone."""
         return self.run_batch([call])[0]
 
-    def run_batch(self, calls: list[ModelCall]) -> list[StepOutput]:
+    def run_batch(self, calls: list[ModelCall], preemption: Preemption | None = None) -> list[StepOutput]:
         """Calls with the same number of new tokens per row, one output each. With a batched graph, up to
-        `batch_slots` of them run in one call; otherwise one after another."""
+        `batch_slots` of them run in one call; otherwise one after another. Background calls pass `preemption`:
+        a request that arrives stops them (Preempted, completer/preemption.py)."""
         if not self.slotted:
-            return [self._run_single(call) for call in calls]
+            return [self._run_single(call, preemption) for call in calls]
         slots = self.batch_slots
         outputs: list[StepOutput] = []
         for start in range(0, len(calls), slots):
             group = calls[start:start + slots]
             if len(group) > 1 and self.batched_model is not None:
                 try:
-                    outputs += self._run_slots(self._batched_session(), slots, group)
+                    outputs += self._run_slots(self._batched_session(), slots, group, preemption)
                     continue
+                except Preempted:
+                    raise
                 except Exception as exc:  # a batched graph that fails must not cost the searches their answers
                     log.warning("the batched graph %s failed, so searches run one at a time from now on: %s",
                                 self.batched_model[0], exc)
                     self.batched_model, self._batched = None, None
             if self.batched_model is None and self._single_slots > 1:  # the one graph holds several searches
-                outputs += self._run_slots(self.session, self._single_slots, group)
+                outputs += self._run_slots(self.session, self._single_slots, group, preemption)
                 continue
             for call in group:  # the single graph: no empty slots to pay for
-                outputs += self._run_slots(self.session, self._single_slots, [call])
+                outputs += self._run_slots(self.session, self._single_slots, [call], preemption)
         return outputs
 
     def _batched_session(self) -> ort.InferenceSession:
@@ -172,13 +177,14 @@ class Runtime:
             self._batched = self._session(path)
         return self._batched
 
-    def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall]) -> list[StepOutput]:
+    def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall],
+                   preemption: Preemption | None = None) -> list[StepOutput]:
         """One call of a format-3 graph: each call's rows in a slot of their own, then each call's best
         candidates picked among its rows' (the graph gives each row's top num_beams)."""
         feed, rows, lengths = self.slot_feed(calls, slots)
         self.calls += 1
         started = time.perf_counter()
-        out = self._run_feed(session, feed)
+        out = self._run_feed(session, feed, preemption)
         seconds = time.perf_counter() - started
         presents = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)]
         longest = feed["past_mask"].shape[1]
@@ -248,7 +254,7 @@ class Runtime:
             return masks[0]
         return np.concatenate([np.broadcast_to(m, (n, m.shape[1])) for m, n in zip(masks, rows)])
 
-    def _run_single(self, call: ModelCall) -> StepOutput:
+    def _run_single(self, call: ModelCall, preemption: Preemption | None = None) -> StepOutput:
         """One call of an older graph (format 1 or 2): one search, its candidates picked inside the graph."""
         input_ids = call.input_ids
         batch, new = input_ids.shape
@@ -273,7 +279,7 @@ class Runtime:
             feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
         self.calls += 1
         started = time.perf_counter()
-        out = self._run_feed(self.session, feed)
+        out = self._run_feed(self.session, feed, preemption)
         return StepOutput(
             seconds=time.perf_counter() - started,
             present=[(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in range(self.n_layer)],
@@ -281,21 +287,24 @@ class Runtime:
             beam_kv=[(out[f"beam_key_{i}"], out[f"beam_value_{i}"]) for i in range(self.n_layer)],
         )
 
-    def _run_feed(self, session: ort.InferenceSession, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _run_feed(self, session: ort.InferenceSession, feed: dict[str, np.ndarray],
+                  preemption: Preemption | None = None) -> dict[str, np.ndarray]:
         """One call. The engine keeps every KV array without the axis of 1 that a graph of one slot built since
         format 5 takes after the KV heads (completer/graph/decoder.py); it is added and dropped here, as views."""
         io = self._graph_io.get(session)
         if io is None:
             io = self._graph_io[session] = ([o.name for o in session.get_outputs()], _keeps_group_axis(session))
         names, grouped = io
-        if self.io_binding:
-            out = self._run_bound(session, feed, names, grouped)
-        else:
-            out = dict(zip(names, session.run(None, with_group_axis(feed) if grouped else feed)))
+        options = ort.RunOptions() if preemption is not None else None  # its own: a stop ends this run only
+        with preemption.running(options) if preemption is not None else nullcontext():
+            if self.io_binding:
+                out = self._run_bound(session, feed, names, grouped, options)
+            else:
+                out = dict(zip(names, session.run(None, with_group_axis(feed) if grouped else feed, options)))
         return without_group_axis(out) if grouped else out
 
-    def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray], names: list[str], grouped: bool
-                   ) -> dict[str, np.ndarray]:
+    def _run_bound(self, session: ort.InferenceSession, feed: dict[str, np.ndarray], names: list[str], grouped: bool,
+                   options: ort.RunOptions | None = None) -> dict[str, np.ndarray]:
         """The call with the prefix inputs on the device, each uploaded again only when its array changes."""
         binding = session.io_binding()
         for name, value in feed.items():
@@ -310,7 +319,7 @@ class Runtime:
                 binding.bind_cpu_input(name, shaped)
         for name in names:
             binding.bind_output(name)  # outputs are small (suffix KV, K tokens): the engine wants them on the host
-        session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding, options)
         return dict(zip(names, binding.copy_outputs_to_cpu()))
 
 

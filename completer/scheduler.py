@@ -13,7 +13,8 @@ or a background prefill of a document just opened. Each iteration
 
 A task joins at the next iteration and leaves as soon as it finishes or is cancelled. Live requests come before
 searches run ahead, and those before prefetching: a prefetch runs only while no live request or search ahead is
-active. The tasks of one document run one after another, in the order they came, since they share its cache.
+active, and a request that arrives meanwhile stops its call (`preemption`, completer/preemption.py), which runs
+again later. The tasks of one document run one after another, in the order they came, since they share its cache.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from enum import IntEnum
 from typing import Any
 
 from .calls import ModelCall, Steps, advance
+from .preemption import Preempted, Preemption
 from .types import CancelCheck, Cancelled
 
 
@@ -65,6 +67,7 @@ class Scheduler:
     def __init__(self) -> None:
         self.tasks: list[Task] = []
         self._order = itertools.count()
+        self.preemption = Preemption()  # the threads that read requests stop a prefetch's call through it
 
     def submit(self, task: Task) -> Task:
         """Add a task; it starts at once unless an earlier task of its document is still active. A task that needs
@@ -136,10 +139,15 @@ class Scheduler:
     # -- internals --------------------------------------------------------------------------------
     def _run(self, runtime: Any, tasks: list[Task]) -> list[Any] | None:
         """The tasks' calls in one batch; None when it failed, which fails each of these tasks (the reason thrown
-        at the call each waits on), not the scheduler."""
+        at the call each waits on), not the scheduler, or when a request stopped a prefetch's call, which the
+        tasks keep to run again."""
         calls = [t.call for t in tasks]
         try:
+            if all(t.priority == Priority.PREFETCH for t in tasks):
+                return runtime.run_batch(calls, preemption=self.preemption)
             return runtime.run_batch(calls)
+        except Preempted:
+            return None
         except Exception as exc:  # onnxruntime refused the batch: each task fails with the reason
             for task in tasks:
                 self._advance(task, error=exc)

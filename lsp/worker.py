@@ -38,7 +38,9 @@ place among the live searches of other documents; a completion in its own docume
 stops it, and one it foresaw waits for it.
 
 A document just opened is prefilled in the background (Engine.prefill_steps, in chunks) while no completion or
-search ahead is active, so the first keystroke in it costs only its own line. The first completion in the
+search ahead is active, so the first keystroke in it costs only its own line. A completion that arrives stops the
+chunk under way (the reader thread sets its run's terminate flag, completer/preemption.py), which runs again
+once nothing more urgent is left, so it waits for no chunk. The first completion in the
 document ends its prefill: from then on its own requests keep its cache, and the text it was opened with is
 stale.
 """
@@ -156,6 +158,8 @@ class Worker:
                 if isinstance(job_id, int) and not isinstance(job_id, bool):
                     client.last_job = max(client.last_job, job_id)
                 self.jobs.put((client, message))
+                if message.get("op") == "complete":  # after the put: the loop clears the request before taking jobs
+                    self.scheduler.preemption.preempt()  # a background prefill's chunk under way stops for it
         except Exception as exc:  # a broken channel means the server is gone or confused: drop it
             log.warning("client %d's channel failed, dropping it: %s", client.id, exc)
         finally:
@@ -204,6 +208,7 @@ class Worker:
         """Take the jobs that have arrived, start idle work when the user has paused, run one iteration of the
         scheduler; block only while nothing is active."""
         while not self._stopping.is_set():
+            self.scheduler.preemption.clear()  # the completions that stopped a prefill's chunk are taken next
             try:
                 client, message = self.jobs.get(timeout=self._wait_time())
             except queue.Empty:

@@ -70,9 +70,9 @@ def batch_sizes(runtime: Runtime) -> Iterator[list[int]]:
     sizes: list[int] = []
     run_batch = runtime.run_batch
 
-    def recording(calls):
+    def recording(calls, **options):
         sizes.append(len(calls))
-        return run_batch(calls)
+        return run_batch(calls, **options)
 
     runtime.run_batch = recording  # type: ignore[method-assign]
     try:

@@ -550,7 +550,7 @@ class NumpyBeamRuntime(Runtime):
         options.intra_op_num_threads = threads
         self.logits_session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
-    def run_batch(self, calls):
+    def run_batch(self, calls, preemption=None):
         return [self._run_numpy(call) for call in calls]
 
     def _run_numpy(self, call):
@@ -578,7 +578,7 @@ class TorchRuntime(Runtime):
         self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
         self.cfg = config
 
-    def run_batch(self, calls):
+    def run_batch(self, calls, preemption=None):
         return [self.run_torch(c.input_ids, c.position, c.prefix, c.past if c.past is not None else
                                self.empty_past(c.rows), c.scores, c.allowed, c.num_beams, c.repeats) for c in calls]
 

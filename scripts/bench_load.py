@@ -3,6 +3,7 @@ scripts/bench_lsp.py) while a second window on the same engine keeps opening 1,0
 context the engine prefills in the background; the first window's own search-ahead runs as usual.
 
     python scripts/bench_load.py --out docs/bench_load.json
+    python scripts/bench_load.py --runs load-a-1.json load-b-1.json load-a-2.json load-b-2.json
 
 Blocks of keystrokes alternate between an idle second window and a busy one, so the machine's noise falls
 on both alike; each block types the same text into a new document, at a typist's pace (--pause), so that the
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import sysconfig
 import tempfile
@@ -117,6 +119,29 @@ def table(result: dict) -> str:
                               "opened under load)")
 
 
+def runs_table(paths: list[Path]) -> str:
+    """One row per result file (its name), then the median of each group of files whose names differ only after
+    their last '-' (runs of the same code, one after another): runs of two checkouts, alternated by hand, side
+    by side."""
+    rows = ["| run | idle p50 ms | idle p95 ms | load p50 ms | load p95 ms | load / idle p95 |",
+            "|---|---:|---:|---:|---:|---:|"]
+    groups: dict[str, list[dict]] = {}
+    for path in paths:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        groups.setdefault(path.stem.rsplit("-", 1)[0], []).append(result)
+        rows.append(f"| {path.stem} | {result['idle']['p50_ms']} | {result['idle']['p95_ms']} | "
+                    f"{result['load']['p50_ms']} | {result['load']['p95_ms']} | "
+                    f"{result['p95_ratio_load_over_idle']}× |")
+    for group, results in groups.items():
+        if len(results) > 1:
+            cells = [statistics.median(r[mode][key] for r in results)
+                     for mode, key in (("idle", "p50_ms"), ("idle", "p95_ms"), ("load", "p50_ms"), ("load", "p95_ms"))]
+            ratio = statistics.median(r["p95_ratio_load_over_idle"] for r in results)
+            rows.append(f"| **{group}, median of {len(results)}** | " + " | ".join(f"{c:.2f}" for c in cells)
+                        + f" | {ratio:.3f}× |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--file", default=None, help="file to replay (default: the stdlib's textwrap.py)")
@@ -130,7 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=None,
                         help='both windows\' server settings as JSON, e.g. \'{"modelPath": "/tmp/bundle"}\'')
     add_output_arguments(parser)
+    parser.add_argument("--runs", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="print several results files written by --out, a row each, and each group's median")
     args = parser.parse_args(argv)
+    if args.runs:
+        try:
+            print(runs_table(args.runs))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            parser.error(f"--runs: not results written by --out ({error})")
+        return 0
     try:
         if not isinstance(json.loads(args.settings or "{}"), dict):
             raise ValueError("not an object")

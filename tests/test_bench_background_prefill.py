@@ -18,7 +18,11 @@ def test_it_times_both_ways_in_turns_and_tables_its_own_output(tmp_path: Path, c
     assert set(fixed[0]["tokens"][:-1]) == {128} and sized[0]["tokens"][0] == 16  # the engine's first chunk
     assert all(ms > 0 for r in sized + fixed for ms in r["call_ms"])
     assert all(step >= call for r in sized + fixed for step, call in zip(r["step_ms"], r["call_ms"]))
+    stops = result["stops"]  # each stopped call ended, or ended before its stop; a stop's wait is short
+    assert stops["stops"] == 8 and stops["chunk_tokens"] >= 16 and stops["call_ms_median"] > 0
+    assert stops["ended_before_their_stop"] < stops["stops"] and 0 < stops["wait_ms_median"] <= stops["wait_ms_max"]
     printed = capsys.readouterr().out
+    assert "| stopped chunk, tokens |" in printed
     assert bench_background_prefill.main(["--table", str(out)]) == 0
     assert capsys.readouterr().out == printed
 

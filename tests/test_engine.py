@@ -1004,9 +1004,10 @@ def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(
     from pathlib import Path
 
     from completer.engine import PREFILL_CHUNK_TOKENS
-    from completer.prefill_chunks import FEWEST_TOKENS
+    from completer.prefill_chunks import FEWEST_TOKENS, PrefillChunks
     from completer.types import Cancelled
 
+    engine.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # as a new engine's: other tests grew the shared one's
     text = Path(argparse.__file__).read_text()[:6000]
     text = text[:text.rfind("\n") + 1] + "    parser = argparse.Arg"
     lines = text.split("\n")

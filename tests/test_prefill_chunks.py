@@ -68,9 +68,9 @@ def _background_chunks(engine: Engine, uri: str, budget_ms: float) -> list[int]:
     saved = engine.background_chunks
     engine.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS, budget_ms=budget_ms)
 
-    def recording(calls):
+    def recording(calls, **options):
         sizes.extend(int(call.input_ids.shape[1]) for call in calls)
-        outputs = run_batch(calls)
+        outputs = run_batch(calls, **options)
         assert all(out.seconds > 0 for out in outputs)  # the runtime times each call
         return outputs
 

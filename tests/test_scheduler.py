@@ -153,9 +153,9 @@ def test_a_long_prefill_runs_in_chunks_between_the_steps_of_a_live_search(engine
     log: list[list[str]] = []
     run_batch = engine.runtime.run_batch
 
-    def recording(calls):
+    def recording(calls, **options):
         log.append(["prefill" if c.input_ids.shape[1] > 1 else "step" for c in calls])
-        return run_batch(calls)
+        return run_batch(calls, **options)
 
     engine.runtime.run_batch = recording  # what each call held, not only how many
     try:

@@ -172,7 +172,7 @@ class _FailingOnce:
     def __init__(self) -> None:
         self.batches = 0
 
-    def run_batch(self, calls):
+    def run_batch(self, calls, preemption=None):
         self.batches += 1
         if self.batches == 1:
             raise RuntimeError("the batch failed")
