@@ -1,11 +1,12 @@
 """How many tokens a background prefill runs per model call: about as many as take CHUNK_BUDGET_MS here.
 
-A keystroke that arrives while another document's background prefill runs waits for the call under way
-(completer/scheduler.py runs a prefetch only while nothing more urgent is active, one chunk per iteration), so
-that call's length is the keystroke's worst extra wait. A fixed token count makes it a few milliseconds for the
+A keystroke that arrives while another document's background prefill runs stops the call under way
+(completer/preemption.py), whose work is then thrown away and run again, and waits for the copy after a call
+that has ended; a call stopped twice runs to its end, and that keystroke waits for all of it. So the chunk's
+length bounds the work lost and the longest wait. A fixed token count makes a chunk a few milliseconds for the
 embedded model and 50 to 90 for a converted model of 135 million parameters; sizing chunks by their measured
-time keeps the wait about the same for any model, at the cost of more calls, each reading all the weights again,
-for large ones. A completion's own prefill, which someone is waiting for, keeps the engine's fixed chunks.
+time keeps them about the same for any model, and short enough to run between a typist's keystrokes, at the cost
+of more calls, each reading all the weights again, for large ones. A completion's own prefill, which someone is waiting for, keeps the engine's fixed chunks.
 
 A call's time is a fixed part (the weights read once) and a part per token. Once chunks of two lengths have
 been timed, the next is the longest whose time that line predicts within the budget; before that, a chunk

@@ -182,7 +182,6 @@ class Runtime:
         """One call of a format-3 graph: each call's rows in a slot of their own, then each call's best
         candidates picked among its rows' (the graph gives each row's top num_beams)."""
         feed, rows, lengths = self.slot_feed(calls, slots)
-        self.calls += 1
         started = time.perf_counter()
         out = self._run_feed(session, feed, preemption)
         seconds = time.perf_counter() - started
@@ -277,7 +276,6 @@ class Runtime:
         for layer in range(self.n_layer):
             feed[f"prefix_key_{layer}"], feed[f"prefix_value_{layer}"] = call.prefix[layer]
             feed[f"past_key_{layer}"], feed[f"past_value_{layer}"] = past[layer]
-        self.calls += 1
         started = time.perf_counter()
         out = self._run_feed(self.session, feed, preemption)
         return StepOutput(
@@ -297,6 +295,7 @@ class Runtime:
         names, grouped = io
         options = ort.RunOptions() if preemption is not None else None  # its own: a stop ends this run only
         with preemption.running(options) if preemption is not None else nullcontext():
+            self.calls += 1  # the calls that ran, not those a preemption refused
             if self.io_binding:
                 out = self._run_bound(session, feed, names, grouped, options)
             else:

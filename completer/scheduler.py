@@ -8,13 +8,15 @@ or a background prefill of a document just opened. Each iteration
 2. runs one *step* for all the tasks whose next call is a beam step (one new token per row), in one batched call
    where the bundle has a batched graph (Runtime.run_batch: dense layers over all rows, attention per search);
 3. runs at most one *prefill chunk* (several new tokens), the most urgent one, equally urgent ones taking turns,
-   so a keystroke waits for about one chunk, however long another document's prefill is;
+   so a keystroke waits for at most one chunk, however long another document's prefill is (and a background
+   prefill's chunk it stops, completer/preemption.py);
 4. starts the tasks that were waiting for an earlier task of the same document.
 
 A task joins at the next iteration and leaves as soon as it finishes or is cancelled. Live requests come before
 searches run ahead, and those before prefetching: a prefetch runs only while no live request or search ahead is
 active, and a request that arrives meanwhile stops its call (`preemption`, completer/preemption.py), which runs
-again later. The tasks of one document run one after another, in the order they came, since they share its cache.
+again later: unstopped once it has been stopped MAX_STOPS times, so a prefill progresses however fast the user
+types. The tasks of one document run one after another, in the order they came, since they share its cache.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from enum import IntEnum
 from typing import Any
 
 from .calls import ModelCall, Steps, advance
-from .preemption import Preempted, Preemption
+from .preemption import MAX_STOPS, Preempted, Preemption
 from .types import CancelCheck, Cancelled
 
 
@@ -53,6 +55,7 @@ class Task:
     done: bool = False
     order: int = 0  # submission order
     last_chunk: int = -1  # when it last ran a prefill chunk (the scheduler's counter), for turns among prefills
+    stops: int = 0  # how many times its call under way was stopped (a prefetch's, completer/preemption.py)
     submitted_at: float = field(default_factory=time.perf_counter)
 
     @property
@@ -143,15 +146,22 @@ class Scheduler:
         tasks keep to run again."""
         calls = [t.call for t in tasks]
         try:
-            if all(t.priority == Priority.PREFETCH for t in tasks):
-                return runtime.run_batch(calls, preemption=self.preemption)
-            return runtime.run_batch(calls)
+            if all(t.priority == Priority.PREFETCH and t.stops < MAX_STOPS for t in tasks):
+                with self.preemption.calls_of(t.document for t in tasks):
+                    outputs = runtime.run_batch(calls, preemption=self.preemption)
+            else:
+                outputs = runtime.run_batch(calls)
         except Preempted:
+            for task in tasks:
+                task.stops += 1
             return None
         except Exception as exc:  # onnxruntime refused the batch: each task fails with the reason
             for task in tasks:
                 self._advance(task, error=exc)
             return None
+        for task in tasks:
+            task.stops = 0
+        return outputs
 
     def _start_ready(self) -> None:
         """Start every task that is first among its document's active tasks."""

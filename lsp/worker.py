@@ -38,9 +38,9 @@ place among the live searches of other documents; a completion in its own docume
 stops it, and one it foresaw waits for it.
 
 A document just opened is prefilled in the background (Engine.prefill_steps, in chunks) while no completion or
-search ahead is active, so the first keystroke in it costs only its own line. A completion that arrives stops the
-chunk under way (the reader thread sets its run's terminate flag, completer/preemption.py), which runs again
-once nothing more urgent is left, so it waits for no chunk. The first completion in the
+search ahead is active, so the first keystroke in it costs only its own line. A completion in another document
+that arrives stops the chunk under way (the reader thread sets its run's terminate flag, completer/preemption.py),
+which runs again once nothing more urgent is left, so it waits for no chunk. The first completion in the
 document ends its prefill: from then on its own requests keep its cache, and the text it was opened with is
 stale.
 """
@@ -159,7 +159,8 @@ class Worker:
                     client.last_job = max(client.last_job, job_id)
                 self.jobs.put((client, message))
                 if message.get("op") == "complete":  # after the put: the loop clears the request before taking jobs
-                    self.scheduler.preemption.preempt()  # a background prefill's chunk under way stops for it
+                    # a background prefill's chunk under way stops for it, unless it is that document's own
+                    self.scheduler.preemption.preempt(client.document(str(message.get("uri"))))
         except Exception as exc:  # a broken channel means the server is gone or confused: drop it
             log.warning("client %d's channel failed, dropping it: %s", client.id, exc)
         finally:

@@ -99,7 +99,8 @@ def stop_waits(engine: Engine, text: str, rounds: int) -> dict:
         timer.join()
     engine.close(uri)
     return {"chunk_tokens": tokens, "call_ms_median": round(alone * 1000, 2), "stops": rounds,
-            "ended_before_their_stop": finished, "wait_ms_median": round(statistics.median(waits), 2) if waits else None,
+            "ended_before_their_stop": finished,
+            "wait_ms_median": round(statistics.median(waits), 2) if waits else None,
             "wait_ms_max": round(max(waits), 2) if waits else None}
 
 
