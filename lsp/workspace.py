@@ -28,7 +28,7 @@ LANGUAGE_SUFFIXES = {"python": (".py", ".pyi")}
 MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
-SNIPPETS = 4  # windows of other files sent with a request
+SNIPPETS = 8  # windows of other files sent with a request
 SAME_QUERY = 0.9  # snippets are picked again once the names above the cursor overlap less than this (Jaccard)
 _SERIALS = itertools.count()
 FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
