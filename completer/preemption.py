@@ -50,10 +50,6 @@ class Preemption:
         with self._lock:
             self._requested.clear()
 
-    @property
-    def requested(self) -> bool:
-        return bool(self._requested)
-
     @contextmanager
     def calls_of(self, documents: Iterable[str]) -> Iterator[None]:
         """Around the background calls of these documents (the scheduler's thread)."""
