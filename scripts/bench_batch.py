@@ -12,6 +12,12 @@ finishes (completer/scheduler.py: one batched call per beam step over the live b
 alternate, round by round, so the machine's noise falls on both alike. The figure is the median over rounds of
 the sequential time over the concurrent one (issue 31: at least 3×), with how many searches each batched call
 held and whether the answers were the same.
+
+It also times the model calls inside those rounds, by what they hold: a search's beam step of 4 beams in the
+sequential engine against the concurrent engine's call over all N searches' steps. A search alone runs its steps
+one after another over the same prefix, which stays in the CPU's cache between them; a call over N searches
+reads all N prefixes at every step. The one-step comparison after the rounds times a search's step both ways:
+cold (after the other searches' steps) and again right after itself.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -40,6 +47,7 @@ from completer.types import EngineSettings  # noqa: E402
 FILES = ("textwrap.py", "shlex.py", "fnmatch.py", "glob.py", "bisect.py", "heapq.py", "base64.py", "calendar.py",
          "csv.py", "difflib.py", "gettext.py", "imaplib.py", "netrc.py", "pprint.py", "queue.py", "sched.py")
 FIRST_LINE = 60  # cursors start here, so each context is a few hundred tokens or more
+STEP_BEAMS = 4  # the rows of a search's beam step at the engine's default beam width
 
 
 def cursors(text: str, rounds: int, seed: int) -> list[tuple[str, str]]:
@@ -58,31 +66,45 @@ def cursors(text: str, rounds: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def sequential(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[int]]:
-    started = time.perf_counter()
-    results = [engine.complete_text(uri, before, after) for uri, before, after in requests]
-    return (time.perf_counter() - started) * 1000, results, []
+class CallRecord(NamedTuple):
+    """One call of the runtime: how many searches' calls it held, their rows, and how long it took."""
+
+    searches: int
+    rows: int
+    ms: float
 
 
 @contextmanager
-def batch_sizes(runtime: Runtime) -> Iterator[list[int]]:
-    """While the block runs, how many calls each of `runtime`'s batched calls held, in order."""
-    sizes: list[int] = []
+def recorded_calls(runtime: Runtime) -> Iterator[list[CallRecord]]:
+    """While the block runs, each of `runtime`'s calls, in order."""
+    records: list[CallRecord] = []
     run_batch = runtime.run_batch
 
     def recording(calls, **options):
-        sizes.append(len(calls))
-        return run_batch(calls, **options)
+        started = time.perf_counter()
+        try:
+            return run_batch(calls, **options)
+        finally:
+            records.append(CallRecord(len(calls), sum(call.rows for call in calls),
+                                      (time.perf_counter() - started) * 1000))
 
     runtime.run_batch = recording  # type: ignore[method-assign]
     try:
-        yield sizes
+        yield records
     finally:
         del runtime.run_batch  # the class's own again
 
 
-def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[int]]:
-    with batch_sizes(engine.runtime) as sizes:
+def sequential(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[CallRecord]]:
+    with recorded_calls(engine.runtime) as records:
+        started = time.perf_counter()
+        results = [engine.complete_text(uri, before, after) for uri, before, after in requests]
+        elapsed = (time.perf_counter() - started) * 1000
+    return elapsed, results, records
+
+
+def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[float, list, list[CallRecord]]:
+    with recorded_calls(engine.runtime) as records:
         started = time.perf_counter()
         scheduler = Scheduler()
         tasks = [scheduler.submit(Task(engine.complete_steps(uri, before, after), Priority.LIVE, uri, engine.runtime))
@@ -90,7 +112,19 @@ def concurrent(engine: Engine, requests: list[tuple[str, str, str]]) -> tuple[fl
         while scheduler.busy:
             scheduler.iterate()
         elapsed = (time.perf_counter() - started) * 1000
-    return elapsed, [t.result for t in tasks], sizes
+    return elapsed, [t.result for t in tasks], records
+
+
+def step_costs(sequential_calls: list[CallRecord], concurrent_calls: list[CallRecord], searches: int) -> dict:
+    """Medians of the calls in the timed rounds that hold a 4-beam step: one search's alone (sequential), and all
+    `searches` searches' in one call (concurrent), with that call's cost per search."""
+    alone = [r.ms for r in sequential_calls if r.searches == 1 and r.rows == STEP_BEAMS]
+    together = [r.ms for r in concurrent_calls if r.searches == searches and r.rows == STEP_BEAMS * searches]
+    return {"one_search_step": round(statistics.median(alone), 2) if alone else None,
+            "one_search_step_calls": len(alone),
+            "all_searches_step": round(statistics.median(together), 2) if together else None,
+            "all_searches_step_per_search": round(statistics.median(together) / searches, 2) if together else None,
+            "all_searches_step_calls": len(together)}
 
 
 def call_costs(engine: Engine, uris: list[str], rounds: int, alone: Path | None = None) -> dict:
@@ -127,8 +161,10 @@ def call_costs(engine: Engine, uris: list[str], rounds: int, alone: Path | None 
     slots = runtime.batch_slots
     batched = runtime._batched or runtime.session  # a converted bundle's one graph may hold the slots itself
     single = Runtime(load_bundle(alone), threads=runtime.threads) if alone is not None else runtime
+    alone = lambda: single._run_slots(single.session, single._single_slots, calls[:1])  # noqa: E731
     ways = {
-        "one_search_single_graph": lambda: single._run_slots(single.session, single._single_slots, calls[:1]),
+        "one_search_single_graph": alone,
+        "one_search_single_graph_again": alone,  # right after itself: its prefix still in the CPU's cache
         "one_search_batched_graph": lambda: runtime._run_slots(batched, slots, calls[:1]),
         "all_one_after_another": lambda: [runtime.run_call(call) for call in calls],
         "all_in_one_batched_call": lambda: runtime.run_batch(calls),
@@ -154,7 +190,8 @@ def run(args: argparse.Namespace) -> dict:
     for engine in engines.values():
         engine.typing_through = False
     times: dict[str, list[float]] = {name: [] for name in engines}
-    same_first, compared, sizes, runs = 0, 0, [], []
+    same_first, compared, runs = 0, 0, []
+    records: dict[str, list[CallRecord]] = {name: [] for name in engines}
     for r in range(args.rounds + 1):  # round 0 warms the engines up and is not timed
         requests = [(f"file:///bench/doc{d}.py", *plans[d][r]) for d in range(len(texts))]
         for engine in engines.values():
@@ -164,16 +201,17 @@ def run(args: argparse.Namespace) -> dict:
         answers = {}
         for name in order:
             run_mode = sequential if name == "sequential" else concurrent
-            elapsed, answers[name], batch_sizes = run_mode(engines[name], requests)
+            elapsed, answers[name], calls = run_mode(engines[name], requests)
             if r:
                 times[name].append(elapsed)
-                sizes += batch_sizes
+                records[name] += calls
         if r:
             for a, b in zip(answers["sequential"], answers["concurrent"]):
                 compared += 1
                 same_first += bool(a.suggestions and b.suggestions and a.suggestions[0].line == b.suggestions[0].line)
                 runs.append(a.model_runs)
     ratios = [s / c for s, c in zip(times["sequential"], times["concurrent"])]
+    sizes = [record.searches for record in records["concurrent"]]
     bundle = engines["concurrent"].bundle
     costs = call_costs(engines["concurrent"], [uri for uri, _, _ in requests], args.call_rounds, args.alone) \
         if engines["concurrent"].runtime.batch_slots > 1 and len(texts) > 1 else None
@@ -189,6 +227,7 @@ def run(args: argparse.Namespace) -> dict:
         "median_ratio": round(statistics.median(ratios), 2),
         "model_runs_per_search": {"median": statistics.median(runs), "max": max(runs)},
         "searches_per_batched_call": {"median": statistics.median(sizes), "max": max(sizes)},
+        "calls_in_rounds_ms": step_costs(records["sequential"], records["concurrent"], len(texts)),
         "same_first_suggestion": f"{same_first} of {compared}",
         "one_step_ms": costs,
     }
@@ -203,16 +242,30 @@ def table(result: dict) -> str:
             f"{result['searches_per_batched_call']['max']} | {result['same_first_suggestion']} |"]
     text = "\n".join(rows) + f"\n\n`{result['command']}` on {result['machine']}; model {result['model']}, " \
         f"{result['rounds']} rounds."
+    calls = result.get("calls_in_rounds_ms")
+    if calls and calls["one_search_step"] is not None and calls["all_searches_step"] is not None:
+        n = result["documents"]
+        text += ("\n\nThe model calls inside the timed rounds that hold a beam step of 4 beams, medians in ms:\n\n"
+                 f"| a search's step, searches one after another | the {n} searches' steps in one call | that call "
+                 "per search | per search / a search's step |\n|---:|---:|---:|---:|\n"
+                 f"| {calls['one_search_step']} ({calls['one_search_step_calls']} calls) "
+                 f"| {calls['all_searches_step']} ({calls['all_searches_step_calls']} calls) "
+                 f"| {calls['all_searches_step_per_search']} "
+                 f"| {calls['all_searches_step_per_search'] / calls['one_search_step']:.2f}× |")
     costs = result.get("one_step_ms")
     if costs:
         tokens = costs["prefix_tokens"]
+        again = costs.get("one_search_single_graph_again")  # runs before this measure have none
         text += ("\n\nOne beam step of 4 beams per search, over the same documents' prefixes "
                  f"({tokens['min']:,} to {tokens['max']:,} tokens), medians in ms:\n\n"
-                 f"| one search, graph of one slot | one search, graph of {result['batch_slots']} slots | "
+                 "| one search, graph of one slot |"
+                 + (" the same again, right after itself |" if again is not None else "")
+                 + f" one search, graph of {result['batch_slots']} slots | "
                  f"{result['documents']} searches one after another | {result['documents']} searches in one batched "
                  f"call | copying the {result['documents']} prefixes into one padded tensor |\n"
-                 "|---:|---:|---:|---:|---:|\n"
-                 f"| {costs['one_search_single_graph']} | {costs['one_search_batched_graph']} "
+                 "|---:|" + ("---:|" if again is not None else "") + "---:|---:|---:|---:|\n"
+                 f"| {costs['one_search_single_graph']} |" + (f" {again} |" if again is not None else "")
+                 + f" {costs['one_search_batched_graph']} "
                  f"| {costs['all_one_after_another']} | {costs['all_in_one_batched_call']} "
                  f"| {costs['padded_prefix_copy']} |")
     return text

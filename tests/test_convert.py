@@ -697,7 +697,7 @@ def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_te
 def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(source, tmp_path, capsys):
     """--batch-slots 3 builds the one graph with three search slots: searches submitted together share its calls,
     and in fp32 each gets exactly the answer it gets alone."""
-    from bench_batch import batch_sizes
+    from bench_batch import recorded_calls
     from completer.scheduler import Priority, Scheduler, Task
 
     assert cli_main(["convert", str(source), "--out", str(tmp_path / "slots"), "--context", "96", "--fp32",
@@ -714,10 +714,10 @@ def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(
     tasks = [scheduler.submit(Task(engine.complete_steps(f"file:///b{k}.py", text, ""), Priority.LIVE, f"b{k}",
                                    engine.runtime)) for k, text in enumerate(texts)]
     calls_before = engine.runtime.calls
-    with batch_sizes(engine.runtime) as sizes:
+    with recorded_calls(engine.runtime) as calls:
         while scheduler.busy:
             scheduler.iterate()
-    assert max(sizes) == 3 and engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
+    assert max(call.searches for call in calls) == 3 and engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
     assert any(expected) and [[s.line for s in t.result.suggestions] for t in tasks] == expected
     assert _refused(["convert", str(source), "--out", str(tmp_path / "bad"), "--batch-slots", "0"], capsys) \
         .startswith("completer convert: --batch-slots 0 must be between 1 and")

@@ -13,7 +13,7 @@ import pytest
 from completer.calls import ModelCall
 from completer.engine import Engine
 from completer.scheduler import Priority, Scheduler, Task
-from bench_batch import batch_sizes
+from bench_batch import recorded_calls
 from completer.types import Cancelled, EngineSettings
 from lsp_support import SAMPLE_TEXT
 
@@ -41,7 +41,7 @@ def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -
     pending = list(enumerate(cursors))
     rng.shuffle(pending)
     tasks: dict[int, Task] = {}
-    with batch_sizes(engine.runtime) as sizes:
+    with recorded_calls(engine.runtime) as calls:
         while pending or scheduler.busy:
             for _ in range(rng.choice((0, 0, 1, 2, 3))):
                 if pending:
@@ -53,7 +53,7 @@ def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -
     for k in range(len(cursors)):
         assert tasks[k].done and tasks[k].error is None, tasks[k].error
         answers.append([(s.line, s.score) for s in tasks[k].result.suggestions])
-    return answers, sizes
+    return answers, [call.searches for call in calls]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -184,7 +184,7 @@ def test_a_search_ahead_shares_the_batch_with_a_live_search(engine: Engine):
     """A search run ahead in one document keeps its place while a keystroke in another is searched: their steps
     share batched calls, and the live one comes first."""
     scheduler = Scheduler()
-    with batch_sizes(engine.runtime) as seen:
+    with recorded_calls(engine.runtime) as calls:
         ahead_text = cursor_text(*CURSORS[5]) + LINES[CURSORS[5][0]][CURSORS[5][1]:]
         ahead = scheduler.submit(Task(engine.search_next_line_steps("file:///ahead.py", ahead_text), Priority.AHEAD,
                                       "ahead", engine.runtime))
@@ -193,7 +193,7 @@ def test_a_search_ahead_shares_the_batch_with_a_live_search(engine: Engine):
                                      Priority.LIVE, "live", engine.runtime))
         while not live.done:
             scheduler.iterate()
-        assert live.result.suggestions and max(seen) >= 2
+        assert live.result.suggestions and max(call.searches for call in calls) >= 2
         while scheduler.busy:
             scheduler.iterate()
         assert ahead.error is None and ahead.result >= 1
@@ -213,9 +213,10 @@ def test_tasks_of_one_document_run_in_order(engine: Engine):
     assert first.result.suggestions and second.result.suggestions
 
 
-def test_the_throughput_benchmark_runs_its_searches_together(tmp_path: Path):
-    """scripts/bench_batch.py on two documents for one round: its concurrent engine's searches share calls, and
-    its one-step comparison times every way it names."""
+def test_the_throughput_benchmark_runs_its_searches_together(tmp_path: Path, capsys):
+    """scripts/bench_batch.py on two documents for one round: its concurrent engine's searches share calls, its
+    one-step comparison times every way it names, and it times the calls of the rounds by what they hold: the
+    sequential engine's 4-beam steps hold one search each, the concurrent one's steps both searches."""
     import bench_batch
 
     out = tmp_path / "batch.json"
@@ -223,5 +224,28 @@ def test_the_throughput_benchmark_runs_its_searches_together(tmp_path: Path):
     result = json.loads(out.read_text())
     assert result["documents"] == 2 and len(result["sequential_ms"]) == len(result["concurrent_ms"]) == 1
     assert result["searches_per_batched_call"]["max"] == 2 and result["median_ratio"] > 0
-    assert set(result["one_step_ms"]) >= {"one_search_single_graph", "one_search_batched_graph",
-                                          "all_one_after_another", "all_in_one_batched_call", "padded_prefix_copy"}
+    assert set(result["one_step_ms"]) >= {"one_search_single_graph", "one_search_single_graph_again",
+                                          "one_search_batched_graph", "all_one_after_another",
+                                          "all_in_one_batched_call", "padded_prefix_copy"}
+    calls = result["calls_in_rounds_ms"]
+    assert calls["one_search_step_calls"] >= 2 and calls["one_search_step"] > 0
+    assert calls["all_searches_step_calls"] >= 1
+    assert calls["all_searches_step_per_search"] == round(calls["all_searches_step"] / 2, 2)
+    capsys.readouterr()
+    assert bench_batch.main(["--table", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert f"| {calls['all_searches_step_per_search']} |" in table and "the same again, right after itself" in table
+
+
+def test_the_throughput_benchmark_sorts_calls_by_what_they_hold():
+    """`step_costs` keeps a sequential call only when it is one search's 4-beam step, and a concurrent call only
+    when it holds every search's 4-beam step: a prefill (one row), a step with beams finished, or a call that
+    some searches have left already would each make the comparison unfair."""
+    from bench_batch import CallRecord, step_costs
+
+    sequential = [CallRecord(1, 1, 50.0), CallRecord(1, 4, 2.0), CallRecord(1, 4, 4.0), CallRecord(1, 3, 9.0)]
+    concurrent = [CallRecord(3, 12, 6.0), CallRecord(3, 12, 9.0), CallRecord(2, 8, 1.0), CallRecord(3, 10, 30.0)]
+    costs = step_costs(sequential, concurrent, 3)
+    assert costs == {"one_search_step": 3.0, "one_search_step_calls": 2, "all_searches_step": 7.5,
+                     "all_searches_step_per_search": 2.5, "all_searches_step_calls": 2}
+    assert step_costs([], [], 3)["one_search_step"] is None
