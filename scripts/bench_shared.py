@@ -41,6 +41,58 @@ def memory_kb(pid: int) -> dict[str, int]:
     return out
 
 
+def mappings(pid: int) -> list[tuple[int, int, int]]:
+    """Each mapping of a process: its start and end addresses and its private dirty pages in kB (Linux smaps)."""
+    found: list[tuple[int, int, int]] = []
+    with open(f"/proc/{pid}/smaps", encoding="ascii", errors="replace") as smaps:
+        for line in smaps:
+            field, _, rest = line.partition(" ")
+            if not field.endswith(":"):  # a mapping's first line: "start-end perms offset dev inode [path]"
+                start, _, end = field.partition("-")
+                found.append((int(start, 16), int(end, 16), 0))
+            elif field == "Private_Dirty:" and found:
+                start, end, _ = found[-1]
+                found[-1] = (start, end, int(rest.split()[0]))
+    return found
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PRESENT, EXCLUSIVE = 1 << 63, 1 << 56  # /proc/PID/pagemap: the page is in memory; mapped by this process alone
+
+
+def page_flags(pid: int, start: int, end: int) -> list[int]:
+    """The pagemap entry of each page from `start` to `end` in a process (flags only: without privileges the
+    kernel zeroes the page frame numbers, not these bits)."""
+    with open(f"/proc/{pid}/pagemap", "rb") as pagemap:
+        pagemap.seek(start // PAGE * 8)
+        data = pagemap.read((end - start) // PAGE * 8)
+    return list(memoryview(data).cast("Q"))
+
+
+def session_pages_kb(session: int, host: int) -> dict[str, int]:
+    """Where a forked session's private pages lie, in kB, page by page: at addresses its host maps too, those it
+    copied (the host has the page: the session wrote to a page they shared, such as an object's reference
+    count) and those it touched first (the host never did: new objects in the host's free address space); and
+    at addresses only the session maps (thread stacks, new allocator arenas)."""
+    host_ranges = [(low, high) for low, high, _ in mappings(host)]
+    kb = {"copied": 0, "first_touched": 0, "own": 0}
+    for start, end, dirty in mappings(session):
+        if not dirty:
+            continue
+        mine = page_flags(session, start, end)
+        in_host = [None] * len(mine)  # per page: whether the host has it in memory; None where it maps nothing
+        for low, high in host_ranges:
+            low, high = max(low, start), min(high, end)
+            if low < high:
+                first = (low - start) // PAGE
+                for index, flags in enumerate(page_flags(host, low, high)):
+                    in_host[first + index] = bool(flags & PRESENT)
+        for flags, hosted in zip(mine, in_host):
+            if flags & PRESENT and flags & EXCLUSIVE:
+                kb["own" if hosted is None else "copied" if hosted else "first_touched"] += PAGE // 1024
+    return kb
+
+
 def windows(count: int, standalone: bool, session_host: bool, runtime: Path) -> dict:
     """Start `count` servers, let each complete at a few cursors of the sample, and sum their memory."""
     env = dict(os.environ, COMPLETER_RUNTIME_DIR=str(runtime), COMPLETER_LOG_DIR=str(runtime / "logs"),
@@ -86,10 +138,21 @@ def windows(count: int, standalone: bool, session_host: bool, runtime: Path) -> 
                 "total_rss_mb": round(sum(m["rss"] for m in servers_kb + engines) / 1024, 1),
                 "total_pss_mb": round(sum(m["pss"] for m in servers_kb + engines) / 1024, 1),
                 "session_private_dirty_mb": [round(memory_kb(pid)["private_dirty"] / 1024, 1)
-                                             for pid in sorted(sessions)]}
+                                             for pid in sorted(sessions)],
+                "session_private_dirty_split_mb": session_splits(sessions)}
     finally:
         for client in clients:
             client.close()
+
+
+def session_splits(sessions: set[int]) -> list[dict[str, float]]:
+    """Each session's private pages, in MB, by where they lie (`session_pages_kb`; the host is its parent)."""
+    splits = []
+    for pid in sorted(sessions):
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        splits.append({name: round(kb / 1024, 1) for name, kb in session_pages_kb(pid, parent).items()})
+    return splits
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -127,6 +190,13 @@ def table(result: dict) -> str:
         rows.append(f"| {run['windows']} | {_layout(run)} | {run.get('server_processes', run['windows'])} "
                     f"| {run['worker_processes']} | {run['servers_pss_mb']} | {run['workers_pss_mb']} "
                     f"| {run['total_pss_mb']} | {run['total_rss_mb']} | {run['total_pss_mb'] / one:.2f}× |")
+    notes = [f"- {run['windows']} window{'s' if run['windows'] > 1 else ''}: "
+             + ", ".join(f"{total} ({split['copied']} copied from the host, {split['first_touched']} first touched in "
+                         f"its mappings, {split['own']} in mappings of its own)"
+                         for total, split in zip(run["session_private_dirty_mb"], run["session_private_dirty_split_mb"]))
+             for run in result["runs"] if run.get("session_private_dirty_split_mb")]
+    if notes:
+        rows += ["", "Each session's private dirty MB, and its private pages by where they lie (MB):", "", *notes]
     return "\n".join(rows)
 
 
