@@ -161,10 +161,10 @@ def call_costs(engine: Engine, uris: list[str], rounds: int, alone: Path | None 
     slots = runtime.batch_slots
     batched = runtime._batched or runtime.session  # a converted bundle's one graph may hold the slots itself
     single = Runtime(load_bundle(alone), threads=runtime.threads) if alone is not None else runtime
-    alone = lambda: single._run_slots(single.session, single._single_slots, calls[:1])  # noqa: E731
+    single_step = lambda: single._run_slots(single.session, single._single_slots, calls[:1])  # noqa: E731
     ways = {
-        "one_search_single_graph": alone,
-        "one_search_single_graph_again": alone,  # right after itself: its prefix still in the CPU's cache
+        "one_search_single_graph": single_step,
+        "one_search_single_graph_again": single_step,  # right after itself: its prefix still in the CPU's cache
         "one_search_batched_graph": lambda: runtime._run_slots(batched, slots, calls[:1]),
         "all_one_after_another": lambda: [runtime.run_call(call) for call in calls],
         "all_in_one_batched_call": lambda: runtime.run_batch(calls),

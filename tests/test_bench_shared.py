@@ -9,9 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from bench_shared import mappings, session_pages_kb  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc's page maps are Linux's")
 
 FORKING_PARENT = r"""
 import mmap, os, sys, time
