@@ -230,7 +230,7 @@ def test_the_throughput_benchmark_runs_its_searches_together(tmp_path: Path, cap
     calls = result["calls_in_rounds_ms"]
     assert calls["one_search_step_calls"] >= 2 and calls["one_search_step"] > 0
     assert calls["all_searches_step_calls"] >= 1
-    assert calls["all_searches_step_per_search"] == round(calls["all_searches_step"] / 2, 2)
+    assert abs(calls["all_searches_step_per_search"] - calls["all_searches_step"] / 2) <= 0.01  # each rounded apart
     capsys.readouterr()
     assert bench_batch.main(["--table", str(out)]) == 0
     table = capsys.readouterr().out
