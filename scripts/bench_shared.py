@@ -71,9 +71,11 @@ def page_flags(pid: int, start: int, end: int) -> list[int]:
 
 def session_pages_kb(session: int, host: int) -> dict[str, int]:
     """Where a forked session's private pages lie, in kB, page by page: at addresses its host maps too, those it
-    copied (the host has the page: the session wrote to a page they shared, such as an object's reference
-    count) and those it touched first (the host never did: new objects in the host's free address space); and
-    at addresses only the session maps (thread stacks, new allocator arenas)."""
+    copied (the host has the page too: one of them wrote to a page they shared, such as an object's reference
+    count, and each now has its own; with several sessions a write by the host leaves the page shared among
+    them, so a session's own writes are what count then) and those it touched first (the host never did: new
+    objects in the host's free address space); and at addresses only the session maps (thread stacks, new
+    allocator arenas)."""
     host_ranges = [(low, high) for low, high, _ in mappings(host)]
     kb = {"copied": 0, "first_touched": 0, "own": 0}
     for start, end, dirty in mappings(session):
