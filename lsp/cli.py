@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from lsp import __version__
 from lsp.logs import LEVELS
@@ -9,7 +10,9 @@ from lsp.logs import LEVELS
 DEFAULT_PORT = 2087
 
 
+@functools.lru_cache(maxsize=4)
 def build_parser(prog: str = "python -m lsp") -> argparse.ArgumentParser:
+    """The server's parser, built once per name (the session host builds them before it forks)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Offline whole-line code completion language server (LSP over stdio by default).",

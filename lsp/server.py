@@ -32,7 +32,7 @@ from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, suggested_lines
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
-from lsp.protocol import CompleterProtocol, is_parse_error, strict_converter
+from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
@@ -108,15 +108,10 @@ class CompleterServer(LanguageServer):
                  worker_log_file: str | None = None, shared_engine: bool = False) -> None:
         super().__init__("completer", __version__, protocol_cls=CompleterProtocol, converter_factory=strict_converter,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-        self.log_level = log_level
-        self.log_file = log_file
-        self.worker_log_file = worker_log_file
-        self.shared_engine = shared_engine
         self.documents = DocumentStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
-        self.worker: WorkerClient | OpenAIBackend = self._new_backend()
-        self.searches = SearchScheduler(self.worker)
+        self.set_up_run(log_level, log_file, worker_log_file, shared_engine)
         self.repository: WorkspaceFiles | None = None
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
@@ -135,6 +130,17 @@ class CompleterServer(LanguageServer):
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
         self.log_handler = LspLogHandler(self._send_log)
         self.session_host_pid: int | None = None  # set when a session host forked this server
+
+    def set_up_run(self, log_level: str, log_file: Path | None, worker_log_file: str | None,
+                   shared_engine: bool) -> None:
+        """What this run's arguments decide: the logs and the backend (a server built before them, as the session
+        host's spare is, gets them here)."""
+        self.log_level = log_level
+        self.log_file = log_file
+        self.worker_log_file = worker_log_file
+        self.shared_engine = shared_engine
+        self.worker: WorkerClient | OpenAIBackend = self._new_backend()
+        self.searches = SearchScheduler(self.worker)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _send_log(self, levelno: int, message: str) -> None:
@@ -757,6 +763,34 @@ def _private_stdio() -> tuple[Any, Any]:
     return sys.stdin.buffer, stdout
 
 
+_spare_server: CompleterServer | None = None
+"""A server the session host built before forking (`prepare_spare_server`): each session takes its own copy of it
+instead of building one, so the pages that building writes stay shared with the host."""
+
+
+def new_server() -> CompleterServer:
+    """A server with every handler registered, not yet set up for a run (`CompleterServer.set_up_run`)."""
+    from lsp.handlers import register
+
+    server = CompleterServer()
+    register(server)
+    return server
+
+
+def prepare_spare_server() -> None:
+    """Build the server the next `main` in this process (or in a child forked from it) takes, with the hooks
+    of every LSP message type already generated in its converter."""
+    global _spare_server
+    prepare_converter()
+    _spare_server = new_server()
+
+
+def _take_spare_server() -> CompleterServer | None:
+    global _spare_server
+    server, _spare_server = _spare_server, None
+    return server
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_host_pid: int | None = None) -> int:
     """Run the server until the client says exit (or disconnects): in the process the editor started, or in a
     session the session host forked for it (lsp/session_host.py)."""
@@ -764,12 +798,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_hos
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
     shared = not (args.standalone or os.environ.get(STANDALONE_ENV) == "1")
-    server = CompleterServer(args.log_level, log_file, worker_log, shared_engine=shared)
+    server = _take_spare_server() or new_server()
+    server.set_up_run(args.log_level, log_file, worker_log, shared_engine=shared)
     server.session_host_pid = session_host_pid
     attach_lsp_handler(server.log_handler, args.log_level)
-    from lsp.handlers import register
-
-    register(server)
     log.info("completer language server %s (pid %d), log file %s", __version__, os.getpid(), log_file)
     try:
         if args.tcp:

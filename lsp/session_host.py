@@ -26,11 +26,13 @@ import traceback
 from typing import Any
 
 from lsp import __version__
-from lsp.allocator_gaps import fill_free_blocks
+from lsp.allocator_gaps import fill_free_blocks, fill_malloc_free_chunks
 
 log = logging.getLogger("lsp.session_host")  # not __main__, as which it runs
 
 SESSIONS_LOG = "lsp-sessions.log"
+SESSION_PROGS = ("python -m lsp", "completer serve")
+"""The names a session's usage messages go by (lsp/__main__.py, completer/cli.py): their parsers are built here."""
 HEADER = struct.Struct("!I")
 """The relay's request: this header (the JSON's length) with the three descriptors, then the JSON."""
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -42,8 +44,9 @@ IDLE_EXIT_ENV = "COMPLETER_ENGINE_IDLE_EXIT_S"
 
 
 def _preload() -> None:
-    """Import what every session runs and build the converter's hooks, so that sessions share them; fill the
-    allocator's gaps (lsp/allocator_gaps.py); then move every object out of the collector's reach, so that
+    """Import what every session runs, and build what every session would build the same way (the argument
+    parsers, a server with its handlers and the converter's hooks), so that sessions share them; fill the
+    allocators' gaps (lsp/allocator_gaps.py); then move every object out of the collector's reach, so that
     collections in a session do not touch (and copy) them."""
     import resource  # noqa: F401
     import sysconfig
@@ -52,14 +55,18 @@ def _preload() -> None:
     import pygls.progress  # noqa: F401
     import completer.bundle  # noqa: F401
     import lsp.handlers  # noqa: F401
-    import lsp.server  # noqa: F401
-    from lsp.protocol import prepare_converter
+    from lsp.cli import build_parser
+    from lsp.server import prepare_spare_server
 
     sysconfig.get_config_vars()  # read by the first session otherwise
 
-    prepare_converter()
+    for prog in SESSION_PROGS:
+        build_parser(prog)
+    prepare_spare_server()
     gc.collect()
     fill_free_blocks()
+    fill_malloc_free_chunks()
+    fill_free_blocks()  # the C allocator's fill made Python objects too
     gc.freeze()
 
 
@@ -163,6 +170,17 @@ def _watch_relay(conn: socket.socket) -> None:
     os._exit(1)  # at once: flushing logs could wait forever on a thread stuck writing to a full stderr pipe
 
 
+def _adopt_environment(wanted: dict[str, str]) -> None:
+    """Make the environment `wanted`, setting only the variables that differ: each one set allocates in the C
+    library's heap, and on a page shared with the host that copies the page (a window usually has the host's
+    environment, so this writes almost nothing)."""
+    for name in [name for name in os.environ if name not in wanted]:
+        del os.environ[name]
+    for name, value in wanted.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
 def _adopt(fds: list[int], request: dict[str, Any]) -> None:
     """Become the process the editor started: its pipes as fds 0-2, its directory, environment, umask,
     resource limits and niceness."""
@@ -174,8 +192,7 @@ def _adopt(fds: list[int], request: dict[str, Any]) -> None:
     sys.stdin = open(0, "r", closefd=False, encoding="utf-8", errors="replace")
     sys.stdout = open(1, "w", closefd=False, encoding="utf-8", errors="replace")
     sys.stderr = open(2, "w", closefd=False, encoding="utf-8", errors="replace", buffering=1)
-    os.environ.clear()
-    os.environ.update(request["env"])
+    _adopt_environment(request["env"])
     os.umask(request["umask"])
     _apply_limits(request)
     try:

@@ -78,3 +78,40 @@ def test_a_process_without_stderr_fills_and_leaves_fd_2_closed():
     filled, state = done.stdout.split(" ", 1)
     assert int(filled) > 0
     assert state.strip() == "fd 2 closed"
+
+
+glibc_only = pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="reads glibc's malloc_info")
+
+
+@glibc_only
+def test_filling_the_c_heap_takes_its_free_chunks():
+    """In a fresh interpreter: buffers too large for pymalloc, every other one freed, leave free chunks all over
+    the C library's heap; after the fill, a fraction of their bytes is left free."""
+    script = textwrap.dedent("""
+        from lsp.allocator_gaps import fill_malloc_free_chunks, malloc_free_chunks
+        buffers = [bytearray(600 + 16 * (i % 200)) for i in range(4000)]
+        del buffers[::2]
+        before = sum(size * count for size, count in malloc_free_chunks())
+        taken = fill_malloc_free_chunks()
+        after = sum(size * count for size, count in malloc_free_chunks())
+        print(before, taken, after)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, taken, after = map(int, done.stdout.split())
+    assert before > 1_000_000  # the 2,000 freed buffers of 600 to 3,800 bytes
+    assert taken > 1_000
+    assert after < before / 10
+
+
+@glibc_only
+def test_the_c_heaps_report_is_read_by_chunk_size():
+    chunks = allocator_gaps.malloc_free_chunks()
+    assert all(size >= 16 and count >= 1 for size, count in chunks)
+
+
+def test_without_glibc_nothing_is_taken_from_malloc(monkeypatch: pytest.MonkeyPatch):
+    """musl, macOS or another C library: no report to read, and nothing is allocated."""
+    monkeypatch.setattr(allocator_gaps.platform, "libc_ver", lambda: ("", ""))
+    assert allocator_gaps.malloc_free_chunks() == []
+    assert allocator_gaps.fill_malloc_free_chunks() == 0

@@ -2,6 +2,7 @@
 lsp` processes started as an editor starts them, each test with a runtime directory of its own."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,10 +11,12 @@ import stat
 import struct
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
 from lsp.rawclient import RawClient
 from lsp.session_host import _valid_request
@@ -314,3 +317,49 @@ def test_a_killed_host_leaves_its_sessions_running_and_is_replaced(tmp_path: Pat
             assert second.close() == 0
     finally:
         assert first.close() == 0
+
+
+def test_a_session_sets_only_the_variables_its_window_changes():
+    """The window's environment, made by unsetting what it lacks and setting what differs: a variable the host
+    already has with the same value is not set again (each set allocates in the C heap the host shares)."""
+    script = textwrap.dedent("""
+        import json, os
+        from lsp.session_host import _adopt_environment
+        os.environ.update({"KEEP": "same", "CHANGE": "old", "DROP": "gone"})
+        calls = []
+        real_putenv, real_unsetenv = os.putenv, os.unsetenv
+        os.putenv = lambda name, value: (calls.append(["set", os.fsdecode(name)]), real_putenv(name, value))
+        os.unsetenv = lambda name: (calls.append(["unset", os.fsdecode(name)]), real_unsetenv(name))
+        wanted = {name: value for name, value in os.environ.items() if name != "DROP"}
+        wanted.update({"CHANGE": "new", "ADD": "more"})
+        _adopt_environment(wanted)
+        print(json.dumps({"calls": calls, "same": dict(os.environ) == wanted, "c": os.popen("echo $CHANGE$DROP$ADD").read()}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert sorted(result["calls"]) == [["set", "ADD"], ["set", "CHANGE"], ["unset", "DROP"]]
+    assert result["same"]
+    assert result["c"].strip() == "newmore", "a child process sees the new environment"
+
+
+def test_a_sessions_server_is_the_hosts_spare_set_up_with_the_windows_arguments(tmp_path: Path):
+    """The host builds one server, with its handlers and converter hooks, before it forks; each session takes
+    its own copy and gives it its own log level, log files and engine, as a server built in the session would
+    have."""
+    from lsp import server as server_module
+    from lsp.worker_client import WorkerClient
+
+    server_module.prepare_spare_server()
+    spare = server_module._take_spare_server()
+    assert server_module._take_spare_server() is None, "taken once"
+    assert spare is not None and types.TEXT_DOCUMENT_COMPLETION in spare.protocol.fm.features
+    spare.set_up_run("DEBUG", tmp_path / "lsp.log", str(tmp_path / "worker.log"), shared_engine=False)
+    built = server_module.CompleterServer("DEBUG", tmp_path / "lsp.log", str(tmp_path / "worker.log"))
+    for server in (spare, built):
+        assert isinstance(server.worker, WorkerClient) and not server.worker.shared
+        assert server.searches._worker is server.worker
+    assert (spare.log_level, spare.log_file, spare.worker_log_file) == (
+        built.log_level, built.log_file, built.worker_log_file)
+    assert (spare.worker._log_level, spare.worker._log_file) == ("DEBUG", str(tmp_path / "worker.log"))
