@@ -13,8 +13,10 @@ host and its sessions, and every worker or engine process.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -202,11 +204,42 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
+def ratios_table(paths: list[Path]) -> str:
+    """The session host's layout in several results files, a row each, then the median of each group of files
+    whose names differ only after their last '-' (runs of one checkout): two checkouts' runs, alternated by
+    hand, side by side."""
+    rows = ["| run | 1 window PSS MB | N windows | N windows PSS MB | N windows / one | a session's private MB (median) |",
+            "|---|---:|---:|---:|---:|---:|"]
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for path in paths:
+        hosted = [run for run in json.loads(path.read_text(encoding="utf-8"))["runs"] if run.get("session_host")]
+        one, most = min(hosted, key=lambda run: run["windows"]), max(hosted, key=lambda run: run["windows"])
+        ratio = most["total_pss_mb"] / one["total_pss_mb"]
+        private = round(statistics.median(most["session_private_dirty_mb"]), 1)
+        groups.setdefault(path.stem.rsplit("-", 1)[0], []).append((ratio, private))
+        rows.append(f"| {path.stem} | {one['total_pss_mb']} | {most['windows']} | {most['total_pss_mb']} "
+                    f"| {ratio:.3f}× | {private} |")
+    for group, runs in groups.items():
+        if len(runs) > 1:
+            rows.append(f"| **{group}, median of {len(runs)}** | | | "
+                        f"| {statistics.median(r for r, _ in runs):.3f}× | {statistics.median(p for _, p in runs):.1f} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=4)
+    parser.add_argument("--ratios", type=Path, nargs="+", default=None, metavar="FILE",
+                        help="print the session host's rows of several results files, and each group's median")
     add_output_arguments(parser)
-    return run_or_table(parser.parse_args(argv), run, table)
+    args = parser.parse_args(argv)
+    if args.ratios:
+        try:
+            print(ratios_table(args.ratios))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            parser.error(f"--ratios: not results written by --out ({error})")
+        return 0
+    return run_or_table(args, run, table)
 
 
 if __name__ == "__main__":
