@@ -802,6 +802,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_hos
     server.set_up_run(args.log_level, log_file, worker_log, shared_engine=shared)
     server.session_host_pid = session_host_pid
     attach_lsp_handler(server.log_handler, args.log_level)
+    fm = server.protocol.fm
+    log.debug("handlers: %s; options: %s", ", ".join(sorted({*fm.features, *fm.builtin_features})), fm.feature_options)
     log.info("completer language server %s (pid %d), log file %s", __version__, os.getpid(), log_file)
     try:
         if args.tcp:

@@ -20,6 +20,7 @@ import os
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -173,12 +174,14 @@ def _watch_relay(conn: socket.socket) -> None:
 def _adopt_environment(wanted: dict[str, str]) -> None:
     """Make the environment `wanted`, setting only the variables that differ: each one set allocates in the C
     library's heap, and on a page shared with the host that copies the page (a window usually has the host's
-    environment, so this writes almost nothing)."""
+    environment, so this writes almost nothing). What the host cached from its own environment is dropped: the
+    temporary directory (TMPDIR), found anew on first use."""
     for name in [name for name in os.environ if name not in wanted]:
         del os.environ[name]
     for name, value in wanted.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+    tempfile.tempdir = None
 
 
 def _adopt(fds: list[int], request: dict[str, Any]) -> None:

@@ -323,25 +323,29 @@ def test_a_session_sets_only_the_variables_its_window_changes():
     """The window's environment, made by unsetting what it lacks and setting what differs: a variable the host
     already has with the same value is not set again (each set allocates in the C heap the host shares)."""
     script = textwrap.dedent("""
-        import json, os
+        import json, os, tempfile
         from lsp.session_host import _adopt_environment
-        os.environ.update({"KEEP": "same", "CHANGE": "old", "DROP": "gone"})
+        os.environ.update({"KEEP": "same", "CHANGE": "old", "DROP": "gone", "TMPDIR": os.getcwd() + "/tests"})
+        hosts_tmp = tempfile.gettempdir()
         calls = []
         real_putenv, real_unsetenv = os.putenv, os.unsetenv
         os.putenv = lambda name, value: (calls.append(["set", os.fsdecode(name)]), real_putenv(name, value))
         os.unsetenv = lambda name: (calls.append(["unset", os.fsdecode(name)]), real_unsetenv(name))
         wanted = {name: value for name, value in os.environ.items() if name != "DROP"}
-        wanted.update({"CHANGE": "new", "ADD": "more"})
+        wanted.update({"CHANGE": "new", "ADD": "more", "TMPDIR": os.getcwd() + "/docs"})
         _adopt_environment(wanted)
-        print(json.dumps({"calls": calls, "same": dict(os.environ) == wanted, "c": os.popen("echo $CHANGE$DROP$ADD").read()}))
+        print(json.dumps({"calls": calls, "same": dict(os.environ) == wanted, "c": os.popen("echo $CHANGE$DROP$ADD").read(),
+                          "tmp": [hosts_tmp, tempfile.gettempdir()]}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert sorted(result["calls"]) == [["set", "ADD"], ["set", "CHANGE"], ["unset", "DROP"]]
+    assert sorted(result["calls"]) == [["set", "ADD"], ["set", "CHANGE"], ["set", "TMPDIR"], ["unset", "DROP"]]
     assert result["same"]
     assert result["c"].strip() == "newmore", "a child process sees the new environment"
+    repo = Path(__file__).resolve().parent.parent
+    assert result["tmp"] == [str(repo / "tests"), str(repo / "docs")], "the window's TMPDIR, not the host's"
 
 
 def test_a_sessions_server_is_the_hosts_spare_set_up_with_the_windows_arguments(tmp_path: Path):
@@ -363,3 +367,16 @@ def test_a_sessions_server_is_the_hosts_spare_set_up_with_the_windows_arguments(
     assert (spare.log_level, spare.log_file, spare.worker_log_file) == (
         built.log_level, built.log_file, built.worker_log_file)
     assert (spare.worker._log_level, spare.worker._log_file) == ("DEBUG", str(tmp_path / "worker.log"))
+
+
+def test_a_debug_session_logs_its_handlers_and_their_options(tmp_path: Path):
+    """The spare server registered its handlers in the host, before the session's logging existed: the session
+    still names them, with the completion's trigger characters, in a DEBUG log."""
+    window = _window(tmp_path / "run", "--log-level", "DEBUG", "--log-file", str(tmp_path / "debug.log"))
+    try:
+        assert _ready(window)["server"]["session_host_pid"]
+        handlers = [line for line in (tmp_path / "debug.log").read_text(encoding="utf-8").splitlines()
+                    if "handlers: " in line]
+        assert len(handlers) == 1 and "textDocument/completion" in handlers[0] and "trigger_characters" in handlers[0]
+    finally:
+        window.close()
