@@ -30,7 +30,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_lsp import percentile, replay  # noqa: E402
 from bench_remote import summary  # noqa: E402
-from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from bench_output import (add_output_arguments, add_several_results_argument, print_several_results,  # noqa: E402
+                          run_or_table)
 from lsp.rawclient import RawClient  # noqa: E402
 
 OPEN_EVERY_S = 0.3  # the busy window opens a new file this often (each prefill takes longer than that)
@@ -155,15 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=None,
                         help='both windows\' server settings as JSON, e.g. \'{"modelPath": "/tmp/bundle"}\'')
     add_output_arguments(parser)
-    parser.add_argument("--runs", type=Path, nargs="+", default=None, metavar="FILE",
-                        help="print several results files written by --out, a row each, and each group's median")
+    add_several_results_argument(parser, "--runs")
     args = parser.parse_args(argv)
     if args.runs:
-        try:
-            print(runs_table(args.runs))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            parser.error(f"--runs: not results written by --out ({error})")
-        return 0
+        return print_several_results(parser, "--runs", args.runs, runs_table)
     try:
         if not isinstance(json.loads(args.settings or "{}"), dict):
             raise ValueError("not an object")

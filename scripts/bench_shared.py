@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from bench_output import (add_output_arguments, add_several_results_argument, print_several_results,  # noqa: E402
+                          run_or_table)
 from lsp.rawclient import RawClient  # noqa: E402
 
 SAMPLE = REPO / "completer" / "samples" / "sample.py"
@@ -229,16 +230,11 @@ def ratios_table(paths: list[Path]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--windows", type=int, default=4)
-    parser.add_argument("--ratios", type=Path, nargs="+", default=None, metavar="FILE",
-                        help="print the session host's rows of several results files, and each group's median")
+    add_several_results_argument(parser, "--ratios")
     add_output_arguments(parser)
     args = parser.parse_args(argv)
     if args.ratios:
-        try:
-            print(ratios_table(args.ratios))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            parser.error(f"--ratios: not results written by --out ({error})")
-        return 0
+        return print_several_results(parser, "--ratios", args.ratios, ratios_table)
     return run_or_table(args, run, table)
 
 
