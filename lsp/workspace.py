@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pygls import uris
+
 from completer.workspace import Snippet, WorkspaceIndex, first_line_at, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,15 @@ SNIPPETS = 8  # windows of other files sent with a request
 SAME_QUERY = 0.9  # snippets are picked again once the names above the cursor overlap less than this (Jaccard)
 _SERIALS = itertools.count()
 FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build stops reading
+
+
+def path_of(uri: str) -> Path | None:
+    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones) and for a path
+    no file can have (a NUL in it, which every file system call refuses)."""
+    if not uri.startswith("file:"):
+        return None
+    path = uris.to_fs_path(uri)
+    return Path(path) if path and "\0" not in path else None
 
 
 def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:

@@ -524,18 +524,18 @@ async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_dur
     server.repository = _index(tmp_path)
     uri = (tmp_path / "doc.py").as_uri()
     server.documents.open(uri, "python", 1, "first = 1\nsecond = 2\n")
-    assert await server.workspace_snippets(uri, "first = 1\n") == []
-    assert await server.workspace_snippets(uri, "first = 1\nsecond = 2\n") == []  # the line before's, for now
+    assert await server.lookups.snippets(uri, "first = 1\n") == []
+    assert await server.lookups.snippets(uri, "first = 1\nsecond = 2\n") == []  # the line before's, for now
     server.documents.close(uri)
     server.repository.forget(uri)
-    server.pick_snippets_after_search(uri)
-    assert uri not in server._picking_snippets and server.repository.latest(uri) is None
+    server.lookups.pick_after_search(uri)
+    assert uri not in server.lookups._picking_snippets and server.repository.latest(uri) is None
     server.documents.open(uri, "python", 2, "first = 1\nsecond = 2\n")
-    assert await server.workspace_snippets(uri, "first = 1\n") == []
-    assert await server.workspace_snippets(uri, "first = 1\nsecond = 2\n") == []
-    server.pick_snippets_after_search(uri)
-    assert uri in server._picking_snippets, "an open document's are picked"
-    await server._picking_snippets[uri][1]
+    assert await server.lookups.snippets(uri, "first = 1\n") == []
+    assert await server.lookups.snippets(uri, "first = 1\nsecond = 2\n") == []
+    server.lookups.pick_after_search(uri)
+    assert uri in server.lookups._picking_snippets, "an open document's are picked"
+    await server.lookups._picking_snippets[uri][1]
 
 
 async def test_a_pick_that_ends_after_its_document_closed_keeps_nothing(tmp_path: Path):
@@ -545,12 +545,12 @@ async def test_a_pick_that_ends_after_its_document_closed_keeps_nothing(tmp_path
     server.repository = _index(tmp_path)
     uri = (tmp_path / "doc.py").as_uri()
     server.documents.open(uri, "python", 1, "first = 1\n")
-    picking = server._pick_snippets(server.repository, uri, "first = 1\n")
+    picking = server.lookups._pick_snippets(server.repository, uri, "first = 1\n")
     server.documents.close(uri)
     server.repository.forget(uri)
     await picking[1]
     await asyncio.sleep(0)  # the done callbacks
-    assert server.repository.latest(uri) is None and uri not in server._picking_snippets
+    assert server.repository.latest(uri) is None and uri not in server.lookups._picking_snippets
 
 
 def test_the_build_waits_while_a_completion_request_is_in_flight(tmp_path: Path):
