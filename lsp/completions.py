@@ -25,6 +25,17 @@ class LineSuggestion:
     workspace: bool = False  # copied from another file of the workspace (its snippets), not from further up
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a request points, in code points: the document, the cursor line and column."""
+
+    uri: str
+    line_no: int
+    column: int
+    current: str  # the cursor's line as it was when the request arrived
+    end_units: int  # its length in client units
+
+
 def detail(suggestion: LineSuggestion) -> str:
     """What the client shows beside an item: the model's score, or that the line is one from above or from
     another file, or that it is the start of a longer line, or that the configured endpoint generated it."""

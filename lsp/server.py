@@ -19,23 +19,22 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
-from completer.earlier_lines import following_line, header_line
-from completer.known_names import known_word_first, used_in
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
-from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, suggested_lines
+from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
+from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
+from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.repository_lookups import RepositoryLookups
 from lsp.workspace import RequestsInFlight, WorkspaceFiles, language_suffixes, path_of
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,6 @@ READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
-FOLLOWERS_WAIT = 0.05
-"""How long an answer waits, after its search, for the lines after the lines above to be found in the repository."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
@@ -68,17 +65,6 @@ class Stats:
     last_new_tokens: int | None = None  # of those, the ones the model had to run (not in the document's cache)
     last_suggestions: int | None = None
     out_of_time: int = 0  # searches cut short by searchBudgetMs
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a request points, in code points: the document, the cursor line and column."""
-
-    uri: str
-    line_no: int
-    column: int
-    current: str  # the cursor's line as it was when the request arrived
-    end_units: int  # its length in client units
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
@@ -474,11 +460,13 @@ class CompleterServer(LanguageServer):
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
         if not after.strip() and not engine.get("skipped"):
-            lines = self._known_word_first(lines, target, doc.lines)
+            in_workspace = self.repository.names_elsewhere(path_of(target.uri)) if self.repository is not None else None
+            lines = known_names_first(lines, target, doc.lines, in_workspace)
         if puts_following and not engine.get("skipped"):
-            lines = await self._following_first(following, lines, target, before, doc.lines)
+            most = self.settings.engine.max_suggestions
+            lines = await following_first(following, lines, target, before, doc.lines, most)
             if header is not None:
-                lines = await self._header_first(header, lines, target, doc.lines)
+                lines = await header_first(header, lines, target, doc.lines, most)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
@@ -489,71 +477,6 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
-
-    def _known_word_first(self, lines: list[LineSuggestion], target: Target, document: list[str]
-                          ) -> list[LineSuggestion]:
-        """`lines` with those that finish the word at the cursor as a name the document (its other lines) or
-        another file of the workspace uses first (completer/known_names.py)."""
-        in_workspace = self.repository.names_elsewhere(path_of(target.uri)) if self.repository is not None else None
-        other_lines: str | None = None  # the document's lines but the cursor's, joined only if a name needs them
-
-        def is_known(name: str) -> bool:
-            nonlocal other_lines
-            if in_workspace is not None and in_workspace(name):
-                return True
-            if other_lines is None:
-                other_lines = "\n".join(document[:target.line_no]) + "\n" + "\n".join(document[target.line_no + 1:])
-            return used_in(other_lines, name)
-
-        order = known_word_first([s.line for s in lines], target.current[:target.column], is_known)
-        if order == [s.line for s in lines]:
-            return lines
-        by_line = {s.line: s for s in lines}
-        return [by_line[line] for line in order]
-
-    async def _following_first(self, following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
-                               before: str, document: list[str]) -> list[LineSuggestion]:
-        """`lines` with the one line that follows the lines above the cursor in the file and the repository
-        (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
-        still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
-        followers: list[tuple[str, str]] = []
-        if following is not None:
-            try:
-                followers = await asyncio.wait_for(asyncio.shield(following), FOLLOWERS_WAIT)
-            except asyncio.TimeoutError:
-                return lines
-        cut = before.rfind("\n") + 1
-        next_line = next((document[number] for number in range(target.line_no + 1, len(document))
-                          if document[number].strip()), "")  # no copy of a long document's tail
-        found = following_line(before[:cut], before[cut:], followers, clean(next_line))
-        if found is None:
-            return lines
-        return self._put_first(lines, target, found[0][len(before) - cut:], found[1])
-
-    async def _header_first(self, header: asyncio.Future, lines: list[LineSuggestion], target: Target,
-                            document: list[str]) -> list[LineSuggestion]:
-        """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
-        `header_line`), on a document's first line, when it begins with the typed text. A lookup still running
-        FOLLOWERS_WAIT after the search puts nothing first this time."""
-        try:
-            common = await asyncio.wait_for(asyncio.shield(header), FOLLOWERS_WAIT)
-        except asyncio.TimeoutError:
-            return lines
-        next_line = next((line for line in document[1:] if line.strip()), "")
-        typed = clean(target.current[:target.column])
-        found = header_line("", typed, common, clean(next_line))
-        if found is None:
-            return lines
-        return self._put_first(lines, target, found[len(typed):], True)
-
-    def _put_first(self, lines: list[LineSuggestion], target: Target, rest: str, workspace: bool
-                   ) -> list[LineSuggestion]:
-        """`lines` with the user's typed text and `rest` first, unless that is the line as it stands."""
-        line = target.current[:target.column] + rest  # the user's own typed text
-        if line == target.current:
-            return lines
-        first = LineSuggestion(line, None, workspace=workspace)
-        return [first, *(s for s in lines if s.line != line)][:self.settings.engine.max_suggestions]
 
     def change_lost(self, uri: str) -> None:
         """A didChange for `uri` whose params could not be read (lsp.protocol): stop completing from a copy

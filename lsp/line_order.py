@@ -1,0 +1,83 @@
+"""The order of the lines an answer shows, after the search: a line that finishes the word at the cursor as a
+name the file or the workspace already uses goes before one that invents it; the line that follows copies of the
+lines above (in the file or the repository), or on a first line the line most of the workspace's files start
+with, goes first. Each only reorders (or adds that one line), so the search's own suggestions are never lost."""
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from completer.earlier_lines import following_line, header_line
+from completer.known_names import known_word_first, used_in
+from completer.text import clean
+from lsp.completions import LineSuggestion, Target
+
+FOLLOWERS_WAIT = 0.05
+"""How long an answer waits, after its search, for the lines after the lines above to be found in the repository."""
+
+
+def known_names_first(lines: list[LineSuggestion], target: Target, document: list[str],
+                      in_workspace: Callable[[str], bool] | None) -> list[LineSuggestion]:
+    """`lines` with those that finish the word at the cursor as a name the document (its other lines) or
+    another file of the workspace (`in_workspace`, when there is an index) uses first
+    (completer/known_names.py)."""
+    other_lines: str | None = None  # the document's lines but the cursor's, joined only if a name needs them
+
+    def is_known(name: str) -> bool:
+        nonlocal other_lines
+        if in_workspace is not None and in_workspace(name):
+            return True
+        if other_lines is None:
+            other_lines = "\n".join(document[:target.line_no]) + "\n" + "\n".join(document[target.line_no + 1:])
+        return used_in(other_lines, name)
+
+    order = known_word_first([s.line for s in lines], target.current[:target.column], is_known)
+    if order == [s.line for s in lines]:
+        return lines
+    by_line = {s.line: s for s in lines}
+    return [by_line[line] for line in order]
+
+async def following_first(following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
+                          before: str, document: list[str], most: int) -> list[LineSuggestion]:
+    """`lines` with the one line that follows the lines above the cursor in the file and the repository
+    (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
+    still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
+    followers: list[tuple[str, str]] = []
+    if following is not None:
+        try:
+            followers = await asyncio.wait_for(asyncio.shield(following), FOLLOWERS_WAIT)
+        except asyncio.TimeoutError:
+            return lines
+    cut = before.rfind("\n") + 1
+    next_line = next((document[number] for number in range(target.line_no + 1, len(document))
+                      if document[number].strip()), "")  # no copy of a long document's tail
+    found = following_line(before[:cut], before[cut:], followers, clean(next_line))
+    if found is None:
+        return lines
+    return put_first(lines, target, found[0][len(before) - cut:], found[1], most)
+
+async def header_first(header: asyncio.Future, lines: list[LineSuggestion], target: Target,
+                       document: list[str], most: int) -> list[LineSuggestion]:
+    """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
+    `header_line`), on a document's first line, when it begins with the typed text. A lookup still running
+    FOLLOWERS_WAIT after the search puts nothing first this time."""
+    try:
+        common = await asyncio.wait_for(asyncio.shield(header), FOLLOWERS_WAIT)
+    except asyncio.TimeoutError:
+        return lines
+    next_line = next((line for line in document[1:] if line.strip()), "")
+    typed = clean(target.current[:target.column])
+    found = header_line("", typed, common, clean(next_line))
+    if found is None:
+        return lines
+    return put_first(lines, target, found[len(typed):], True, most)
+
+def put_first(lines: list[LineSuggestion], target: Target, rest: str, workspace: bool, most: int
+              ) -> list[LineSuggestion]:
+    """`lines` with the user's typed text and `rest` first (at most `most` lines), unless that is the line as
+    it stands."""
+    line = target.current[:target.column] + rest  # the user's own typed text
+    if line == target.current:
+        return lines
+    first = LineSuggestion(line, None, workspace=workspace)
+    return [first, *(s for s in lines if s.line != line)][:most]
