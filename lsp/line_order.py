@@ -37,6 +37,7 @@ def known_names_first(lines: list[LineSuggestion], target: Target, document: lis
     by_line = {s.line: s for s in lines}
     return [by_line[line] for line in order]
 
+
 async def following_first(following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
                           before: str, document: list[str], most: int) -> list[LineSuggestion]:
     """`lines` with the one line that follows the lines above the cursor in the file and the repository
@@ -56,6 +57,7 @@ async def following_first(following: asyncio.Future | None, lines: list[LineSugg
         return lines
     return put_first(lines, target, found[0][len(before) - cut:], found[1], most)
 
+
 async def header_first(header: asyncio.Future, lines: list[LineSuggestion], target: Target,
                        document: list[str], most: int) -> list[LineSuggestion]:
     """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
@@ -71,6 +73,7 @@ async def header_first(header: asyncio.Future, lines: list[LineSuggestion], targ
     if found is None:
         return lines
     return put_first(lines, target, found[len(typed):], True, most)
+
 
 def put_first(lines: list[LineSuggestion], target: Target, rest: str, workspace: bool, most: int
               ) -> list[LineSuggestion]:
