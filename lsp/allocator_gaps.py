@@ -117,8 +117,10 @@ def malloc_free_chunks(libc: ctypes.CDLL | None = None) -> list[tuple[int, int]]
         return []
     try:
         with tempfile.TemporaryFile() as captured:
-            stream = libc.fdopen(os.dup(captured.fileno()), b"w")
+            copy = os.dup(captured.fileno())
+            stream = libc.fdopen(copy, b"w")  # fclose closes `copy` with it
             if not stream:
+                os.close(copy)
                 return []
             libc.malloc_info(0, stream)
             libc.fclose(stream)

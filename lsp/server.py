@@ -548,11 +548,12 @@ _spare_server: CompleterServer | None = None
 instead of building one, so the pages that building writes stay shared with the host."""
 
 
-def new_server() -> CompleterServer:
-    """A server with every handler registered, not yet set up for a run (`CompleterServer.set_up_run`)."""
+def new_server(*run: Any) -> CompleterServer:
+    """A server with every handler registered, set up with `run` (`CompleterServer.set_up_run`'s arguments; with
+    none, the defaults, for a spare that is set up when it is taken)."""
     from lsp.handlers import register
 
-    server = CompleterServer()
+    server = CompleterServer(*run)
     register(server)
     return server
 
@@ -578,8 +579,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_hos
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
     shared = not (args.standalone or os.environ.get(STANDALONE_ENV) == "1")
-    server = _take_spare_server() or new_server()
-    server.set_up_run(args.log_level, log_file, worker_log, shared_engine=shared)
+    run = (args.log_level, log_file, worker_log, shared)
+    server = _take_spare_server()
+    if server is None:
+        server = new_server(*run)
+    else:
+        server.set_up_run(*run)
     server.session_host_pid = session_host_pid
     attach_lsp_handler(server.log_handler, args.log_level)
     fm = server.protocol.fm

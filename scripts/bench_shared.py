@@ -198,7 +198,8 @@ def table(result: dict) -> str:
     notes = [f"- {run['windows']} window{'s' if run['windows'] > 1 else ''}: "
              + ", ".join(f"{total} ({split['copied']} copied from the host, {split['first_touched']} first touched in "
                          f"its mappings, {split['own']} in mappings of its own)"
-                         for total, split in zip(run["session_private_dirty_mb"], run["session_private_dirty_split_mb"]))
+                         for total, split in zip(run["session_private_dirty_mb"],
+                                                 run["session_private_dirty_split_mb"]))
              for run in result["runs"] if run.get("session_private_dirty_split_mb")]
     if notes:
         rows += ["", "Each session's private dirty MB, and its private pages by where they lie (MB):", "", *notes]
@@ -209,8 +210,8 @@ def ratios_table(paths: list[Path]) -> str:
     """The session host's layout in several results files, a row each, then the median of each group of files
     whose names differ only after their last '-' (runs of one checkout): two checkouts' runs, alternated by
     hand, side by side."""
-    rows = ["| run | 1 window PSS MB | N windows | N windows PSS MB | N windows / one | a session's private MB (median) |",
-            "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| run | 1 window PSS MB | N windows | N windows PSS MB | N windows / one "
+            "| a session's private MB (median) |", "|---|---:|---:|---:|---:|---:|"]
     groups: dict[str, list[tuple[float, float]]] = {}
     for path in paths:
         hosted = [run for run in json.loads(path.read_text(encoding="utf-8"))["runs"] if run.get("session_host")]
@@ -222,8 +223,8 @@ def ratios_table(paths: list[Path]) -> str:
                     f"| {ratio:.3f}× | {private} |")
     for group, runs in groups.items():
         if len(runs) > 1:
-            rows.append(f"| **{group}, median of {len(runs)}** | | | "
-                        f"| {statistics.median(r for r, _ in runs):.3f}× | {statistics.median(p for _, p in runs):.1f} |")
+            ratio, private = statistics.median(r for r, _ in runs), statistics.median(p for _, p in runs)
+            rows.append(f"| **{group}, median of {len(runs)}** | | | | {ratio:.3f}× | {private:.1f} |")
     return "\n".join(rows)
 
 

@@ -279,7 +279,7 @@ def evaluate(bundle: Path, files: dict[str, str], positions: list[Position], bea
             next_line = next((line for line in lines[pos.line + 1:] if line.strip()), "")
             first = following_first(predicted, before, followers, next_line, suggestions)
             common = index.common_first_line(pos.path, files.get) if index is not None and pos.line == 0 else None
-            header = header_line("", typed, common, next_line)  # as the server puts it first (lsp/line_order.py, `header_first`)
+            header = header_line("", typed, common, next_line)  # as the server puts it first (lsp/line_order.py)
             if header is not None:
                 first = [header, *(line for line in first if line != header)][:suggestions]
             if first[:1] != predicted[:1]:

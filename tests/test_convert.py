@@ -717,7 +717,8 @@ def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(
     with recorded_calls(engine.runtime) as calls:
         while scheduler.busy:
             scheduler.iterate()
-    assert max(call.searches for call in calls) == 3 and engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
+    assert max(call.searches for call in calls) == 3
+    assert engine.runtime.calls - calls_before < sum(t.result.model_runs for t in tasks)
     assert any(expected) and [[s.line for s in t.result.suggestions] for t in tasks] == expected
     assert _refused(["convert", str(source), "--out", str(tmp_path / "bad"), "--batch-slots", "0"], capsys) \
         .startswith("completer convert: --batch-slots 0 must be between 1 and")

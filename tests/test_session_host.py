@@ -334,8 +334,8 @@ def test_a_session_sets_only_the_variables_its_window_changes():
         wanted = {name: value for name, value in os.environ.items() if name != "DROP"}
         wanted.update({"CHANGE": "new", "ADD": "more", "TMPDIR": os.getcwd() + "/docs"})
         _adopt_environment(wanted)
-        print(json.dumps({"calls": calls, "same": dict(os.environ) == wanted, "c": os.popen("echo $CHANGE$DROP$ADD").read(),
-                          "tmp": [hosts_tmp, tempfile.gettempdir()]}))
+        print(json.dumps({"calls": calls, "same": dict(os.environ) == wanted,
+                          "c": os.popen("echo $CHANGE$DROP$ADD").read(), "tmp": [hosts_tmp, tempfile.gettempdir()]}))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parent.parent)
