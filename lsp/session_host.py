@@ -99,6 +99,8 @@ def _valid_request(request: Any) -> dict[str, Any]:
         raise ValueError("umask is malformed")
     if not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
         raise ValueError("env is not a mapping of strings")
+    if any(not k or "=" in k or "\0" in k or "\0" in v for k, v in env.items()):
+        raise ValueError("env holds a name or value no environment can hold")
     nice, limits = request.get("nice"), request.get("limits")
     if not isinstance(nice, int) or isinstance(nice, bool) or not -20 <= nice <= 19:
         raise ValueError("nice is malformed")

@@ -291,7 +291,8 @@ def test_a_bad_request_is_refused_and_the_host_serves_the_next_window(tmp_path: 
 
 
 @pytest.mark.parametrize("field, value", [("argv", "--tcp"), ("argv", [1]), ("cwd", None), ("umask", -1),
-                                          ("umask", True), ("env", {"A": 1}), ("prog", None), ("nice", 40),
+                                          ("umask", True), ("env", {"A": 1}), ("env", {"A=B": "1"}),
+                                          ("env", {"A": "a\0b"}), ("env", {"": "1"}), ("prog", None), ("nice", 40),
                                           ("limits", {"RLIMIT_NOFILE": [1]}), ("limits", {"NOFILE": [1, 2]})])
 def test_a_malformed_request_field_is_refused(field: str, value: object):
     request = {"version": __import__("lsp").__version__, "argv": [], "prog": "python -m lsp", "cwd": "/",
