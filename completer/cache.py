@@ -27,7 +27,7 @@ class DocumentState:
     below_memo: tuple[str, np.ndarray] = ("", np.zeros(0, np.int64))  # (text below the cursor's line, its tokens)
     head_line_tokens: dict[str, list[int]] = field(default_factory=dict)  # tokens of each line above the cursor's
     below_line_tokens: dict[str, list[int]] = field(default_factory=dict)  # tokens of each line below it
-    repository_memo: tuple[object, list[int]] = (None, [])  # ((RepositoryContext, budget), the files' tokens)
+    repository_memo: tuple[object, list[int]] = (None, [])  # ((RepositoryContext, budget), Prompts.repository_ids)
 
     @property
     def nbytes(self) -> int:

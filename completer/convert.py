@@ -64,9 +64,9 @@ def _fim(tokenizer) -> dict | None:
     """The FIM template whose three markers the tokenizer has as added tokens, if any (deepseek-coder's are
     not marked special; the engine never generates them either way)."""
     added = {t.content for t in tokenizer.get_added_tokens_decoder().values()}
-    for template in TOKENIZER_TEMPLATES:
+    for template, beside in TOKENIZER_TEMPLATES:
         markers = FIM_TEMPLATES[template]
-        if all(m in added for m in markers):
+        if all(m in added for m in (*markers, *beside)):
             ids = [tokenizer.token_to_id(m) for m in markers]
             return {"order": "psm", "template": template, "tokens": dict(zip(("prefix", "suffix", "middle"), markers)),
                     "ids": dict(zip(("prefix", "suffix", "middle"), ids))}

@@ -10,17 +10,22 @@ import re
 
 FIM_TEMPLATES: dict[str, tuple[str, str, str]] = {
     "qwen": ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"),
+    "starcoder2": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
     "starcoder": ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"),
     "deepseek": ("<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"),
     "codellama": ("<PRE> ", " <SUF>", " <MID>"),
 }
 """(prefix, suffix, middle) markers by family; every family is prompted prefix-suffix-middle."""
 
-TOKENIZER_TEMPLATES = ("qwen", "starcoder", "deepseek")
-"""The templates `completer convert` looks for in a tokenizer (Code Llama's SentencePiece tokenizer is refused)."""
+TOKENIZER_TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("qwen", ()), ("starcoder2", ("<repo_name>", "<file_sep>")), ("starcoder", ()), ("deepseek", ()))
+"""The templates `completer convert` looks for in a tokenizer, in order, each with the tokens besides its three
+markers that tell it from a template with the same markers: StarCoder2's repository markers, which StarCoder's
+and SantaCoder's tokenizers lack (Code Llama's SentencePiece tokenizer is refused)."""
 
 _NAME_PATTERNS = (
     ("qwen", re.compile(r"qwen.*coder", re.IGNORECASE)),
+    ("starcoder2", re.compile(r"starcoder-?2", re.IGNORECASE)),
     ("starcoder", re.compile(r"starcoder|santacoder|stable-?code", re.IGNORECASE)),
     ("deepseek", re.compile(r"deepseek.*coder", re.IGNORECASE)),
     ("codellama", re.compile(r"code-?llama", re.IGNORECASE)),

@@ -13,7 +13,7 @@ import numpy as np
 
 from .bundle import Bundle
 from .cache import DocumentState, common_prefix_length
-from .repository import REPOSITORY_MARKERS, RepositoryContext, repository_head_ids
+from .repository import REPOSITORY_FORMATS, RepositoryContext, document_opening, repository_head_ids
 from .text import clean, head_of_file
 from .tokens import Tokens
 from .types import MIN_CONTEXT_TOKENS, EngineSettings
@@ -85,11 +85,11 @@ class Prompts:
 
     def _repository_markers(self) -> tuple[int, int] | None:
         """The ids of the bundle's repository-name and file-separator markers, where its FIM template has them
-        (REPOSITORY_MARKERS) and its tokenizer holds both; else None: the snippets reach the repeats alone."""
-        markers = REPOSITORY_MARKERS.get(self.bundle.fim_template or "")
-        if markers is None or self.bundle.fim_order != "psm":
+        (REPOSITORY_FORMATS) and its tokenizer holds both; else None: the snippets reach the repeats alone."""
+        layout = REPOSITORY_FORMATS.get(self.bundle.fim_template or "")
+        if layout is None or self.bundle.fim_order != "psm":
             return None
-        ids = tuple(self.tokens.tokenizer.token_to_id(marker) for marker in markers)
+        ids = tuple(self.tokens.tokenizer.token_to_id(marker) for marker in layout.markers)
         return ids if all(isinstance(i, int) for i in ids) else None  # type: ignore[return-value]
 
     def _start_marker(self) -> list[int]:
@@ -172,22 +172,23 @@ class Prompts:
                      limit: int, files: list[int]) -> tuple[list[int], int] | None:
         """The FIM prompt in prefix-suffix-middle order, as released FIM models were trained: `<prefix> text up
         to the cursor's line <suffix> lines below <middle> the typed part of the line`, after the workspace's
-        `files` (`repository_ids`; they are left out when the window cannot hold them too). The typed part comes
-        last, so typing within a line only extends the cached prompt; a new line changes the prefix and the
-        prompt is run again. It is used with nothing below the cursor too (an empty suffix), so every prompt in a
-        file starts with the same head, which Engine.prefill runs ahead. The document-start marker is left out
-        (`marker` leading ids): the template starts the text. None when the window cannot hold the typed line
-        beside the suffix: the plain prompt is used."""
+        `files` (`repository_ids`: everything before the document's text, the prefix marker included; they are
+        left out when the window cannot hold them too). The typed part comes last, so typing within a line only
+        extends the cached prompt; a new line changes the prefix and the prompt is run again. It is used with
+        nothing below the cursor too (an empty suffix), so every prompt in a file starts with the same head, which
+        Engine.prefill runs ahead. The document-start marker is left out (`marker` leading ids): the template
+        starts the text. None when the window cannot hold the typed line beside the suffix: the plain prompt is
+        used."""
         prefix_id, suffix_id, middle_id = self.fim_ids  # type: ignore[misc]
         suffix = self._fim_suffix(state, below, limit)
         head, line = document[marker:head_count], document[head_count:]
-        room = limit - 3 - len(suffix) - len(line)
-        if room - len(files) < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
-            files = []
-        if room < min(MIN_FIM_CONTEXT_TOKENS, limit // 2):
+        room = limit - 2 - len(suffix) - len(line)  # beside the suffix and middle markers
+        least = min(MIN_FIM_CONTEXT_TOKENS, limit // 2)
+        opening = files if files and room - len(files) >= least else [prefix_id]
+        if room - 1 < least:
             return None
-        kept = head[slid_start(len(head), room - len(files)):]
-        return [*files, prefix_id, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
+        kept = head[slid_start(len(head), room - len(opening)):]
+        return [*opening, *kept, suffix_id, *suffix, middle_id, *line], len(kept) + len(line)
 
     def _fim_with_files(self, state: DocumentState, document: list[int], head_count: int, marker: int, below: str,
                         limit: int, repository: RepositoryContext | None) -> tuple[list[int], int] | None:
@@ -201,19 +202,24 @@ class Prompts:
         key = (repository, limit // REPOSITORY_SHARE) if repository is not None else None
         if self.repository_markers is None or key == state.repository_memo[0]:
             return fim
-        if fim is not None and common_prefix_length(state.ids, fim[0]) > len(files) + 1 + NEW_FILES_AFTER_TOKENS:
+        opening = max(len(files), 1)  # the files and the prefix marker, or the marker alone
+        if fim is not None and common_prefix_length(state.ids, fim[0]) > opening + NEW_FILES_AFTER_TOKENS:
             return fim
         state.repository_memo = (key, self.repository_ids(repository, limit))
         return self._fim_psm_ids(state, document, head_count, marker, below, limit, state.repository_memo[1])
 
     def repository_ids(self, repository: RepositoryContext | None, limit: int) -> list[int]:
-        """The head that lays the `repository`'s snippets out as files before a FIM prompt, for a bundle whose
-        template has repository markers: at most a REPOSITORY_SHARE of the window. [] for other bundles or no
-        repository."""
-        if self.repository_markers is None or repository is None:
+        """What a FIM prompt starts with before the document's text where the bundle's template reads a
+        repository: the `repository`'s snippets laid out as files, the FIM prefix marker, and the document's path
+        where the format puts it after that marker; at most a REPOSITORY_SHARE of the window. [] for other
+        bundles, no repository, or no room."""
+        if self.repository_markers is None or repository is None or self.fim_ids is None:
             return []
-        return repository_head_ids(self.bundle.fim_template or "", repository, limit // REPOSITORY_SHARE,
+        template = self.bundle.fim_template or ""
+        opening = [self.fim_ids[0], *self.tokens.encode(document_opening(template, repository))]
+        head = repository_head_ids(template, repository, limit // REPOSITORY_SHARE - len(opening),
                                    self.tokens.encode, self.repository_markers)
+        return [*head, *opening] if head else []
 
     def last_repository(self, state: DocumentState) -> RepositoryContext | None:
         """The repository the document's prompts lay out (a prefill of the document keeps their files)."""

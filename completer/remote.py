@@ -11,7 +11,8 @@ from pathlib import PurePosixPath
 
 from .fim import fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
-from .repository import LINE_BREAKS, REPOSITORY_MARKERS, SNIPPET_CHARS, RepositoryContext, fitted, repository_head
+from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
+                         repository_head)
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
 from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
 from .typing_through import LastAnswer, typed_through
@@ -94,7 +95,7 @@ class RemoteAnswers:
                 repository: RepositoryContext | None = None) -> CompletionResult | PromptRequest:
         """The answer when no request is needed (typing through, a long line, binary text), else the prompt:
         fill-in-the-middle with the lines below when `fim_template` names one, else the text before the cursor.
-        The snippets go first: as files of the `repository` where the template has REPOSITORY_MARKERS and the
+        The snippets go first: as files of the `repository` where the template has a REPOSITORY_FORMATS entry and the
         document lies in a workspace folder, else commented out. `before`, `after` and `below` are cleaned as
         for the engine."""
         typed_line = before[before.rfind("\n") + 1:]
@@ -109,9 +110,10 @@ class RemoteAnswers:
             return CompletionResult(skipped=SKIPPED_BINARY)
         head = before[:before.rfind("\n") + 1]
         context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
-        if fim_template is not None and fim_template in REPOSITORY_MARKERS and repository is not None:
+        if fim_template is not None and fim_template in REPOSITORY_FORMATS and repository is not None:
             prompt = repository_head(fim_template, repository) + fim_prompt(
-                fim_template, clip_prompt(before, prompt_chars), clip_below(below))
+                fim_template, document_opening(fim_template, repository) + clip_prompt(before, prompt_chars),
+                clip_below(below))
         elif fim_template is not None:
             prompt = fim_prompt(fim_template, snippet_head(snippets, uri) + clip_prompt(before, prompt_chars),
                                 clip_below(below))

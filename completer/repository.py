@@ -1,5 +1,6 @@
 """The repository-level head of a prompt: the workspace's snippets laid out as files, the way code models trained
-on whole repositories read them (Qwen2.5-Coder's `<|repo_name|>` and `<|file_sep|>`). The remote backend sends
+on whole repositories read them (Qwen2.5-Coder's `<|repo_name|>` and `<|file_sep|>`, StarCoder2's `<repo_name>`
+and `<file_sep>`). The remote backend sends
 it as text (completer/remote.py); the engine places it as token ids before a converted model's FIM prompt
 (completer/prompt.py). The workspace index picks the snippets (completer/workspace.py, lsp/workspace.py).
 """
@@ -19,9 +20,30 @@ MIN_SNIPPET_LINES = 3
 """A snippet cut to fewer lines than this (to fit the budget) says too little to be sent."""
 LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 """Every character some editor or JSON reader takes for a line break: a suggestion ends at the first."""
-REPOSITORY_MARKERS: dict[str, tuple[str, str]] = {"qwen": ("<|repo_name|>", "<|file_sep|>")}
-"""The (repository name, file separator) markers of the FIM templates whose models were trained on whole
-repositories laid out with them (Qwen2.5-Coder's repository-level format): the snippets go in as files."""
+
+
+@dataclass(frozen=True)
+class RepositoryFormat:
+    """How a family's models were trained to read a repository: `<name marker>folder`, then each file as
+    `<file marker>path\ncode`, then the file being completed. Qwen2.5-Coder puts a newline after the folder's name
+    and the completed file's path before its FIM prompt (`<|file_sep|>path\n<|fim_prefix|>code...`); StarCoder2
+    puts no newline there, and the path inside the FIM prefix (`<file_sep><fim_prefix>path\ncode...`)."""
+
+    name_marker: str
+    file_marker: str
+    after_name: str
+    path_in_fim_prefix: bool
+
+    @property
+    def markers(self) -> tuple[str, str]:
+        return self.name_marker, self.file_marker
+
+
+REPOSITORY_FORMATS: dict[str, RepositoryFormat] = {
+    "qwen": RepositoryFormat("<|repo_name|>", "<|file_sep|>", after_name="\n", path_in_fim_prefix=False),
+    "starcoder2": RepositoryFormat("<repo_name>", "<file_sep>", after_name="", path_in_fim_prefix=True),
+}
+"""The FIM templates whose models were trained on whole repositories laid out as files: the snippets go in so."""
 CHARS_PER_TOKEN = 4
 """A first guess at the characters a token of code holds, for a head measured in tokens (then cut to fit)."""
 
@@ -66,13 +88,15 @@ def fitted(head: str, text: str, room: int, prefix: str = "") -> str | None:
 
 
 def repository_head(template: str, repository: RepositoryContext, limit: int = SNIPPET_CHARS) -> str:
-    """The repository-level head of a prompt for a template with REPOSITORY_MARKERS: the folder's name, each
+    """The repository-level head of a prompt for a template in REPOSITORY_FORMATS: the folder's name, each
     snippet under its file's path (cut to the lines that fit in `limit` characters in all), then the document's
-    own path, after which the FIM prompt follows as that file's text. A snippet or path that holds one of the
-    template's markers, or a path with a line break, would lay out other files than there are: it is left out."""
-    name_marker, file_marker = REPOSITORY_MARKERS[template]
+    file marker and, where the format puts it there, its path; the FIM prompt follows as that file's text, opened
+    by `document_opening`. A snippet or path that holds one of the template's markers, or a path with a line
+    break, would lay out other files than there are: it is left out."""
+    layout = REPOSITORY_FORMATS[template]
+    name_marker, file_marker = layout.markers
     markers = (name_marker, file_marker, *FIM_TEMPLATES[template])
-    parts = [f"{name_marker}{_plain(repository.name, markers)}\n"]
+    parts = [f"{name_marker}{_plain(repository.name, markers)}{layout.after_name}"]
     size = 0
     for path, text in repository.files:
         if any(marker in text or marker in path for marker in markers) or LINE_BREAKS.search(path):
@@ -81,8 +105,17 @@ def repository_head(template: str, repository: RepositoryContext, limit: int = S
         if block is not None:
             parts.append(block)
             size += len(block)
-    parts.append(f"{file_marker}{_plain(repository.path, markers)}\n")
+    parts.append(file_marker if layout.path_in_fim_prefix else f"{file_marker}{_plain(repository.path, markers)}\n")
     return "".join(parts)
+
+
+def document_opening(template: str, repository: RepositoryContext) -> str:
+    """What the FIM prefix starts with before the document's text, after `repository_head`: its path, in a format
+    that puts the path inside the FIM prefix; else nothing."""
+    layout = REPOSITORY_FORMATS[template]
+    if not layout.path_in_fim_prefix:
+        return ""
+    return f"{_plain(repository.path, (*layout.markers, *FIM_TEMPLATES[template]))}\n"
 
 
 def repository_head_ids(template: str, repository: RepositoryContext, budget: int,
@@ -91,7 +124,7 @@ def repository_head_ids(template: str, repository: RepositoryContext, budget: in
     markers, each marker its own id (the tokenizer reads markers in text as text). The snippets' characters
     shrink, in proportion to how far over they are, until the head fits; with room for no snippet, it is the
     folder's name and the document's path alone; [] when not even those fit."""
-    markers = REPOSITORY_MARKERS[template]
+    markers = REPOSITORY_FORMATS[template].markers
     by_marker = dict(zip(markers, marker_ids))
     split = re.compile("(" + "|".join(map(re.escape, markers)) + ")")
 

@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from hf_models import QWEN_PATTERN, SPECIALS  # noqa: E402
+from hf_models import QWEN_PATTERN, SPECIALS, STARCODER_SPECIALS  # noqa: E402
 
 _LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
           "tie_word_embeddings": True}
@@ -40,12 +40,17 @@ SHAPES = {  # from each model's published config.json
                            "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936},
     "qwen2.5-coder-1.5b": {**_QWEN2, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
                            "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936},
+    "tiny-starcoder-py": {"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"], "n_embd": 768,
+                          "n_head": 12, "n_inner": 3072, "n_layer": 20, "n_positions": 8192, "multi_query": True,
+                          "activation_function": "gelu_pytorch_tanh", "layer_norm_epsilon": 1e-5,
+                          "scale_attn_weights": True, "vocab_size": 49152, "bos_token_id": 0, "eos_token_id": 0},
 }
 TOKENIZER_VOCAB = 8192
 
 
-def tokenizer(out: Path, fim: bool) -> None:
-    """A byte-level BPE over the stdlib's Python, newlines merged as Qwen2's pre-tokenizer allows."""
+def tokenizer(out: Path, specials: list[str]) -> None:
+    """A byte-level BPE over the stdlib's Python, newlines merged as Qwen2's pre-tokenizer allows, with the
+    `specials` (end-of-text first, then the shape's FIM markers) as added tokens."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -54,20 +59,46 @@ def tokenizer(out: Path, fim: bool) -> None:
     bpe.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, special_tokens=SPECIALS if fim else SPECIALS[:1],
+    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, special_tokens=specials,
                                   show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     bpe.train_from_iterator(texts, trainer=trainer)
     bpe.save(str(out / "tokenizer.json"))
 
 
+def _rand(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    return (torch.randn(shape, generator=generator) * 0.02).to(torch.bfloat16)
+
+
+def bigcode_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    """gpt_bigcode's tensors (StarCoder, tiny_starcoder): torch Linear layouts, one key/value head, biases,
+    LayerNorms; the output head tied to the embeddings, as released."""
+    generator = torch.Generator().manual_seed(seed)
+    c, f, v, n = config["n_embd"], config["n_inner"], config["vocab_size"], config["n_positions"]
+    d = c // config["n_head"]
+    ones, zeros = torch.ones(c, dtype=torch.bfloat16), torch.zeros(c, dtype=torch.bfloat16)
+    out = {"transformer.wte.weight": _rand(generator, v, c), "transformer.wpe.weight": _rand(generator, n, c),
+           "transformer.ln_f.weight": ones, "transformer.ln_f.bias": zeros}
+    for i in range(config["n_layer"]):
+        p = f"transformer.h.{i}"
+        out.update({f"{p}.ln_1.weight": ones, f"{p}.ln_1.bias": zeros, f"{p}.ln_2.weight": ones,
+                    f"{p}.ln_2.bias": zeros, f"{p}.attn.c_attn.weight": _rand(generator, c + 2 * d, c),
+                    f"{p}.attn.c_attn.bias": _rand(generator, c + 2 * d),
+                    f"{p}.attn.c_proj.weight": _rand(generator, c, c), f"{p}.attn.c_proj.bias": _rand(generator, c),
+                    f"{p}.mlp.c_fc.weight": _rand(generator, f, c), f"{p}.mlp.c_fc.bias": _rand(generator, f),
+                    f"{p}.mlp.c_proj.weight": _rand(generator, c, f), f"{p}.mlp.c_proj.bias": _rand(generator, c)})
+    return {name: tensor.clone() for name, tensor in out.items()}  # safetensors refuses shared storage
+
+
 def weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    if config["model_type"] == "gpt_bigcode":
+        return bigcode_weights(config, seed)
     generator = torch.Generator().manual_seed(seed)
     c, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     d = c // config["num_attention_heads"]
     q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
 
     def rand(*shape: int) -> torch.Tensor:
-        return (torch.randn(shape, generator=generator) * 0.02).to(torch.bfloat16)
+        return _rand(generator, *shape)
 
     out = {"model.embed_tokens.weight": rand(v, c), "model.norm.weight": torch.ones(c, dtype=torch.bfloat16)}
     for i in range(config["num_hidden_layers"]):
@@ -92,7 +123,8 @@ def main() -> None:
     args = parser.parse_args()
     config = dict(SHAPES[args.shape])
     args.out.mkdir(parents=True, exist_ok=True)
-    tokenizer(args.out, fim=config["model_type"] == "qwen2")
+    specials = {"qwen2": SPECIALS, "gpt_bigcode": STARCODER_SPECIALS}.get(config["model_type"], SPECIALS[:1])
+    tokenizer(args.out, specials)
     (args.out / "config.json").write_text(json.dumps(config, indent=1))
     save_file(weights(config, args.seed), str(args.out / "model.safetensors"))
     (args.out / "README.md").write_text(f"---\nlicense: random-weights\n---\nRandom weights in the {args.shape} shape.\n")

@@ -11,6 +11,8 @@ import numpy as np
 QWEN_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|repo_name|>", "<|file_sep|>"]
+STARCODER2_SPECIALS = ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<repo_name>", "<file_sep>"]
+STARCODER_SPECIALS = STARCODER2_SPECIALS[:4]  # StarCoder's and SantaCoder's: FIM, no repository markers
 
 
 def training_text() -> str:
@@ -21,8 +23,9 @@ def training_text() -> str:
     return "\n".join(Path(m.__file__).read_text() for m in (argparse, json_module.decoder, textwrap))
 
 
-def build_tokenizer(folder: Path, vocab_size: int = 600, fim: bool = True) -> Path:
-    """A byte-level BPE tokenizer.json whose vocabulary merges newlines with punctuation."""
+def build_tokenizer(folder: Path, vocab_size: int = 600, fim: bool = True, specials: list[str] = SPECIALS) -> Path:
+    """A byte-level BPE tokenizer.json whose vocabulary merges newlines with punctuation; with `fim`, the
+    `specials` (Qwen2.5-Coder's markers by default), else end-of-text alone."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -30,7 +33,7 @@ def build_tokenizer(folder: Path, vocab_size: int = 600, fim: bool = True) -> Pa
         pre_tokenizers.Split(Regex(QWEN_PATTERN), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tokenizer.decoder = decoders.ByteLevel()
-    specials = SPECIALS if fim else SPECIALS[:1]
+    specials = specials if fim else specials[:1]
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tokenizer.train_from_iterator([training_text()], trainer=trainer)
@@ -48,14 +51,15 @@ def perturb(model, seed: int = 0, scale: float = 0.3) -> None:
     with torch.no_grad():
         for name, param in model.named_parameters():
             noise = torch.randn(param.shape, generator=generator) * scale
-            param.copy_(1.0 + noise * 0.3 if name.endswith("norm.weight") or ".ln_" in name and "weight" in name
-                        else noise)
+            norm = name.endswith("norm.weight") or (".ln_" in name or "layernorm" in name) and "weight" in name
+            param.copy_(1.0 + noise * 0.3 if norm else noise)
 
 
 def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, seed: int = 0):
     """A random checkpoint of `family` saved with save_pretrained; returns the transformers model."""
     import torch
-    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen2Config
+    from transformers import (AutoModelForCausalLM, GPT2Config, GPTBigCodeConfig, LlamaConfig, Qwen2Config,
+                              Starcoder2Config)
 
     torch.manual_seed(seed)
     if family == "gpt2":
@@ -65,6 +69,17 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
         config = LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, vocab_size=vocab_size, max_position_embeddings=512,
                              rope_theta=50000.0, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+    elif family == "gpt_bigcode":  # StarCoder's: GPT-2 with one key/value head (multi-query attention)
+        config = GPTBigCodeConfig(n_embd=48, n_layer=2, n_head=4, vocab_size=vocab_size, n_positions=256,
+                                  multi_query=True, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+    elif family == "gpt_bigcode_mha":  # gpt_bigcode with a key/value head per query head: its rows interleaved
+        config = GPTBigCodeConfig(n_embd=48, n_layer=2, n_head=4, vocab_size=vocab_size, n_positions=256,
+                                  multi_query=False, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+    elif family == "starcoder2":  # rotary, grouped-query attention, LayerNorm and GELU MLP with biases
+        config = Starcoder2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                  num_key_value_heads=2, vocab_size=vocab_size, max_position_embeddings=512,
+                                  rope_theta=999999.0, sliding_window=4096, tie_word_embeddings=tied,
+                                  bos_token_id=0, eos_token_id=0)
     else:  # qwen2: q/k/v biases, one key/value head
         config = Qwen2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=1, vocab_size=vocab_size, max_position_embeddings=512,
@@ -77,12 +92,13 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
     return model
 
 
-def checkpoint(folder: Path, family: str, tied: bool = True, fim: bool = True, pad: int = 8, seed: int = 0):
+def checkpoint(folder: Path, family: str, tied: bool = True, fim: bool = True, pad: int = 8, seed: int = 0,
+               specials: list[str] = SPECIALS):
     """A whole checkpoint folder: tokenizer.json, config.json, model.safetensors, a model card; the model's
     vocabulary padded `pad` ids past the tokenizer's, as released models pad theirs."""
     from tokenizers import Tokenizer
 
-    tokenizer = build_tokenizer(folder, fim=fim)
+    tokenizer = build_tokenizer(folder, fim=fim, specials=specials)
     size = Tokenizer.from_file(str(tokenizer)).get_vocab_size()
     model = build_model(folder, family, size + pad, tied=tied, seed=seed)
     (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\n# tiny test model\n")

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
 
-from hf_models import build_model, build_tokenizer, checkpoint, json_edit, logits  # noqa: E402
+from hf_models import (STARCODER2_SPECIALS, STARCODER_SPECIALS, build_model, build_tokenizer, checkpoint,  # noqa: E402
+                       json_edit, logits)
 from lsp_support import SERVER_CMD, server_env  # noqa: E402
 
 from completer.cli import main as cli_main  # noqa: E402
@@ -25,7 +26,8 @@ from completer.runtime import KV_INPUTS, Runtime, with_group_axis, without_group
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
-FAMILIES = [("gpt2", True), ("llama", False), ("qwen2", True), ("qwen2", False)]
+FAMILIES = [("gpt2", True), ("llama", False), ("qwen2", True), ("qwen2", False), ("gpt_bigcode", True),
+            ("gpt_bigcode_mha", False), ("starcoder2", True), ("starcoder2", False)]
 CONTEXT = 128
 
 
@@ -128,10 +130,31 @@ def converted(tmp_path_factory) -> tuple[Path, Path, object]:
     return root / "src", root / "bundle", model
 
 
-def test_the_int8_bundle_agrees_with_transformers_on_most_next_tokens(converted):
+@pytest.fixture(scope="module")
+def converted_starcoder2(tmp_path_factory) -> tuple[Path, Path, object]:
+    """A tiny StarCoder2-shaped checkpoint with StarCoder2's FIM and repository markers, and its INT8 bundle with a
+    512-token window: room for the workspace's files before a FIM prompt."""
+    root = tmp_path_factory.mktemp("starcoder2")
+    model = checkpoint(root / "src", "starcoder2", tied=True, specials=STARCODER2_SPECIALS)
+    assert cli_main(["convert", str(root / "src"), "--out", str(root / "bundle"), "--context", "512"]) == 0
+    return root / "src", root / "bundle", model
+
+
+@pytest.fixture(scope="module")
+def converted_bigcode(tmp_path_factory) -> tuple[Path, Path, object]:
+    """A tiny StarCoder-shaped (gpt_bigcode, one key/value head) checkpoint with StarCoder's FIM markers, and its
+    INT8 bundle."""
+    root = tmp_path_factory.mktemp("gpt_bigcode")
+    model = checkpoint(root / "src", "gpt_bigcode", tied=True, specials=STARCODER_SPECIALS)
+    assert cli_main(["convert", str(root / "src"), "--out", str(root / "bundle"), "--context", str(CONTEXT)]) == 0
+    return root / "src", root / "bundle", model
+
+
+@pytest.mark.parametrize("which", ["converted", "converted_starcoder2", "converted_bigcode"])
+def test_the_int8_bundle_agrees_with_transformers_on_most_next_tokens(which, request):
     from completer.bundle import load_bundle
 
-    src, bundle_dir, model = converted
+    src, bundle_dir, model = request.getfixturevalue(which)
     runtime = Runtime(load_bundle(bundle_dir), device="cpu")
     text = (Path(__file__).resolve().parent / "hf_models.py").read_text()[:1500]
     from tokenizers import Tokenizer
@@ -249,6 +272,49 @@ def test_the_manifest_records_the_source_the_template_and_the_padding(converted)
     assert manifest["graph_fusions"]["SkipSimplifiedLayerNormalization"] >= manifest["architecture"]["n_layer"]
     assert "completer convert" in (bundle_dir / "MODEL.md").read_text()
     assert not [p for p in bundle_dir.parent.iterdir() if "converting" in p.name]
+
+
+def test_starcoder_bundles_record_their_template_starcoder2_by_its_repository_markers(converted_starcoder2,
+                                                                                     converted_bigcode):
+    for (_, bundle_dir, _), family, template, kv_heads in ((converted_starcoder2, "starcoder2", "starcoder2", 2),
+                                                          (converted_bigcode, "gpt2", "starcoder", 1)):
+        manifest = json.loads((bundle_dir / "manifest.json").read_text())
+        assert manifest["architecture"]["family"] == family and manifest["architecture"]["n_kv_head"] == kv_heads
+        assert manifest["fim"]["template"] == template and manifest["fim"]["tokens"]["prefix"] == "<fim_prefix>"
+        assert manifest["graph_fusions"]["SkipLayerNormalization"] >= manifest["architecture"]["n_layer"]
+    engine = Engine(EngineSettings(model_path=str(converted_bigcode[1]), fill_in_the_middle=True, device="cpu"))
+    assert engine.prompts.repository_markers is None  # StarCoder's tokenizer has no repository format
+    assert engine.bundle.learned_positions  # gpt_bigcode's table of positions, as GPT-2's
+
+
+def test_a_starcoder2_bundle_reads_the_workspace_as_files_with_its_path_inside_the_fim_prefix(converted_starcoder2):
+    """StarCoder2 was trained on repositories laid out as `<repo_name>name<file_sep>path\ncode...`, the file it
+    fills in as `<file_sep><fim_prefix>path\ncode before<fim_suffix>...`: no newline after the folder's name,
+    and the document's own path after the prefix marker (completer/repository.py)."""
+    _, bundle_dir, _ = converted_starcoder2
+    engine = Engine(EngineSettings(model_path=str(bundle_dir), fill_in_the_middle=True, device="cpu"))
+    assert engine.prompts.repository_markers is not None
+    name_id, sep_id = engine.prompts.repository_markers
+    pre, suf, mid = engine.bundle.fim_ids
+    prices = "def total(items):\n    return sum(item.price for item in items)\n\n\nTAX = 0.2\n"
+    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", prices),))
+    uri, below = "file:///shop/cart.py", "    return amount\n"
+    before = "from shop.prices import total\n\n\ndef checkout(cart):\n    amount = tot"
+    engine.complete_text(uri, before, "", below=below, snippets=[prices], repository=repository)
+    ids = list(engine.cache.get(uri).ids)
+    files, rest = ids[:ids.index(pre)], ids[ids.index(pre) + 1:]
+    decoded = [engine.tokens.decode_bytes(piece) for piece in _split_at(files, (name_id, sep_id))]
+    assert decoded == [b"", b"shop", b"shop/prices.py\n" + prices.encode(), b""]
+    fim_prefix = engine.tokens.decode_bytes(rest[:rest.index(suf)])
+    assert fim_prefix.startswith(b"shop/cart.py\nfrom shop.prices import total\n")
+    assert rest.count(mid) == 1 and engine.tokens.decode_bytes(rest[rest.index(mid) + 1:]).startswith(b"    amount")
+    engine.typing_through = False
+    typed = engine.complete_text(uri, before + "a", "", below=below, snippets=[prices], repository=repository)
+    assert typed.cached_tokens >= len(ids) - 2 and typed.new_tokens <= 3, typed
+    # no workspace: the FIM prompt alone, the path left out with the files
+    engine.complete_text("file:///shop/alone.py", before, "", below=below)
+    alone = list(engine.cache.get("file:///shop/alone.py").ids)
+    assert alone[0] == pre and engine.tokens.decode_bytes(alone[1:alone.index(suf)]).startswith(b"from shop")
 
 
 def _prompt(engine: Engine, uri: str) -> list[int]:
@@ -420,6 +486,21 @@ def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsy
     assert expected in err
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
+
+
+@pytest.mark.parametrize("family,change,says", [
+    ("starcoder2", {"sliding_window": 64}, "sliding-window attention (64 tokens)"),
+    ("starcoder2", {"hidden_act": "relu"}, "activation 'relu' is not supported"),
+    ("gpt_bigcode", {"add_cross_attention": True}, "cross-attention is not supported"),
+    ("gpt_bigcode", {"n_head": 3}, "has shape"),
+])
+def test_starcoder_checkpoints_the_graph_cannot_run_are_refused_in_one_line(tmp_path, capsys, family, change, says):
+    checkpoint(tmp_path / "src", family, specials=STARCODER_SPECIALS)
+    json_edit(tmp_path / "src" / "config.json", **change)
+    capsys.readouterr()  # what saving the checkpoint printed
+    err = _refused(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--context", "128"], capsys)
+    assert says in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_path, capsys, monkeypatch):
@@ -642,7 +723,10 @@ def _context_tokens_beside_a_workspace(bundle: Path, folder: Path, on: bool) -> 
         return client.request("completer/info")["result"]["server"]["last_context_tokens"]
 
 
-def test_the_real_server_sends_a_qwen_bundle_the_workspace_files(converted_wide, tmp_path):
+@pytest.mark.parametrize("which", ["converted_wide", "converted_starcoder2"])
+def test_the_real_server_sends_a_bundle_with_a_repository_format_the_workspace_files(which, request, tmp_path):
+    bundle = request.getfixturevalue(which)
+    converted_wide = bundle if isinstance(bundle, Path) else bundle[1]
     (tmp_path / "prices.py").write_text("TAX = 0.2\n\n\ndef total(items):\n    return sum(i.price for i in items)\n")
     (tmp_path / "cart.py").write_text(CART)
     alone = _context_tokens_beside_a_workspace(converted_wide, tmp_path, on=False)

@@ -41,7 +41,9 @@ def test_fim_prompt_holds_the_text_before_and_the_lines_below():
 
 def test_templates_by_model_name():
     assert template_for_model("Qwen/Qwen2.5-Coder-1.5B") == "qwen"
-    assert template_for_model("bigcode/starcoder2-3b") == "starcoder"
+    assert template_for_model("bigcode/starcoder2-3b") == "starcoder2"  # its repository format too
+    assert template_for_model("bigcode/starcoderbase-1b") == "starcoder"
+    assert template_for_model("bigcode/tiny_starcoder_py") == "starcoder"
     assert template_for_model("deepseek-coder-1.3b-base") == "deepseek"
     assert template_for_model("codellama/CodeLlama-7b-hf") == "codellama"
     assert template_for_model("Qwen2.5-0.5B-Instruct") is None  # not a code model: no FIM
@@ -88,6 +90,12 @@ def test_a_qwen_prompt_lays_the_snippets_out_as_files_of_the_repository():
     assert repository_head("qwen", RepositoryContext("shop", "a.py")) == "<|repo_name|>shop\n<|file_sep|>a.py\n"
     assert repository_head("qwen", RepositoryContext("s<|file_sep|>", "a\nb.py")) \
         == "<|repo_name|>s\n<|file_sep|>a b.py\n"
+    # StarCoder2's format: no newline after the folder's name, the document's path inside the FIM prefix
+    shop = RepositoryContext("shop", "shop/cart.py", (("shop/a.py", "A = 1\n"),))
+    starcoder2 = RemoteAnswers().prepare(URI, "x = 1\n", "", "y\n", [], "starcoder2", repository=shop)
+    assert not isinstance(starcoder2, CompletionResult)
+    assert starcoder2.prompt == ("<repo_name>shop<file_sep>shop/a.py\nA = 1\n<file_sep>"
+                                 "<fim_prefix>shop/cart.py\nx = 1\n<fim_suffix>y\n<fim_middle>")
     # a template without a repository format keeps the snippets commented out
     starcoder = RemoteAnswers().prepare(URI, "x = 1\n", "", "", ["y = 2\n"], "starcoder", repository=repository)
     assert not isinstance(starcoder, CompletionResult)

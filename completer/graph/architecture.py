@@ -1,14 +1,16 @@
 """The small description of a decoder that the graph builder reads, and the weight names it expects.
 
-Two families cover the models users have: "gpt2" (learned positions, LayerNorm with bias, GELU MLP) and
-"llama" (rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention; Mistral and Qwen2 are this family
-with or without q/k/v biases). Weights come in one canonical layout, matrices as [in, out]:
+Three families cover the models users have: "gpt2" (learned positions, LayerNorm with bias, GELU MLP; GPT-2,
+our own models, and StarCoder's gpt_bigcode with one key/value head), "llama" (rotary positions, RMSNorm, SwiGLU
+MLP, grouped-query attention; Mistral and Qwen2 are this family with or without q/k/v biases) and "starcoder2"
+(rotary positions and grouped-query attention, with GPT-2's LayerNorm and GELU MLP, biases everywhere). Weights
+come in one canonical layout, matrices as [in, out]:
 
     embed [V, C]                        positions [N, C] (gpt2 only)
     layers.{i}.norm1.weight / .bias     layers.{i}.qkv.weight [C, (H + 2 KV) D] / .bias
     layers.{i}.o.weight [H D, C] / .bias
     layers.{i}.norm2.weight / .bias
-    layers.{i}.fc.weight [C, F] / .bias and layers.{i}.out.weight [F, C] / .bias          (gpt2)
+    layers.{i}.fc.weight [C, F] / .bias and layers.{i}.out.weight [F, C] / .bias          (gpt2, starcoder2)
     layers.{i}.gate_up.weight [C, 2F] (gate, then up) and layers.{i}.down.weight [F, C]   (llama)
     norm_f.weight / .bias               lm_head [C, V] (absent: tied to embed)
 
@@ -21,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-FAMILIES = ("gpt2", "llama")
+FAMILIES = ("gpt2", "llama", "starcoder2")
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
 
 
@@ -46,8 +48,23 @@ class Architecture:
             raise ValueError(f"unknown family {self.family!r} or activation {self.activation!r}")
         if self.n_head % self.n_kv_head:
             raise ValueError(f"{self.n_head} attention heads cannot share {self.n_kv_head} key/value heads")
-        if self.head_dim % 2 and self.family == "llama":
+        if self.head_dim % 2 and self.rotary:
             raise ValueError(f"rotary positions need an even head size, not {self.head_dim}")
+
+    @property
+    def rotary(self) -> bool:
+        """Rotary positions on the queries and keys, else a table of learned positions added to the embeddings."""
+        return self.family != "gpt2"
+
+    @property
+    def layer_norm(self) -> bool:
+        """LayerNorm with a bias, else RMSNorm."""
+        return self.family != "llama"
+
+    @property
+    def gated_mlp(self) -> bool:
+        """SwiGLU's gated MLP (gate, up, down), else GPT-2's two layers around a GELU."""
+        return self.family == "llama"
 
     def manifest(self) -> dict:
         """What the bundle's manifest records: the runtime reads n_layer, n_kv_head and head_dim for the KV

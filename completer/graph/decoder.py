@@ -43,7 +43,7 @@ from .builder import IR_VERSION, NEG_INF, OPSET, GraphBuilder
 
 def _norm(g: GraphBuilder, arch: Architecture, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
     weight = g.const(f"{prefix}.weight", weights[f"{prefix}.weight"])
-    if arch.family == "gpt2":
+    if arch.layer_norm:
         bias = weights.get(f"{prefix}.bias")
         bias = np.zeros(arch.hidden, np.float32) if bias is None else bias
         return g.op("LayerNormalization", [x, weight, g.const(f"{prefix}.bias", bias)], f"{prefix}_out", axis=-1,
@@ -73,9 +73,9 @@ def _grouped_columns(arch: Architecture) -> np.ndarray:
     heads = []  # each entry: the first canonical column of one head
     for j in range(n_kv):
         heads += [q + (j * group + i) * dim for i in range(group)] + [k + j * dim]
-        if arch.family == "gpt2":
+        if not arch.rotary:
             heads.append(v + j * dim)
-    if arch.family != "gpt2":
+    if arch.rotary:
         heads += [v + j * dim for j in range(n_kv)]
     return (np.asarray(heads)[:, None] + np.arange(dim)).reshape(-1)
 
@@ -97,7 +97,7 @@ def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.nd
         fused[f"{p}.qkv.bias"] = bias[order]
     qkv = _linear(g, h, fused, f"{p}.qkv")  # [B, S, (H + 2 KV) D], grouped
     by_kv = [0, 2, 3, 1, 4]  # [B, S, KV, n, D] -> [B, KV, n, S, D]
-    if arch.family == "gpt2":
+    if not arch.rotary:
         heads = g.op("Transpose", [g.op("Reshape", [qkv, i64("qkv5", [0, 0, n_kv, group + 2, dim])])], perm=by_kv)
         q, k, v = g.op("Split", [heads, i64("qkv_heads", [group, 1, 1])], f"{p}_qkv", outputs=3, axis=2)
         return q, k, v
@@ -113,7 +113,7 @@ def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.nd
 
 
 def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str) -> str:
-    if arch.family == "gpt2":
+    if not arch.gated_mlp:
         h = _linear(g, h, weights, f"{p}.fc")  # [B, S, F]
         gelu = "Gelu" if arch.activation == "gelu" else "FastGelu"  # FastGelu: the tanh approximation
         return _linear(g, g.op(gelu, [h], f"{p}_gelu", domain="com.microsoft"), weights, f"{p}.out")
@@ -253,7 +253,7 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     embed = np.asarray(weights["embed"], np.float32)  # [V, C]
     x = g.op("Gather", [g.const("embed", embed), "input_ids"], "tok_emb", axis=0)  # [B, S, C]
     cos = sin = ""
-    if arch.family == "gpt2":
+    if not arch.rotary:
         table = np.asarray(weights["positions"], np.float32)[:context_length]
         x = g.op("Add", [x, g.op("Gather", [g.const("positions", table), "position_ids"], "pos_emb", axis=0)],
                  "x0")  # [B, S, C]

@@ -15,8 +15,9 @@ from . import safetensors_reader
 from .architecture import Architecture
 
 LLAMA_TYPES = ("llama", "mistral", "qwen2")
-SUPPORTED_TYPES = ("gpt2", *LLAMA_TYPES)
+SUPPORTED_TYPES = ("gpt2", "gpt_bigcode", *LLAMA_TYPES, "starcoder2")
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu"}
+TIED_BY_DEFAULT = ("gpt2", "gpt_bigcode", "starcoder2")  # transformers' default where config.json is silent
 IGNORED_SUFFIXES = ("attn.bias", "attn.masked_bias", "rotary_emb.inv_freq")  # buffers some checkpoints saved
 
 
@@ -48,8 +49,9 @@ def architecture(config: dict, context: int) -> Architecture:
     kind = config.get("model_type")
     if kind not in SUPPORTED_TYPES:
         raise Unsupported(f"model_type {kind!r} is not supported (supported: {', '.join(SUPPORTED_TYPES)})")
+    read = {"gpt2": _gpt2, "gpt_bigcode": _gpt_bigcode, "starcoder2": _starcoder2}.get(kind, _llama)
     try:
-        return _gpt2(config) if kind == "gpt2" else _llama(config, context)
+        return read(config, context)
     except KeyError as exc:
         raise Unsupported(f"config.json has no {exc.args[0]!r}, which a {kind} model needs") from exc
     except (TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
@@ -58,17 +60,54 @@ def architecture(config: dict, context: int) -> Architecture:
         raise Unsupported(f"config.json has a value a {kind} model cannot have ({exc})") from exc
 
 
-def _gpt2(config: dict) -> Architecture:
-    activation = GPT2_ACTIVATIONS.get(config.get("activation_function", "gelu_new"))
+def _gelu(name: object) -> str:
+    activation = GPT2_ACTIVATIONS.get(name) if isinstance(name, str) else None
     if activation is None:
-        raise Unsupported(f"GPT-2 activation {config.get('activation_function')!r} is not supported")
+        raise Unsupported(f"activation {name!r} is not supported (supported: {', '.join(GPT2_ACTIVATIONS)})")
+    return activation
+
+
+def _gpt2(config: dict, _context: int = 0, kv_heads: int | None = None) -> Architecture:
+    """GPT-2, and (with `kv_heads`) gpt_bigcode, which is GPT-2 with fewer key/value heads."""
+    activation = _gelu(config.get("activation_function", "gelu_new"))
     if not config.get("scale_attn_weights", True) or config.get("scale_attn_by_inverse_layer_idx", False):
         raise Unsupported("GPT-2 attention scaling other than 1/sqrt(head size) is not supported")
     n_embd, n_head = int(config["n_embd"]), int(config["n_head"])
-    return Architecture(family="gpt2", n_layer=int(config["n_layer"]), n_head=n_head, n_kv_head=n_head,
+    return Architecture(family="gpt2", n_layer=int(config["n_layer"]), n_head=n_head, n_kv_head=kv_heads or n_head,
                         head_dim=n_embd // n_head, hidden=n_embd, mlp_hidden=int(config.get("n_inner") or 4 * n_embd),
                         vocab_size=int(config["vocab_size"]), max_positions=int(config["n_positions"]),
                         norm_eps=float(config.get("layer_norm_epsilon", 1e-5)), activation=activation)
+
+
+def _gpt_bigcode(config: dict, _context: int) -> Architecture:
+    """StarCoder, StarCoderBase, SantaCoder's gpt_bigcode port, tiny_starcoder: one key/value head
+    (multi-query attention), or one per query head."""
+    if config.get("add_cross_attention"):
+        raise Unsupported("gpt_bigcode with cross-attention is not supported")
+    return _gpt2(config, kv_heads=1 if config.get("multi_query", True) else None)
+
+
+def _starcoder2(config: dict, context: int) -> Architecture:
+    """StarCoder2: rotary positions and grouped-query attention, with LayerNorm and a GELU MLP."""
+    _check_window(config, context, active=True)
+    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    theta, scaling = _rope(config)
+    return Architecture(family="starcoder2", n_layer=int(config["num_hidden_layers"]), n_head=heads,
+                        n_kv_head=int(config.get("num_key_value_heads") or heads), head_dim=hidden // heads,
+                        hidden=hidden, mlp_hidden=int(config["intermediate_size"]),
+                        vocab_size=int(config["vocab_size"]),
+                        max_positions=int(config.get("max_position_embeddings", context)),
+                        norm_eps=float(config.get("norm_epsilon", 1e-5)),
+                        activation=_gelu(config.get("hidden_act", "gelu_pytorch_tanh")), rope_theta=theta,
+                        rope_scaling=scaling)
+
+
+def _check_window(config: dict, context: int, active: bool) -> None:
+    """Refuse a sliding window shorter than the graph's context: the graph lets every position see all before it."""
+    window = config.get("sliding_window")
+    if window is not None and config.get("use_sliding_window", active) and int(window) < context:
+        raise Unsupported(f"sliding-window attention ({window} tokens) is not implemented; convert with "
+                          f"--context {window} or less")
 
 
 def _rope(config: dict) -> tuple[float, dict]:
@@ -94,11 +133,7 @@ def _llama(config: dict, context: int) -> Architecture:
         raise Unsupported(f"activation {config.get('hidden_act')!r} is not supported (LLaMA-family models use silu)")
     if float(config.get("partial_rotary_factor", 1.0)) != 1.0:
         raise Unsupported("partial rotary positions are not supported")
-    window = config.get("sliding_window")
-    active = config.get("use_sliding_window", config.get("model_type") == "mistral")
-    if window is not None and active and int(window) < context:
-        raise Unsupported(f"sliding-window attention ({window} tokens) is not implemented; convert with "
-                          f"--context {window} or less")
+    _check_window(config, context, active=config.get("model_type") == "mistral")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     theta, scaling = _rope(config)
     return Architecture(family="llama", n_layer=int(config["num_hidden_layers"]), n_head=heads,
@@ -166,8 +201,10 @@ class _Taker:
 def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config: dict) -> dict[str, np.ndarray]:
     """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for."""
     taker = _Taker(tensors)
-    out = _gpt2_weights(taker, arch) if arch.family == "gpt2" else _llama_weights(taker, arch)
-    tied = bool(config.get("tie_word_embeddings", arch.family == "gpt2"))
+    kind = config.get("model_type")
+    read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights, "starcoder2": _starcoder2_weights}
+    out = read.get(kind, _llama_weights)(taker, arch)
+    tied = bool(config.get("tie_word_embeddings", kind in TIED_BY_DEFAULT))
     head = taker.take("lm_head.weight", (arch.vocab_size, arch.hidden), optional=True)
     if head is not None and not (tied and np.array_equal(head, out["embed"])):
         out["lm_head"] = head.T.copy()  # [C, V]
@@ -197,24 +234,75 @@ def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
     return out
 
 
-def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
-    c, f, d = arch.hidden, arch.mlp_hidden, arch.head_dim
+def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    """gpt_bigcode's tensors: GPT-2's names, but torch Linear weights ([out, in]); with one key/value head the
+    fused product's rows are [q | k | v], with one per query head they are interleaved by head [q_h k_h v_h]."""
+    taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
+    c, f, d, kv = arch.hidden, arch.mlp_hidden, arch.head_dim, arch.n_kv_head
+    out = {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
+           "positions": taker.take("wpe.weight", (arch.max_positions, c)),
+           "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
+    qkv_rows = c + 2 * kv * d
+    for i in range(arch.n_layer):
+        p, q = f"h.{i}", f"layers.{i}"
+        for ours, theirs in (("norm1", "ln_1"), ("norm2", "ln_2")):
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", (c,))
+            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (c,))
+        weight = taker.take(f"{p}.attn.c_attn.weight", (qkv_rows, c))  # [rows, C]
+        bias = taker.take(f"{p}.attn.c_attn.bias", (qkv_rows,))
+        if kv > 1:  # [H, 3, D] by head -> [3, H, D]: queries, then keys, then values
+            weight = weight.reshape(arch.n_head, 3, d, c).transpose(1, 0, 2, 3).reshape(qkv_rows, c)
+            bias = bias.reshape(arch.n_head, 3, d).transpose(1, 0, 2).reshape(qkv_rows)
+        out[f"{q}.qkv.weight"], out[f"{q}.qkv.bias"] = weight.T.copy(), bias
+        for ours, theirs, shape in (("o", "attn.c_proj", (c, c)), ("fc", "mlp.c_fc", (f, c)),
+                                    ("out", "mlp.c_proj", (c, f))):
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
+            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (shape[0],))
+    return out
+
+
+def _starcoder2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    """StarCoder2's tensors: LLaMA's attention names, LayerNorms with biases, GPT-2's MLP names as Linear layers;
+    biases where the config's use_bias put them."""
+    c, f = arch.hidden, arch.mlp_hidden
+    out = {"embed": taker.take("model.embed_tokens.weight", (arch.vocab_size, c)),
+           "norm_f.weight": taker.take("model.norm.weight", (c,)), "norm_f.bias": taker.take("model.norm.bias", (c,))}
+    for i in range(arch.n_layer):
+        p, q = f"model.layers.{i}", f"layers.{i}"
+        for ours, theirs in (("norm1", "input_layernorm"), ("norm2", "post_attention_layernorm")):
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", (c,))
+            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (c,))
+        _attention(out, taker, p, q, arch)
+        for ours, theirs, shape in (("fc", "mlp.c_fc", (f, c)), ("out", "mlp.c_proj", (c, f))):
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
+            _maybe(out, f"{q}.{ours}.bias", taker.take(f"{p}.{theirs}.bias", (shape[0],), optional=True))
+    return out
+
+
+def _attention(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, arch: Architecture) -> None:
+    """LLaMA-style q/k/v/o projections (torch Linear, optional biases) into the fused qkv and o."""
+    c, d = arch.hidden, arch.head_dim
     q_w, kv_w = arch.n_head * d, arch.n_kv_head * d
+    parts = [taker.take(f"{p}.self_attn.{n}_proj.weight", (w, c)) for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
+    out[f"{q}.qkv.weight"] = np.concatenate(parts, axis=0).T.copy()  # [C, (H + 2 KV) D]
+    biases = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=True)
+              for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
+    if any(b is not None for b in biases):
+        out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
+                                               for b, w in zip(biases, (q_w, kv_w, kv_w))])
+    out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).T.copy()  # [H D, C]
+    _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=True))
+
+
+def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    c, f = arch.hidden, arch.mlp_hidden
     out = {"embed": taker.take("model.embed_tokens.weight", (arch.vocab_size, c)),
            "norm_f.weight": taker.take("model.norm.weight", (c,))}
     for i in range(arch.n_layer):
         p, q = f"model.layers.{i}", f"layers.{i}"
         out[f"{q}.norm1.weight"] = taker.take(f"{p}.input_layernorm.weight", (c,))
         out[f"{q}.norm2.weight"] = taker.take(f"{p}.post_attention_layernorm.weight", (c,))
-        parts = [taker.take(f"{p}.self_attn.{n}_proj.weight", (w, c)) for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
-        out[f"{q}.qkv.weight"] = np.concatenate(parts, axis=0).T.copy()  # [C, (H + 2 KV) D]
-        biases = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=True)
-                  for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
-        if any(b is not None for b in biases):
-            out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
-                                                   for b, w in zip(biases, (q_w, kv_w, kv_w))])
-        out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).T.copy()  # [H D, C]
-        _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=True))
+        _attention(out, taker, p, q, arch)
         gate = taker.take(f"{p}.mlp.gate_proj.weight", (f, c))
         up = taker.take(f"{p}.mlp.up_proj.weight", (f, c))
         out[f"{q}.gate_up.weight"] = np.concatenate([gate, up], axis=0).T.copy()  # [C, 2F]

@@ -4,7 +4,7 @@ import * as path from 'path';
 
 export type Device = 'auto' | 'cpu' | 'cuda';
 export type Backend = 'local' | 'openai';
-export type FimTemplate = 'auto' | 'none' | 'qwen' | 'starcoder' | 'deepseek' | 'codellama';
+export type FimTemplate = 'auto' | 'none' | 'qwen' | 'starcoder2' | 'starcoder' | 'deepseek' | 'codellama';
 
 /** Everything the extension reads from the `completer` configuration section. */
 export interface ExtensionSettings {
@@ -125,7 +125,9 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
 
 const DEVICES: readonly Device[] = ['auto', 'cpu', 'cuda'];
 const BACKENDS: readonly Backend[] = ['local', 'openai'];
-const FIM_TEMPLATES: readonly FimTemplate[] = ['auto', 'none', 'qwen', 'starcoder', 'deepseek', 'codellama'];
+const FIM_TEMPLATES: readonly FimTemplate[] = [
+  'auto', 'none', 'qwen', 'starcoder2', 'starcoder', 'deepseek', 'codellama',
+];
 
 /** A trimmed string, or null when unset or empty (the server checks what it means). */
 function readText(value: unknown): string | null {
