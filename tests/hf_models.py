@@ -75,11 +75,11 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
     elif family == "gpt_bigcode_mha":  # gpt_bigcode with a key/value head per query head: its rows interleaved
         config = GPTBigCodeConfig(n_embd=48, n_layer=2, n_head=4, vocab_size=vocab_size, n_positions=256,
                                   multi_query=False, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
-    elif family == "starcoder2":  # rotary, grouped-query attention, LayerNorm and GELU MLP with biases
+    elif family.startswith("starcoder2"):  # rotary, grouped-query attention, LayerNorm and GELU MLP (biases)
         config = Starcoder2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, vocab_size=vocab_size, max_position_embeddings=512,
                                   rope_theta=999999.0, sliding_window=4096, tie_word_embeddings=tied,
-                                  bos_token_id=0, eos_token_id=0)
+                                  use_bias=family != "starcoder2_no_bias", bos_token_id=0, eos_token_id=0)
     else:  # qwen2: q/k/v biases, one key/value head
         config = Qwen2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=1, vocab_size=vocab_size, max_position_embeddings=512,
