@@ -137,6 +137,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return convert_main(args)
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from .convert import list_cached
+
+    return list_cached(args)
+
+
 def cmd_serve(argv: list[str]) -> int:
     from lsp.relay import serve_through_host
 
@@ -172,8 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)
-    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint folder into a bundle")
-    convert.add_argument("source", metavar="HF_DIR", help="folder with config.json, *.safetensors, tokenizer.json")
+    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint into a bundle")
+    convert.add_argument("source", metavar="HF_DIR_OR_ID",
+                         help="folder with config.json, *.safetensors, tokenizer.json; or ORG/NAME of a model already "
+                              "in the local Hugging Face cache (`completer models` lists them; nothing is downloaded)")
+    convert.add_argument("--revision", default="main",
+                         help="with ORG/NAME: the cached branch, tag or commit to read (default main)")
     convert.add_argument("--out", required=True, metavar="BUNDLE", help="the bundle folder to write")
     weights = convert.add_mutually_exclusive_group()
     weights.add_argument("--int8", action="store_true", help="dynamic INT8 weight matmuls (the default)")
@@ -193,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="searches one model call holds (default 1); N > 1 lets N windows' or documents' "
                               "searches share each call, at some cost to a search alone")
     convert.set_defaults(func=cmd_convert)
+    models = sub.add_parser("models", help="the models in the local Hugging Face cache, and which convert")
+    models.add_argument("--json", action="store_true", help="print JSON")
+    models.set_defaults(func=cmd_models)
     sub.add_parser("serve", help="run the language server (stdio; --tcp --port N for loopback TCP)", add_help=False)
     return parser
 

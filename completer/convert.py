@@ -1,9 +1,10 @@
 """`completer convert HF_DIR --out BUNDLE`: a Hugging Face checkpoint on the user's disk as a bundle.
 
-Reads config.json, *.safetensors and tokenizer.json from a local folder; never the network, never a
-pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to
-INT8 unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place
-only when every file is written, so a failure leaves nothing half-written.
+Reads config.json, *.safetensors and tokenizer.json from a local folder, or from a model's snapshot in the
+local Hugging Face cache named by its id (hf_cache.py); never the network, never a pickle. Builds the decoder
+graph with the beam step inside (completer/graph), quantizes its weights to INT8 unless --fp32, and writes the
+bundle into a staging folder beside --out that takes --out's place only when every file is written, so a failure
+leaves nothing half-written.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
+from .hf_cache import REPOSITORY_ID, CachedModel, cached_models, cached_snapshot, hub_cache
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
 FORMAT_VERSION = 5  # completer/bundle.py, SUPPORTED_FORMATS
@@ -124,9 +126,10 @@ def _position_limit(config: dict) -> int:
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
             force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1,
-            window: int | None = None, beams: int = DEFAULT_BEAMS) -> dict:
+            window: int | None = None, beams: int = DEFAULT_BEAMS, repository: str | None = None) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
     out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
+    `repository` names a snapshot read from the Hugging Face cache (resolve_source).
     `slots` > 1 builds the one graph with that many search slots, so that many searches share each call
     (completer/scheduler.py), at the cost of the empty slots' operators when a search runs alone; a large
     model's weights are not held twice, as a second, batched graph would hold them. `window` and `beams` are
@@ -189,8 +192,9 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
                 file.rename(staging / file.name)
         shutil.rmtree(fp32.parent)
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
+        defaults = {"beams": beams, "context_tokens": window}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer) if fim else None, int8, fusions, slots, {"beams": beams, "context_tokens": window})
+                             _fim(tokenizer) if fim else None, int8, fusions, slots, defaults, repository)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -202,12 +206,16 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
-              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict) -> dict:
+              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict,
+              repository: str | None) -> dict:
+    """The bundle's manifest; a checkpoint read from the Hugging Face cache is named by its `repository` id and the
+    snapshot's commit, not by the snapshot folder's path."""
     from .graph import kv_layout
 
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
-    command = " ".join(["completer convert", str(source), "--out", str(out)] + ([] if int8 else ["--fp32"]) +
+    named = [repository, "--revision", source.name] if repository else [str(source)]
+    command = " ".join(["completer convert", *named, "--out", str(out)] + ([] if int8 else ["--fp32"]) +
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
                         f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
     manifest = {
@@ -220,7 +228,7 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
         "tokenizer_vocab_size": own_vocab,
         "newline_token_id": tokens.newline_id,
         "end_of_text_token": end_of_text,
-        "source": {"folder": source.name, "model_type": config.get("model_type"),
+        "source": {"folder": repository or source.name, "model_type": config.get("model_type"),
                    "architectures": config.get("architectures"), "license": _license(source),
                    "config_sha256": sha256_file(source / "config.json"),
                    "tokenizer_sha256": sha256_file(source / "tokenizer.json")},
@@ -232,6 +240,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
         "kv_layout": kv_layout(slots),
         "files": files,
     }
+    if repository:
+        manifest["source"].update(huggingface_cache=True, revision=source.name)
     if fim is not None:
         manifest["fim"] = fim
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
@@ -264,9 +274,60 @@ def _model_card(manifest: dict) -> str:
     ])
 
 
+def resolve_source(source: str, revision: str = "main") -> tuple[Path, str | None]:
+    """The checkpoint folder `source` names, and the repository id when it came from the local Hugging Face cache:
+    a folder is itself; ORG/NAME that is no folder here is looked up in the cache (hf_cache.py)."""
+    folder = Path(source).expanduser()
+    if folder.is_dir() or not REPOSITORY_ID.match(source):
+        return folder, None
+    snapshot = cached_snapshot(source, revision=revision)
+    if snapshot is None:
+        raise ConvertError(f"{source}: no such folder, and the local Hugging Face cache ({hub_cache()}) holds no "
+                           f"snapshot of it at {revision!r}; download it first (huggingface-cli download {source})")
+    return snapshot, source
+
+
+def list_cached(args) -> int:
+    """`completer models`: each model in the local Hugging Face cache, and whether `completer convert` reads it."""
+    try:
+        from .graph.huggingface import SUPPORTED_TYPES
+    except ModuleNotFoundError as exc:
+        print(f"completer models: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
+              file=sys.stderr)
+        return 2
+    rows = []
+    for model in cached_models():
+        why_not = _why_not(model, SUPPORTED_TYPES)
+        rows.append({"id": model.repository, "model_type": model.model_type, "convertible": why_not is None,
+                     "why_not": why_not, "snapshot": str(model.snapshot)})
+    if args.json:
+        print(json.dumps({"cache": str(hub_cache()), "models": rows}, indent=1))
+        return 0
+    if not rows:
+        print(f"no models in the local Hugging Face cache ({hub_cache()})")
+        return 0
+    width = max(len(row["id"]) for row in rows)
+    for row in rows:
+        verdict = f"converts: completer convert {row['id']} --out BUNDLE" if row["convertible"] else row["why_not"]
+        print(f"{row['id']:<{width}}  {row['model_type'] or '?':<12}  {verdict}")
+    return 0
+
+
+def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
+    """Why `completer convert` would refuse a cached model, in a few words; None when it would read it."""
+    if model.model_type not in supported:
+        return f"model_type {model.model_type!r} is not supported"
+    if model.weights != "safetensors":
+        return "only PyTorch pickles, which are never loaded" if model.weights == "pickle only" else "no weights"
+    return None if model.tokenizer else "no tokenizer.json"
+
+
 def main(args) -> int:
     try:
-        manifest = convert(Path(args.source), Path(args.out), int8=not args.fp32, context=args.context,
+        source, repository = resolve_source(args.source, getattr(args, "revision", "main"))
+        if repository is not None:
+            print(f"reading {repository} from the local Hugging Face cache: {source}", file=sys.stderr)
+        manifest = convert(source, Path(args.out), repository=repository, int8=not args.fp32, context=args.context,
                            name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
                            window=args.default_context,
                            beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)
