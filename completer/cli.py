@@ -178,10 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)
-    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint into a bundle")
-    convert.add_argument("source", metavar="HF_DIR_OR_ID",
-                         help="folder with config.json, *.safetensors, tokenizer.json; or ORG/NAME of a model already "
-                              "in the local Hugging Face cache (`completer models` lists them; nothing is downloaded)")
+    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint or GGUF file into a bundle")
+    convert.add_argument("source", metavar="SOURCE",
+                         help="folder with config.json, *.safetensors, tokenizer.json; a GGUF file (llama.cpp, Ollama, "
+                              "LM Studio); or ORG/NAME of a model already in the local Hugging Face cache (`completer "
+                              "models` lists them; nothing is downloaded)")
     convert.add_argument("--revision", default="main",
                          help="with ORG/NAME: the cached branch, tag or commit to read (default main)")
     convert.add_argument("--out", required=True, metavar="BUNDLE", help="the bundle folder to write")

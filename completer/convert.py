@@ -1,18 +1,23 @@
-"""`completer convert HF_DIR --out BUNDLE`: a Hugging Face checkpoint on the user's disk as a bundle.
+"""`completer convert SOURCE --out BUNDLE`: a model on the user's disk as a bundle.
 
-Reads config.json, *.safetensors and tokenizer.json from a local folder, or from a model's snapshot in the
-local Hugging Face cache named by its id (hf_cache.py); never the network, never a pickle. Builds the decoder
+Reads config.json, *.safetensors and tokenizer.json from a local folder, from a model's snapshot in the local
+Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_source.py); never the network, never
+a pickle. Builds the decoder
 graph with the beam step inside (completer/graph), quantizes its weights to INT8 unless --fp32, and writes the
 bundle into a staging folder beside --out that takes --out's place only when every file is written, so a failure
 leaves nothing half-written.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
@@ -126,10 +131,11 @@ def _position_limit(config: dict) -> int:
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
             force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1,
-            window: int | None = None, beams: int = DEFAULT_BEAMS, repository: str | None = None) -> dict:
+            window: int | None = None, beams: int = DEFAULT_BEAMS, origin: Origin | None = None) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
     out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
-    `repository` names a snapshot read from the Hugging Face cache (resolve_source).
+    `origin` names a folder that stands for something else (a Hugging Face cache snapshot, an unpacked GGUF file:
+    `checkpoint_folder`).
     `slots` > 1 builds the one graph with that many search slots, so that many searches share each call
     (completer/scheduler.py), at the cost of the empty slots' operators when a search runs alone; a large
     model's weights are not held twice, as a second, batched graph would hold them. `window` and `beams` are
@@ -143,7 +149,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
     source, out = Path(source), Path(out)
     if not source.is_dir():
-        raise ConvertError(f"{source}: not a folder (give the folder the model was downloaded to)")
+        raise ConvertError(f"{source}: not a folder or a GGUF file (give the folder the model was downloaded to)")
     _check_out(source, out, force)
     config = read_config(source)
     limit = _position_limit(config)
@@ -173,7 +179,8 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         tokens = Tokens(source / "tokenizer.json", vocab_size=arch.vocab_size, end_of_text=end_of_text)
     except ModelError as exc:
         raise ConvertError(str(exc)) from exc
-    weights = canonical_weights(load_weights(source), arch, config)
+    read = origin.read_weights if origin is not None and origin.read_weights else partial(load_weights, source)
+    weights = canonical_weights(read(), arch, config)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
@@ -194,7 +201,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         defaults = {"beams": beams, "context_tokens": window}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer) if fim else None, int8, fusions, slots, defaults, repository)
+                             _fim(tokenizer) if fim else None, int8, fusions, slots, defaults, origin)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -207,14 +214,13 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
               end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict,
-              repository: str | None) -> dict:
-    """The bundle's manifest; a checkpoint read from the Hugging Face cache is named by its `repository` id and the
-    snapshot's commit, not by the snapshot folder's path."""
+              origin: Origin | None) -> dict:
+    """The bundle's manifest; a folder that stands for something else is named by its `origin`."""
     from .graph import kv_layout
 
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
-    named = [repository, "--revision", source.name] if repository else [str(source)]
+    named = origin.command if origin else [str(source)]
     command = " ".join(["completer convert", *named, "--out", str(out)] + ([] if int8 else ["--fp32"]) +
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
                         f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
@@ -228,7 +234,7 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
         "tokenizer_vocab_size": own_vocab,
         "newline_token_id": tokens.newline_id,
         "end_of_text_token": end_of_text,
-        "source": {"folder": repository or source.name, "model_type": config.get("model_type"),
+        "source": {"folder": origin.name if origin else source.name, "model_type": config.get("model_type"),
                    "architectures": config.get("architectures"), "license": _license(source),
                    "config_sha256": sha256_file(source / "config.json"),
                    "tokenizer_sha256": sha256_file(source / "tokenizer.json")},
@@ -240,8 +246,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
         "kv_layout": kv_layout(slots),
         "files": files,
     }
-    if repository:
-        manifest["source"].update(huggingface_cache=True, revision=source.name)
+    if origin:
+        manifest["source"].update(origin.record)
     if fim is not None:
         manifest["fim"] = fim
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
@@ -274,17 +280,50 @@ def _model_card(manifest: dict) -> str:
     ])
 
 
-def resolve_source(source: str, revision: str = "main") -> tuple[Path, str | None]:
-    """The checkpoint folder `source` names, and the repository id when it came from the local Hugging Face cache:
-    a folder is itself; ORG/NAME that is no folder here is looked up in the cache (hf_cache.py)."""
-    folder = Path(source).expanduser()
-    if folder.is_dir() or not REPOSITORY_ID.match(source):
-        return folder, None
+@dataclass(frozen=True)
+class Origin:
+    """What a checkpoint folder stands for when it is not simply the folder named: the manifest's name for it,
+    the words of the command that converts it again, and what else the manifest's `source` records."""
+
+    name: str
+    command: list[str]
+    record: dict
+    read_weights: Callable[[], dict] | None = None  # where the folder has no weights: what reads them (a GGUF file)
+
+
+@contextlib.contextmanager
+def checkpoint_folder(source: str, revision: str = "main", beside: Path | None = None
+                      ) -> Iterator[tuple[Path, Origin | None]]:
+    """The checkpoint folder `source` names, and its origin when it is not that folder itself: a folder is itself;
+    a GGUF file's config and tokenizer are written into a temporary folder (`beside` the bundle), removed
+    afterwards, and the origin reads its tensors when the converter asks; ORG/NAME that is no folder here is the model's
+    snapshot in the local Hugging Face cache (hf_cache.py)."""
+    path = Path(source).expanduser()
+    if path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
+        from .gguf_source import read_tensors, unpack
+
+        with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
+            record = unpack(path, Path(folder))
+            yield Path(folder), Origin(path.name, [str(path)], record, partial(read_tensors, path))
+        return
+    if path.is_dir() or not REPOSITORY_ID.match(source):
+        yield path, None
+        return
     snapshot = cached_snapshot(source, revision=revision)
     if snapshot is None:
         raise ConvertError(f"{source}: no such folder, and the local Hugging Face cache ({hub_cache()}) holds no "
                            f"snapshot of it at {revision!r}; download it first (huggingface-cli download {source})")
-    return snapshot, source
+    print(f"reading {source} from the local Hugging Face cache: {snapshot}", file=sys.stderr)
+    yield snapshot, Origin(source, [source, "--revision", snapshot.name],
+                           {"huggingface_cache": True, "revision": snapshot.name})
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def list_cached(args) -> int:
@@ -324,13 +363,13 @@ def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
 
 def main(args) -> int:
     try:
-        source, repository = resolve_source(args.source, getattr(args, "revision", "main"))
-        if repository is not None:
-            print(f"reading {repository} from the local Hugging Face cache: {source}", file=sys.stderr)
-        manifest = convert(source, Path(args.out), repository=repository, int8=not args.fp32, context=args.context,
-                           name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
-                           window=args.default_context,
-                           beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)
+        out = Path(args.out)
+        beside = out.resolve().parent if out.resolve().parent.is_dir() else None
+        with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):
+            manifest = convert(source, out, origin=origin, int8=not args.fp32, context=args.context,
+                               name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
+                               window=args.default_context,
+                               beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)
     except ModuleNotFoundError as exc:
         print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
               file=sys.stderr)

@@ -1,0 +1,229 @@
+"""A GGUF file (llama.cpp, Ollama, LM Studio) unpacked as a Hugging Face checkpoint folder the converter reads.
+
+Users of llama.cpp-based tools hold their models as GGUF files, not as safetensors folders. `unpack` writes one's
+config.json and tokenizer.json (the vocabulary, merges and pre-tokenizer the file names, rebuilt for the
+tokenizers library) into a folder `completer convert` then reads like a checkpoint's; `read_tensors` gives its
+tensors in fp32 under their Hugging Face names (every quantized block dequantized by the `gguf` package,
+llama.cpp's own reader), when the converter asks for them. What llama.cpp's converter changed is undone:
+LLaMA's query and key rows are permuted back to the Hugging Face rotary layout.
+
+Only what the graph runs is accepted: the llama, qwen2 and starcoder2 architectures, byte-level BPE vocabularies
+("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .types import ModelError
+
+ARCHITECTURES = ("llama", "qwen2", "starcoder2")
+"""general.architecture values unpacked, each to the config.json model_type of the same name."""
+
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+          r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
+    "qwen2": (_QWEN2,),
+    "llama-bpe": (_LLAMA3,),
+    "llama3": (_LLAMA3,),
+    "smollm": (r"\p{N}", _GPT2),
+    "starcoder": (r"\p{N}", _GPT2),
+    "gpt-2": (_GPT2,),
+    "deepseek-coder": ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"),
+}
+"""The regular expressions llama.cpp splits text with for each `tokenizer.ggml.pre` name, in order (each splits
+the pieces the one before left), before the byte-level BPE."""
+IGNORES_MERGES = ("llama-bpe", "llama3")  # a piece that is a whole token is that token, as llama.cpp does
+
+NORMAL, CONTROL, USER_DEFINED, UNUSED = 1, 3, 4, 5  # gguf.TokenType
+GLOBAL_TENSORS = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                  "output_norm.bias": "model.norm.bias", "output.weight": "lm_head.weight"}
+LAYER_TENSORS = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+STARCODER2_MLP = {"ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+
+
+class GGUFError(ModelError):
+    """Why a GGUF file cannot be unpacked, in one line."""
+
+
+def unpack(path: Path, folder: Path) -> dict:
+    """Write the GGUF file at `path` into `folder` as config.json, tokenizer.json and a README.md naming its
+    license; return what the manifest records of it."""
+    reader, meta, arch = _open(path)
+    tokenizer, vocab_size = _tokenizer(meta, path)
+    config = _config(meta, arch, vocab_size, tied=not any(t.name == "output.weight" for t in reader.tensors))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    license_name = meta.text("general.license", "unknown (not named in the GGUF file)")
+    (folder / "README.md").write_text(f"---\nlicense: {license_name}\n---\n", encoding="utf-8")
+    return {"gguf": path.name, "gguf_architecture": arch,
+            "gguf_types": sorted({t.tensor_type.name for t in reader.tensors})}
+
+
+def read_tensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the GGUF file at `path`, dequantized to fp32, under its Hugging Face name (unknown names
+    kept as they are, so the converter refuses what it would not run); LLaMA's query and key rows permuted back."""
+    from gguf.quants import dequantize
+
+    reader, meta, arch = _open(path)
+    heads = int(meta.number(f"{arch}.attention.head_count"))
+    kv_heads = int(meta.number(f"{arch}.attention.head_count_kv", heads))
+    out = {}
+    for tensor in reader.tensors:
+        name = _hf_name(tensor.name, arch)
+        try:
+            values = dequantize(tensor.data, tensor.tensor_type)
+        except (NotImplementedError, ValueError, TypeError) as exc:
+            raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
+                            f"({exc})") from exc
+        values = np.asarray(values, np.float32).reshape(tuple(int(n) for n in reversed(tensor.shape)))
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            values = _unpermute(values, heads if "q_proj" in name else kv_heads)
+        out[name] = np.ascontiguousarray(values)
+    return out
+
+
+def _open(path: Path) -> tuple[object, _Metadata, str]:
+    """The file's reader (it maps the file; tensors are read when asked), its metadata and its architecture."""
+    import gguf
+
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception as exc:  # the reader raises ValueError, struct errors or IndexError on a damaged file
+        raise GGUFError(f"{path}: not a GGUF file gguf can read ({type(exc).__name__}: {exc})") from exc
+    meta = _Metadata(reader, path)
+    arch = meta.text("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise GGUFError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})")
+    return reader, meta, arch
+
+
+class _Metadata:
+    """The file's key/value metadata, read with the types it should have or refused in one line."""
+
+    def __init__(self, reader, path: Path) -> None:
+        self.fields, self.path = reader.fields, path
+
+    def value(self, key: str, default: object = None) -> object:
+        field = self.fields.get(key)
+        if field is None:
+            return default
+        try:
+            return field.contents()
+        except Exception as exc:
+            raise GGUFError(f"{self.path}: metadata {key!r} cannot be read ({exc})") from exc
+
+    def text(self, key: str, default: str | None = None) -> str:
+        found = self.value(key, default)
+        if not isinstance(found, str):
+            raise GGUFError(f"{self.path}: metadata {key!r} is missing or not text")
+        return found
+
+    def number(self, key: str, default: float | None = None) -> float:
+        found = self.value(key, default)
+        if isinstance(found, bool) or not isinstance(found, (int, float)):
+            raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a number")
+        return found
+
+    def texts(self, key: str) -> list[str]:
+        found = self.value(key)
+        if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
+            raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a list of text")
+        return found
+
+
+def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
+    """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
+    heads = int(meta.number(f"{arch}.attention.head_count"))
+    config = {
+        "model_type": arch, "architectures": [f"(GGUF {arch})"],
+        "hidden_size": int(meta.number(f"{arch}.embedding_length")),
+        "intermediate_size": int(meta.number(f"{arch}.feed_forward_length")),
+        "num_hidden_layers": int(meta.number(f"{arch}.block_count")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(meta.number(f"{arch}.attention.head_count_kv", heads)),
+        "max_position_embeddings": int(meta.number(f"{arch}.context_length")),
+        "rope_theta": float(meta.number(f"{arch}.rope.freq_base", 10000.0)),
+        "vocab_size": vocab_size, "tie_word_embeddings": tied,
+    }
+    key_length = meta.value(f"{arch}.attention.key_length")
+    if isinstance(key_length, int) and key_length != config["hidden_size"] // heads:
+        config["head_dim"] = key_length
+    scaling = meta.value(f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none"):
+        config["rope_scaling"] = {"rope_type": scaling, "factor": meta.value(f"{arch}.rope.scaling.factor")}
+    if arch == "starcoder2":
+        config.update(norm_epsilon=float(meta.number(f"{arch}.attention.layer_norm_epsilon", 1e-5)),
+                      hidden_act="gelu_pytorch_tanh", use_bias=True)
+    else:
+        config.update(rms_norm_eps=float(meta.number(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)),
+                      hidden_act="silu")
+    eos = meta.value("tokenizer.ggml.eos_token_id")
+    if isinstance(eos, int):
+        config["eos_token_id"] = eos
+    return config
+
+
+def _tokenizer(meta: _Metadata, path: Path) -> tuple[dict, int]:
+    """tokenizer.json for the tokenizers library, and the vocabulary's size: the tokens in their byte-level
+    spelling (as GGUF keeps them), the merges, the pre-tokenizer's splits; control, user-defined and unused
+    tokens (the markers, and llama.cpp's [PAD] fillers) as added tokens, never read from text."""
+    model = meta.text("tokenizer.ggml.model")
+    if model != "gpt2":
+        raise GGUFError(f"{path}: tokenizer {model!r} is not supported; only byte-level BPE (GGUF 'gpt2') tokenizers "
+                        "are supported")
+    pre = meta.text("tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        raise GGUFError(f"{path}: pre-tokenizer {pre!r} is not supported (supported: {', '.join(PRE_TOKENIZERS)})")
+    tokens = meta.texts("tokenizer.ggml.tokens")
+    merges = meta.texts("tokenizer.ggml.merges")
+    kinds = meta.value("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
+    if not isinstance(kinds, list) or len(kinds) != len(tokens):
+        raise GGUFError(f"{path}: tokenizer.ggml.token_type does not give a type for each token")
+    vocab: dict[str, int] = {}
+    added = []
+    for idx, (token, kind) in enumerate(zip(tokens, kinds)):
+        if kind in (CONTROL, USER_DEFINED, UNUSED):
+            added.append({"id": idx, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": kind != USER_DEFINED})
+        vocab.setdefault(token, idx)
+    splits = [{"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}
+              for regex in PRE_TOKENIZERS[pre]]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    spec = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [*splits, byte_level]},
+        "post_processor": None, "decoder": {**byte_level, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": pre in IGNORES_MERGES, "vocab": vocab, "merges": merges},
+    }
+    return spec, len(tokens)
+
+
+def _hf_name(name: str, arch: str) -> str:
+    if name in GLOBAL_TENSORS:
+        return GLOBAL_TENSORS[name]
+    parts = name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit():
+        layer, kind, suffix = parts[1], parts[2], parts[3]
+        mapped = (STARCODER2_MLP.get(kind) if arch == "starcoder2" else None) or LAYER_TENSORS.get(kind)
+        if mapped is not None:
+            return f"model.layers.{layer}.{mapped}.{suffix}"
+    return name
+
+
+def _unpermute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp's converter interleaves each LLaMA head's two rotary halves, row by row, for its rotation;
+    the graph rotates halves, as transformers does: put each head's rows back."""
+    return rows.reshape(heads, rows.shape[0] // heads // 2, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)

@@ -1,0 +1,238 @@
+"""`completer convert FILE.gguf` (completer/gguf_source.py): tiny random checkpoints of each family, written here
+as GGUF files in llama.cpp's layout (LLaMA's query and key rows permuted for its rotation, names, metadata, the
+vocabulary and merges), checked first against llama.cpp itself (llama-cpp-python runs the file; its logits and
+its tokenization must agree with transformers and the tokenizer the file came from), then converted and checked
+against transformers' logits. No downloads: the models are built here."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
+gguf = pytest.importorskip("gguf")
+
+from hf_models import checkpoint, logits  # noqa: E402
+
+from completer.bundle import load_bundle  # noqa: E402
+from completer.cli import main as cli_main  # noqa: E402
+from completer.runtime import Runtime  # noqa: E402
+
+CONTEXT = 128
+CODE = ("def total(items, *, tax=0.2):\n    \"\"\"Sum the prices.\"\"\"\n"
+        "    return sum(i.price for i in items) * (1 + tax)\n\n\nclass Cart:\n    def __init__(self):\n"
+        "        self.items = []  # 12 items, 3.5 each\n")
+
+
+def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """What llama.cpp's converter does to LLaMA's query and key rows (conversion/llama.py, `permute`)."""
+    return rows.reshape(heads, 2, rows.shape[0] // heads // 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+
+
+def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
+    """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
+    `quantized`, else F32; vectors F32)."""
+    from safetensors.numpy import load_file
+
+    config = json.loads((source / "config.json").read_text())
+    spec = json.loads((source / "tokenizer.json").read_text())
+    weights = load_file(str(source / "model.safetensors"))
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    writer = gguf.GGUFWriter(str(out), family)
+    writer.add_name(f"tiny {family}")
+    writer.add_license("apache-2.0")
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]))
+    if family == "starcoder2":
+        writer.add_layer_norm_eps(config["norm_epsilon"])
+    else:
+        writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
+    vocab = {**spec["model"]["vocab"], **{t["content"]: t["id"] for t in spec["added_tokens"]}}
+    by_id = sorted(vocab.items(), key=lambda item: item[1])
+    special = {t["id"] for t in spec["added_tokens"]}
+    padded = config["vocab_size"]
+    tokens = [token for token, _ in by_id] + [f"[PAD{i}]" for i in range(len(by_id), padded)]
+    types = [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(by_id))]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")  # hf_models' tokenizer splits text with Qwen2's pattern
+    writer.add_token_list(tokens)
+    writer.add_token_types(types + [gguf.TokenType.UNUSED] * (padded - len(by_id)))
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]])
+    writer.add_eos_token_id(vocab["<|endoftext|>"])
+    writer.add_add_bos_token(False)
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "model.norm.bias": "output_norm.bias", "lm_head.weight": "output.weight"}
+    layer = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    for name, value in weights.items():
+        if name in names:
+            target = names[name]
+        else:
+            _, _, i, *rest = name.split(".")
+            target = f"blk.{i}.{layer['.'.join(rest[:-1])]}.{rest[-1]}"
+        value = np.ascontiguousarray(value, np.float32)
+        if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight")):
+            value = _permute(value, heads if "attn_q" in target else kv_heads)
+        if quantized and value.ndim == 2:
+            writer.add_tensor(target, gguf.quants.quantize(value, gguf.GGMLQuantizationType.Q8_0),
+                              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            writer.add_tensor(target, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def llama_cpp(path: Path):
+    from llama_cpp import Llama
+
+    return Llama(model_path=str(path), logits_all=True, n_ctx=CONTEXT, n_batch=CONTEXT, n_threads=2,
+                 n_threads_batch=2, verbose=False)
+
+
+FAMILIES = [("llama", False), ("qwen2", True), ("starcoder2", True)]
+
+
+@pytest.fixture(scope="module", params=FAMILIES, ids=[family for family, _ in FAMILIES])
+def written(request, tmp_path_factory) -> tuple[str, Path, Path, object]:
+    """A tiny checkpoint of a family (LLaMA with grouped-query attention and its own output head; Qwen2 with
+    biases; StarCoder2 with LayerNorms and biases), and that checkpoint as an F32 GGUF file."""
+    family, tied = request.param
+    root = tmp_path_factory.mktemp(f"gguf-{family}")
+    model = checkpoint(root / "src", family, tied=tied)
+    return family, root / "src", write_gguf(root / "src", root / f"{family}.gguf", family, quantized=False), model
+
+
+def test_the_test_files_are_what_llama_cpp_reads(written):
+    """The layout these tests write is llama.cpp's: it computes transformers' logits from the file, and it
+    splits text into the tokens the checkpoint's tokenizer gives."""
+    from tokenizers import Tokenizer
+
+    _, src, path, model = written
+    ids = Tokenizer.from_file(str(src / "tokenizer.json")).encode(CODE).ids[:40]
+    llm = llama_cpp(path)
+    try:
+        assert llm.tokenize(CODE.encode(), add_bos=False, special=False)[:40] == ids
+        llm.eval(ids)
+        theirs = np.asarray(llm.scores[:len(ids)])
+    finally:
+        llm.close()
+    expected = logits(model, ids)
+    # llama.cpp keeps its KV cache in f16: close, where a misplaced row would differ everywhere
+    np.testing.assert_allclose(theirs, expected, atol=5e-3 * max(1.0, np.abs(expected).max()))
+
+
+def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_it(written, tmp_path):
+    from tokenizers import Tokenizer
+
+    family, src, path, model = written
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--fp32", "--context", str(CONTEXT)]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["source"]["folder"] == path.name and manifest["source"]["gguf_architecture"] == family
+    assert manifest["source"]["license"] == "apache-2.0" and manifest["source"]["gguf_types"] == ["F32"]
+    assert manifest["fim"]["template"] == "qwen"  # the markers, found among the file's control tokens
+    assert f"completer convert {path} --out" in (tmp_path / "bundle" / "MODEL.md").read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-")]  # the unpacked folder is gone
+    rebuilt = Tokenizer.from_file(str(tmp_path / "bundle" / "tokenizer.json"))
+    original = Tokenizer.from_file(str(src / "tokenizer.json"))
+    assert rebuilt.encode(CODE).ids == original.encode(CODE).ids
+    runtime = Runtime(load_bundle(tmp_path / "bundle"), device="cpu")
+    ids = original.encode(CODE).ids[:30]
+    expected = logits(model, ids)
+    prefix, past = runtime.empty_prefix(), runtime.empty_past(1)
+    for position, token in enumerate(ids):  # one beam along the text: the graph's best token is transformers'
+        out = runtime.run(np.asarray([[token]]), position, prefix, past, num_beams=1)
+        assert out.tokens[0] == expected[position].argmax(), position
+        past = out.carried(np.zeros(1, np.int64))
+
+
+def test_quantized_blocks_are_read_as_llama_cpp_reads_them(written, tmp_path):
+    """A Q8_0 file: the converted fp32 graph's next tokens are llama.cpp's on the same file."""
+    from tokenizers import Tokenizer
+
+    family, src, _, _ = written
+    path = write_gguf(src, tmp_path / f"{family}-q8_0.gguf", family, quantized=True)
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--fp32", "--context", str(CONTEXT)]) == 0
+    assert "Q8_0" in json.loads((tmp_path / "bundle" / "manifest.json").read_text())["source"]["gguf_types"]
+    ids = Tokenizer.from_file(str(src / "tokenizer.json")).encode(CODE).ids[:40]
+    llm = llama_cpp(path)
+    try:
+        llm.eval(ids)
+        theirs = np.asarray(llm.scores[:len(ids)]).argmax(-1)
+    finally:
+        llm.close()
+    runtime = Runtime(load_bundle(tmp_path / "bundle"), device="cpu")
+    prefix, past, agree = runtime.empty_prefix(), runtime.empty_past(1), 0
+    for position, token in enumerate(ids):
+        out = runtime.run(np.asarray([[token]]), position, prefix, past, num_beams=1)
+        agree += int(out.tokens[0] == theirs[position])
+        past = out.carried(np.zeros(1, np.int64))
+    assert agree >= 0.9 * len(ids), f"agreed with llama.cpp on {agree} of {len(ids)} positions"
+
+
+def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, capsys):
+    """Ollama keeps its models as blobs named by digest, with no suffix."""
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    blob = write_gguf(tmp_path / "src", tmp_path / "sha256-0123abcd", "qwen2", quantized=True)
+    assert cli_main(["convert", str(blob), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
+    assert json.loads((tmp_path / "bundle" / "manifest.json").read_text())["source"]["gguf"] == "sha256-0123abcd"
+    (tmp_path / "notes.txt").write_text("not a model")
+    assert cli_main(["convert", str(tmp_path / "notes.txt"), "--out", str(tmp_path / "out")]) == 2
+    assert "not a folder or a GGUF file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("breakage,says", [
+    ("architecture", "GGUF architecture 'phi3' is not supported"),
+    ("tokenizer", "tokenizer 'llama' is not supported"),
+    ("pre", "pre-tokenizer 'chatglm-bpe' is not supported"),
+    ("truncated", "not a GGUF file gguf can read"),
+    ("extra_tensor", "does not use: rope_freqs.weight"),
+])
+def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
+    """Written with the gguf package's own writer, then broken one way each."""
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
+    reader = gguf.GGUFReader(str(path))
+    if breakage == "truncated":
+        path.write_bytes(path.read_bytes()[:5000])
+    else:
+        broken = gguf.GGUFWriter(str(tmp_path / "broken.gguf"), "phi3" if breakage == "architecture" else "qwen2")
+        for field in reader.fields.values():
+            if field.name.startswith("GGUF.") or field.name == "general.architecture":
+                continue
+            value = field.contents()
+            if breakage == "tokenizer" and field.name == "tokenizer.ggml.model":
+                value = "llama"
+            if breakage == "pre" and field.name == "tokenizer.ggml.pre":
+                value = "chatglm-bpe"
+            name = field.name.replace("qwen2.", "phi3.") if breakage == "architecture" else field.name
+            sub_type = field.types[-1] if len(field.types) > 1 else None
+            broken.add_key_value(name, value, field.types[0], sub_type=sub_type)
+        for tensor in reader.tensors:
+            shape = tuple(int(n) for n in reversed(tensor.shape))
+            broken.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
+        if breakage == "extra_tensor":
+            broken.add_tensor("rope_freqs.weight", np.ones(8, np.float32))
+        broken.write_header_to_file()
+        broken.write_kv_data_to_file()
+        broken.write_tensors_to_file()
+        broken.close()
+        path = tmp_path / "broken.gguf"
+    capsys.readouterr()
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("completer convert: ") and says in err[-1] and "Traceback" not in "\n".join(err), err
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-") or "converting" in p.name]
