@@ -254,14 +254,24 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
     return manifest
 
 
+def _described(source: dict) -> str:
+    """Where the bundle's weights came from, in words for its model card."""
+    kind = ", ".join([source["model_type"], *(source.get("architectures") or [])])
+    if source.get("gguf"):
+        return (f"the GGUF file `{source['gguf']}` ({kind}; tensor types {', '.join(source.get('gguf_types', []))}, "
+                "dequantized to fp32 before this conversion)")
+    if source.get("huggingface_cache"):
+        return f"`{source['folder']}` at commit `{source['revision']}` in the local Hugging Face cache ({kind})"
+    return f"the local Hugging Face checkpoint `{source['folder']}` ({kind})"
+
+
 def _model_card(manifest: dict) -> str:
     arch, source = manifest["architecture"], manifest["source"]
     fim = manifest.get("fim")
     return "\n".join([
         f"# {manifest['name']}",
         "",
-        f"Converted by `completer convert` from the local Hugging Face checkpoint `{source['folder']}` "
-        f"({source['model_type']}, {', '.join(source.get('architectures') or [])}).",
+        f"Converted by `completer convert` from {_described(source)}.",
         "",
         f"- License declared by the source: **{source['license']}**. The converted weights carry the same license.",
         f"- Shape: {arch['n_layer']} layers, {arch['n_head']} query heads, {arch['n_kv_head']} key/value heads, "

@@ -146,7 +146,7 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
     heads = int(meta.number(f"{arch}.attention.head_count"))
     config = {
-        "model_type": arch, "architectures": [f"(GGUF {arch})"],
+        "model_type": arch,
         "hidden_size": int(meta.number(f"{arch}.embedding_length")),
         "intermediate_size": int(meta.number(f"{arch}.feed_forward_length")),
         "num_hidden_layers": int(meta.number(f"{arch}.block_count")),

@@ -143,7 +143,8 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
     assert manifest["source"]["folder"] == path.name and manifest["source"]["gguf_architecture"] == family
     assert manifest["source"]["license"] == "apache-2.0" and manifest["source"]["gguf_types"] == ["F32"]
     assert manifest["fim"]["template"] == "qwen"  # the markers, found among the file's control tokens
-    assert f"completer convert {path} --out" in (tmp_path / "bundle" / "MODEL.md").read_text()
+    card = (tmp_path / "bundle" / "MODEL.md").read_text()
+    assert f"completer convert {path} --out" in card and f"from the GGUF file `{path.name}`" in card
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-")]  # the unpacked folder is gone
     rebuilt = Tokenizer.from_file(str(tmp_path / "bundle" / "tokenizer.json"))
     original = Tokenizer.from_file(str(src / "tokenizer.json"))

@@ -109,6 +109,7 @@ def test_convert_reads_a_cached_model_by_its_id_and_names_it_in_the_bundle(hub, 
     assert manifest["source"]["license"] == "apache-2.0"  # the snapshot's README.md, read through its symlink
     card = (tmp_path / "bundle" / "MODEL.md").read_text()
     assert f"completer convert acme/tiny-coder --revision {COMMIT} --out" in card
+    assert f"from `acme/tiny-coder` at commit `{COMMIT}` in the local Hugging Face cache" in card
     assert cli_main(["convert", "acme/tiny-coder", "--revision", OLDER, "--out", str(tmp_path / "older"),
                      "--context", "128"]) == 0
     assert json.loads((tmp_path / "older" / "manifest.json").read_text())["source"]["revision"] == OLDER
