@@ -183,6 +183,56 @@ def test_quantized_blocks_are_read_as_llama_cpp_reads_them(written, tmp_path):
     assert agree >= 0.9 * len(ids), f"agreed with llama.cpp on {agree} of {len(ids)} positions"
 
 
+VARIED = ["def f(x):\r\n\treturn x  +  12345 * 3.14\n", "naïve = 'café' # 日本語 テスト 한국어 😀\n",
+          "    \n\n\n        x=1\n   ", "class A( B ):\n    \"\"\"doc's\"\"\"\n    pass\n",
+          "a  b   c\t\td 2024-11-28 99999999\n", "it's we're I'LL you've\n" + " " * 17 + "end"]
+
+
+def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None, **changes) -> Path:
+    """The GGUF file at `source` written again: under another `architecture` (its keys renamed), with some
+    metadata values changed, and with `extra` tensors."""
+    reader = gguf.GGUFReader(str(source))
+    writer = gguf.GGUFWriter(str(out), architecture)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        sub_type = field.types[-1] if len(field.types) > 1 else None
+        value = changes.get(field.name, field.contents())
+        writer.add_key_value(field.name.replace("qwen2.", f"{architecture}."), value, field.types[0], sub_type=sub_type)
+    for tensor in reader.tensors:
+        shape = tuple(int(n) for n in reversed(tensor.shape))
+        writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
+    for name, value in (extra or {}).items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
+
+
+def test_every_pre_tokenizer_splits_text_as_llama_cpp_does(tmp_path):
+    """For each pre-tokenizer name read here, the rebuilt tokenizer.json gives llama.cpp's own tokens on code
+    with CRLF, tabs, digits, long runs of spaces, contractions, accents, CJK and emoji."""
+    from llama_cpp import Llama
+    from tokenizers import Tokenizer
+
+    from completer.gguf_source import PRE_TOKENIZERS, unpack
+
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    base = write_gguf(tmp_path / "src", tmp_path / "base.gguf", "qwen2", quantized=False)
+    for pre in PRE_TOKENIZERS:
+        path = _rewritten(base, tmp_path / f"{pre}.gguf", **{"tokenizer.ggml.pre": pre})
+        unpack(path, tmp_path / pre)
+        ours = Tokenizer.from_file(str(tmp_path / pre / "tokenizer.json"))
+        llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        try:
+            for text in VARIED:
+                assert ours.encode(text).ids == llm.tokenize(text.encode(), add_bos=False, special=False), (pre, text)
+        finally:
+            llm.close()
+
+
 def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, capsys):
     """Ollama keeps its models as blobs named by digest, with no suffix."""
     checkpoint(tmp_path / "src", "qwen2", tied=True)
@@ -205,32 +255,13 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
     """Written with the gguf package's own writer, then broken one way each."""
     checkpoint(tmp_path / "src", "qwen2", tied=True)
     path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
-    reader = gguf.GGUFReader(str(path))
     if breakage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
     else:
-        broken = gguf.GGUFWriter(str(tmp_path / "broken.gguf"), "phi3" if breakage == "architecture" else "qwen2")
-        for field in reader.fields.values():
-            if field.name.startswith("GGUF.") or field.name == "general.architecture":
-                continue
-            value = field.contents()
-            if breakage == "tokenizer" and field.name == "tokenizer.ggml.model":
-                value = "llama"
-            if breakage == "pre" and field.name == "tokenizer.ggml.pre":
-                value = "chatglm-bpe"
-            name = field.name.replace("qwen2.", "phi3.") if breakage == "architecture" else field.name
-            sub_type = field.types[-1] if len(field.types) > 1 else None
-            broken.add_key_value(name, value, field.types[0], sub_type=sub_type)
-        for tensor in reader.tensors:
-            shape = tuple(int(n) for n in reversed(tensor.shape))
-            broken.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
-        if breakage == "extra_tensor":
-            broken.add_tensor("rope_freqs.weight", np.ones(8, np.float32))
-        broken.write_header_to_file()
-        broken.write_kv_data_to_file()
-        broken.write_tensors_to_file()
-        broken.close()
-        path = tmp_path / "broken.gguf"
+        broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
+                  "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
+                  "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}}}[breakage]
+        path = _rewritten(path, tmp_path / "broken.gguf", **broken)
     capsys.readouterr()
     assert cli_main(["convert", str(path), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
