@@ -60,6 +60,9 @@ def unpack(path: Path, folder: Path) -> dict:
     license; return what the manifest records of it."""
     reader, meta, arch = _open(path)
     tokenizer, vocab_size = _tokenizer(meta, path)
+    embedding = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+    if embedding is not None:  # the model's rows, which may pad the vocabulary's
+        vocab_size = max(vocab_size, int(embedding.shape[-1]))
     config = _config(meta, arch, vocab_size, tied=not any(t.name == "output.weight" for t in reader.tensors))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")

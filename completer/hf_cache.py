@@ -69,12 +69,19 @@ def cached_models(cache: Path | None = None) -> list[CachedModel]:
     if not root.is_dir():
         return []
     found = []
-    for folder in sorted(root.glob("models--*--*")):
+    try:
+        folders = sorted(root.glob("models--*--*"))
+    except OSError:
+        return []
+    for folder in folders:
         repository = folder.name.removeprefix("models--").replace("--", "/", 1)
-        snapshot = cached_snapshot(repository, root)
-        if snapshot is not None:
-            found.append(CachedModel(repository, snapshot, _model_type(snapshot), _weights(snapshot),
-                                     (snapshot / "tokenizer.json").is_file()))
+        try:  # an entry that cannot be read is left out; the others are still listed
+            snapshot = cached_snapshot(repository, root)
+            if snapshot is not None:
+                found.append(CachedModel(repository, snapshot, _model_type(snapshot), _weights(snapshot),
+                                         (snapshot / "tokenizer.json").is_file()))
+        except OSError:
+            continue
     return found
 
 
