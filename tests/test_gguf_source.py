@@ -268,3 +268,17 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
     assert err[-1].startswith("completer convert: ") and says in err[-1] and "Traceback" not in "\n".join(err), err
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-") or "converting" in p.name]
+
+
+def test_a_vocabulary_shorter_than_the_embedding_rows_is_padded_as_the_model_is(tmp_path):
+    """Files whose token list stops at the tokenizer's own tokens, with the model's rows running past them."""
+    checkpoint(tmp_path / "src", "qwen2", tied=True)  # eight rows past the tokenizer's (hf_models' `pad`)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
+    reader = gguf.GGUFReader(str(path))
+    own = [t for t in reader.fields["tokenizer.ggml.tokens"].contents() if not t.startswith("[PAD")]
+    kinds = reader.fields["tokenizer.ggml.token_type"].contents()[:len(own)]
+    changes = {"tokenizer.ggml.tokens": own, "tokenizer.ggml.token_type": kinds}
+    short = _rewritten(path, tmp_path / "short.gguf", **changes)
+    assert cli_main(["convert", str(short), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8 == len(own) + 8
