@@ -287,21 +287,30 @@ def test_starcoder_bundles_record_their_template_starcoder2_by_its_repository_ma
     assert engine.bundle.learned_positions  # gpt_bigcode's table of positions, as GPT-2's
 
 
+PRICES = "def total(items):\n    return sum(item.price for item in items)\n\n\nTAX = 0.2\n"
+SHOP = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", PRICES),))
+SHOP_URI, SHOP_BELOW = "file:///shop/cart.py", "    return amount\n"
+SHOP_BEFORE = "from shop.prices import total\n\n\ndef checkout(cart):\n    amount = tot"
+
+
+def _completed_in_a_shop(bundle: Path) -> tuple[Engine, list[int]]:
+    """An engine on `bundle` (whose template reads a repository) after a completion in shop/cart.py with
+    shop/prices.py as the workspace's snippet, and the ids its prompt held."""
+    engine = Engine(EngineSettings(model_path=str(bundle), fill_in_the_middle=True, device="cpu"))
+    assert engine.prompts.repository_markers is not None
+    engine.complete_text(SHOP_URI, SHOP_BEFORE, "", below=SHOP_BELOW, snippets=[PRICES], repository=SHOP)
+    return engine, list(engine.cache.get(SHOP_URI).ids)
+
+
 def test_a_starcoder2_bundle_reads_the_workspace_as_files_with_its_path_inside_the_fim_prefix(converted_starcoder2):
     """StarCoder2 was trained on repositories laid out as `<repo_name>name<file_sep>path\ncode...`, the file it
     fills in as `<file_sep><fim_prefix>path\ncode before<fim_suffix>...`: no newline after the folder's name,
     and the document's own path after the prefix marker (completer/repository.py)."""
     _, bundle_dir, _ = converted_starcoder2
-    engine = Engine(EngineSettings(model_path=str(bundle_dir), fill_in_the_middle=True, device="cpu"))
-    assert engine.prompts.repository_markers is not None
+    engine, ids = _completed_in_a_shop(bundle_dir)
     name_id, sep_id = engine.prompts.repository_markers
     pre, suf, mid = engine.bundle.fim_ids
-    prices = "def total(items):\n    return sum(item.price for item in items)\n\n\nTAX = 0.2\n"
-    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", prices),))
-    uri, below = "file:///shop/cart.py", "    return amount\n"
-    before = "from shop.prices import total\n\n\ndef checkout(cart):\n    amount = tot"
-    engine.complete_text(uri, before, "", below=below, snippets=[prices], repository=repository)
-    ids = list(engine.cache.get(uri).ids)
+    prices, repository, uri, below, before = PRICES, SHOP, SHOP_URI, SHOP_BELOW, SHOP_BEFORE
     files, rest = ids[:ids.index(pre)], ids[ids.index(pre) + 1:]
     decoded = [engine.tokens.decode_bytes(piece) for piece in _split_at(files, (name_id, sep_id))]
     assert decoded == [b"", b"shop", b"shop/prices.py\n" + prices.encode(), b""]
@@ -648,16 +657,10 @@ def test_a_qwen_bundle_reads_the_workspace_as_files_before_its_fim_prompt_and_ty
         converted_wide):
     """Qwen2.5-Coder was trained on repositories laid out as `<|repo_name|>name <|file_sep|>path code ...`: the
     workspace's snippets go first, under their paths, then the document's own path and its FIM prompt."""
-    engine = Engine(EngineSettings(model_path=str(converted_wide), fill_in_the_middle=True, device="cpu"))
-    assert engine.prompts.repository_markers is not None
+    engine, ids = _completed_in_a_shop(converted_wide)
     name_id, sep_id = engine.prompts.repository_markers
     pre, suf, mid = engine.bundle.fim_ids
-    prices = "def total(items):\n    return sum(item.price for item in items)\n\n\nTAX = 0.2\n"
-    repository = RepositoryContext("shop", "shop/cart.py", (("shop/prices.py", prices),))
-    uri, below = "file:///shop/cart.py", "    return amount\n"
-    before = "from shop.prices import total\n\n\ndef checkout(cart):\n    amount = tot"
-    engine.complete_text(uri, before, "", below=below, snippets=[prices], repository=repository)
-    ids = list(engine.cache.get(uri).ids)
+    prices, repository, uri, below, before = PRICES, SHOP, SHOP_URI, SHOP_BELOW, SHOP_BEFORE
     files = ids[:ids.index(pre)]
     assert files[0] == name_id and files.count(sep_id) == 2 and files.count(name_id) == 1
     decoded = [engine.tokens.decode_bytes(piece) for piece in _split_at(files, (name_id, sep_id))]

@@ -88,11 +88,15 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
             writer.add_tensor(target, value)
+    _finish(writer)
+    return out
+
+
+def _finish(writer) -> None:
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return out
 
 
 def llama_cpp(path: Path):
@@ -204,10 +208,7 @@ def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict
         writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
     for name, value in (extra or {}).items():
         writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
     return out
 
 
