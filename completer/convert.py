@@ -150,7 +150,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     source, out = Path(source), Path(out)
     if not source.is_dir():
         raise ConvertError(f"{source}: not a folder or a GGUF file (give the folder the model was downloaded to)")
-    _check_out(source, out, force)
+    _check_out(origin.location if origin is not None and origin.location else source, out, force)
     config = read_config(source)
     limit = _position_limit(config)
     context = min(limit, DEFAULT_CONTEXT) if context is None else context
@@ -299,6 +299,7 @@ class Origin:
     command: list[str]
     record: dict
     read_weights: Callable[[], dict] | None = None  # where the folder has no weights: what reads them (a GGUF file)
+    location: Path | None = None  # the file the folder stands for, which --out must never hold (a GGUF file)
 
 
 @contextlib.contextmanager
@@ -306,17 +307,20 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
                       ) -> Iterator[tuple[Path, Origin | None]]:
     """The checkpoint folder `source` names, and its origin when it is not that folder itself: a folder is itself;
     a GGUF file's config and tokenizer are written into a temporary folder (`beside` the bundle), removed
-    afterwards, and the origin reads its tensors when the converter asks; ORG/NAME that is no folder here is the model's
-    snapshot in the local Hugging Face cache (hf_cache.py)."""
+    afterwards, and the origin reads its tensors when the converter asks; ORG/NAME that is no folder here is the
+    model's snapshot in the local Hugging Face cache (hf_cache.py), at `revision`, which nothing else has."""
     path = Path(source).expanduser()
+    local = path.is_dir() or path.is_file() or not REPOSITORY_ID.match(source)
+    if local and revision != "main":
+        raise ConvertError(f"--revision names a version in the Hugging Face cache; {source} is not read from there")
     if path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
         from .gguf_source import read_tensors, unpack
 
         with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
             record = unpack(path, Path(folder))
-            yield Path(folder), Origin(path.name, [str(path)], record, partial(read_tensors, path))
+            yield Path(folder), Origin(path.name, [str(path)], record, partial(read_tensors, path), path)
         return
-    if path.is_dir() or not REPOSITORY_ID.match(source):
+    if local:
         yield path, None
         return
     snapshot = cached_snapshot(source, revision=revision)

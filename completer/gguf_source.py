@@ -33,6 +33,7 @@ PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
     "llama3": (_LLAMA3,),
     "smollm": (r"\p{N}", _GPT2),
     "starcoder": (r"\p{N}", _GPT2),
+    "refact": (r"\p{N}", _GPT2),
     "gpt-2": (_GPT2,),
     "deepseek-coder": ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"),
 }
@@ -49,6 +50,7 @@ LAYER_TENSORS = {
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
 }
 STARCODER2_MLP = {"ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+STARCODER2_WINDOW = 4096  # GGUF files of StarCoder2 do not record the window its attention slides over
 
 
 class GGUFError(ModelError):
@@ -90,25 +92,42 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
             raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
                             f"({exc})") from exc
         values = np.asarray(values, np.float32).reshape(tuple(int(n) for n in reversed(tensor.shape)))
-        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
-            values = _unpermute(values, heads if "q_proj" in name else kv_heads)
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
+            values = _unpermute(values, heads if "q_proj" in name else kv_heads)  # biases were permuted too
         out[name] = np.ascontiguousarray(values)
     return out
 
 
 def _open(path: Path) -> tuple[object, _Metadata, str]:
     """The file's reader (it maps the file; tensors are read when asked), its metadata and its architecture."""
-    import gguf
-
     try:
-        reader = gguf.GGUFReader(str(path))
+        reader = _bounded_reader()(str(path))
     except Exception as exc:  # the reader raises ValueError, struct errors or IndexError on a damaged file
         raise GGUFError(f"{path}: not a GGUF file gguf can read ({type(exc).__name__}: {exc})") from exc
     meta = _Metadata(reader, path)
+    parts = meta.value("split.count", 1)
+    if isinstance(parts, int) and parts > 1:
+        raise GGUFError(f"{path}: one part of a GGUF split into {parts}; join them first "
+                        "(llama.cpp's llama-gguf-split --merge FIRST_PART OUT.gguf) and convert the joined file")
     arch = meta.text("general.architecture")
     if arch not in ARCHITECTURES:
         raise GGUFError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})")
     return reader, meta, arch
+
+
+def _bounded_reader() -> type:
+    """gguf's reader, refusing a read past the end of the file: its own returns fewer items than asked and goes on,
+    so an array whose declared length is corrupt (2**40 entries) loops over it and fills memory."""
+    import gguf
+
+    class BoundedReader(gguf.GGUFReader):
+        def _get(self, offset, dtype, count=1, override_order=None):
+            found = super()._get(offset, dtype, count, override_order)
+            if len(found) < int(count):
+                raise ValueError(f"the file ends inside a value at byte {offset}")
+            return found
+
+    return BoundedReader
 
 
 class _Metadata:
@@ -165,9 +184,11 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     scaling = meta.value(f"{arch}.rope.scaling.type")
     if scaling not in (None, "none"):
         config["rope_scaling"] = {"rope_type": scaling, "factor": meta.value(f"{arch}.rope.scaling.factor")}
-    if arch == "starcoder2":
+    if arch == "starcoder2":  # every released StarCoder2 attends over a window of 4,096 tokens
+        window = meta.value(f"{arch}.attention.sliding_window")
         config.update(norm_epsilon=float(meta.number(f"{arch}.attention.layer_norm_epsilon", 1e-5)),
-                      hidden_act="gelu_pytorch_tanh", use_bias=True)
+                      hidden_act="gelu_pytorch_tanh", use_bias=True,
+                      sliding_window=window if isinstance(window, int) else STARCODER2_WINDOW)
     else:
         config.update(rms_norm_eps=float(meta.number(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)),
                       hidden_act="silu")

@@ -19,8 +19,9 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 def hub_cache() -> Path:
     """Where the Hugging Face libraries keep downloads, by the same environment variables they read."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):  # the second, older name huggingface_hub still reads
+        if os.environ.get(name):
+            return Path(os.environ[name]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -29,8 +30,8 @@ def hub_cache() -> Path:
 
 def cached_snapshot(repository: str, cache: Path | None = None, revision: str = "main") -> Path | None:
     """The snapshot folder of `repository` ("ORG/NAME") at `revision` (a branch or tag the cache recorded, or a
-    commit), or None when the cache does not hold it. With no record of the revision, a single snapshot is
-    taken; several without a record are ambiguous (None)."""
+    commit), or None when the cache does not hold it. Only where the cache recorded no main branch at all is its
+    one snapshot taken for main; another revision it has no record of is not there."""
     if not REPOSITORY_ID.match(repository):
         return None
     folder = (cache or hub_cache()) / f"models--{repository.replace('/', '--')}"
@@ -41,6 +42,8 @@ def cached_snapshot(repository: str, cache: Path | None = None, revision: str = 
     if commit is not None:
         chosen = snapshots / commit
         return chosen if chosen.is_dir() else None
+    if revision != "main" or (folder / "refs" / "main").exists():
+        return None
     found = [path for path in snapshots.iterdir() if path.is_dir()]
     return found[0] if len(found) == 1 else None
 
@@ -88,7 +91,7 @@ def cached_models(cache: Path | None = None) -> list[CachedModel]:
 def _model_type(snapshot: Path) -> str | None:
     try:
         config = json.loads((snapshot / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     kind = config.get("model_type") if isinstance(config, dict) else None
     return kind if isinstance(kind, str) else None

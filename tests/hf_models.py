@@ -65,10 +65,12 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
     if family == "gpt2":
         config = GPT2Config(n_embd=48, n_layer=2, n_head=4, vocab_size=vocab_size, n_positions=256,
                             tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
-    elif family == "llama":  # grouped-query attention: 2 key/value heads for 4 query heads
+    elif family.startswith("llama"):  # grouped-query attention: 2 key/value heads for 4 query heads
+        biases = family == "llama_bias"  # as Granite's code models have, on attention and MLP
         config = LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, vocab_size=vocab_size, max_position_embeddings=512,
-                             rope_theta=50000.0, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+                             rope_theta=50000.0, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0,
+                             attention_bias=biases, mlp_bias=biases)
     elif family == "gpt_bigcode":  # StarCoder's: GPT-2 with one key/value head (multi-query attention)
         config = GPTBigCodeConfig(n_embd=48, n_layer=2, n_head=4, vocab_size=vocab_size, n_positions=256,
                                   multi_query=True, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)

@@ -33,7 +33,8 @@ def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
 
 def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
-    `quantized`, else F32; vectors F32)."""
+    `quantized`, else F32; vectors F32); `family` names hf_models' variant (llama_bias: the llama architecture)."""
+    family = family.removesuffix("_bias")
     from safetensors.numpy import load_file
 
     config = json.loads((source / "config.json").read_text())
@@ -81,7 +82,7 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
             _, _, i, *rest = name.split(".")
             target = f"blk.{i}.{layer['.'.join(rest[:-1])]}.{rest[-1]}"
         value = np.ascontiguousarray(value, np.float32)
-        if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight")):
+        if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
             value = _permute(value, heads if "attn_q" in target else kv_heads)
         if quantized and value.ndim == 2:
             writer.add_tensor(target, gguf.quants.quantize(value, gguf.GGMLQuantizationType.Q8_0),
@@ -106,7 +107,7 @@ def llama_cpp(path: Path):
                  n_threads_batch=2, verbose=False)
 
 
-FAMILIES = [("llama", False), ("qwen2", True), ("starcoder2", True)]
+FAMILIES = [("llama", False), ("llama_bias", True), ("qwen2", True), ("starcoder2", True)]
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=[family for family, _ in FAMILIES])
@@ -144,7 +145,8 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
     family, src, path, model = written
     assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--fp32", "--context", str(CONTEXT)]) == 0
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
-    assert manifest["source"]["folder"] == path.name and manifest["source"]["gguf_architecture"] == family
+    assert manifest["source"]["folder"] == path.name
+    assert manifest["source"]["gguf_architecture"] == family.removesuffix("_bias")
     assert manifest["source"]["license"] == "apache-2.0" and manifest["source"]["gguf_types"] == ["F32"]
     assert manifest["fim"]["template"] == "qwen"  # the markers, found among the file's control tokens
     card = (tmp_path / "bundle" / "MODEL.md").read_text()
@@ -192,9 +194,10 @@ VARIED = ["def f(x):\r\n\treturn x  +  12345 * 3.14\n", "naïve = 'café' # 日�
           "a  b   c\t\td 2024-11-28 99999999\n", "it's we're I'LL you've\n" + " " * 17 + "end"]
 
 
-def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None, **changes) -> Path:
+def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None,
+               numbers: dict | None = None, **changes) -> Path:
     """The GGUF file at `source` written again: under another `architecture` (its keys renamed), with some
-    metadata values changed, and with `extra` tensors."""
+    metadata values changed, new whole-number keys (`numbers`), and `extra` tensors."""
     reader = gguf.GGUFReader(str(source))
     writer = gguf.GGUFWriter(str(out), architecture)
     for field in reader.fields.values():
@@ -206,6 +209,8 @@ def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict
     for tensor in reader.tensors:
         shape = tuple(int(n) for n in reversed(tensor.shape))
         writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
+    for name, number in (numbers or {}).items():
+        writer.add_uint32(name, number)
     for name, value in (extra or {}).items():
         writer.add_tensor(name, value)
     _finish(writer)
@@ -283,3 +288,57 @@ def test_a_vocabulary_shorter_than_the_embedding_rows_is_padded_as_the_model_is(
     assert cli_main(["convert", str(short), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8 == len(own) + 8
+
+
+def _refused(argv: list[str], capsys) -> str:
+    capsys.readouterr()
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("completer convert: ") and "Traceback" not in "\n".join(err), err
+    return err[-1]
+
+
+def test_a_gguf_file_inside_the_bundle_it_would_replace_is_never_deleted(tmp_path, capsys):
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=True)
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
+    inside = path.rename(tmp_path / "bundle" / "model.gguf")
+    err = _refused(["convert", str(inside), "--out", str(tmp_path / "bundle"), "--force"], capsys)
+    assert "holds the checkpoint" in err and inside.is_file()
+
+
+def test_a_file_that_declares_more_than_it_holds_is_refused_at_once(tmp_path, capsys):
+    """An array whose length field is corrupt (2**40 entries) is refused, not read entry by entry into memory."""
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
+    data = bytearray(path.read_bytes())
+    key = b"tokenizer.ggml.token_type"
+    at = data.index(key) + len(key) + 8  # after the key: the value's type and the items' type, 4 bytes each
+    data[at:at + 8] = (2**40).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    err = _refused(["convert", str(path), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
+    assert "not a GGUF file gguf can read" in err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-")]
+
+
+def test_one_part_of_a_split_file_is_refused_by_name(tmp_path, capsys):
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
+    part = _rewritten(path, tmp_path / "model-00001-of-00003.gguf", numbers={"split.count": 3})
+    err = _refused(["convert", str(part), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
+    assert "one part of a GGUF split into 3" in err and "--merge" in err
+
+
+def test_starcoder2_files_keep_the_window_their_attention_slides_over(tmp_path, capsys):
+    """GGUF files of StarCoder2 rarely record its sliding window: it is taken as the released models' 4,096, so
+    a longer context is refused as it is from a checkpoint folder; a recorded window counts."""
+    from completer.gguf_source import unpack
+
+    checkpoint(tmp_path / "src", "starcoder2", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "sc2.gguf", "starcoder2", quantized=False)
+    unpack(path, tmp_path / "unpacked")
+    assert json.loads((tmp_path / "unpacked" / "config.json").read_text())["sliding_window"] == 4096
+    narrow = _rewritten(path, tmp_path / "narrow.gguf", architecture="starcoder2",
+                        numbers={"starcoder2.attention.sliding_window": 64})
+    err = _refused(["convert", str(narrow), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
+    assert "sliding-window attention (64 tokens)" in err

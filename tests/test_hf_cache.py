@@ -136,3 +136,20 @@ def test_a_folder_of_that_name_here_is_read_before_the_cache(hub, monkeypatch, t
     assert cli_main(["convert", "acme/tiny-coder", "--out", str(tmp_path / "bundle"), "--context", "128"]) == 0
     assert "Hugging Face cache" not in capsys.readouterr().err
     assert json.loads((tmp_path / "bundle" / "manifest.json").read_text())["source"]["folder"] == "tiny-coder"
+
+
+def test_a_revision_the_cache_has_no_record_of_is_refused_and_only_a_cached_model_takes_one(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """With one snapshot, recorded as main, --revision v2 is not that snapshot; and --revision means nothing for a
+    folder or a file."""
+    checkpoint(tmp_path / "tiny", "qwen2", tied=True)
+    hub = tmp_path / "hub"
+    _cache_entry(hub, "acme/one", tmp_path / "tiny")
+    assert cached_snapshot("acme/one", hub, "v2") is None and cached_snapshot("acme/one", hub).name == COMMIT
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    for source, says in (("acme/one", "no snapshot of it at 'v2'"), (str(tmp_path / "tiny"), "--revision names")):
+        assert cli_main(["convert", source, "--revision", "v2", "--out", str(tmp_path / "out")]) == 2
+        assert says in capsys.readouterr().err.strip().splitlines()[-1]
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HUGGINGFACE_HUB_CACHE", str(hub))  # the older name huggingface_hub still reads
+    assert hub_cache() == hub
