@@ -25,7 +25,7 @@ and SantaCoder's tokenizers lack (Code Llama's SentencePiece tokenizer is refuse
 
 _NAME_PATTERNS = (
     ("qwen", re.compile(r"qwen.*coder", re.IGNORECASE)),
-    ("starcoder2", re.compile(r"starcoder-?2", re.IGNORECASE)),
+    ("starcoder2", re.compile(r"starcoder-?2(?!\d)", re.IGNORECASE)),
     ("starcoder", re.compile(r"starcoder|santacoder|stable-?code", re.IGNORECASE)),
     ("deepseek", re.compile(r"deepseek.*coder", re.IGNORECASE)),
     ("codellama", re.compile(r"code-?llama", re.IGNORECASE)),

@@ -217,7 +217,7 @@ class Prompts:
             return []
         template = self.bundle.fim_template or ""
         opening = [self.fim_ids[0], *self.tokens.encode(document_opening(template, repository))]
-        head = repository_head_ids(template, repository, limit // REPOSITORY_SHARE - len(opening),
+        head = repository_head_ids(template, repository, limit // REPOSITORY_SHARE - (len(opening) - 1),
                                    self.tokens.encode, self.repository_markers)
         return [*head, *opening] if head else []
 

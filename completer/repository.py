@@ -151,6 +151,7 @@ def repository_head_ids(template: str, repository: RepositoryContext, budget: in
 
 def _plain(name: str, markers: Sequence[str]) -> str:
     """A folder's name or a path with no marker and no line break in it."""
-    for marker in markers:
-        name = name.replace(marker, "")
+    while any(marker in name for marker in markers):  # removing one may join the text around it into another
+        for marker in markers:
+            name = name.replace(marker, "")
     return LINE_BREAKS.sub(" ", name)

@@ -499,6 +499,10 @@ def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsy
 
 @pytest.mark.parametrize("family,change,says", [
     ("starcoder2", {"sliding_window": 64}, "sliding-window attention (64 tokens)"),
+    ("starcoder2", {"sliding_window": 64, "use_sliding_window": False}, "sliding-window attention (64 tokens)"),
+    ("starcoder2", {"use_bias": False}, "does not use"),  # transformers would leave the biases out
+    ("starcoder2_no_bias", {"use_bias": True}, "the weights have no tensor"),
+    ("starcoder2", {"use_bias": "yes"}, "use_bias must be true or false"),
     ("starcoder2", {"hidden_act": "relu"}, "activation 'relu' is not supported"),
     ("gpt_bigcode", {"add_cross_attention": True}, "cross-attention is not supported"),
     ("gpt_bigcode", {"n_head": 3}, "has shape"),

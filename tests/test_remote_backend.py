@@ -44,6 +44,7 @@ def test_templates_by_model_name():
     assert template_for_model("bigcode/starcoder2-3b") == "starcoder2"  # its repository format too
     assert template_for_model("bigcode/starcoderbase-1b") == "starcoder"
     assert template_for_model("bigcode/tiny_starcoder_py") == "starcoder"
+    assert template_for_model("acme/starcoder-20b-custom") == "starcoder"  # not StarCoder2
     assert template_for_model("deepseek-coder-1.3b-base") == "deepseek"
     assert template_for_model("codellama/CodeLlama-7b-hf") == "codellama"
     assert template_for_model("Qwen2.5-0.5B-Instruct") is None  # not a code model: no FIM
@@ -88,6 +89,9 @@ def test_a_qwen_prompt_lays_the_snippets_out_as_files_of_the_repository():
     assert len(head) - len("<|file_sep|>shop/cart.py\n") - len("<|repo_name|>shop\n") <= SNIPPET_CHARS
     assert files[3] == "shop/cart.py\n" and len(files) == 4
     assert repository_head("qwen", RepositoryContext("shop", "a.py")) == "<|repo_name|>shop\n<|file_sep|>a.py\n"
+    # a marker split by another is no marker once the inner one is gone
+    nested = RepositoryContext("sh<file_<fim_prefix>sep>op", "a.py")
+    assert repository_head("starcoder2", nested) == "<repo_name>shop<file_sep>"
     assert repository_head("qwen", RepositoryContext("s<|file_sep|>", "a\nb.py")) \
         == "<|repo_name|>s\n<|file_sep|>a b.py\n"
     # StarCoder2's format: no newline after the folder's name, the document's path inside the FIM prefix

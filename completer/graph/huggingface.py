@@ -89,7 +89,10 @@ def _gpt_bigcode(config: dict, _context: int) -> Architecture:
 
 def _starcoder2(config: dict, context: int) -> Architecture:
     """StarCoder2: rotary positions and grouped-query attention, with LayerNorm and a GELU MLP."""
-    _check_window(config, context, active=True)
+    # transformers applies StarCoder2's window whenever it is set: no use_sliding_window switch turns it off
+    _check_window({k: v for k, v in config.items() if k != "use_sliding_window"}, context, active=True)
+    if not isinstance(config.get("use_bias", True), bool):
+        raise Unsupported(f"use_bias must be true or false, not {config.get('use_bias')!r}")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     theta, scaling = _rope(config)
     return Architecture(family="starcoder2", n_layer=int(config["num_hidden_layers"]), n_head=heads,
@@ -203,7 +206,10 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
     taker = _Taker(tensors)
     kind = config.get("model_type")
     read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights, "starcoder2": _starcoder2_weights}
-    out = read.get(kind, _llama_weights)(taker, arch)
+    if kind == "starcoder2":  # its biases are all there or none, as use_bias says
+        out = _starcoder2_weights(taker, arch, biases=bool(config.get("use_bias", True)))
+    else:
+        out = read.get(kind, _llama_weights)(taker, arch)
     tied = bool(config.get("tie_word_embeddings", kind in TIED_BY_DEFAULT))
     head = taker.take("lm_head.weight", (arch.vocab_size, arch.hidden), optional=True)
     if head is not None and not (tied and np.array_equal(head, out["embed"])):
@@ -261,9 +267,9 @@ def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndar
     return out
 
 
-def _starcoder2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+def _starcoder2_weights(taker: _Taker, arch: Architecture, biases: bool = True) -> dict[str, np.ndarray]:
     """StarCoder2's tensors: LLaMA's attention names, LayerNorms with biases, GPT-2's MLP names as Linear layers;
-    biases where the config's use_bias put them."""
+    the linear layers' biases all required with use_bias, else none taken (any left over are refused)."""
     c, f = arch.hidden, arch.mlp_hidden
     out = {"embed": taker.take("model.embed_tokens.weight", (arch.vocab_size, c)),
            "norm_f.weight": taker.take("model.norm.weight", (c,)), "norm_f.bias": taker.take("model.norm.bias", (c,))}
@@ -272,26 +278,31 @@ def _starcoder2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarr
         for ours, theirs in (("norm1", "input_layernorm"), ("norm2", "post_attention_layernorm")):
             out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", (c,))
             out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (c,))
-        _attention(out, taker, p, q, arch)
+        _attention(out, taker, p, q, arch, biases)
         for ours, theirs, shape in (("fc", "mlp.c_fc", (f, c)), ("out", "mlp.c_proj", (c, f))):
             out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
-            _maybe(out, f"{q}.{ours}.bias", taker.take(f"{p}.{theirs}.bias", (shape[0],), optional=True))
+            if biases:
+                out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (shape[0],))
     return out
 
 
-def _attention(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, arch: Architecture) -> None:
-    """LLaMA-style q/k/v/o projections (torch Linear, optional biases) into the fused qkv and o."""
+def _attention(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, arch: Architecture,
+               biases: bool | None = None) -> None:
+    """LLaMA-style q/k/v/o projections (torch Linear) into the fused qkv and o; their biases where the checkpoint
+    has them (`biases` None), all required (True), or none taken (False)."""
     c, d = arch.hidden, arch.head_dim
     q_w, kv_w = arch.n_head * d, arch.n_kv_head * d
     parts = [taker.take(f"{p}.self_attn.{n}_proj.weight", (w, c)) for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
     out[f"{q}.qkv.weight"] = np.concatenate(parts, axis=0).T.copy()  # [C, (H + 2 KV) D]
-    biases = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=True)
-              for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
-    if any(b is not None for b in biases):
-        out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
-                                               for b, w in zip(biases, (q_w, kv_w, kv_w))])
+    if biases is not False:
+        found = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=biases is None)
+                 for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
+        if any(b is not None for b in found):
+            out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
+                                                   for b, w in zip(found, (q_w, kv_w, kv_w))])
     out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).T.copy()  # [H D, C]
-    _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=True))
+    if biases is not False:
+        _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=biases is None))
 
 
 def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
