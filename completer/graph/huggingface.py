@@ -7,6 +7,7 @@ names it: a silent wrong model is worse than none.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -205,11 +206,9 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
     """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for."""
     taker = _Taker(tensors)
     kind = config.get("model_type")
-    read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights, "starcoder2": _starcoder2_weights}
-    if kind == "starcoder2":  # its biases are all there or none, as use_bias says
-        out = _starcoder2_weights(taker, arch, biases=bool(config.get("use_bias", True)))
-    else:
-        out = read.get(kind, _llama_weights)(taker, arch)
+    read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights,
+            "starcoder2": partial(_starcoder2_weights, biases=bool(config.get("use_bias", True)))}
+    out = read.get(kind, _llama_weights)(taker, arch)
     tied = bool(config.get("tie_word_embeddings", kind in TIED_BY_DEFAULT))
     head = taker.take("lm_head.weight", (arch.vocab_size, arch.hidden), optional=True)
     if head is not None and not (tied and np.array_equal(head, out["embed"])):
@@ -223,13 +222,25 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
     return out
 
 
+def _gpt2_tables(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+    """GPT-2's and gpt_bigcode's embeddings, positions and final LayerNorm (names without `transformer.`)."""
+    taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
+    c = arch.hidden
+    return {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
+            "positions": taker.take("wpe.weight", (arch.max_positions, c)),
+            "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
+
+
+def _layer_norms(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, c: int, theirs: tuple[str, str]) -> None:
+    """A layer's two LayerNorms, weights and biases, named `theirs` in the checkpoint."""
+    for ours, name in zip(("norm1", "norm2"), theirs):
+        out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{name}.weight", (c,))
+        out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{name}.bias", (c,))
+
+
 def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
-    if any(name.startswith("transformer.") for name in taker.tensors):
-        taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
     c, f = arch.hidden, arch.mlp_hidden
-    out = {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
-           "positions": taker.take("wpe.weight", (arch.max_positions, c)),
-           "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
+    out = _gpt2_tables(taker, arch)
     for i in range(arch.n_layer):  # Conv1D weights are already [in, out]
         p, q = f"h.{i}", f"layers.{i}"
         for ours, theirs, shape in (("norm1", "ln_1", None), ("norm2", "ln_2", None), ("qkv", "attn.c_attn", (c, 3 * c)),
@@ -243,17 +254,12 @@ def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
 def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
     """gpt_bigcode's tensors: GPT-2's names, but torch Linear weights ([out, in]); with one key/value head the
     fused product's rows are [q | k | v], with one per query head they are interleaved by head [q_h k_h v_h]."""
-    taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
     c, f, d, kv = arch.hidden, arch.mlp_hidden, arch.head_dim, arch.n_kv_head
-    out = {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
-           "positions": taker.take("wpe.weight", (arch.max_positions, c)),
-           "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
+    out = _gpt2_tables(taker, arch)
     qkv_rows = c + 2 * kv * d
     for i in range(arch.n_layer):
         p, q = f"h.{i}", f"layers.{i}"
-        for ours, theirs in (("norm1", "ln_1"), ("norm2", "ln_2")):
-            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", (c,))
-            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (c,))
+        _layer_norms(out, taker, p, q, c, ("ln_1", "ln_2"))
         weight = taker.take(f"{p}.attn.c_attn.weight", (qkv_rows, c))  # [rows, C]
         bias = taker.take(f"{p}.attn.c_attn.bias", (qkv_rows,))
         if kv > 1:  # [H, 3, D] by head -> [3, H, D]: queries, then keys, then values
@@ -275,9 +281,7 @@ def _starcoder2_weights(taker: _Taker, arch: Architecture, biases: bool = True) 
            "norm_f.weight": taker.take("model.norm.weight", (c,)), "norm_f.bias": taker.take("model.norm.bias", (c,))}
     for i in range(arch.n_layer):
         p, q = f"model.layers.{i}", f"layers.{i}"
-        for ours, theirs in (("norm1", "input_layernorm"), ("norm2", "post_attention_layernorm")):
-            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", (c,))
-            out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (c,))
+        _layer_norms(out, taker, p, q, c, ("input_layernorm", "post_attention_layernorm"))
         _attention(out, taker, p, q, arch, biases)
         for ours, theirs, shape in (("fc", "mlp.c_fc", (f, c)), ("out", "mlp.c_proj", (c, f))):
             out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
