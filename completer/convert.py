@@ -2,10 +2,9 @@
 
 Reads config.json, *.safetensors and tokenizer.json from a local folder, from a model's snapshot in the local
 Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_source.py); never the network, never
-a pickle. Builds the decoder
-graph with the beam step inside (completer/graph), quantizes its weights to INT8 unless --fp32, and writes the
-bundle into a staging folder beside --out that takes --out's place only when every file is written, so a failure
-leaves nothing half-written.
+a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to INT8
+unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place only when every
+file is written, so a failure leaves nothing half-written.
 """
 from __future__ import annotations
 
@@ -378,7 +377,8 @@ def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
 def main(args) -> int:
     try:
         out = Path(args.out)
-        beside = out.resolve().parent if out.resolve().parent.is_dir() else None
+        parent = out.resolve().parent
+        beside = parent if parent.is_dir() else None
         with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):
             manifest = convert(source, out, origin=origin, int8=not args.fp32, context=args.context,
                                name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,

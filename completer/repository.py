@@ -95,7 +95,7 @@ def repository_head(template: str, repository: RepositoryContext, limit: int = S
     break, would lay out other files than there are: it is left out."""
     layout = REPOSITORY_FORMATS[template]
     name_marker, file_marker = layout.markers
-    markers = (name_marker, file_marker, *FIM_TEMPLATES[template])
+    markers = _all_markers(template)
     parts = [f"{name_marker}{_plain(repository.name, markers)}{layout.after_name}"]
     size = 0
     for path, text in repository.files:
@@ -115,7 +115,7 @@ def document_opening(template: str, repository: RepositoryContext) -> str:
     layout = REPOSITORY_FORMATS[template]
     if not layout.path_in_fim_prefix:
         return ""
-    return f"{_plain(repository.path, (*layout.markers, *FIM_TEMPLATES[template]))}\n"
+    return f"{_plain(repository.path, _all_markers(template))}\n"
 
 
 def repository_head_ids(template: str, repository: RepositoryContext, budget: int,
@@ -147,6 +147,11 @@ def repository_head_ids(template: str, repository: RepositoryContext, budget: in
             return ids
         chars = min(chars - 1, chars * (budget - len(bare)) * 9 // (10 * (len(ids) - len(bare))))
     return bare
+
+
+def _all_markers(template: str) -> tuple[str, ...]:
+    """Every marker of a template with a repository format: no text it lays out may hold one."""
+    return (*REPOSITORY_FORMATS[template].markers, *FIM_TEMPLATES[template])
 
 
 def _plain(name: str, markers: Sequence[str]) -> str:
