@@ -138,9 +138,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .convert import list_cached
+    from .local_models import main as models_main
 
-    return list_cached(args)
+    return models_main(args)
 
 
 def cmd_serve(argv: list[str]) -> int:
@@ -178,11 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)
-    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint or GGUF file into a bundle")
+    convert = sub.add_parser("convert", help="turn a local Hugging Face checkpoint, GGUF file, or Ollama or Tabby "
+                                                "model into a bundle")
     convert.add_argument("source", metavar="SOURCE",
-                         help="folder with config.json, *.safetensors, tokenizer.json; a GGUF file (llama.cpp, Ollama, "
-                              "LM Studio); or ORG/NAME of a model already in the local Hugging Face cache (`completer "
-                              "models` lists them; nothing is downloaded)")
+                         help="folder with config.json, *.safetensors, tokenizer.json; a GGUF file (llama.cpp, "
+                              "LM Studio); ollama:NAME[:TAG] or tabby:ORG/NAME of a model Ollama or Tabby downloaded; or "
+                              "ORG/NAME of a model in the "
+                              "local Hugging Face cache, ORG/NAME:QUANT picking a file of a GGUF repository as "
+                              "llama.cpp's -hf does (`completer models` lists them all; nothing is downloaded)")
     convert.add_argument("--revision", default="main",
                          help="with ORG/NAME: the cached branch, tag or commit to read (default main)")
     convert.add_argument("--out", required=True, metavar="BUNDLE", help="the bundle folder to write")
@@ -204,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="searches one model call holds (default 1); N > 1 lets N windows' or documents' "
                               "searches share each call, at some cost to a search alone")
     convert.set_defaults(func=cmd_convert)
-    models = sub.add_parser("models", help="the models in the local Hugging Face cache, and which convert")
+    models = sub.add_parser("models", help="the models other tools downloaded here (the Hugging Face cache, Ollama, "
+                                           "Tabby, LM Studio, llama.cpp), and which convert")
     models.add_argument("--json", action="store_true", help="print JSON")
     models.set_defaults(func=cmd_models)
     sub.add_parser("serve", help="run the language server (stdio; --tcp --port N for loopback TCP)", add_help=False)

@@ -1,8 +1,9 @@
 """`completer convert SOURCE --out BUNDLE`: a model on the user's disk as a bundle.
 
 Reads config.json, *.safetensors and tokenizer.json from a local folder, from a model's snapshot in the local
-Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_source.py); never the network, never
-a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to INT8
+Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_source.py): a path, a file of a GGUF
+repository in that cache, or a model Ollama or Tabby downloaded (ollama_store.py, tabby_store.py); never the
+network, never a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to INT8
 unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place only when every
 file is written, so a failure leaves nothing half-written.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -19,14 +21,16 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
-from .hf_cache import REPOSITORY_ID, CachedModel, cached_models, cached_snapshot, hub_cache
+from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
 FORMAT_VERSION = 5  # completer/bundle.py, SUPPORTED_FORMATS
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
+SHA256_NAME = re.compile(r"^[0-9a-f]{64}$")  # a blob of the Hugging Face cache named by its content's sha256
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
@@ -257,8 +261,15 @@ def _described(source: dict) -> str:
     """Where the bundle's weights came from, in words for its model card."""
     kind = ", ".join([source["model_type"], *(source.get("architectures") or [])])
     if source.get("gguf"):
-        return (f"the GGUF file `{source['gguf']}` ({kind}; tensor types {', '.join(source.get('gguf_types', []))}, "
-                "dequantized to fp32 before this conversion)")
+        types = f"tensor types {', '.join(source.get('gguf_types', []))}, dequantized to fp32 before this conversion"
+        if source.get("ollama"):
+            return f"Ollama's model `{source['ollama']}`, its GGUF file sha256 `{source['ollama_digest']}` ({kind}; {types})"
+        if source.get("tabby"):
+            return f"Tabby's model `{source['tabby']}`, its GGUF file `{source['gguf']}` ({kind}; {types})"
+        if source.get("huggingface_cache"):
+            return (f"the GGUF file `{source['folder']}` at commit `{source['revision']}` in the local Hugging Face "
+                    f"cache ({kind}; {types})")
+        return f"the GGUF file `{source['gguf']}` ({kind}; {types})"
     if source.get("huggingface_cache"):
         return f"`{source['folder']}` at commit `{source['revision']}` in the local Hugging Face cache ({kind})"
     return f"the local Hugging Face checkpoint `{source['folder']}` ({kind})"
@@ -306,29 +317,83 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
                       ) -> Iterator[tuple[Path, Origin | None]]:
     """The checkpoint folder `source` names, and its origin when it is not that folder itself: a folder is itself;
     a GGUF file's config and tokenizer are written into a temporary folder (`beside` the bundle), removed
-    afterwards, and the origin reads its tensors when the converter asks; ORG/NAME that is no folder here is the
-    model's snapshot in the local Hugging Face cache (hf_cache.py), at `revision`, which nothing else has."""
+    afterwards, and the origin reads its tensors when the converter asks. What is no file or folder here may name
+    a model another tool keeps: `ollama:NAME` Ollama's (ollama_store.py), `tabby:ID` Tabby's (tabby_store.py), and
+    ORG/NAME[:QUANT] a snapshot in the local Hugging Face cache at `revision` (hf_cache.py), a checkpoint folder or a
+    GGUF file picked by QUANT."""
     path = Path(source).expanduser()
-    local = path.is_dir() or path.is_file() or not REPOSITORY_ID.match(source)
-    if local and revision != "main":
+    repository, _, tag = source.partition(":")
+    here = path.is_dir() or path.is_file()
+    cached = not here and REPOSITORY_ID.match(repository) is not None
+    if not cached and revision != "main":
         raise ConvertError(f"--revision names a version in the Hugging Face cache; {source} is not read from there")
-    if path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
-        from .gguf_source import read_tensors, unpack
-
-        with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
-            record = unpack(path, Path(folder))
-            yield Path(folder), Origin(path.name, [str(path)], record, partial(read_tensors, path), path)
+    if here and path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
+        with _gguf_folder(path, Origin(path.name, [str(path)], {}), beside) as found:
+            yield found
         return
-    if local:
+    if not here and source.startswith((ollama_store.PREFIX, tabby_store.PREFIX)):
+        with _gguf_folder(*_tool_model(source), beside) as found:
+            yield found
+        return
+    if not cached:
         yield path, None
         return
-    snapshot = cached_snapshot(source, revision=revision)
+    snapshot = find_snapshot(repository, revision)
     if snapshot is None:
-        raise ConvertError(f"{source}: no such folder, and the local Hugging Face cache ({hub_cache()}) holds no "
-                           f"snapshot of it at {revision!r}; download it first (huggingface-cli download {source})")
-    print(f"reading {source} from the local Hugging Face cache: {snapshot}", file=sys.stderr)
-    yield snapshot, Origin(source, [source, "--revision", snapshot.name],
-                           {"huggingface_cache": True, "revision": snapshot.name})
+        raise ConvertError(f"{source}: no such folder, and no local Hugging Face cache ({' or '.join(map(str, caches()))}"
+                           f") holds a snapshot of {repository} at {revision!r}; download it first "
+                           f"(huggingface-cli download {repository})")
+    if (snapshot / "config.json").exists() and not tag:
+        print(f"reading {source} from the local Hugging Face cache: {snapshot}", file=sys.stderr)
+        yield snapshot, Origin(source, [source, "--revision", snapshot.name],
+                               {"huggingface_cache": True, "revision": snapshot.name})
+        return
+    if (snapshot / "config.json").exists():
+        raise ConvertError(f"{source}: {repository} is a checkpoint folder, not GGUF files a tag ({tag}) picks from")
+    file = pick_gguf(gguf_files(snapshot), tag, repository)
+    print(f"reading {file.relative_to(snapshot)} of {repository} from the local Hugging Face cache: {file}",
+          file=sys.stderr)
+    _check_blob(file)
+    named = f"{repository}:{quant_tag(file) or tag}" if quant_tag(file) or tag else repository
+    origin = Origin(f"{repository}/{file.relative_to(snapshot)}", [named, "--revision", snapshot.name],
+                    {"huggingface_cache": True, "revision": snapshot.name})
+    with _gguf_folder(file, origin, beside) as found:
+        yield found
+
+
+def _tool_model(source: str) -> tuple[Path, Origin]:
+    """The GGUF file of the model `ollama:NAME` or `tabby:ID` names, checked against its recorded sha256, and its
+    origin."""
+    if source.startswith(ollama_store.PREFIX):
+        model = ollama_store.find(source[len(ollama_store.PREFIX):])
+        print(f"reading Ollama's {model.name}: checking {model.blob} against its digest", file=sys.stderr)
+        record = {"ollama": model.name, "ollama_digest": model.digest}
+        return ollama_store.gguf_path(model), Origin(model.source, [model.source], record)
+    found = tabby_store.find(source[len(tabby_store.PREFIX):])
+    checked = "checking it against the sha256 its tabby.json names" if found.sha256 else "its tabby.json names no sha256"
+    print(f"reading Tabby's {found.model_id} from {found.gguf}: {checked}", file=sys.stderr)
+    record = {"tabby": found.model_id, **({"tabby_sha256": found.sha256} if found.sha256 else {})}
+    return tabby_store.gguf_path(found), Origin(found.source, [found.source], record)
+
+
+@contextlib.contextmanager
+def _gguf_folder(path: Path, origin: Origin, beside: Path | None) -> Iterator[tuple[Path, Origin]]:
+    """The GGUF file at `path` unpacked into a temporary folder, and `origin` completed with what reads it."""
+    from .gguf_source import read_tensors, unpack
+
+    with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
+        record = {**unpack(path, Path(folder)), **origin.record}
+        yield Path(folder), Origin(origin.name, origin.command, record, partial(read_tensors, path), path)
+
+
+def _check_blob(file: Path) -> None:
+    """A file of the Hugging Face cache whose blob is named by its sha256 (as large files are) is checked against
+    it, so a download cut short is refused before hours of use; ConvertError otherwise."""
+    blob = file.resolve()
+    if not SHA256_NAME.match(blob.name):
+        return
+    if sha256_file(blob) != blob.name:
+        raise ConvertError(f"{file}: the cached file does not match its sha256 ({blob.name}); download it again")
 
 
 def _starts_with(path: Path, magic: bytes) -> bool:
@@ -337,41 +402,6 @@ def _starts_with(path: Path, magic: bytes) -> bool:
             return handle.read(len(magic)) == magic
     except OSError:
         return False
-
-
-def list_cached(args) -> int:
-    """`completer models`: each model in the local Hugging Face cache, and whether `completer convert` reads it."""
-    try:
-        from .graph.huggingface import SUPPORTED_TYPES
-    except ModuleNotFoundError as exc:
-        print(f"completer models: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
-              file=sys.stderr)
-        return 2
-    rows = []
-    for model in cached_models():
-        why_not = _why_not(model, SUPPORTED_TYPES)
-        rows.append({"id": model.repository, "model_type": model.model_type, "convertible": why_not is None,
-                     "why_not": why_not, "snapshot": str(model.snapshot)})
-    if args.json:
-        print(json.dumps({"cache": str(hub_cache()), "models": rows}, indent=1))
-        return 0
-    if not rows:
-        print(f"no models in the local Hugging Face cache ({hub_cache()})")
-        return 0
-    width = max(len(row["id"]) for row in rows)
-    for row in rows:
-        verdict = f"converts: completer convert {row['id']} --out BUNDLE" if row["convertible"] else row["why_not"]
-        print(f"{row['id']:<{width}}  {row['model_type'] or '?':<12}  {verdict}")
-    return 0
-
-
-def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
-    """Why `completer convert` would refuse a cached model, in a few words; None when it would read it."""
-    if model.model_type not in supported:
-        return f"model_type {model.model_type!r} is not supported"
-    if model.weights != "safetensors":
-        return "only PyTorch pickles, which are never loaded" if model.weights == "pickle only" else "no weights"
-    return None if model.tokenizer else "no tokenizer.json"
 
 
 def main(args) -> int:

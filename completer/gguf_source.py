@@ -75,6 +75,83 @@ def unpack(path: Path, folder: Path) -> dict:
             "gguf_types": sorted({t.tensor_type.name for t in reader.tensors})}
 
 
+_SCALAR_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value types
+_STRING, _ARRAY = 8, 9
+LISTED_KEYS = ("general.architecture", "general.name", "tokenizer.ggml.model", "tokenizer.ggml.pre", "split.count")
+
+
+def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]:
+    """The text and number values of `keys` in the GGUF file at `path`, read from its header alone, skipping the
+    vocabulary's arrays: what `completer models` shows of a file without the seconds gguf's reader spends on
+    them. Raises GGUFError for a file that is not GGUF or whose header is damaged."""
+    import mmap
+    import struct
+
+    wanted, found = set(keys), {}
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] not in (2, 3):
+                raise GGUFError(f"{path}: not a GGUF file of version 2 or 3")
+            count, offset = struct.unpack_from("<Q", data, 16)[0], 24
+
+            def text_end(at: int) -> int:
+                end = at + 8 + struct.unpack_from("<Q", data, at)[0]
+                if end > len(data):
+                    raise GGUFError(f"{path}: the header ends inside a text at byte {at}")
+                return end
+
+            def text(at: int) -> tuple[str, int]:
+                end = text_end(at)
+                return data[at + 8:end].decode("utf-8", "replace"), end
+
+            def skip(kind: int, at: int) -> int:
+                if kind == _STRING:
+                    return text_end(at)
+                if kind == _ARRAY:
+                    item, length = struct.unpack_from("<IQ", data, at)
+                    at += 12
+                    if item in _SCALAR_BYTES:
+                        return at + length * _SCALAR_BYTES[item]
+                    for _ in range(length):
+                        at = skip(item, at)
+                    return at
+                if kind not in _SCALAR_BYTES:
+                    raise GGUFError(f"{path}: unknown GGUF value type {kind} at byte {at}")
+                return at + _SCALAR_BYTES[kind]
+
+            for _ in range(count):
+                if not wanted - found.keys() or offset >= len(data):
+                    break
+                key, offset = text(offset)
+                kind = struct.unpack_from("<I", data, offset)[0]
+                offset += 4
+                if key in wanted and kind == _STRING:
+                    found[key], offset = text(offset)
+                elif key in wanted and kind in (4, 5, 10, 11):
+                    found[key] = struct.unpack_from({4: "<I", 5: "<i", 10: "<Q", 11: "<q"}[kind], data, offset)[0]
+                    offset += _SCALAR_BYTES[kind]
+                else:
+                    offset = skip(kind, offset)
+    except (OSError, ValueError, struct.error) as exc:  # mmap of an empty file, a read past the end
+        raise GGUFError(f"{path}: the GGUF header cannot be read ({type(exc).__name__}: {exc})") from exc
+    return found
+
+
+def unsupported(found: dict[str, object]) -> str | None:
+    """Why `completer convert` would refuse a file whose header says `found` (see `header`), in a few words; None
+    when its header is one it reads."""
+    arch, model = found.get("general.architecture"), found.get("tokenizer.ggml.model")
+    pre = found.get("tokenizer.ggml.pre", "default")
+    if arch not in ARCHITECTURES:
+        return f"GGUF architecture {arch!r} is not supported"
+    if model != "gpt2":
+        return f"tokenizer {model!r} is not byte-level BPE"
+    if pre not in PRE_TOKENIZERS:
+        return f"pre-tokenizer {pre!r} is not supported"
+    parts = found.get("split.count", 1)
+    return f"one part of a file split into {parts}" if isinstance(parts, int) and parts > 1 else None
+
+
 def read_tensors(path: Path) -> dict[str, np.ndarray]:
     """Every tensor of the GGUF file at `path`, dequantized to fp32, under its Hugging Face name (unknown names
     kept as they are, so the converter refuses what it would not run); LLaMA's query and key rows permuted back."""

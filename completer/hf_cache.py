@@ -4,6 +4,10 @@ Users of transformers, the Hugging Face CLI or an editor plugin often have code 
 `~/.cache/huggingface/hub/models--ORG--NAME/snapshots/COMMIT/`. `completer convert ORG/NAME` reads such a
 snapshot, and `completer models` lists what the cache holds and whether it converts. Only the cache's files are
 read: nothing is downloaded, and huggingface_hub is not needed.
+
+llama.cpp's `-hf ORG/NAME[:QUANT]` (what llama.vscode starts) downloads GGUF repositories into the same layout,
+under LLAMA_CACHE when that is set; `completer convert ORG/NAME[:QUANT]` picks a GGUF file from such a snapshot
+as llama.cpp picks it by its quantization tag.
 """
 from __future__ import annotations
 
@@ -26,6 +30,23 @@ def hub_cache() -> Path:
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache).expanduser() / "huggingface" / "hub"
+
+
+def caches() -> list[Path]:
+    """Every cache a repository may lie in: llama.cpp's LLAMA_CACHE, where set, then the Hugging Face cache."""
+    found = [Path(os.environ["LLAMA_CACHE"]).expanduser()] if os.environ.get("LLAMA_CACHE") else []
+    if hub_cache() not in found:
+        found.append(hub_cache())
+    return found
+
+
+def find_snapshot(repository: str, revision: str = "main") -> Path | None:
+    """`cached_snapshot` in the first of `caches()` that holds it."""
+    for cache in caches():
+        snapshot = cached_snapshot(repository, cache, revision)
+        if snapshot is not None:
+            return snapshot
+    return None
 
 
 def cached_snapshot(repository: str, cache: Path | None = None, revision: str = "main") -> Path | None:
@@ -62,13 +83,20 @@ class CachedModel:
     repository: str  # ORG/NAME
     snapshot: Path
     model_type: str | None  # from config.json; None when it has none or cannot be read
-    weights: str  # "safetensors", "pickle only" (refused by the converter) or "none"
+    weights: str  # "safetensors", "gguf" (a repository of GGUF files), "pickle only" (refused) or "none"
     tokenizer: bool  # whether tokenizer.json is there
 
 
 def cached_models(cache: Path | None = None) -> list[CachedModel]:
-    """Every model repository in the cache with a snapshot of the main branch (or its only snapshot), sorted."""
-    root = cache or hub_cache()
+    """Every model repository in `cache` (default: each of `caches()`) with a snapshot of the main branch (or its
+    only snapshot), sorted; a repository in two caches is listed from the first."""
+    if cache is None:
+        found: dict[str, CachedModel] = {}
+        for root in caches():
+            for model in cached_models(root):
+                found.setdefault(model.repository, model)
+        return [found[name] for name in sorted(found)]
+    root = cache
     if not root.is_dir():
         return []
     found = []
@@ -100,6 +128,62 @@ def _model_type(snapshot: Path) -> str | None:
 def _weights(snapshot: Path) -> str:
     if any(snapshot.glob("*.safetensors")):
         return "safetensors"
+    if not (snapshot / "config.json").exists() and gguf_files(snapshot):
+        return "gguf"
     if any(snapshot.glob("*.bin")) or any(snapshot.glob("*.pt")):
         return "pickle only"
     return "none"
+
+
+NOT_MODELS = ("mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-")
+"""GGUF files in a repository that are not a model llama.cpp would run (projectors, importance matrices, draft
+heads), as llama.cpp's `-hf` passes them over."""
+_SPLIT = re.compile(r"^(.+)-([0-9]{5})-of-([0-9]{5})$", re.IGNORECASE)
+_TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.IGNORECASE)
+
+
+def gguf_files(snapshot: Path) -> list[Path]:
+    """The model GGUF files of a snapshot (in subfolders too), sorted by their path in it."""
+    try:
+        found = sorted(snapshot.rglob("*.gguf"))
+    except OSError:
+        return []
+    return [path for path in found if not any(word in path.name for word in NOT_MODELS)
+            and _split_part(path) in (None, 1)]  # of a split file, its first part stands for it
+
+
+def _split_part(file: Path) -> int | None:
+    split = _SPLIT.match(file.name[:-len(".gguf")])
+    return int(split.group(2)) if split else None
+
+
+def quant_tag(file: Path) -> str:
+    """The quantization a GGUF file's name ends with, as llama.cpp reads it (`qwen2.5-coder-1.5b-q8_0.gguf`:
+    Q8_0; `X-Q4_K_M-00001-of-00002.gguf`: Q4_K_M); "" where it names none."""
+    stem = file.name[:-len(".gguf")] if file.name.lower().endswith(".gguf") else file.name
+    split = _SPLIT.match(stem)
+    found = _TAG.search(split.group(1) if split else stem)
+    return found.group(1).upper() if found else ""
+
+
+def _bits(tag: str) -> int:
+    """Q8_0: 8, F16: 16, Q4_K_M: 4; 0 where the tag names no width."""
+    digits = re.search(r"[0-9]+", tag)
+    return int(digits.group()) if digits else 0
+
+
+def pick_gguf(files: list[Path], tag: str, repository: str) -> Path:
+    """The file `tag` picks, as llama.cpp's `-hf REPO:TAG` picks it (the first whose name has TAG followed by "."
+    or "-", in any case); with no tag the one file, or of several the widest (F16 before Q8_0 before Q4_K_M), since
+    the bundle is quantized to INT8 anyway and a narrower file only adds its own rounding. ValueError naming the
+    files otherwise."""
+    if not files:
+        raise ValueError(f"{repository}: the cached snapshot holds no config.json and no GGUF file")
+    names = ", ".join(quant_tag(path) or path.name for path in files)
+    if tag:
+        pattern = re.compile(re.escape(tag) + "[.-]", re.IGNORECASE)
+        chosen = [path for path in files if pattern.search(path.name)]
+        if not chosen:
+            raise ValueError(f"{repository}: no cached GGUF file is tagged {tag!r} (cached: {names})")
+        return chosen[0]
+    return max(files, key=lambda path: _bits(quant_tag(path)))  # max keeps the first of equals

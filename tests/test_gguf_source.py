@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
 gguf = pytest.importorskip("gguf")
 
+from gguf_files import rewritten, write_gguf  # noqa: E402
 from hf_models import checkpoint, logits  # noqa: E402
 
 from completer.bundle import load_bundle  # noqa: E402
@@ -24,80 +25,6 @@ CONTEXT = 128
 CODE = ("def total(items, *, tax=0.2):\n    \"\"\"Sum the prices.\"\"\"\n"
         "    return sum(i.price for i in items) * (1 + tax)\n\n\nclass Cart:\n    def __init__(self):\n"
         "        self.items = []  # 12 items, 3.5 each\n")
-
-
-def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
-    """What llama.cpp's converter does to LLaMA's query and key rows (conversion/llama.py, `permute`)."""
-    return rows.reshape(heads, 2, rows.shape[0] // heads // 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
-
-
-def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
-    """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
-    `quantized`, else F32; vectors F32); `family` names hf_models' variant (llama_bias: the llama architecture)."""
-    family = family.removesuffix("_bias")
-    from safetensors.numpy import load_file
-
-    config = json.loads((source / "config.json").read_text())
-    spec = json.loads((source / "tokenizer.json").read_text())
-    weights = load_file(str(source / "model.safetensors"))
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    writer = gguf.GGUFWriter(str(out), family)
-    writer.add_name(f"tiny {family}")
-    writer.add_license("apache-2.0")
-    writer.add_context_length(config["max_position_embeddings"])
-    writer.add_embedding_length(config["hidden_size"])
-    writer.add_block_count(config["num_hidden_layers"])
-    writer.add_feed_forward_length(config["intermediate_size"])
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(kv_heads)
-    writer.add_rope_freq_base(float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]))
-    if family == "starcoder2":
-        writer.add_layer_norm_eps(config["norm_epsilon"])
-    else:
-        writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
-    vocab = {**spec["model"]["vocab"], **{t["content"]: t["id"] for t in spec["added_tokens"]}}
-    by_id = sorted(vocab.items(), key=lambda item: item[1])
-    special = {t["id"] for t in spec["added_tokens"]}
-    padded = config["vocab_size"]
-    tokens = [token for token, _ in by_id] + [f"[PAD{i}]" for i in range(len(by_id), padded)]
-    types = [gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL for i in range(len(by_id))]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")  # hf_models' tokenizer splits text with Qwen2's pattern
-    writer.add_token_list(tokens)
-    writer.add_token_types(types + [gguf.TokenType.UNUSED] * (padded - len(by_id)))
-    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]])
-    writer.add_eos_token_id(vocab["<|endoftext|>"])
-    writer.add_add_bos_token(False)
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "model.norm.bias": "output_norm.bias", "lm_head.weight": "output.weight"}
-    layer = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
-    for name, value in weights.items():
-        if name in names:
-            target = names[name]
-        else:
-            _, _, i, *rest = name.split(".")
-            target = f"blk.{i}.{layer['.'.join(rest[:-1])]}.{rest[-1]}"
-        value = np.ascontiguousarray(value, np.float32)
-        if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
-            value = _permute(value, heads if "attn_q" in target else kv_heads)
-        if quantized and value.ndim == 2:
-            writer.add_tensor(target, gguf.quants.quantize(value, gguf.GGMLQuantizationType.Q8_0),
-                              raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
-            writer.add_tensor(target, value)
-    _finish(writer)
-    return out
-
-
-def _finish(writer) -> None:
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 def llama_cpp(path: Path):
@@ -194,29 +121,6 @@ VARIED = ["def f(x):\r\n\treturn x  +  12345 * 3.14\n", "naïve = 'café' # 日�
           "a  b   c\t\td 2024-11-28 99999999\n", "it's we're I'LL you've\n" + " " * 17 + "end"]
 
 
-def _rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None,
-               numbers: dict | None = None, **changes) -> Path:
-    """The GGUF file at `source` written again: under another `architecture` (its keys renamed), with some
-    metadata values changed, new whole-number keys (`numbers`), and `extra` tensors."""
-    reader = gguf.GGUFReader(str(source))
-    writer = gguf.GGUFWriter(str(out), architecture)
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        sub_type = field.types[-1] if len(field.types) > 1 else None
-        value = changes.get(field.name, field.contents())
-        writer.add_key_value(field.name.replace("qwen2.", f"{architecture}."), value, field.types[0], sub_type=sub_type)
-    for tensor in reader.tensors:
-        shape = tuple(int(n) for n in reversed(tensor.shape))
-        writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
-    for name, number in (numbers or {}).items():
-        writer.add_uint32(name, number)
-    for name, value in (extra or {}).items():
-        writer.add_tensor(name, value)
-    _finish(writer)
-    return out
-
-
 def test_every_pre_tokenizer_splits_text_as_llama_cpp_does(tmp_path):
     """For each pre-tokenizer name read here, the rebuilt tokenizer.json gives llama.cpp's own tokens on code
     with CRLF, tabs, digits, long runs of spaces, contractions, accents, CJK and emoji."""
@@ -228,7 +132,7 @@ def test_every_pre_tokenizer_splits_text_as_llama_cpp_does(tmp_path):
     checkpoint(tmp_path / "src", "qwen2", tied=True)
     base = write_gguf(tmp_path / "src", tmp_path / "base.gguf", "qwen2", quantized=False)
     for pre in PRE_TOKENIZERS:
-        path = _rewritten(base, tmp_path / f"{pre}.gguf", **{"tokenizer.ggml.pre": pre})
+        path = rewritten(base, tmp_path / f"{pre}.gguf", **{"tokenizer.ggml.pre": pre})
         unpack(path, tmp_path / pre)
         ours = Tokenizer.from_file(str(tmp_path / pre / "tokenizer.json"))
         llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
@@ -267,7 +171,7 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
         broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
                   "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
                   "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}}}[breakage]
-        path = _rewritten(path, tmp_path / "broken.gguf", **broken)
+        path = rewritten(path, tmp_path / "broken.gguf", **broken)
     capsys.readouterr()
     assert cli_main(["convert", str(path), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -284,7 +188,7 @@ def test_a_vocabulary_shorter_than_the_embedding_rows_is_padded_as_the_model_is(
     own = [t for t in reader.fields["tokenizer.ggml.tokens"].contents() if not t.startswith("[PAD")]
     kinds = reader.fields["tokenizer.ggml.token_type"].contents()[:len(own)]
     changes = {"tokenizer.ggml.tokens": own, "tokenizer.ggml.token_type": kinds}
-    short = _rewritten(path, tmp_path / "short.gguf", **changes)
+    short = rewritten(path, tmp_path / "short.gguf", **changes)
     assert cli_main(["convert", str(short), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["vocab_size"] == manifest["tokenizer_vocab_size"] + 8 == len(own) + 8
@@ -324,7 +228,7 @@ def test_a_file_that_declares_more_than_it_holds_is_refused_at_once(tmp_path, ca
 def test_one_part_of_a_split_file_is_refused_by_name(tmp_path, capsys):
     checkpoint(tmp_path / "src", "qwen2", tied=True)
     path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
-    part = _rewritten(path, tmp_path / "model-00001-of-00003.gguf", numbers={"split.count": 3})
+    part = rewritten(path, tmp_path / "model-00001-of-00003.gguf", numbers={"split.count": 3})
     err = _refused(["convert", str(part), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
     assert "one part of a GGUF split into 3" in err and "--merge" in err
 
@@ -338,7 +242,7 @@ def test_starcoder2_files_keep_the_window_their_attention_slides_over(tmp_path, 
     path = write_gguf(tmp_path / "src", tmp_path / "sc2.gguf", "starcoder2", quantized=False)
     unpack(path, tmp_path / "unpacked")
     assert json.loads((tmp_path / "unpacked" / "config.json").read_text())["sliding_window"] == 4096
-    narrow = _rewritten(path, tmp_path / "narrow.gguf", architecture="starcoder2",
+    narrow = rewritten(path, tmp_path / "narrow.gguf", architecture="starcoder2",
                         numbers={"starcoder2.attention.sliding_window": 64})
     err = _refused(["convert", str(narrow), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
     assert "sliding-window attention (64 tokens)" in err

@@ -82,8 +82,10 @@ def test_a_snapshot_is_found_by_its_branch_or_its_commit_and_never_by_a_path(hub
         assert cached_snapshot(missing, hub) is None
 
 
-def test_models_lists_the_cache_and_says_which_convert(hub, monkeypatch, capsys):
+def test_models_lists_the_cache_and_says_which_convert(hub, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    for name in ("HOME", "OLLAMA_MODELS", "LLAMA_CACHE"):  # no other store of this machine's is listed
+        monkeypatch.setenv(name, str(tmp_path / name))
     assert [m.repository for m in cached_models()] == ["acme/encoder", "acme/pickled", "acme/tiny-coder"]
     assert cli_main(["models", "--json"]) == 0
     rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
@@ -93,10 +95,12 @@ def test_models_lists_the_cache_and_says_which_convert(hub, monkeypatch, capsys)
     assert "'bert' is not supported" in rows["acme/encoder"]["why_not"]
     assert cli_main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3 and "completer convert acme/tiny-coder --out BUNDLE" in lines[2]
+    assert lines[0] == "Hugging Face cache:" and len(lines) == 4
+    assert "completer convert acme/tiny-coder --out BUNDLE" in lines[3]
     monkeypatch.setenv("HF_HUB_CACHE", str(hub / "nowhere"))
     assert cli_main(["models"]) == 0
-    assert "no models in the local Hugging Face cache" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith(f"no models found (Hugging Face cache: {tmp_path / 'LLAMA_CACHE'}, "
+                                              f"{hub / 'nowhere'}")
 
 
 def test_convert_reads_a_cached_model_by_its_id_and_names_it_in_the_bundle(hub, monkeypatch, tmp_path, capsys):
@@ -119,7 +123,7 @@ def test_an_id_the_cache_lacks_or_cannot_convert_is_one_line_and_writes_nothing(
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     monkeypatch.chdir(tmp_path)
     for argv, says in ((["acme/other"], "huggingface-cli download acme/other"),
-                       (["acme/tiny-coder", "--revision", "v2"], "no snapshot of it at 'v2'"),
+                       (["acme/tiny-coder", "--revision", "v2"], "holds a snapshot of acme/tiny-coder at 'v2'"),
                        (["acme/pickled"], "pickle")):
         assert cli_main(["convert", *argv, "--out", str(tmp_path / "out"), "--context", "128"]) == 2
         err = capsys.readouterr().err.strip().splitlines()  # where it read from, then why not
@@ -147,7 +151,7 @@ def test_a_revision_the_cache_has_no_record_of_is_refused_and_only_a_cached_mode
     _cache_entry(hub, "acme/one", tmp_path / "tiny")
     assert cached_snapshot("acme/one", hub, "v2") is None and cached_snapshot("acme/one", hub).name == COMMIT
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    for source, says in (("acme/one", "no snapshot of it at 'v2'"), (str(tmp_path / "tiny"), "--revision names")):
+    for source, says in (("acme/one", "holds a snapshot of acme/one at 'v2'"), (str(tmp_path / "tiny"), "--revision names")):
         assert cli_main(["convert", source, "--revision", "v2", "--out", str(tmp_path / "out")]) == 2
         assert says in capsys.readouterr().err.strip().splitlines()[-1]
     monkeypatch.delenv("HF_HUB_CACHE")

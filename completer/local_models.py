@@ -1,0 +1,158 @@
+"""`completer models`: the models other tools have downloaded onto this machine, and whether `completer convert`
+reads each one.
+
+The places are:
+- the Hugging Face cache, and llama.cpp's LLAMA_CACHE, which has the same layout (hf_cache.py). They hold
+  checkpoint folders, and GGUF repositories with one entry per file;
+- Ollama's store (ollama_store.py) and Tabby's (tabby_store.py);
+- LM Studio's models folder;
+- the GGUF files of llama.cpp's older flat cache.
+
+Only file headers are read. Nothing is loaded, converted or downloaded.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import ollama_store, tabby_store
+from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    source: str  # what `completer convert` takes to read it
+    store: str  # the place it was found in (PLACES)
+    kind: str | None  # the config's model_type, or the GGUF file's architecture
+    why_not: str | None  # why `completer convert` would refuse it; None when it converts
+    path: str
+
+
+PLACES = ("Hugging Face cache", "Ollama", "Tabby", "LM Studio", "llama.cpp cache")
+
+
+def lm_studio_folders() -> list[Path]:
+    """LM Studio's models folders: today's, then the one versions before 0.3 used."""
+    return [Path.home() / ".lmstudio" / "models", Path.home() / ".cache" / "lm-studio" / "models"]
+
+
+def llama_cpp_flat_cache() -> Path:
+    """Where llama.cpp's `-hf` kept GGUF files before it took the Hugging Face cache's layout."""
+    if os.environ.get("LLAMA_CACHE"):
+        return Path(os.environ["LLAMA_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "llama.cpp"
+
+
+def local_models(supported: tuple[str, ...]) -> list[LocalModel]:
+    """Every model in every place, in the order of PLACES; `supported` are the model_types the converter reads."""
+    found = [model for cached in cached_models() for model in _huggingface(cached, supported)]
+    for model in ollama_store.installed():
+        if model.blob is None:
+            why = "no GGUF layer (a model Ollama keeps as safetensors tensors)"
+            found.append(LocalModel(model.source, "Ollama", None, why, str(model.manifest)))
+        else:
+            found.append(LocalModel(model.source, "Ollama", *_gguf_verdict(model.blob), str(model.blob)))
+    for model in tabby_store.installed():
+        if model.gguf is None:
+            found.append(LocalModel(model.source, "Tabby", None, "no GGUF file in its ggml folder", model.model_id))
+        else:
+            found.append(LocalModel(model.source, "Tabby", *_gguf_verdict(model.gguf), str(model.gguf)))
+    for store, folders in (("LM Studio", lm_studio_folders()), ("llama.cpp cache", [llama_cpp_flat_cache()])):
+        for folder in folders:
+            files = _loose_gguf_files(folder, recursive=store == "LM Studio")
+            found += [LocalModel(str(path), store, *_gguf_verdict(path), str(path)) for path in files]
+    return found
+
+
+def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalModel]:
+    """A cached checkpoint folder as one entry; a GGUF repository as one entry per file, each named as
+    ORG/NAME:QUANT where that tag picks it (hf_cache.pick_gguf), else by its path."""
+    if model.weights != "gguf":
+        return [LocalModel(model.repository, "Hugging Face cache", model.model_type, _why_not(model, supported),
+                           str(model.snapshot))]
+    files = gguf_files(model.snapshot)
+    entries = []
+    for file in files:
+        tag = quant_tag(file)
+        picked = tag and pick_gguf(files, tag, model.repository) == file
+        source = f"{model.repository}:{tag}" if picked else (model.repository if len(files) == 1 else str(file))
+        entries.append(LocalModel(source, "Hugging Face cache", *_gguf_verdict(file), str(file)))
+    return entries
+
+
+def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
+    """Why `completer convert` would refuse a cached checkpoint folder, in a few words; None when it reads it."""
+    if model.model_type not in supported:
+        return f"model_type {model.model_type!r} is not supported"
+    if model.weights != "safetensors":
+        return "only PyTorch pickles, which are never loaded" if model.weights == "pickle only" else "no weights"
+    return None if model.tokenizer else "no tokenizer.json"
+
+
+def _gguf_verdict(path: Path) -> tuple[str | None, str | None]:
+    """A GGUF file's architecture and why the converter would refuse it, from its header alone."""
+    from .gguf_source import GGUFError, header, unsupported
+
+    try:
+        found = header(path)
+    except GGUFError as exc:
+        return None, str(exc).removeprefix(f"{path}: ")
+    arch = found.get("general.architecture")
+    return (arch if isinstance(arch, str) else None), unsupported(found)
+
+
+def _loose_gguf_files(folder: Path, recursive: bool) -> list[Path]:
+    try:
+        found = sorted(folder.rglob("*.gguf") if recursive else folder.glob("*.gguf"))
+    except OSError:
+        return []
+    return [path for path in found if path.is_file() and "mmproj" not in path.name]
+
+
+def places() -> dict[str, list[str]]:
+    """The folders each place was looked for in."""
+    return {"Hugging Face cache": [str(cache) for cache in caches()],
+            "Ollama": [str(store) for store in ollama_store.model_stores()],
+            "Tabby": [str(tabby_store.models_dir())],
+            "LM Studio": [str(folder) for folder in lm_studio_folders()],
+            "llama.cpp cache": [str(llama_cpp_flat_cache())]}
+
+
+def main(args) -> int:
+    """`completer models [--json]`."""
+    try:
+        from .graph.huggingface import SUPPORTED_TYPES
+    except ModuleNotFoundError as exc:
+        print(f"completer models: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
+              file=sys.stderr)
+        return 2
+    found = local_models(SUPPORTED_TYPES)
+    if args.json:
+        rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None}
+                for model in found]
+        print(json.dumps({"places": places(), "models": rows}, indent=1))
+        return 0
+    if not found:
+        looked = "; ".join(f"{place}: {', '.join(folders)}" for place, folders in places().items())
+        print(f"no models found ({looked})")
+        return 0
+    width = max(len(model.source) for model in found)
+    for place in PLACES:
+        listed = [model for model in found if model.store == place]
+        if listed:
+            print(f"{place}:")
+        for model in listed:
+            verdict = (f"converts: completer convert {_quoted(model.source)} --out BUNDLE" if model.why_not is None
+                       else model.why_not)
+            print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {verdict}")
+    return 0
+
+
+def _quoted(source: str) -> str:
+    """`source` as a shell word (a path with spaces, as LM Studio's folders may have)."""
+    import shlex
+
+    return shlex.quote(source)

@@ -1,0 +1,293 @@
+"""Models other tools downloaded, converted by the names those tools give them: `ollama:NAME` from Ollama's store
+(completer/ollama_store.py), `tabby:ORG/NAME` from Tabby's (completer/tabby_store.py), ORG/NAME[:QUANT] from a
+GGUF repository in the Hugging Face cache as llama.cpp's `-hf` lays it out (completer/hf_cache.py), and
+`completer models` listing them with LM Studio's files (completer/local_models.py). The stores are built here, as each tool lays its files out; nothing is downloaded."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
+pytest.importorskip("gguf")
+
+from gguf_files import rewritten, write_gguf  # noqa: E402
+from hf_models import checkpoint  # noqa: E402
+
+from completer.cli import main as cli_main  # noqa: E402
+from completer.gguf_source import GGUFError, header  # noqa: E402
+from completer.hf_cache import quant_tag  # noqa: E402
+from completer.ollama_store import OllamaError, find, parse_name  # noqa: E402
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+CONTEXT = "128"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    """A tiny Qwen2 checkpoint as GGUF files: F32, Q8_0, and one whose architecture the graph does not run."""
+    root = tmp_path_factory.mktemp("gguf-stores")
+    checkpoint(root / "src", "qwen2", tied=True)
+    f32 = write_gguf(root / "src", root / "tiny-coder-f32.gguf", "qwen2", quantized=False)
+    return {"f32": f32, "q8_0": write_gguf(root / "src", root / "tiny-coder-q8_0.gguf", "qwen2", quantized=True),
+            "phi3": rewritten(f32, root / "other-phi3.gguf", architecture="phi3")}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ollama_store(root: Path, models: dict[str, Path | None]) -> Path:
+    """An Ollama store: for each name (HOST/NAMESPACE/MODEL/TAG) a manifest naming its GGUF file's blob by digest,
+    beside a template layer; None: a model Ollama keeps as tensors, with no GGUF layer."""
+    for name, gguf_file in models.items():
+        template = b"{{ .Prompt }}"
+        layers = [{"mediaType": "application/vnd.ollama.image.template", "digest": f"sha256:{hashlib.sha256(template).hexdigest()}",
+                   "size": len(template)}]
+        (root / "blobs").mkdir(parents=True, exist_ok=True)
+        (root / "blobs" / f"sha256-{hashlib.sha256(template).hexdigest()}").write_bytes(template)
+        if gguf_file is None:
+            layers.append({"mediaType": "application/vnd.ollama.image.tensor; name=w; dtype=BF16; shape=2,2",
+                           "digest": "sha256:" + "0" * 64, "size": 8})
+        else:
+            digest = _digest(gguf_file)
+            shutil.copyfile(gguf_file, root / "blobs" / f"sha256-{digest}")
+            layers.insert(0, {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}",
+                              "size": gguf_file.stat().st_size})
+        manifest = root / "manifests" / name
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_text(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                                        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                                                   "digest": "sha256:" + "1" * 64, "size": 2},
+                                        "layers": layers}))
+    return root
+
+
+def tabby_model(root: Path, model_id: str, gguf_file: Path, legacy: bool = False, sha256: str | None = None) -> Path:
+    """A model folder as Tabby keeps it: the GGUF file in ggml/ (model-00001-of-00001.gguf, or before Tabby 0.11
+    model.gguf) and tabby.json, its registry entry, naming the file's sha256 (under partition_urls, or `sha256`
+    in the older entries)."""
+    folder = root / "models" / model_id
+    (folder / "ggml").mkdir(parents=True)
+    target = folder / "ggml" / ("model.gguf" if legacy else "model-00001-of-00001.gguf")
+    shutil.copyfile(gguf_file, target)
+    digest = sha256 or _digest(gguf_file)
+    entry = {"name": model_id.split("/")[1], "prompt_template": "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"}
+    if legacy:
+        entry.update(urls=["https://example.invalid/model.gguf"], sha256=digest)
+    else:
+        entry.update(partition_urls=[{"urls": ["https://example.invalid/model-00001-of-00001.gguf"], "sha256": digest}])
+    (folder / "tabby.json").write_text(json.dumps(entry))
+    return target
+
+
+def gguf_repository(hub: Path, repository: str, gguf_files: list[Path]) -> Path:
+    """A GGUF repository in the Hugging Face cache as llama.cpp's -hf and huggingface_hub lay it out: each file a
+    symlink into blobs/ named by its sha256, refs/main naming the snapshot."""
+    entry = hub / f"models--{repository.replace('/', '--')}"
+    snapshot = entry / "snapshots" / COMMIT
+    (entry / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True)
+    for file in gguf_files:
+        digest = _digest(file)
+        shutil.copyfile(file, entry / "blobs" / digest)
+        (snapshot / file.name).symlink_to(Path("..") / ".." / "blobs" / digest)
+    (entry / "refs").mkdir()
+    (entry / "refs" / "main").write_text(COMMIT)
+    return snapshot
+
+
+@pytest.fixture
+def isolated(monkeypatch, tmp_path) -> Path:
+    """Every store this test looks in lies under tmp_path: none of this machine's own models are listed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "llama-cache"))
+    monkeypatch.setenv("TABBY_ROOT", str(tmp_path / "tabby"))
+    monkeypatch.delenv("TABBY_MODEL_CACHE_ROOT", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _convert(*argv: str) -> int:
+    return cli_main(["convert", *argv, "--context", CONTEXT])
+
+
+def _manifest(bundle: Path) -> dict:
+    return json.loads((bundle / "manifest.json").read_text())
+
+
+def _same_model(a: Path, b: Path) -> bool:
+    files_a, files_b = _manifest(a)["files"], _manifest(b)["files"]
+    return files_a == files_b  # every file's sha256 and size
+
+
+def test_ollama_names_are_read_as_ollama_reads_them():
+    assert parse_name("qwen2.5-coder") == ("registry.ollama.ai", "library", "qwen2.5-coder", "latest")
+    assert parse_name("qwen2.5-coder:1.5b-base") == ("registry.ollama.ai", "library", "qwen2.5-coder", "1.5b-base")
+    assert parse_name("someone/coder:v1") == ("registry.ollama.ai", "someone", "coder", "v1")
+    assert parse_name("hf.co/org/Repo-GGUF:Q8_0") == ("hf.co", "org", "Repo-GGUF", "Q8_0")
+    for bad in ("../../etc/passwd", "a/b/c/d", "coder:", "coder:../x", "", "/coder"):
+        with pytest.raises(OllamaError, match="is not an Ollama model name"):
+            parse_name(bad)
+
+
+def test_an_ollama_model_converts_by_its_name_to_the_bundle_its_file_makes(files, isolated, capsys):
+    ollama_store(isolated / "ollama", {"registry.ollama.ai/library/tiny-coder/0.5b": files["q8_0"],
+                                       "hf.co/acme/Tiny-GGUF/Q8_0": files["q8_0"]})
+    assert _convert("ollama:tiny-coder:0.5b", "--out", "by-name") == 0
+    assert "checking" in capsys.readouterr().err  # its digest, before the conversion
+    assert _convert(str(files["q8_0"]), "--out", "by-path") == 0
+    assert _same_model(isolated / "by-name", isolated / "by-path")
+    source = _manifest(isolated / "by-name")["source"]
+    assert source["ollama"] == "tiny-coder:0.5b" and source["ollama_digest"] == _digest(files["q8_0"])
+    card = (isolated / "by-name" / "MODEL.md").read_text()
+    assert "Ollama's model `tiny-coder:0.5b`" in card and "completer convert ollama:tiny-coder:0.5b --out" in card
+    assert _convert("ollama:hf.co/acme/Tiny-GGUF:Q8_0", "--out", "from-hf-co") == 0
+    assert _same_model(isolated / "from-hf-co", isolated / "by-path")
+
+
+def test_an_ollama_model_that_is_missing_damaged_or_not_gguf_is_one_line_and_writes_nothing(files, isolated, capsys):
+    store = ollama_store(isolated / "ollama", {"registry.ollama.ai/library/tiny-coder/latest": files["q8_0"],
+                                               "registry.ollama.ai/library/tensors/latest": None})
+    blob = store / "blobs" / f"sha256-{_digest(files['q8_0'])}"
+    with open(blob, "r+b") as handle:  # a bit flipped in the last tensor: a damaged download
+        handle.seek(-3, 2)
+        last = handle.read(1)
+        handle.seek(-3, 2)
+        handle.write(bytes([last[0] ^ 1]))
+    for name, says in (("ollama:tiny-coder", "does not match its digest"), ("ollama:tensors", "has no GGUF layer"),
+                       ("ollama:absent:7b", f"Ollama has no model absent:7b in {store}"),
+                       ("ollama:../../x", "is not an Ollama model name")):
+        assert _convert(name, "--out", "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("completer convert: ") and says in err[-1], (name, err)
+        assert len(err) <= 2 and not (isolated / "out").exists()
+    with pytest.raises(OllamaError, match="OLLAMA_MODELS"):
+        find("absent")
+
+
+def test_a_tabby_model_converts_by_its_id_after_its_file_is_checked(files, isolated, capsys):
+    tabby_model(isolated / "tabby", "TabbyML/Tiny-Coder", files["q8_0"])
+    tabby_model(isolated / "tabby", "acme/Old-Coder", files["f32"], legacy=True)
+    tabby_model(isolated / "tabby", "acme/Damaged", files["q8_0"], sha256="ab" * 32)
+    assert _convert("tabby:Tiny-Coder", "--out", "by-id") == 0  # TabbyML's, as Tabby reads an id without ORG/
+    assert "checking it against the sha256" in capsys.readouterr().err
+    assert _convert(str(files["q8_0"]), "--out", "by-path") == 0
+    assert _same_model(isolated / "by-id", isolated / "by-path")
+    assert _manifest(isolated / "by-id")["source"]["tabby"] == "TabbyML/Tiny-Coder"
+    card = (isolated / "by-id" / "MODEL.md").read_text()
+    assert "Tabby's model `TabbyML/Tiny-Coder`" in card and "completer convert tabby:TabbyML/Tiny-Coder --out" in card
+    assert _convert("tabby:acme/Old-Coder", "--out", "legacy") == 0
+    assert "F32" in _manifest(isolated / "legacy")["source"]["gguf_types"]
+    for source, says in (("tabby:acme/Damaged", "does not match the sha256 its tabby.json names"),
+                         ("tabby:StarCoder-1B", "tabby download --model TabbyML/StarCoder-1B"),
+                         ("tabby:a/b/c", "is not a Tabby model id")):
+        assert _convert(source, "--out", "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("completer convert: ") and says in err[-1], (source, err)
+        assert not (isolated / "out").exists()
+
+
+def test_a_gguf_repository_in_the_cache_converts_by_its_id_and_quantization_tag(files, isolated, capsys):
+    """As llama.cpp's `-hf ORG/NAME:QUANT` picks a file; with no tag, the widest file, since the bundle is INT8."""
+    mmproj = isolated / "mmproj-tiny-f16.gguf"
+    shutil.copyfile(files["f32"], mmproj)
+    snapshot = gguf_repository(isolated / "hub", "acme/Tiny-Coder-GGUF", [files["q8_0"], files["f32"], mmproj])
+    assert [quant_tag(path) for path in sorted(snapshot.iterdir())] == ["F16", "F32", "Q8_0"]
+    assert _convert("acme/Tiny-Coder-GGUF:q8_0", "--out", "tagged") == 0
+    assert "tiny-coder-q8_0.gguf of acme/Tiny-Coder-GGUF" in capsys.readouterr().err
+    assert _convert(str(files["q8_0"]), "--out", "by-path") == 0
+    assert _same_model(isolated / "tagged", isolated / "by-path")
+    source = _manifest(isolated / "tagged")["source"]
+    assert source["revision"] == COMMIT and source["folder"] == "acme/Tiny-Coder-GGUF/tiny-coder-q8_0.gguf"
+    card = (isolated / "tagged" / "MODEL.md").read_text()
+    assert f"completer convert acme/Tiny-Coder-GGUF:Q8_0 --revision {COMMIT} --out" in card
+    assert "in the local Hugging Face cache" in card
+    assert _convert("acme/Tiny-Coder-GGUF", "--out", "untagged") == 0
+    assert "tiny-coder-f32.gguf" in capsys.readouterr().err
+    assert "F32" in _manifest(isolated / "untagged")["source"]["gguf_types"]
+    assert _convert("acme/Tiny-Coder-GGUF:Q4_K_M", "--out", "out") == 2
+    assert "no cached GGUF file is tagged 'Q4_K_M' (cached: F32, Q8_0)" in capsys.readouterr().err
+    # LLAMA_CACHE, where llama.cpp puts what -hf downloads when it is set, is read before the Hugging Face cache
+    gguf_repository(isolated / "llama-cache", "acme/Other-GGUF", [files["q8_0"]])
+    assert _convert("acme/Other-GGUF", "--out", "from-llama-cache") == 0
+    assert _same_model(isolated / "from-llama-cache", isolated / "by-path")
+    assert not (isolated / "out").exists()
+
+
+def test_a_cached_gguf_file_cut_short_is_refused_before_anything_is_written(files, isolated, capsys):
+    snapshot = gguf_repository(isolated / "hub", "acme/Tiny-Coder-GGUF", [files["q8_0"]])
+    blob = (snapshot / files["q8_0"].name).resolve()
+    blob.write_bytes(blob.read_bytes()[:-100])
+    assert _convert("acme/Tiny-Coder-GGUF:Q8_0", "--out", "out") == 2
+    assert "does not match its sha256" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (isolated / "out").exists()
+
+
+def test_models_lists_every_store_with_the_command_that_converts_each(files, isolated, capsys):
+    checkpoint(isolated / "tiny", "qwen2", tied=True)
+    from test_hf_cache import _cache_entry
+
+    _cache_entry(isolated / "hub", "acme/tiny-coder", isolated / "tiny")
+    gguf_repository(isolated / "hub", "acme/Tiny-Coder-GGUF", [files["q8_0"], files["f32"]])
+    ollama_store(isolated / "ollama", {"registry.ollama.ai/library/tiny-coder/0.5b": files["q8_0"],
+                                       "registry.ollama.ai/library/phi/latest": files["phi3"],
+                                       "registry.ollama.ai/library/tensors/latest": None})
+    lm_studio = isolated / "home" / ".lmstudio" / "models" / "acme" / "Tiny GGUF"
+    lm_studio.mkdir(parents=True)
+    shutil.copyfile(files["q8_0"], lm_studio / "tiny-coder-q8_0.gguf")
+    tabby_model(isolated / "tabby", "TabbyML/Tiny-Coder", files["q8_0"])
+    (isolated / "llama-cache").mkdir()
+    (isolated / "llama-cache" / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    lm_file = str(lm_studio / "tiny-coder-q8_0.gguf")
+    broken = str(isolated / "llama-cache" / "broken.gguf")
+    assert set(rows) == {"acme/tiny-coder", "acme/Tiny-Coder-GGUF:Q8_0", "acme/Tiny-Coder-GGUF:F32",
+                         "ollama:tiny-coder:0.5b", "ollama:phi:latest", "ollama:tensors:latest",
+                         "tabby:TabbyML/Tiny-Coder", lm_file, broken}
+    convertible = {name for name, row in rows.items() if row["convertible"]}
+    assert convertible == {"acme/tiny-coder", "acme/Tiny-Coder-GGUF:Q8_0", "acme/Tiny-Coder-GGUF:F32",
+                           "ollama:tiny-coder:0.5b", "tabby:TabbyML/Tiny-Coder", lm_file}
+    assert rows["ollama:tiny-coder:0.5b"]["model_type"] == "qwen2"
+    assert rows["ollama:phi:latest"]["why_not"] == "GGUF architecture 'phi3' is not supported"
+    assert "no GGUF layer" in rows["ollama:tensors:latest"]["why_not"]
+    assert "cannot be read" in rows[broken]["why_not"]
+    assert cli_main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if not line.startswith(" ")] == [
+        "Hugging Face cache:", "Ollama:", "Tabby:", "LM Studio:", "llama.cpp cache:"]
+    assert f"completer convert '{lm_file}' --out BUNDLE" in out  # quoted: the folder's name has a space
+    for name in convertible - {lm_file}:
+        assert f"completer convert {name} --out BUNDLE" in out
+    # each listed command converts
+    for number, name in enumerate(["ollama:tiny-coder:0.5b", "tabby:TabbyML/Tiny-Coder", lm_file]):
+        assert _convert(name, "--out", f"b{number}") == 0
+
+
+def test_models_says_where_it_looked_when_it_finds_nothing(isolated, capsys):
+    assert cli_main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("no models found") and str(isolated / "ollama") in out and str(isolated / "hub") in out
+
+
+def test_the_header_reader_agrees_with_gguf_and_refuses_a_damaged_header(files, tmp_path):
+    import gguf
+
+    keys = ("general.architecture", "general.name", "tokenizer.ggml.model", "tokenizer.ggml.pre",
+            "tokenizer.ggml.eos_token_id", "qwen2.block_count")
+    fields = gguf.GGUFReader(str(files["q8_0"])).fields
+    assert header(files["q8_0"], keys) == {key: fields[key].contents() for key in keys}
+    data = files["q8_0"].read_bytes()
+    for cut in (3, 30, 200, 5000):
+        (tmp_path / "cut.gguf").write_bytes(data[:cut])
+        with pytest.raises(GGUFError):
+            header(tmp_path / "cut.gguf", ("split.count",))  # a key the file lacks: the whole header is read
