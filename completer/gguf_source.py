@@ -7,8 +7,8 @@ tensors in fp32 under their Hugging Face names (every quantized block dequantize
 llama.cpp's own reader), when the converter asks for them. What llama.cpp's converter changed is undone:
 LLaMA's query and key rows are permuted back to the Hugging Face rotary layout.
 
-Only what the graph runs is accepted: the llama, qwen2 and starcoder2 architectures, byte-level BPE vocabularies
-("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
+Only what the graph runs is accepted: the llama, qwen2, starcoder2 and starcoder architectures, byte-level BPE
+vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
 """
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import numpy as np
 
 from .types import ModelError
 
-ARCHITECTURES = ("llama", "qwen2", "starcoder2")
-"""general.architecture values unpacked, each to the config.json model_type of the same name."""
+ARCHITECTURES = ("llama", "qwen2", "starcoder2", "starcoder")
+"""general.architecture values unpacked, each to the config.json model_type of the same name but `starcoder`:
+StarCoder and StarCoderBase, transformers' gpt_bigcode."""
 
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
@@ -50,6 +51,11 @@ LAYER_TENSORS = {
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
 }
 STARCODER2_MLP = {"ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+STARCODER_TENSORS = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",
+                     "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias",
+                     "output.weight": "lm_head.weight"}
+STARCODER_LAYER = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+                   "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
 STARCODER2_WINDOW = 4096  # GGUF files of StarCoder2 do not record the window its attention slides over
 
 
@@ -243,6 +249,8 @@ class _Metadata:
 
 def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
+    if arch == "starcoder":
+        return _starcoder_config(meta, vocab_size, tied)
     heads = int(meta.number(f"{arch}.attention.head_count"))
     config = {
         "model_type": arch,
@@ -273,6 +281,25 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     if isinstance(eos, int):
         config["eos_token_id"] = eos
     return config
+
+
+def _starcoder_config(meta: _Metadata, vocab_size: int, tied: bool) -> dict:
+    """gpt_bigcode's config.json for a `starcoder` file: GPT-2 with learned positions and one key/value head, whose
+    fused q/k/v rows llama.cpp reads as [q | k | v]. llama.cpp's converter writes every StarCoder with one; a file
+    that says otherwise is refused, since gpt_bigcode's several heads are interleaved by head."""
+    kv_heads = meta.number("starcoder.attention.head_count_kv", 1)
+    if kv_heads != 1:
+        raise GGUFError(f"{meta.path}: a starcoder file with {kv_heads} key/value heads; only StarCoder's one "
+                        "(multi-query attention) is read")
+    config = {"model_type": "gpt_bigcode", "n_embd": int(meta.number("starcoder.embedding_length")),
+              "n_layer": int(meta.number("starcoder.block_count")),
+              "n_head": int(meta.number("starcoder.attention.head_count")),
+              "n_positions": int(meta.number("starcoder.context_length")),
+              "n_inner": int(meta.number("starcoder.feed_forward_length")), "multi_query": True,
+              "layer_norm_epsilon": float(meta.number("starcoder.attention.layer_norm_epsilon", 1e-5)),
+              "activation_function": "gelu_pytorch_tanh", "vocab_size": vocab_size, "tie_word_embeddings": tied}
+    eos = meta.value("tokenizer.ggml.eos_token_id")
+    return {**config, "eos_token_id": eos} if isinstance(eos, int) else config
 
 
 def _tokenizer(meta: _Metadata, path: Path) -> tuple[dict, int]:
@@ -313,6 +340,8 @@ def _tokenizer(meta: _Metadata, path: Path) -> tuple[dict, int]:
 
 
 def _hf_name(name: str, arch: str) -> str:
+    if arch == "starcoder":
+        return _starcoder_name(name)
     if name in GLOBAL_TENSORS:
         return GLOBAL_TENSORS[name]
     parts = name.split(".")
@@ -321,6 +350,16 @@ def _hf_name(name: str, arch: str) -> str:
         mapped = (STARCODER2_MLP.get(kind) if arch == "starcoder2" else None) or LAYER_TENSORS.get(kind)
         if mapped is not None:
             return f"model.layers.{layer}.{mapped}.{suffix}"
+    return name
+
+
+def _starcoder_name(name: str) -> str:
+    """gpt_bigcode's name of a tensor of llama.cpp's `starcoder` architecture."""
+    if name in STARCODER_TENSORS:
+        return STARCODER_TENSORS[name]
+    parts = name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in STARCODER_LAYER:
+        return f"transformer.h.{parts[1]}.{STARCODER_LAYER[parts[2]]}.{parts[3]}"
     return name
 
 

@@ -17,28 +17,19 @@ def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
 
 def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
-    `quantized`, else F32; vectors F32); `family` names hf_models' variant (llama_bias: the llama architecture)."""
+    `quantized` and their rows are whole blocks of 32, else F32; vectors F32); `family` names hf_models' variant (llama_bias: the llama architecture;
+    gpt_bigcode: llama.cpp's `starcoder`)."""
     family = family.removesuffix("_bias")
     from safetensors.numpy import load_file
 
     config = json.loads((source / "config.json").read_text())
     spec = json.loads((source / "tokenizer.json").read_text())
     weights = load_file(str(source / "model.safetensors"))
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    writer = gguf.GGUFWriter(str(out), family)
+    architecture = "starcoder" if family == "gpt_bigcode" else family
+    writer = gguf.GGUFWriter(str(out), architecture)
     writer.add_name(f"tiny {family}")
     writer.add_license("apache-2.0")
-    writer.add_context_length(config["max_position_embeddings"])
-    writer.add_embedding_length(config["hidden_size"])
-    writer.add_block_count(config["num_hidden_layers"])
-    writer.add_feed_forward_length(config["intermediate_size"])
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(kv_heads)
-    writer.add_rope_freq_base(float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]))
-    if family == "starcoder2":
-        writer.add_layer_norm_eps(config["norm_epsilon"])
-    else:
-        writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    heads, kv_heads = _hyperparameters(writer, config, family)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)
     vocab = {**spec["model"]["vocab"], **{t["content"]: t["id"] for t in spec["added_tokens"]}}
     by_id = sorted(vocab.items(), key=lambda item: item[1])
@@ -53,28 +44,66 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]])
     writer.add_eos_token_id(vocab["<|endoftext|>"])
     writer.add_add_bos_token(False)
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-             "model.norm.bias": "output_norm.bias", "lm_head.weight": "output.weight"}
-    layer = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
-             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
     for name, value in weights.items():
-        if name in names:
-            target = names[name]
-        else:
-            _, _, i, *rest = name.split(".")
-            target = f"blk.{i}.{layer['.'.join(rest[:-1])]}.{rest[-1]}"
+        target = _gguf_name(name, family)
         value = np.ascontiguousarray(value, np.float32)
         if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
             value = _permute(value, heads if "attn_q" in target else kv_heads)
-        if quantized and value.ndim == 2:
+        if quantized and value.ndim == 2 and value.shape[-1] % 32 == 0:  # as llama.cpp's, rows of whole blocks
             writer.add_tensor(target, gguf.quants.quantize(value, gguf.GGMLQuantizationType.Q8_0),
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
             writer.add_tensor(target, value)
     finish(writer)
     return out
+
+
+def _hyperparameters(writer, config: dict, family: str) -> tuple[int, int]:
+    """The shape's metadata as llama.cpp's converter writes it for `family`; returns (heads, key/value heads)."""
+    if family == "gpt_bigcode":  # conversion/starcoder.py: always one key/value head
+        writer.add_context_length(config["n_positions"])
+        writer.add_embedding_length(config["n_embd"])
+        writer.add_feed_forward_length(config.get("n_inner") or 4 * config["n_embd"])
+        writer.add_block_count(config["n_layer"])
+        writer.add_head_count(config["n_head"])
+        writer.add_head_count_kv(1)
+        writer.add_layer_norm_eps(config["layer_norm_epsilon"])
+        return config["n_head"], 1
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    writer.add_context_length(config["max_position_embeddings"])
+    writer.add_embedding_length(config["hidden_size"])
+    writer.add_block_count(config["num_hidden_layers"])
+    writer.add_feed_forward_length(config["intermediate_size"])
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]))
+    if family == "starcoder2":
+        writer.add_layer_norm_eps(config["norm_epsilon"])
+    else:
+        writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
+    return heads, kv_heads
+
+
+GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                "model.norm.bias": "output_norm.bias", "lm_head.weight": "output.weight",
+                "transformer.wte.weight": "token_embd.weight", "transformer.wpe.weight": "position_embd.weight",
+                "transformer.ln_f.weight": "output_norm.weight", "transformer.ln_f.bias": "output_norm.bias"}
+LAYER_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+               "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
+               "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm"}
+
+
+def _gguf_name(name: str, family: str) -> str:
+    """llama.cpp's name of a checkpoint tensor (gguf-py's tensor_mapping.py)."""
+    if name in GLOBAL_NAMES:
+        return GLOBAL_NAMES[name]
+    parts = name.split(".")
+    layer, rest = (parts[2], parts[3:]) if parts[0] in ("model", "transformer") else (None, [])
+    if layer is None or not layer.isdigit():
+        raise ValueError(f"no GGUF name for {name}")
+    return f"blk.{layer}.{LAYER_NAMES['.'.join(rest[:-1])]}.{rest[-1]}"
 
 
 def finish(writer) -> None:

@@ -34,13 +34,14 @@ def llama_cpp(path: Path):
                  n_threads_batch=2, verbose=False)
 
 
-FAMILIES = [("llama", False), ("llama_bias", True), ("qwen2", True), ("starcoder2", True)]
+FAMILIES = [("llama", False), ("llama_bias", True), ("qwen2", True), ("starcoder2", True), ("gpt_bigcode", True)]
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=[family for family, _ in FAMILIES])
 def written(request, tmp_path_factory) -> tuple[str, Path, Path, object]:
     """A tiny checkpoint of a family (LLaMA with grouped-query attention and its own output head; Qwen2 with
-    biases; StarCoder2 with LayerNorms and biases), and that checkpoint as an F32 GGUF file."""
+    biases; StarCoder2 with LayerNorms and biases; StarCoder's gpt_bigcode, llama.cpp's `starcoder`, with learned
+    positions and one key/value head), and that checkpoint as an F32 GGUF file."""
     family, tied = request.param
     root = tmp_path_factory.mktemp(f"gguf-{family}")
     model = checkpoint(root / "src", family, tied=tied)
@@ -73,7 +74,7 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
     assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--fp32", "--context", str(CONTEXT)]) == 0
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert manifest["source"]["folder"] == path.name
-    assert manifest["source"]["gguf_architecture"] == family.removesuffix("_bias")
+    assert manifest["source"]["gguf_architecture"] == {"gpt_bigcode": "starcoder"}.get(family, family.removesuffix("_bias"))
     assert manifest["source"]["license"] == "apache-2.0" and manifest["source"]["gguf_types"] == ["F32"]
     assert manifest["fim"]["template"] == "qwen"  # the markers, found among the file's control tokens
     card = (tmp_path / "bundle" / "MODEL.md").read_text()
@@ -246,3 +247,14 @@ def test_starcoder2_files_keep_the_window_their_attention_slides_over(tmp_path, 
                         numbers={"starcoder2.attention.sliding_window": 64})
     err = _refused(["convert", str(narrow), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)], capsys)
     assert "sliding-window attention (64 tokens)" in err
+
+
+def test_a_starcoder_file_with_several_key_value_heads_is_refused(tmp_path, capsys):
+    """llama.cpp reads a starcoder file's fused rows as [q | k | v] and its converter writes every StarCoder with one
+    key/value head; gpt_bigcode's several heads are interleaved by head, so such a file is not guessed at."""
+    checkpoint(tmp_path / "src", "gpt_bigcode", tied=True)
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "gpt_bigcode", quantized=False)
+    several = rewritten(path, tmp_path / "mha.gguf", architecture="starcoder",
+                        **{"starcoder.attention.head_count_kv": 4})
+    says = _refused(["convert", str(several), "--out", str(tmp_path / "out")], capsys)
+    assert "a starcoder file with 4 key/value heads" in says and not (tmp_path / "out").exists()
