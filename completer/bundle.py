@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -197,14 +198,33 @@ def _defaults_problem(defaults: object, context_length: int) -> str | None:
     return None
 
 
+def _not_a_bundle(directory: Path, named: str) -> str:
+    """Why `directory` (the modelPath `named`) is no bundle: a model another tool keeps, which `completer convert`
+    makes a bundle of, says so and how."""
+    convert = (f"; make a bundle of it with `completer convert {shlex.quote(named)} --out BUNDLE` and set modelPath "
+               "to BUNDLE")
+    if named.startswith(("ollama:", "tabby:")):
+        return f"{named} names a model another tool keeps, not a bundle{convert}"
+    if directory.is_file():
+        try:
+            with open(directory, "rb") as handle:
+                is_gguf = directory.suffix.lower() == ".gguf" or handle.read(4) == b"GGUF"
+        except OSError:
+            is_gguf = directory.suffix.lower() == ".gguf"
+        return f"{directory} is a GGUF file, not a bundle{convert}" if is_gguf else f"{directory} is not a directory"
+    if (directory / "config.json").is_file():
+        return f"{directory} is a Hugging Face checkpoint folder, not a bundle{convert}"
+    if not directory.is_dir():
+        return f"model bundle not found: {directory} is not a directory"
+    return f"model bundle {directory} has no manifest.json"
+
+
 def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     """Read the manifest and verify every listed file; raise ModelError naming what is wrong."""
     directory = bundle_dir(path)
     manifest_path = directory / "manifest.json"
-    if not directory.is_dir():
-        raise ModelError(f"model bundle not found: {directory} is not a directory")
     if not manifest_path.is_file():
-        raise ModelError(f"model bundle {directory} has no manifest.json")
+        raise ModelError(_not_a_bundle(directory, str(path)))
     try:
         manifest = json.loads(manifest_path.read_bytes())
     except OSError as exc:

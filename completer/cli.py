@@ -182,8 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "model into a bundle")
     convert.add_argument("source", metavar="SOURCE",
                          help="folder with config.json, *.safetensors, tokenizer.json; a GGUF file (llama.cpp, "
-                              "LM Studio); ollama:NAME[:TAG] or tabby:ORG/NAME of a model Ollama or Tabby downloaded; or "
-                              "ORG/NAME of a model in the "
+                              "LM Studio); ollama:NAME[:TAG] or tabby:ORG/NAME of a model Ollama or Tabby "
+                              "downloaded; or ORG/NAME of a model in the "
                               "local Hugging Face cache, ORG/NAME:QUANT picking a file of a GGUF repository as "
                               "llama.cpp's -hf does (`completer models` lists them all; nothing is downloaded)")
     convert.add_argument("--revision", default="main",

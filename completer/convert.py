@@ -3,9 +3,9 @@
 Reads config.json, *.safetensors and tokenizer.json from a local folder, from a model's snapshot in the local
 Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_source.py): a path, a file of a GGUF
 repository in that cache, or a model Ollama or Tabby downloaded (ollama_store.py, tabby_store.py); never the
-network, never a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its weights to INT8
-unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place only when every
-file is written, so a failure leaves nothing half-written.
+network, never a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its
+weights to INT8 unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place
+only when every file is written, so a failure leaves nothing half-written.
 """
 from __future__ import annotations
 
@@ -263,7 +263,8 @@ def _described(source: dict) -> str:
     if source.get("gguf"):
         types = f"tensor types {', '.join(source.get('gguf_types', []))}, dequantized to fp32 before this conversion"
         if source.get("ollama"):
-            return f"Ollama's model `{source['ollama']}`, its GGUF file sha256 `{source['ollama_digest']}` ({kind}; {types})"
+            return (f"Ollama's model `{source['ollama']}`, its GGUF file sha256 `{source['ollama_digest']}` "
+                    f"({kind}; {types})")
         if source.get("tabby"):
             return f"Tabby's model `{source['tabby']}`, its GGUF file `{source['gguf']}` ({kind}; {types})"
         if source.get("huggingface_cache"):
@@ -340,9 +341,9 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
         return
     snapshot = find_snapshot(repository, revision)
     if snapshot is None:
-        raise ConvertError(f"{source}: no such folder, and no local Hugging Face cache ({' or '.join(map(str, caches()))}"
-                           f") holds a snapshot of {repository} at {revision!r}; download it first "
-                           f"(huggingface-cli download {repository})")
+        where = " or ".join(map(str, caches()))
+        raise ConvertError(f"{source}: no such folder, and no local Hugging Face cache ({where}) holds a snapshot of "
+                           f"{repository} at {revision!r}; download it first (huggingface-cli download {repository})")
     if (snapshot / "config.json").exists() and not tag:
         print(f"reading {source} from the local Hugging Face cache: {snapshot}", file=sys.stderr)
         yield snapshot, Origin(source, [source, "--revision", snapshot.name],
@@ -370,7 +371,8 @@ def _tool_model(source: str) -> tuple[Path, Origin]:
         record = {"ollama": model.name, "ollama_digest": model.digest}
         return ollama_store.gguf_path(model), Origin(model.source, [model.source], record)
     found = tabby_store.find(source[len(tabby_store.PREFIX):])
-    checked = "checking it against the sha256 its tabby.json names" if found.sha256 else "its tabby.json names no sha256"
+    checked = ("checking it against the sha256 its tabby.json names" if found.sha256
+               else "its tabby.json names no sha256")
     print(f"reading Tabby's {found.model_id} from {found.gguf}: {checked}", file=sys.stderr)
     record = {"tabby": found.model_id, **({"tabby_sha256": found.sha256} if found.sha256 else {})}
     return tabby_store.gguf_path(found), Origin(found.source, [found.source], record)

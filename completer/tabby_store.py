@@ -26,7 +26,8 @@ class TabbyError(ModelError):
 
 
 def models_dir() -> Path:
-    """Where Tabby keeps models, as Tabby looks: TABBY_MODEL_CACHE_ROOT, else TABBY_ROOT/models, else ~/.tabby/models."""
+    """Where Tabby keeps models, as Tabby looks: TABBY_MODEL_CACHE_ROOT, else TABBY_ROOT/models, else
+    ~/.tabby/models."""
     if os.environ.get("TABBY_MODEL_CACHE_ROOT"):
         return Path(os.environ["TABBY_MODEL_CACHE_ROOT"]).expanduser()
     root = Path(os.environ["TABBY_ROOT"]).expanduser() if os.environ.get("TABBY_ROOT") else Path.home() / ".tabby"

@@ -17,8 +17,8 @@ def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
 
 def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
-    `quantized` and their rows are whole blocks of 32, else F32; vectors F32); `family` names hf_models' variant (llama_bias: the llama architecture;
-    gpt_bigcode: llama.cpp's `starcoder`)."""
+    `quantized` and their rows are whole blocks of 32, else F32; vectors F32); `family` names hf_models' variant
+    (llama_bias: the llama architecture; gpt_bigcode: llama.cpp's `starcoder`)."""
     family = family.removesuffix("_bias")
     from safetensors.numpy import load_file
 

@@ -136,3 +136,25 @@ def test_a_bare_name_that_is_no_bundle_is_refused(tmp_path: Path, monkeypatch: p
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ModelError, match="no-such-bundle is not a directory"):
         load_bundle("no-such-bundle")
+
+
+def test_a_model_path_naming_another_tools_model_says_how_to_convert_it(tmp_path: Path):
+    """A GGUF file, a Hugging Face checkpoint folder or an Ollama name set as modelPath is no bundle: the error
+    gives the command that makes one of it."""
+    (tmp_path / "model.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+    (tmp_path / "sha256-ab12").write_bytes(b"GGUF\x03\x00\x00\x00")  # Ollama's blobs have no suffix
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / "config.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("not a model")
+    for named, says in ((tmp_path / "model.gguf", "is a GGUF file, not a bundle"),
+                        (tmp_path / "sha256-ab12", "is a GGUF file, not a bundle"),
+                        (tmp_path / "checkpoint", "is a Hugging Face checkpoint folder, not a bundle"),
+                        ("ollama:qwen2.5-coder:1.5b", "names a model another tool keeps, not a bundle")):
+        with pytest.raises(ModelError) as caught:
+            load_bundle(named)
+        assert says in str(caught.value)
+        assert f"`completer convert {named} --out BUNDLE` and set modelPath to BUNDLE" in str(caught.value)
+    with pytest.raises(ModelError, match="notes.txt is not a directory$"):
+        load_bundle(tmp_path / "notes.txt")
+    with pytest.raises(ModelError, match="has no manifest.json"):
+        load_bundle(tmp_path)

@@ -1,7 +1,8 @@
 """Models other tools downloaded, converted by the names those tools give them: `ollama:NAME` from Ollama's store
 (completer/ollama_store.py), `tabby:ORG/NAME` from Tabby's (completer/tabby_store.py), ORG/NAME[:QUANT] from a
 GGUF repository in the Hugging Face cache as llama.cpp's `-hf` lays it out (completer/hf_cache.py), and
-`completer models` listing them with LM Studio's files (completer/local_models.py). The stores are built here, as each tool lays its files out; nothing is downloaded."""
+`completer models` listing them with LM Studio's files (completer/local_models.py). The stores are built here,
+as each tool lays its files out; nothing is downloaded."""
 from __future__ import annotations
 
 import hashlib
@@ -45,10 +46,11 @@ def ollama_store(root: Path, models: dict[str, Path | None]) -> Path:
     beside a template layer; None: a model Ollama keeps as tensors, with no GGUF layer."""
     for name, gguf_file in models.items():
         template = b"{{ .Prompt }}"
-        layers = [{"mediaType": "application/vnd.ollama.image.template", "digest": f"sha256:{hashlib.sha256(template).hexdigest()}",
+        template_digest = hashlib.sha256(template).hexdigest()
+        layers = [{"mediaType": "application/vnd.ollama.image.template", "digest": f"sha256:{template_digest}",
                    "size": len(template)}]
         (root / "blobs").mkdir(parents=True, exist_ok=True)
-        (root / "blobs" / f"sha256-{hashlib.sha256(template).hexdigest()}").write_bytes(template)
+        (root / "blobs" / f"sha256-{template_digest}").write_bytes(template)
         if gguf_file is None:
             layers.append({"mediaType": "application/vnd.ollama.image.tensor; name=w; dtype=BF16; shape=2,2",
                            "digest": "sha256:" + "0" * 64, "size": 8})
@@ -59,10 +61,11 @@ def ollama_store(root: Path, models: dict[str, Path | None]) -> Path:
                               "size": gguf_file.stat().st_size})
         manifest = root / "manifests" / name
         manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_text(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                                        "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
-                                                   "digest": "sha256:" + "1" * 64, "size": 2},
-                                        "layers": layers}))
+        manifest.write_text(json.dumps({
+            "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": "sha256:" + "1" * 64,
+                       "size": 2},
+            "layers": layers}))
     return root
 
 
@@ -75,7 +78,8 @@ def tabby_model(root: Path, model_id: str, gguf_file: Path, legacy: bool = False
     target = folder / "ggml" / ("model.gguf" if legacy else "model-00001-of-00001.gguf")
     shutil.copyfile(gguf_file, target)
     digest = sha256 or _digest(gguf_file)
-    entry = {"name": model_id.split("/")[1], "prompt_template": "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"}
+    entry = {"name": model_id.split("/")[1],
+             "prompt_template": "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>"}
     if legacy:
         entry.update(urls=["https://example.invalid/model.gguf"], sha256=digest)
     else:
