@@ -2,7 +2,8 @@
 
 tests/vscode_e2e/run.mjs drives the real workbench through playwright-core: ghost text from the server at the
 cursor, Tab and Ctrl+Right, the status bar, Toggle and Restart Server, the "messages" trace in the Completer
-output channel, and the install command shown for an interpreter without the server. Screenshots go to the
+output channel, a model of the Hugging Face cache picked with "Use a Model Already on This Machine", converted
+and loaded, and the install command shown for an interpreter without the server. Screenshots go to the
 artifacts folder the test prints. code-server, playwright-core and Debian's chromium are installed by
 scripts/install_vscode_e2e.sh (scripts/test.sh runs it); without them this test is skipped, which fails the
 run under CI=true.
@@ -60,10 +61,10 @@ def end_code_servers(artifacts: Path) -> None:
             pass  # gone already: the driver closed it
 
 
-def run_driver(tools: Path, artifacts: Path, *extra: str, timeout_s: int = TIMEOUT_S) -> str:
+def run_driver(tools: Path, artifacts: Path, *extra: str, timeout_s: int = TIMEOUT_S, env: dict | None = None) -> str:
     """Run the Node driver with this interpreter as completer.pythonPath; its output, or a test failure."""
     args = [str(pinned_node(tools)), str(DRIVER), "--tools", str(tools), "--python", sys.executable, "--artifacts", str(artifacts), *extra]
-    env = dict(os.environ, npm_config_update_notifier="false")
+    env = dict(os.environ, npm_config_update_notifier="false", **(env or {}))
     try:
         done = subprocess.run(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=timeout_s, check=False)
@@ -77,15 +78,29 @@ def run_driver(tools: Path, artifacts: Path, *extra: str, timeout_s: int = TIMEO
     return done.stdout
 
 
+def model_stores(root: Path) -> dict[str, str]:
+    """The environment of stores that `completer models` reads, all under `root`: a Hugging Face cache holding a
+    tiny model, acme/tiny-coder (tests/hf_models.py), and no Ollama, Tabby or llama.cpp models."""
+    from hf_models import checkpoint
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    entry = root / "hub" / "models--acme--tiny-coder"
+    checkpoint(entry / "snapshots" / commit, "qwen2", tied=True)
+    (entry / "refs").mkdir()
+    (entry / "refs" / "main").write_text(commit)
+    return {"HF_HUB_CACHE": str(root / "hub"), "OLLAMA_MODELS": str(root / "ollama"), "TABBY_ROOT": str(root / "tabby"),
+            "LLAMA_CACHE": str(root / "llama-cache")}
+
+
 @pytest.mark.timeout(TIMEOUT_S + 60)
 def test_vscode_end_to_end(tmp_path: Path) -> None:
     tools = e2e_tools()
     bundle_extension()
     artifacts = tmp_path / "artifacts"
     print(f"VS Code end-to-end artifacts (screenshots, logs): {artifacts}")
-    out = run_driver(tools, artifacts)
+    out = run_driver(tools, artifacts, env=model_stores(tmp_path / "stores"))
     print(out[-6000:])
     passed = [line for line in out.splitlines() if line.startswith("PASS ")]
-    assert len(passed) == 14, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
+    assert len(passed) == 15, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
     assert (artifacts / "vscode-ghost-text.png").stat().st_size > 10_000
     assert (artifacts / "vscode-not-installed.png").stat().st_size > 10_000

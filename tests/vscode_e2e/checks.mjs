@@ -181,7 +181,23 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     await session.screenshot(screenshot);
     pass(`screenshot with ghost text: ${screenshot}`);
 
-    // 10. An interpreter without the server: the error notification names the install command.
+    // 10. "Use a Model Already on This Machine": a model in the Hugging Face cache (tests/test_vscode_e2e.py builds
+    //     acme/tiny-coder there) is picked, converted into the extension's storage, and the server loads it.
+    await runCommand(page, 'Completer: Use a Model Already on This Machine...');
+    const picker = page.locator('.quick-input-widget input');
+    await picker.waitFor({ state: 'visible', timeout: 60000 });
+    await picker.fill('acme/tiny-coder');
+    const row = page.locator('.quick-input-list .monaco-list-row').first();
+    await session.waitFor(async () => ((await row.getAttribute('aria-label')) ?? '').includes('acme/tiny-coder'), 10000,
+        'the cached model offered first', async () => row.getAttribute('aria-label'));
+    await page.keyboard.press('Enter');
+    const converted = await session.waitFor(async () => (await notifications(page)).find((text) => text.includes('converted into')),
+        120000, 'the "converted" notification', async () => JSON.stringify(await notifications(page)));
+    const switched = await waitForStatus(page, (s) => s.label.includes('Completer: model acme-tiny-coder'),
+        'the converted model', 60000);
+    pass(`a cached model converted and loaded: "${converted.trim().slice(0, 120)}"; status bar "${switched.text}"`);
+
+    // 11. An interpreter without the server: the error notification names the install command.
     const bare = path.join(session.root, 'python-without-completer');
     fs.writeFileSync(bare, `#!/bin/sh\n# ${python} without site-packages or PYTHONPATH: completer is not importable\nexec "${python}" -I -S "$@"\n`,
         { mode: 0o755 });

@@ -4,6 +4,7 @@ import * as os from 'os';
 import type { ExtensionContext } from 'vscode';
 import { COMMANDS, EXTENSION_NAME } from './common/constants';
 import { ServerManager } from './common/manager';
+import { chooseModel } from './common/models';
 import {
     checkServerInstalled,
     findRepoDir,
@@ -12,7 +13,7 @@ import {
     resolveInterpreter,
 } from './common/python';
 import { createLanguageClient } from './common/server';
-import { CONFIG_SECTION, readSettings } from './common/settings';
+import { CONFIG_SECTION, ExtensionSettings, readSettings } from './common/settings';
 import { StatusBar } from './common/status';
 import { TraceChannel } from './common/trace';
 import {
@@ -24,7 +25,10 @@ import {
     onDidChangeConfiguration,
     registerCommand,
     showErrorMessage,
+    showInformationMessage,
+    showQuickPick,
     updateSetting,
+    withProgress,
     writeClipboard,
 } from './common/vscodeapi';
 
@@ -51,15 +55,16 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
     const read = () =>
         readSettings(getConfiguration(CONFIG_SECTION), { home: os.homedir(), workspaceFolder: firstFolder()?.fsPath });
 
+    const interpreterFor = (settings: ExtensionSettings) =>
+        resolveInterpreter({
+            pythonPath: settings.pythonPath,
+            getPythonApi,
+            resource: firstFolder(),
+            log: (message) => log.warn(message),
+        });
     const serverManager = new ServerManager({
         readSettings: read,
-        resolveInterpreter: (settings) =>
-            resolveInterpreter({
-                pythonPath: settings.pythonPath,
-                getPythonApi,
-                resource: firstFolder(),
-                log: (message) => log.warn(message),
-            }),
+        resolveInterpreter: interpreterFor,
         checkInstalled: (python) => checkServerInstalled(python),
         createClient: (hooks) => createLanguageClient(hooks, log, traceChannel),
         status,
@@ -77,6 +82,18 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         registerCommand(COMMANDS.toggle, () => serverManager.toggle()),
         registerCommand(COMMANDS.restartServer, () => serverManager.restart()),
         registerCommand(COMMANDS.showLogs, () => log.show()),
+        registerCommand(COMMANDS.chooseModel, () =>
+            chooseModel({
+                python: async () => (serverManager.currentInterpreter ?? (await interpreterFor(read()))).command,
+                storageDir: context.globalStorageUri.fsPath,
+                pick: showQuickPick,
+                withProgress,
+                setModelPath: (value) => updateSetting(CONFIG_SECTION, 'modelPath', value),
+                showError: showErrorMessage,
+                showInfo: showInformationMessage,
+                log,
+            }),
+        ),
         onDidChangeConfiguration((event) => {
             if (event.affectsConfiguration(`${CONFIG_SECTION}.trace.server`)) {
                 traceChannel.refresh();

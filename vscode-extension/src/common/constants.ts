@@ -5,6 +5,7 @@ export const COMMANDS = {
     toggle: 'completer.toggle',
     restartServer: 'completer.restartServer',
     showLogs: 'completer.showLogs',
+    chooseModel: 'completer.chooseModel',
 } as const;
 
 /** Custom request answered by the server with at least `{model: string}`. */

@@ -2,6 +2,7 @@
 // the extension calls these functions, so unit tests can replace the `vscode` module with a mock.
 
 import {
+    CancellationToken,
     commands,
     ConfigurationChangeEvent,
     ConfigurationScope,
@@ -10,6 +11,9 @@ import {
     env,
     extensions,
     LogOutputChannel,
+    Progress,
+    ProgressLocation,
+    QuickPickItem,
     StatusBarAlignment,
     StatusBarItem,
     ThemeColor,
@@ -95,4 +99,27 @@ export function onDidChangeExtensions(handler: () => unknown): Disposable {
 
 export function fileUri(fsPath: string): Uri {
     return Uri.file(fsPath);
+}
+
+export function showInformationMessage(message: string, ...items: string[]): Thenable<string | undefined> {
+    return window.showInformationMessage(message, ...items);
+}
+
+export function showQuickPick<T extends QuickPickItem>(items: T[], placeHolder: string): Thenable<T | undefined> {
+    return window.showQuickPick(items, { placeHolder, matchOnDescription: true, matchOnDetail: true });
+}
+
+/** A cancellable notification with progress messages; `task` gets an AbortSignal that fires on Cancel. */
+export function withProgress<T>(
+    title: string,
+    task: (report: (message: string) => void, signal: AbortSignal) => Promise<T>,
+): Thenable<T> {
+    return window.withProgress(
+        { location: ProgressLocation.Notification, title, cancellable: true },
+        (progress: Progress<{ message?: string }>, token: CancellationToken) => {
+            const abort = new AbortController();
+            token.onCancellationRequested(() => abort.abort());
+            return task((message) => progress.report({ message }), abort.signal);
+        },
+    );
 }

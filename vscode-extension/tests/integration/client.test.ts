@@ -84,6 +84,7 @@ describe('bundled extension in a fake VS Code host (real server)', { timeout: 60
         assert.match(text, /^\$\(sparkle\) python-small/);
         assert.equal(mock.errors.length, 0, JSON.stringify(mock.errors));
         assert.deepEqual([...mock.commands.keys()].filter((c) => c.startsWith('completer.')).sort(), [
+            'completer.chooseModel',
             'completer.restartServer',
             'completer.showLogs',
             'completer.toggle',

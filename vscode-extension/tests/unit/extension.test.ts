@@ -89,7 +89,7 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         mock.settings.set('completer.beams', 2);
         const ctx = context();
         await extension.activate(ctx);
-        assert.deepEqual([...mock.commands.keys()].sort(), ['completer.restartServer', 'completer.showLogs', 'completer.toggle']);
+        assert.deepEqual([...mock.commands.keys()].sort(), ['completer.chooseModel', 'completer.restartServer', 'completer.showLogs', 'completer.toggle']);
         await until(() => mock.statusItems[0]?.text === '$(sparkle) py-small-v1', 'the model in the status bar');
         const client = created[0];
         assert.equal(client.id, 'completer');

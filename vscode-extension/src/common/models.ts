@@ -1,0 +1,246 @@
+// "Completer: Use a Model Already on This Machine": the models other tools downloaded (`completer models`:
+// the Hugging Face cache, llama.cpp, Ollama, Tabby, LM Studio), one converted once into the extension's storage
+// (`completer convert`), and completer.modelPath pointed at the bundle. Pure module (node built-ins only): the
+// VS Code UI and the processes are passed in, so the flow is tested with fakes and with the real Python.
+
+import { spawn } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import type { Logger } from './manager';
+import { execFileRunner, Runner, RunResult } from './python';
+
+/** One row of `completer models --json`. */
+export interface LocalModel {
+    /** What `completer convert` takes: ORG/NAME[:QUANT], ollama:NAME, tabby:ORG/NAME or a GGUF file's path. */
+    id: string;
+    store: string;
+    kind: string | null;
+    convertible: boolean;
+    whyNot: string | null;
+}
+
+export type ListResult = { ok: true; models: LocalModel[] } | { ok: false; detail: string };
+
+/** The last line of a failed command's output: the CLI's one-line reason. */
+function lastLine(result: RunResult): string {
+    const lines = (result.stderr || result.stdout).trim().split(/\r?\n/);
+    return result.spawnError || lines[lines.length - 1] || `exit code ${result.code}`;
+}
+
+/** `<python> -m completer models --json`, read into rows; never rejects. */
+export async function listLocalModels(python: string, run: Runner = execFileRunner): Promise<ListResult> {
+    const result = await run(python, ['-m', 'completer', 'models', '--json']);
+    if (result.code !== 0) {
+        return { ok: false, detail: lastLine(result) };
+    }
+    let rows: unknown;
+    try {
+        rows = (JSON.parse(result.stdout) as { models?: unknown }).models;
+    } catch (err) {
+        return { ok: false, detail: `completer models printed no JSON (${String(err)})` };
+    }
+    if (!Array.isArray(rows)) {
+        return { ok: false, detail: 'completer models printed no list of models' };
+    }
+    const models = rows
+        .filter((row): row is Record<string, unknown> => !!row && typeof row === 'object' && typeof row.id === 'string')
+        .map((row) => ({
+            id: row.id as string,
+            store: typeof row.store === 'string' ? row.store : '',
+            kind: typeof row.model_type === 'string' ? row.model_type : null,
+            convertible: row.convertible === true,
+            whyNot: typeof row.why_not === 'string' ? row.why_not : null,
+        }));
+    return { ok: true, models };
+}
+
+/** The folder a model is converted into: one per model, named after it, under the extension's storage. */
+export function bundleFolder(storageDir: string, id: string): string {
+    const name = id.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^[-.]+|-+$/g, '') || 'model';
+    return path.join(storageDir, 'models', name);
+}
+
+export interface PickItem {
+    label: string;
+    description?: string;
+    detail?: string;
+    /** What completer.modelPath becomes: null for the default model. */
+    modelPath: string | null;
+    /** Set when the model must be converted into modelPath first. */
+    convert?: string;
+}
+
+/** The embedded bundles, then each model that converts (those already converted say so). */
+export function pickItems(models: LocalModel[], storageDir: string, isBundle: (folder: string) => boolean): PickItem[] {
+    const items: PickItem[] = [
+        { label: 'python-small', description: 'embedded (the default)', modelPath: null },
+        { label: 'python-base', description: 'embedded, reads the lines below the cursor', modelPath: 'python-base' },
+    ];
+    for (const model of models.filter((m) => m.convertible)) {
+        const folder = bundleFolder(storageDir, model.id);
+        const converted = isBundle(folder);
+        items.push({
+            label: model.id,
+            description: [model.store, model.kind].filter(Boolean).join(' · '),
+            detail: converted ? `converted: ${folder}` : `converted once into ${folder} (minutes for a large model)`,
+            modelPath: folder,
+            convert: converted ? undefined : model.id,
+        });
+    }
+    return items;
+}
+
+/** Runs a program until it ends or `signal` aborts it, passing each line it writes on stderr to `onLine`. */
+export type LongRunner = (
+    command: string,
+    args: string[],
+    onLine: (line: string) => void,
+    signal: AbortSignal,
+) => Promise<RunResult>;
+
+/**
+ * `spawn`, never rejecting. An abort sends SIGINT first, so `completer convert` removes what it had begun to
+ * write, and kills the process if it is still there 5 s later.
+ */
+export const spawnRunner: LongRunner = (command, args, onLine, signal) =>
+    new Promise((resolve) => {
+        let stdout = '';
+        let stderr = '';
+        let pending = '';
+        const child = spawn(command, args, { windowsHide: true, stdio: ['ignore', 'pipe', 'pipe'] });
+        const stop = () => {
+            child.kill('SIGINT');
+            setTimeout(() => child.exitCode === null && child.kill('SIGKILL'), 5000).unref();
+        };
+        signal.addEventListener('abort', stop, { once: true });
+        child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr.on('data', (chunk: Buffer) => {
+            const text = chunk.toString();
+            stderr += text;
+            const lines = (pending + text).split(/[\r\n]+/);
+            pending = lines.pop() ?? '';
+            lines.filter((line) => line.trim()).forEach(onLine);
+        });
+        child.on('error', (err: NodeJS.ErrnoException) => {
+            signal.removeEventListener('abort', stop);
+            resolve({ code: null, stdout, stderr, spawnError: err.code || err.message });
+        });
+        child.on('close', (code) => {
+            signal.removeEventListener('abort', stop);
+            resolve({ code, stdout, stderr });
+        });
+    });
+
+export interface ChooseDeps {
+    /** The interpreter that runs the server. */
+    python(): Promise<string>;
+    /** The extension's own storage folder; converted bundles go in its `models/`. */
+    storageDir: string;
+    pick(items: PickItem[], placeholder: string): Thenable<PickItem | undefined>;
+    /** Runs `task` under a cancellable progress notification titled `title`. */
+    withProgress<T>(
+        title: string,
+        task: (report: (message: string) => void, signal: AbortSignal) => Promise<T>,
+    ): Thenable<T>;
+    /** Persist completer.modelPath; the configuration change then reaches the server. */
+    setModelPath(value: string | null): Promise<void>;
+    showError(message: string, ...actions: string[]): Thenable<string | undefined>;
+    showInfo(message: string): Thenable<unknown>;
+    log: Logger;
+    run?: Runner;
+    convert?: LongRunner;
+}
+
+/** True when `folder` holds a bundle's manifest. */
+export function isBundleFolder(folder: string): boolean {
+    return fs.existsSync(path.join(folder, 'manifest.json'));
+}
+
+/**
+ * Lists the models, lets the user pick one, converts it if it has not been, and sets completer.modelPath.
+ * Returns the modelPath set, or undefined when nothing changed (cancelled, or an error the user was shown).
+ */
+export async function chooseModel(deps: ChooseDeps): Promise<string | null | undefined> {
+    const python = await deps.python();
+    const listed = await listLocalModels(python, deps.run);
+    if (!listed.ok) {
+        deps.log.error(`completer models failed: ${listed.detail}`);
+        void deps.showError(`Completer: could not list the models on this machine: ${listed.detail}`);
+        return undefined;
+    }
+    const refused = listed.models.filter((m) => !m.convertible);
+    refused.forEach((m) => deps.log.info(`Not offered: ${m.id} (${m.store}): ${m.whyNot ?? 'cannot be converted'}`));
+    const items = pickItems(listed.models, deps.storageDir, isBundleFolder);
+    const placeholder =
+        items.length > 2
+            ? 'A model to complete with (models other tools downloaded are converted once)'
+            : 'No models of other tools found (Hugging Face cache, Ollama, Tabby, LM Studio); the embedded ones';
+    const more = refused.length ? `; ${refused.length} more cannot be converted (see the log)` : '';
+    const chosen = await deps.pick(items, placeholder + more);
+    if (!chosen) {
+        return undefined;
+    }
+    if (chosen.convert !== undefined && chosen.modelPath !== null) {
+        const converted = await convertInto(deps, python, chosen.convert, chosen.modelPath);
+        if (!converted) {
+            return undefined;
+        }
+    }
+    await deps.setModelPath(chosen.modelPath);
+    deps.log.info(`completer.modelPath set to ${chosen.modelPath ?? 'the default model'}`);
+    return chosen.modelPath;
+}
+
+async function convertInto(deps: ChooseDeps, python: string, id: string, folder: string): Promise<boolean> {
+    const run = deps.convert ?? spawnRunner;
+    const args = ['-m', 'completer', 'convert', id, '--out', folder];
+    deps.log.info(`Running ${python} ${args.join(' ')}`);
+    fs.mkdirSync(path.dirname(folder), { recursive: true });
+    let cancelled = false;
+    const before = new Set(entriesOf(path.dirname(folder)));
+    const result = await deps.withProgress(`Completer: converting ${id}`, (report, signal) => {
+        signal.addEventListener('abort', () => (cancelled = true), { once: true });
+        return run(
+            python,
+            args,
+            (line) => {
+                deps.log.info(`convert: ${line}`);
+                report(line.length > 120 ? `${line.slice(0, 117)}...` : line);
+            },
+            signal,
+        );
+    });
+    if (cancelled) {
+        removeLeftovers(path.dirname(folder), before);
+        deps.log.info(`Converting ${id} was cancelled`);
+        return false;
+    }
+    if (result.code !== 0 || !isBundleFolder(folder)) {
+        const detail = lastLine(result).replace(/^completer convert: /, '');
+        deps.log.error(`Converting ${id} failed: ${detail}`);
+        void deps.showError(`Completer: could not convert ${id}: ${detail}`);
+        return false;
+    }
+    void deps.showInfo(`Completer: ${id} converted into ${folder}; suggestions now come from it.`);
+    return true;
+}
+
+function entriesOf(folder: string): string[] {
+    try {
+        return fs.readdirSync(folder);
+    } catch {
+        return [];
+    }
+}
+
+/**
+ * What a conversion killed before its end leaves in the models folder (its staging and unpacking folders, which
+ * `completer convert` removes itself when it is interrupted): those that appeared while it ran.
+ */
+function removeLeftovers(modelsDir: string, before: Set<string>): void {
+    for (const entry of entriesOf(modelsDir)) {
+        if (!before.has(entry) && (entry.includes('.converting-') || entry.startsWith('.gguf-'))) {
+            fs.rmSync(path.join(modelsDir, entry), { recursive: true, force: true });
+        }
+    }
+}

@@ -1,0 +1,206 @@
+// The "Use a Model Already on This Machine" flow with fake processes and a fake UI.
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import {
+    bundleFolder,
+    ChooseDeps,
+    chooseModel,
+    listLocalModels,
+    LongRunner,
+    PickItem,
+    pickItems,
+} from '../../src/common/models';
+import type { RunResult } from '../../src/common/python';
+
+const ROWS = {
+    places: {},
+    models: [
+        { id: 'acme/tiny-coder', store: 'Hugging Face cache', model_type: 'qwen2', convertible: true, why_not: null },
+        { id: 'ollama:qwen2.5-coder:1.5b', store: 'Ollama', model_type: 'qwen2', convertible: true, why_not: null },
+        { id: 'ollama:phi:latest', store: 'Ollama', model_type: 'phi3', convertible: false,
+          why_not: "GGUF architecture 'phi3' is not supported" },
+    ],
+};
+
+function ran(stdout: string, code: number | null = 0, stderr = '', spawnError?: string): () => Promise<RunResult> {
+    return async () => ({ code, stdout, stderr, spawnError });
+}
+
+describe('listing the models other tools downloaded', () => {
+    test('reads completer models --json', async () => {
+        const calls: string[][] = [];
+        const listed = await listLocalModels('/py', async (command, args) => {
+            calls.push([command, ...args]);
+            return { code: 0, stdout: JSON.stringify(ROWS), stderr: '' };
+        });
+        assert.deepEqual(calls, [['/py', '-m', 'completer', 'models', '--json']]);
+        assert.ok(listed.ok);
+        assert.deepEqual(listed.models.map((m) => [m.id, m.convertible]), [
+            ['acme/tiny-coder', true], ['ollama:qwen2.5-coder:1.5b', true], ['ollama:phi:latest', false]]);
+        assert.equal(listed.models[2].whyNot, "GGUF architecture 'phi3' is not supported");
+    });
+
+    test("a failure is the CLI's one line", async () => {
+        const missing = "completer models: needs the convert extra (onnx is missing): pip install 'completer[convert]'";
+        assert.deepEqual(await listLocalModels('/py', ran('', 2, `${missing}\n`)), { ok: false, detail: missing });
+        assert.deepEqual(await listLocalModels('/nope', ran('', null, '', 'ENOENT')), { ok: false, detail: 'ENOENT' });
+        const garbled = await listLocalModels('/py', ran('not json'));
+        assert.ok(!garbled.ok && garbled.detail.startsWith('completer models printed no JSON'));
+    });
+});
+
+describe('where a model is converted to', () => {
+    test('one folder per model, named after it, never outside the storage folder', () => {
+        const storage = path.join(os.tmpdir(), 'storage');
+        const models = path.join(storage, 'models');
+        assert.equal(bundleFolder(storage, 'ollama:qwen2.5-coder:1.5b'), path.join(models, 'ollama-qwen2.5-coder-1.5b'));
+        assert.equal(bundleFolder(storage, 'acme/Tiny-GGUF:Q8_0'), path.join(models, 'acme-Tiny-GGUF-Q8_0'));
+        for (const hostile of ['../..', '/', '..\\..', '.hidden']) {
+            const folder = bundleFolder(storage, hostile);
+            assert.equal(path.dirname(folder), path.join(storage, 'models'), hostile);
+            assert.ok(!path.basename(folder).startsWith('.'), hostile);
+        }
+    });
+
+    test('the embedded models first, then what converts, saying which are converted already', () => {
+        const storage = '/storage';
+        const converted = bundleFolder(storage, 'acme/tiny-coder');
+        const items = pickItems(
+            [
+                { id: 'acme/tiny-coder', store: 'Hugging Face cache', kind: 'qwen2', convertible: true, whyNot: null },
+                { id: 'ollama:x', store: 'Ollama', kind: 'qwen2', convertible: true, whyNot: null },
+                { id: 'ollama:phi', store: 'Ollama', kind: 'phi3', convertible: false, whyNot: 'no' },
+            ],
+            storage,
+            (folder) => folder === converted,
+        );
+        assert.deepEqual(items.map((i) => [i.label, i.modelPath, i.convert]), [
+            ['python-small', null, undefined],
+            ['python-base', 'python-base', undefined],
+            ['acme/tiny-coder', converted, undefined],
+            ['ollama:x', bundleFolder(storage, 'ollama:x'), 'ollama:x'],
+        ]);
+        assert.equal(items[2].description, 'Hugging Face cache · qwen2');
+        assert.ok(items[2].detail?.startsWith('converted: '));
+    });
+});
+
+interface Recorded {
+    picked: PickItem[][];
+    placeholders: string[];
+    modelPaths: (string | null)[];
+    errors: string[];
+    infos: string[];
+    converts: string[][];
+    progress: string[];
+}
+
+function deps(storageDir: string, choose: (items: PickItem[]) => PickItem | undefined, convert: LongRunner,
+              cancel = false): { deps: ChooseDeps; seen: Recorded } {
+    const seen: Recorded = { picked: [], placeholders: [], modelPaths: [], errors: [], infos: [], converts: [], progress: [] };
+    const log = { info: () => undefined, warn: () => undefined, error: () => undefined };
+    return {
+        seen,
+        deps: {
+            python: async () => '/py',
+            storageDir,
+            pick: async (items, placeholder) => {
+                seen.picked.push(items);
+                seen.placeholders.push(placeholder);
+                return choose(items);
+            },
+            withProgress: async (title, task) => {
+                seen.progress.push(title);
+                const abort = new AbortController();
+                if (cancel) {
+                    setTimeout(() => abort.abort(), 10);
+                }
+                return task((message) => seen.progress.push(message), abort.signal);
+            },
+            setModelPath: async (value) => void seen.modelPaths.push(value),
+            showError: async (message) => void seen.errors.push(message) as undefined,
+            showInfo: async (message) => void seen.infos.push(message),
+            log,
+            run: async () => ({ code: 0, stdout: JSON.stringify(ROWS), stderr: '' }),
+            convert: async (command, args, onLine, signal) => {
+                seen.converts.push([command, ...args]);
+                return convert(command, args, onLine, signal);
+            },
+        },
+    };
+}
+
+function storage(): string {
+    return fs.mkdtempSync(path.join(os.tmpdir(), 'completer-models-'));
+}
+
+const byLabel = (label: string) => (items: PickItem[]) => items.find((i) => i.label === label);
+
+describe('choosing a model', () => {
+    test('a model not converted yet is converted once, then modelPath names its bundle', async () => {
+        const dir = storage();
+        const folder = bundleFolder(dir, 'ollama:qwen2.5-coder:1.5b');
+        const { deps: d, seen } = deps(dir, byLabel('ollama:qwen2.5-coder:1.5b'), async (_c, args, onLine) => {
+            onLine("reading Ollama's qwen2.5-coder:1.5b: checking its digest");
+            const out = args[args.indexOf('--out') + 1];
+            fs.mkdirSync(out, { recursive: true });
+            fs.writeFileSync(path.join(out, 'manifest.json'), '{}');
+            return { code: 0, stdout: 'wrote it', stderr: '' };
+        });
+        assert.equal(await chooseModel(d), folder);
+        assert.deepEqual(seen.converts, [['/py', '-m', 'completer', 'convert', 'ollama:qwen2.5-coder:1.5b', '--out', folder]]);
+        assert.deepEqual(seen.modelPaths, [folder]);
+        assert.deepEqual(seen.progress, ['Completer: converting ollama:qwen2.5-coder:1.5b',
+                                         "reading Ollama's qwen2.5-coder:1.5b: checking its digest"]);
+        assert.ok(seen.placeholders[0].includes('1 more cannot be converted'));
+        assert.equal(seen.infos.length, 1);
+        // chosen again: it is converted already, and is used as it is
+        assert.equal(await chooseModel(d), folder);
+        assert.equal(seen.converts.length, 1);
+    });
+
+    test('the embedded default sets modelPath back to unset', async () => {
+        const { deps: d, seen } = deps(storage(), byLabel('python-small'), async () => assert.fail('no conversion'));
+        assert.equal(await chooseModel(d), null);
+        assert.deepEqual(seen.modelPaths, [null]);
+    });
+
+    test("a failed conversion is the converter's line, and modelPath is left as it was", async () => {
+        const why = 'completer convert: ollama:qwen2.5-coder:1.5b: pre-tokenizer \'x\' is not supported';
+        const { deps: d, seen } = deps(storage(), byLabel('ollama:qwen2.5-coder:1.5b'),
+                                       async () => ({ code: 2, stdout: '', stderr: `${why}\n` }));
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.modelPaths, []);
+        assert.deepEqual(seen.errors, ['Completer: could not convert ollama:qwen2.5-coder:1.5b: ' +
+                                       "ollama:qwen2.5-coder:1.5b: pre-tokenizer 'x' is not supported"]);
+    });
+
+    test('cancelling stops the conversion, removes what it left, and changes nothing', async () => {
+        const dir = storage();
+        const models = path.join(dir, 'models');
+        fs.mkdirSync(path.join(models, 'other-bundle'), { recursive: true });
+        const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), (_c, args, _l, signal) =>
+            new Promise((resolve) => {
+                fs.mkdirSync(path.join(models, '.acme-tiny-coder.converting-x1'));  // what a killed convert leaves
+                fs.mkdirSync(path.join(models, '.gguf-y2'));
+                signal.addEventListener('abort', () => resolve({ code: null, stdout: '', stderr: 'interrupted' }));
+            }), true);
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.modelPaths, []);
+        assert.deepEqual(seen.errors, []);
+        assert.deepEqual(fs.readdirSync(models), ['other-bundle']);
+    });
+
+    test('nothing picked changes nothing; a listing that fails is shown', async () => {
+        const { deps: d, seen } = deps(storage(), () => undefined, async () => assert.fail('no conversion'));
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.modelPaths, []);
+        d.run = async () => ({ code: 2, stdout: '', stderr: 'completer models: needs the convert extra\n' });
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.errors,
+                         ['Completer: could not list the models on this machine: completer models: needs the convert extra']);
+    });
+});
