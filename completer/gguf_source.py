@@ -183,8 +183,9 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
 
 def _open(path: Path) -> tuple[object, _Metadata, str]:
     """The file's reader (it maps the file; tensors are read when asked), its metadata and its architecture."""
+    reader_class = _bounded_reader()  # without the gguf package: ModuleNotFoundError, which names the extra
     try:
-        reader = _bounded_reader()(str(path))
+        reader = reader_class(str(path))
     except Exception as exc:  # the reader raises ValueError, struct errors or IndexError on a damaged file
         raise GGUFError(f"{path}: not a GGUF file gguf can read ({type(exc).__name__}: {exc})") from exc
     meta = _Metadata(reader, path)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import ollama_store, tabby_store
+from .convertible import SUPPORTED_TYPES, convert_extra_missing
 from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
 
 
@@ -122,18 +122,15 @@ def places() -> dict[str, list[str]]:
 
 
 def main(args) -> int:
-    """`completer models [--json]`."""
-    try:
-        from .graph.huggingface import SUPPORTED_TYPES
-    except ModuleNotFoundError as exc:
-        print(f"completer models: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
-              file=sys.stderr)
-        return 2
+    """`completer models [--json]`: listing needs only the runtime; converting needs the convert extra, which the
+    output names when it is missing."""
     found = local_models(SUPPORTED_TYPES)
+    missing = convert_extra_missing()
+    install = f"completer convert needs the convert extra ({missing} is missing): pip install 'completer[convert]'"
     if args.json:
         rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None}
                 for model in found]
-        print(json.dumps({"places": places(), "models": rows}, indent=1))
+        print(json.dumps({"places": places(), "models": rows, "convert_extra": missing is None}, indent=1))
         return 0
     if not found:
         looked = "; ".join(f"{place}: {', '.join(folders)}" for place, folders in places().items())
@@ -148,6 +145,8 @@ def main(args) -> int:
             verdict = (f"converts: completer convert {_quoted(model.source)} --out BUNDLE" if model.why_not is None
                        else model.why_not)
             print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {verdict}")
+    if missing is not None:
+        print(install)
     return 0
 
 

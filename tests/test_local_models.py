@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from completer.ollama_store import OllamaError, find, parse_name  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CONTEXT = "128"
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -295,3 +297,27 @@ def test_the_header_reader_agrees_with_gguf_and_refuses_a_damaged_header(files, 
         (tmp_path / "cut.gguf").write_bytes(data[:cut])
         with pytest.raises(GGUFError):
             header(tmp_path / "cut.gguf", ("split.count",))  # a key the file lacks: the whole header is read
+
+
+def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(files, isolated):
+    """Listing reads only headers and configs: a Python without onnx and gguf lists the models as they will
+    convert, and names the extra that `completer convert` needs."""
+    import subprocess
+    import sys
+
+    ollama_store(isolated / "ollama", {"registry.ollama.ai/library/tiny-coder/0.5b": files["q8_0"]})
+    blocked = ("import sys; sys.modules['onnx'] = sys.modules['gguf'] = None; from completer.cli import main; "
+               "sys.exit(main(sys.argv[1:]))")
+    for argv in (["models", "--json"], ["models"], ["convert", "ollama:tiny-coder:0.5b", "--out", "out"]):
+        done = subprocess.run([sys.executable, "-c", blocked, *argv], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})  # this checkout's completer
+        if argv == ["models", "--json"]:
+            listed = json.loads(done.stdout)
+            assert done.returncode == 0 and listed["convert_extra"] is False
+            assert [(row["id"], row["convertible"]) for row in listed["models"]] == [("ollama:tiny-coder:0.5b", True)]
+        elif argv == ["models"]:
+            assert done.returncode == 0 and "converts: completer convert ollama:tiny-coder:0.5b" in done.stdout
+            assert done.stdout.splitlines()[-1].startswith("completer convert needs the convert extra (onnx is missing)")
+        else:
+            assert done.returncode == 2 and "needs the convert extra" in done.stderr.strip().splitlines()[-1]
+            assert "Traceback" not in done.stderr and not (isolated / "out").exists()

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..convertible import SUPPORTED_TYPES
 from . import safetensors_reader
 from .architecture import Architecture
 
-LLAMA_TYPES = ("llama", "mistral", "qwen2")
-SUPPORTED_TYPES = ("gpt2", "gpt_bigcode", *LLAMA_TYPES, "starcoder2")
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu"}
 TIED_BY_DEFAULT = ("gpt2", "gpt_bigcode", "starcoder2")  # transformers' default where config.json is silent
 IGNORED_SUFFIXES = ("attn.bias", "attn.masked_bias", "rotary_emb.inv_freq")  # buffers some checkpoints saved

@@ -91,7 +91,9 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
                 setModelPath: (value) => updateSetting(CONFIG_SECTION, 'modelPath', value),
                 showError: showErrorMessage,
                 showInfo: showInformationMessage,
+                copyToClipboard: writeClipboard,
                 log,
+                repoDir: findRepoDir(context.extensionPath),
             }),
         ),
         onDidChangeConfiguration((event) => {

@@ -7,7 +7,7 @@ import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import type { Logger } from './manager';
-import { execFileRunner, Runner, RunResult } from './python';
+import { execFileRunner, installCommand, Runner, RunResult } from './python';
 
 /** One row of `completer models --json`. */
 export interface LocalModel {
@@ -19,7 +19,8 @@ export interface LocalModel {
     whyNot: string | null;
 }
 
-export type ListResult = { ok: true; models: LocalModel[] } | { ok: false; detail: string };
+/** The models, and whether this interpreter has the convert extra `completer convert` needs. */
+export type ListResult = { ok: true; models: LocalModel[]; canConvert: boolean } | { ok: false; detail: string };
 
 /** The last line of a failed command's output: the CLI's one-line reason. */
 function lastLine(result: RunResult): string {
@@ -34,8 +35,11 @@ export async function listLocalModels(python: string, run: Runner = execFileRunn
         return { ok: false, detail: lastLine(result) };
     }
     let rows: unknown;
+    let canConvert = true;
     try {
-        rows = (JSON.parse(result.stdout) as { models?: unknown }).models;
+        const listed = JSON.parse(result.stdout) as { models?: unknown; convert_extra?: unknown };
+        rows = listed.models;
+        canConvert = listed.convert_extra !== false;
     } catch (err) {
         return { ok: false, detail: `completer models printed no JSON (${String(err)})` };
     }
@@ -51,7 +55,7 @@ export async function listLocalModels(python: string, run: Runner = execFileRunn
             convertible: row.convertible === true,
             whyNot: typeof row.why_not === 'string' ? row.why_not : null,
         }));
-    return { ok: true, models };
+    return { ok: true, models, canConvert };
 }
 
 /** The folder a model is converted into: one per model, named after it, under the extension's storage. */
@@ -146,10 +150,15 @@ export interface ChooseDeps {
     setModelPath(value: string | null): Promise<void>;
     showError(message: string, ...actions: string[]): Thenable<string | undefined>;
     showInfo(message: string): Thenable<unknown>;
+    copyToClipboard(text: string): Thenable<void>;
     log: Logger;
+    /** The completer repository, when the extension runs from a checkout (for the install command). */
+    repoDir?: string;
     run?: Runner;
     convert?: LongRunner;
 }
+
+const COPY_INSTALL = 'Copy Install Command';
 
 /** True when `folder` holds a bundle's manifest. */
 export function isBundleFolder(folder: string): boolean {
@@ -178,6 +187,18 @@ export async function chooseModel(deps: ChooseDeps): Promise<string | null | und
     const more = refused.length ? `; ${refused.length} more cannot be converted (see the log)` : '';
     const chosen = await deps.pick(items, placeholder + more);
     if (!chosen) {
+        return undefined;
+    }
+    if (chosen.convert !== undefined && !listed.canConvert) {
+        const install = installCommand(python, deps.repoDir, undefined, 'convert');
+        deps.log.error(`Converting ${chosen.convert} needs the convert extra: ${install}`);
+        const action = await deps.showError(
+            `Completer: converting ${chosen.convert} needs the convert extra in ${python}. Install it with: ${install}`,
+            COPY_INSTALL,
+        );
+        if (action === COPY_INSTALL) {
+            await deps.copyToClipboard(install);
+        }
         return undefined;
     }
     if (chosen.convert !== undefined && chosen.modelPath !== null) {

@@ -133,10 +133,17 @@ function quote(arg: string, platform: NodeJS.Platform): string {
 
 /**
  * The exact command that installs the server into `python`: an editable install of the repository when the
- * extension runs from a checkout (or a repository is known), else the `completer` package.
+ * extension runs from a checkout (or a repository is known), else the `completer` package; with `extra`, that
+ * optional extra too (`convert` for `completer convert`).
  */
-export function installCommand(python: string, repoDir?: string, platform: NodeJS.Platform = process.platform): string {
-    const target = repoDir ? `-e ${quote(repoDir, platform)}` : 'completer';
+export function installCommand(
+    python: string,
+    repoDir?: string,
+    platform: NodeJS.Platform = process.platform,
+    extra?: string,
+): string {
+    const wanted = extra ? `[${extra}]` : '';
+    const target = repoDir ? `-e ${quote(repoDir + wanted, platform)}` : quote(`completer${wanted}`, platform);
     return `${quote(python, platform)} -m pip install ${target}`;
 }
 

@@ -65,6 +65,7 @@ describe('choosing a model with the real completer CLI', () => {
             setModelPath: async (value) => void modelPaths.push(value),
             showError: async (message) => void errors.push(message) as undefined,
             showInfo: async () => undefined,
+            copyToClipboard: async () => undefined,
             log: { info: () => undefined, warn: () => undefined, error: (m) => errors.push(m) },
         });
         assert.deepEqual(errors, []);

@@ -96,11 +96,12 @@ interface Recorded {
     infos: string[];
     converts: string[][];
     progress: string[];
+    copied: string[];
 }
 
 function deps(storageDir: string, choose: (items: PickItem[]) => PickItem | undefined, convert: LongRunner,
               cancel = false): { deps: ChooseDeps; seen: Recorded } {
-    const seen: Recorded = { picked: [], placeholders: [], modelPaths: [], errors: [], infos: [], converts: [], progress: [] };
+    const seen: Recorded = { picked: [], placeholders: [], modelPaths: [], errors: [], infos: [], converts: [], progress: [], copied: [] };
     const log = { info: () => undefined, warn: () => undefined, error: () => undefined };
     return {
         seen,
@@ -123,6 +124,7 @@ function deps(storageDir: string, choose: (items: PickItem[]) => PickItem | unde
             setModelPath: async (value) => void seen.modelPaths.push(value),
             showError: async (message) => void seen.errors.push(message) as undefined,
             showInfo: async (message) => void seen.infos.push(message),
+            copyToClipboard: async (text) => void seen.copied.push(text),
             log,
             run: async () => ({ code: 0, stdout: JSON.stringify(ROWS), stderr: '' }),
             convert: async (command, args, onLine, signal) => {
@@ -192,6 +194,22 @@ describe('choosing a model', () => {
         assert.deepEqual(seen.modelPaths, []);
         assert.deepEqual(seen.errors, []);
         assert.deepEqual(fs.readdirSync(models), ['other-bundle']);
+    });
+
+    test('without the convert extra, the install command is offered instead of a conversion', async () => {
+        const { deps: d, seen } = deps(storage(), byLabel('ollama:qwen2.5-coder:1.5b'), async () => assert.fail('no conversion'));
+        d.run = async () => ({ code: 0, stdout: JSON.stringify({ ...ROWS, convert_extra: false }), stderr: '' });
+        d.repoDir = '/src/completer';
+        d.showError = async (message) => {
+            seen.errors.push(message);
+            return 'Copy Install Command';
+        };
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.modelPaths, []);
+        assert.match(seen.errors[0], /needs the convert extra in \/py\. Install it with: \/py -m pip install -e '\/src\/completer\[convert\]'$/);
+        assert.deepEqual(seen.copied, ["/py -m pip install -e '/src/completer[convert]'"]);
+        // a model converted already, or an embedded one, needs no extra
+        assert.equal(await chooseModel({ ...d, pick: async (items) => items[0] }), null);
     });
 
     test('nothing picked changes nothing; a listing that fails is shown', async () => {

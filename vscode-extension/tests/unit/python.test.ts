@@ -139,6 +139,10 @@ describe('install check', () => {
         );
         assert.equal(installCommand('C:\\Program Files\\Python\\python.exe', undefined, 'win32'),
             '"C:\\Program Files\\Python\\python.exe" -m pip install completer');
+        // with an optional extra, quoted so that no shell reads its brackets
+        assert.equal(installCommand('python3', undefined, 'linux', 'convert'), "python3 -m pip install 'completer[convert]'");
+        assert.equal(installCommand('python3', '/src/completer', 'linux', 'convert'),
+            "python3 -m pip install -e '/src/completer[convert]'");
     });
 
     test('findRepoDir recognises the completer checkout around the extension', () => {
