@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--force", action="store_true", help="replace --out if it is a bundle")
     convert.add_argument("--no-fim", action="store_true",
                          help="no fill-in-the-middle even if the tokenizer has FIM markers (a model not trained for it)")
+    convert.add_argument("--progress", action="store_true",
+                         help="say each step on stderr even when it is not a terminal (as the VS Code command shows "
+                              "it)")
     convert.add_argument("--batch-slots", type=int, default=1, metavar="N",
                          help="searches one model call holds (default 1); N > 1 lets N windows' or documents' "
                               "searches share each call, at some cost to a search alone")

@@ -97,7 +97,8 @@ def _license(folder: Path) -> str:
 
 
 class _Progress:
-    """A one-line progress bar over the layers, on stderr, only when it is a terminal or asked for."""
+    """What the conversion is doing, on stderr, only when it is a terminal or asked for (--progress): each step
+    on a line of its own, and a bar over the layers while the graph is built."""
 
     def __init__(self, total: int, shown: bool) -> None:
         self.total, self.shown = total, shown
@@ -108,6 +109,10 @@ class _Progress:
             end = "\n" if done == self.total else ""
             print(f"\rlayers [{'#' * filled}{'.' * (30 - filled)}] {done}/{self.total}", end=end, file=sys.stderr,
                   flush=True)
+
+    def step(self, text: str) -> None:
+        if self.shown:
+            print(text, file=sys.stderr, flush=True)
 
 
 def _check_out(source: Path, out: Path, force: bool) -> None:
@@ -183,19 +188,23 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     except ModelError as exc:
         raise ConvertError(str(exc)) from exc
     read = origin.read_weights if origin is not None and origin.read_weights else partial(load_weights, source)
+    report = _Progress(arch.n_layer, sys.stderr.isatty() if progress is None else progress)
+    report.step(f"reading the weights ({arch.n_layer} layers)")
     weights = canonical_weights(read(), arch, config)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
-        shown = sys.stderr.isatty() if progress is None else progress
-        model = decoder_model(arch, weights, context, slots=slots, on_layer=_Progress(arch.n_layer, shown))
+        report.step("building the graph")
+        model = decoder_model(arch, weights, context, slots=slots, on_layer=report)
         del weights
         fp32 = staging / "fp32" / "model.onnx"
         fp32.parent.mkdir()
         save(model, fp32)
         del model
+        report.step("optimizing the graph")
         fusions = optimize(fp32, arch)
         if int8:
+            report.step("quantizing its weights to INT8")
             quantize(fp32, staging / "model.onnx")
         else:
             for file in fp32.parent.iterdir():
@@ -413,6 +422,7 @@ def main(args) -> int:
         beside = parent if parent.is_dir() else None
         with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):
             manifest = convert(source, out, origin=origin, int8=not args.fp32, context=args.context,
+                               progress=True if args.progress else None,
                                name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
                                window=args.default_context,
                                beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)

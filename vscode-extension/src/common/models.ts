@@ -214,7 +214,7 @@ export async function chooseModel(deps: ChooseDeps): Promise<string | null | und
 
 async function convertInto(deps: ChooseDeps, python: string, id: string, folder: string): Promise<boolean> {
     const run = deps.convert ?? spawnRunner;
-    const args = ['-m', 'completer', 'convert', id, '--out', folder];
+    const args = ['-m', 'completer', 'convert', id, '--out', folder, '--progress'];
     deps.log.info(`Running ${python} ${args.join(' ')}`);
     fs.mkdirSync(path.dirname(folder), { recursive: true });
     let cancelled = false;

@@ -52,6 +52,7 @@ describe('choosing a model with the real completer CLI', () => {
     test('a cached model is listed, converted into the storage folder and set as modelPath; it completes', async () => {
         const storageDir = path.join(root, 'storage');
         const offered: string[] = [];
+        const steps: string[] = [];
         const modelPaths: (string | null)[] = [];
         const errors: string[] = [];
         const chosen = await chooseModel({
@@ -61,7 +62,7 @@ describe('choosing a model with the real completer CLI', () => {
                 offered.push(...items.map((item) => item.label));
                 return items.find((item) => item.label === 'acme/tiny-coder');
             },
-            withProgress: (_title, task) => task(() => undefined, new AbortController().signal),
+            withProgress: (_title, task) => task((message) => steps.push(message), new AbortController().signal),
             setModelPath: async (value) => void modelPaths.push(value),
             showError: async (message) => void errors.push(message) as undefined,
             showInfo: async () => undefined,
@@ -73,6 +74,11 @@ describe('choosing a model with the real completer CLI', () => {
         const folder = bundleFolder(storageDir, 'acme/tiny-coder');
         assert.equal(chosen, folder);
         assert.deepEqual(modelPaths, [folder]);
+        // what the notification said along the way: completer convert --progress, one step a line
+        for (const step of ['reading acme/tiny-coder', 'reading the weights', 'building the graph', 'layers [',
+                            'optimizing the graph', 'quantizing its weights to INT8']) {
+            assert.ok(steps.some((line) => line.startsWith(step)), `no "${step}" in ${JSON.stringify(steps)}`);
+        }
         const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'));
         assert.equal(manifest.source.folder, 'acme/tiny-coder');
         assert.equal(manifest.source.revision, COMMIT);

@@ -153,7 +153,7 @@ describe('choosing a model', () => {
             return { code: 0, stdout: 'wrote it', stderr: '' };
         });
         assert.equal(await chooseModel(d), folder);
-        assert.deepEqual(seen.converts, [['/py', '-m', 'completer', 'convert', 'ollama:qwen2.5-coder:1.5b', '--out', folder]]);
+        assert.deepEqual(seen.converts, [['/py', '-m', 'completer', 'convert', 'ollama:qwen2.5-coder:1.5b', '--out', folder, '--progress']]);
         assert.deepEqual(seen.modelPaths, [folder]);
         assert.deepEqual(seen.progress, ['Completer: converting ollama:qwen2.5-coder:1.5b',
                                          "reading Ollama's qwen2.5-coder:1.5b: checking its digest"]);
