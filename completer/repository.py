@@ -75,8 +75,10 @@ class RepositoryContext:
 
 def fitted(head: str, text: str, room: int, prefix: str = "") -> str | None:
     """`head`, then the first lines of `text` (cleaned, each after `prefix`) that fit in `room` characters in
-    all; None when fewer than MIN_SNIPPET_LINES of them fit (or not all of a shorter text): a window's first
-    lines stand for it, as a 60-line window is often longer than the whole budget."""
+    all; None for a blank text, or when fewer than MIN_SNIPPET_LINES of them fit (or not all of a shorter text):
+    a window's first lines stand for it, as a 60-line window is often longer than the whole budget."""
+    if not clean(text).strip():
+        return None  # it says nothing, and would lay out a file of blank lines
     lines = clean(text).rstrip("\n").split("\n")
     block, kept = head, 0
     for line in lines:

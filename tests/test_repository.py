@@ -48,3 +48,12 @@ def test_the_worker_is_sent_the_places_and_rebuilds_the_context_with_the_snippet
                 {"name": "shop", "path": 3, "paths": ["x.py", "y.py"]},
                 {"name": "shop", "path": "a.py", "paths": [1, 2]}):
         assert RepositoryContext.from_message(bad, [PRICES, "T = 1\n"]) is None
+
+
+def test_a_blank_snippet_lays_out_no_file():
+    """An empty file's window (an empty __init__.py) says nothing: it is not laid out as a file of blank lines."""
+    repository = RepositoryContext("shop", "shop/cart.py", (("shop/__init__.py", ""), ("shop/blank.py", "\n \n"),
+                                                            ("shop/prices.py", PRICES)))
+    head = repository_head("qwen", repository)
+    assert "__init__.py" not in head and "blank.py" not in head and "\n\n<|file_sep|>" not in head
+    assert head.startswith("<|repo_name|>shop\n<|file_sep|>shop/prices.py\ndef total(items):\n")
