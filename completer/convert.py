@@ -30,7 +30,7 @@ from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 FORMAT_VERSION = 5  # completer/bundle.py, SUPPORTED_FORMATS
 MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
-SHA256_NAME = re.compile(r"^[0-9a-f]{64}$")  # a blob of the Hugging Face cache named by its content's sha256
+SHA256_NAME = re.compile(r"^(?:sha256-)?([0-9a-f]{64})$")  # a Hugging Face blob's name, or an Ollama layer's
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
@@ -118,8 +118,9 @@ class _Progress:
 def _check_out(source: Path, out: Path, force: bool) -> None:
     """--out must be a new folder, an empty one, or (with --force) a bundle: never the checkpoint, a folder
     that holds it, or the working directory, which replacing it would delete."""
-    target = out.resolve()
-    for precious, what in ((source.resolve(), "the checkpoint folder"), (Path.cwd().resolve(), "the working directory")):
+    target = Path(os.path.realpath(out))  # not Path.resolve, which raises RuntimeError on a symlink loop
+    for precious, what in ((Path(os.path.realpath(source)), "the checkpoint folder"),
+                           (Path(os.path.realpath(Path.cwd())), "the working directory")):
         if target == precious or target in precious.parents:
             raise ConvertError(f"--out {out} is or holds {what}; choose a new folder for the bundle")
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
@@ -271,6 +272,8 @@ def _described(source: dict) -> str:
     kind = ", ".join([source["model_type"], *(source.get("architectures") or [])])
     if source.get("gguf"):
         types = f"tensor types {', '.join(source.get('gguf_types', []))}, dequantized to fp32 before this conversion"
+        if source.get("gguf_pre_tokenizer") == "default":
+            types += "; it names no pre-tokenizer, so text is split as llama.cpp splits it then"
         if source.get("ollama"):
             return (f"Ollama's model `{source['ollama']}`, its GGUF file sha256 `{source['ollama_digest']}` "
                     f"({kind}; {types})")
@@ -338,6 +341,7 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
     if not cached and revision != "main":
         raise ConvertError(f"--revision names a version in the Hugging Face cache; {source} is not read from there")
     if here and path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
+        _check_blob(path)
         with _gguf_folder(path, Origin(path.name, [str(path)], {}), beside) as found:
             yield found
         return
@@ -353,18 +357,23 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
         where = " or ".join(map(str, caches()))
         raise ConvertError(f"{source}: no such folder, and no local Hugging Face cache ({where}) holds a snapshot of "
                            f"{repository} at {revision!r}; download it first (huggingface-cli download {repository})")
-    if (snapshot / "config.json").exists() and not tag:
+    files = gguf_files(snapshot)
+    # a GGUF repository may carry a config.json too (TheBloke's do): a checkpoint folder is one with safetensors
+    checkpoint = (snapshot / "config.json").exists() and (any(snapshot.glob("*.safetensors")) or not files)
+    if checkpoint and not tag:
         print(f"reading {source} from the local Hugging Face cache: {snapshot}", file=sys.stderr)
         yield snapshot, Origin(source, [source, "--revision", snapshot.name],
                                {"huggingface_cache": True, "revision": snapshot.name})
         return
-    if (snapshot / "config.json").exists():
+    if checkpoint:
         raise ConvertError(f"{source}: {repository} is a checkpoint folder, not GGUF files a tag ({tag}) picks from")
-    file = pick_gguf(gguf_files(snapshot), tag, repository)
+    file = pick_gguf(files, tag, repository)
     print(f"reading {file.relative_to(snapshot)} of {repository} from the local Hugging Face cache: {file}",
           file=sys.stderr)
     _check_blob(file)
-    named = f"{repository}:{quant_tag(file) or tag}" if quant_tag(file) or tag else repository
+    own = quant_tag(file)
+    again = own if own and pick_gguf(files, own, repository) == file else tag  # the tag that picks it again
+    named = f"{repository}:{again}" if again else repository
     origin = Origin(f"{repository}/{file.relative_to(snapshot)}", [named, "--revision", snapshot.name],
                     {"huggingface_cache": True, "revision": snapshot.name})
     with _gguf_folder(file, origin, beside) as found:
@@ -376,10 +385,14 @@ def _tool_model(source: str) -> tuple[Path, Origin]:
     origin."""
     if source.startswith(ollama_store.PREFIX):
         model = ollama_store.find(source[len(ollama_store.PREFIX):])
+        if model.blob is None:
+            ollama_store.gguf_path(model)  # raises: no GGUF layer, said before anything else
         print(f"reading Ollama's {model.name}: checking {model.blob} against its digest", file=sys.stderr)
         record = {"ollama": model.name, "ollama_digest": model.digest}
         return ollama_store.gguf_path(model), Origin(model.source, [model.source], record)
     found = tabby_store.find(source[len(tabby_store.PREFIX):])
+    if found.gguf is None:
+        tabby_store.gguf_path(found)  # raises: no GGUF file, said before anything else
     checked = ("checking it against the sha256 its tabby.json names" if found.sha256
                else "its tabby.json names no sha256")
     print(f"reading Tabby's {found.model_id} from {found.gguf}: {checked}", file=sys.stderr)
@@ -394,17 +407,27 @@ def _gguf_folder(path: Path, origin: Origin, beside: Path | None) -> Iterator[tu
 
     with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
         record = {**unpack(path, Path(folder)), **origin.record}
+        if record["gguf_pre_tokenizer"] == "default":
+            print(f"warning: {path.name} names no pre-tokenizer (a file converted before llama.cpp recorded one); "
+                  "its text is split as llama.cpp then splits it, which llama.cpp warns degrades the model's "
+                  "suggestions: a newer conversion of the model is better", file=sys.stderr)
         yield Path(folder), Origin(origin.name, origin.command, record, partial(read_tensors, path), path)
 
 
 def _check_blob(file: Path) -> None:
-    """A file of the Hugging Face cache whose blob is named by its sha256 (as large files are) is checked against
-    it, so a download cut short is refused before hours of use; ConvertError otherwise."""
-    blob = file.resolve()
-    if not SHA256_NAME.match(blob.name):
+    """A file named by its content's sha256, as the Hugging Face cache names its blobs and Ollama its layers
+    (`sha256-HEX`), however it is reached (a snapshot's symlink, a path given), is checked against it, so a
+    download cut short is refused before hours of use; ConvertError otherwise."""
+    blob = Path(os.path.realpath(file))  # not Path.resolve, which raises RuntimeError on a symlink loop
+    named = SHA256_NAME.match(blob.name)
+    if named is None:
         return
-    if sha256_file(blob) != blob.name:
-        raise ConvertError(f"{file}: the cached file does not match its sha256 ({blob.name}); download it again")
+    try:
+        actual = sha256_file(blob)
+    except OSError as exc:
+        raise ConvertError(f"{file}: cannot be read ({exc.strerror or exc}); download it again") from exc
+    if actual != named.group(1):
+        raise ConvertError(f"{file}: does not match the sha256 it is named by ({named.group(1)}); download it again")
 
 
 def _starts_with(path: Path, magic: bytes) -> bool:
@@ -418,7 +441,7 @@ def _starts_with(path: Path, magic: bytes) -> bool:
 def main(args) -> int:
     try:
         out = Path(args.out)
-        parent = out.resolve().parent
+        parent = Path(os.path.realpath(out)).parent
         beside = parent if parent.is_dir() else None
         with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):
             manifest = convert(source, out, origin=origin, int8=not args.fp32, context=args.context,

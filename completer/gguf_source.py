@@ -37,6 +37,10 @@ PRE_TOKENIZERS: dict[str, tuple[str, ...]] = {
     "refact": (r"\p{N}", _GPT2),
     "gpt-2": (_GPT2,),
     "deepseek-coder": ("[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"),
+    # what llama.cpp splits with when a file names no pre-tokenizer (files converted before it recorded one),
+    # warning that quality is degraded: the model is then fed what llama.cpp feeds it
+    "default": (r"[\p{P}\$\+<=>\^~\|]+", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                r"\p{N}+", "[0-9][0-9][0-9]"),
 }
 """The regular expressions llama.cpp splits text with for each `tokenizer.ggml.pre` name, in order (each splits
 the pieces the one before left), before the byte-level BPE."""
@@ -78,6 +82,7 @@ def unpack(path: Path, folder: Path) -> dict:
     license_name = meta.text("general.license", "unknown (not named in the GGUF file)")
     (folder / "README.md").write_text(f"---\nlicense: {license_name}\n---\n", encoding="utf-8")
     return {"gguf": path.name, "gguf_architecture": arch,
+            "gguf_pre_tokenizer": meta.text("tokenizer.ggml.pre", "default"),
             "gguf_types": sorted({t.tensor_type.name for t in reader.tensors})}
 
 
@@ -93,8 +98,12 @@ def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]
     import mmap
     import struct
 
+    import stat
+
     wanted, found = set(keys), {}
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block open() forever
+            raise GGUFError(f"{path}: not a regular file")
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] not in (2, 3):
                 raise GGUFError(f"{path}: not a GGUF file of version 2 or 3")
@@ -110,24 +119,30 @@ def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]
                 end = text_end(at)
                 return data[at + 8:end].decode("utf-8", "replace"), end
 
-            def skip(kind: int, at: int) -> int:
+            def skip(kind: int, at: int, depth: int = 0) -> int:
                 if kind == _STRING:
                     return text_end(at)
                 if kind == _ARRAY:
+                    if depth > 8:  # llama.cpp's files nest arrays one level at most
+                        raise GGUFError(f"{path}: arrays nested too deep at byte {at}")
                     item, length = struct.unpack_from("<IQ", data, at)
                     at += 12
                     if item in _SCALAR_BYTES:
                         return at + length * _SCALAR_BYTES[item]
                     for _ in range(length):
-                        at = skip(item, at)
+                        at = skip(item, at, depth + 1)
+                        if at > len(data):
+                            raise GGUFError(f"{path}: the header ends inside an array at byte {at}")
                     return at
                 if kind not in _SCALAR_BYTES:
                     raise GGUFError(f"{path}: unknown GGUF value type {kind} at byte {at}")
                 return at + _SCALAR_BYTES[kind]
 
             for _ in range(count):
-                if not wanted - found.keys() or offset >= len(data):
+                if not wanted - found.keys():
                     break
+                if offset >= len(data):
+                    raise GGUFError(f"{path}: the header ends before its {count} values")
                 key, offset = text(offset)
                 kind = struct.unpack_from("<I", data, offset)[0]
                 offset += 4

@@ -97,10 +97,10 @@ def cached_models(cache: Path | None = None) -> list[CachedModel]:
                 found.setdefault(model.repository, model)
         return [found[name] for name in sorted(found)]
     root = cache
-    if not root.is_dir():
-        return []
     found = []
     try:
+        if not root.is_dir():
+            return []
         folders = sorted(root.glob("models--*--*"))
     except OSError:
         return []
@@ -128,7 +128,7 @@ def _model_type(snapshot: Path) -> str | None:
 def _weights(snapshot: Path) -> str:
     if any(snapshot.glob("*.safetensors")):
         return "safetensors"
-    if not (snapshot / "config.json").exists() and gguf_files(snapshot):
+    if gguf_files(snapshot):  # TheBloke's and others' GGUF repositories carry a config.json too
         return "gguf"
     if any(snapshot.glob("*.bin")) or any(snapshot.glob("*.pt")):
         return "pickle only"
@@ -149,7 +149,8 @@ def gguf_files(snapshot: Path) -> list[Path]:
     except OSError:
         return []
     return [path for path in found if not any(word in path.name for word in NOT_MODELS)
-            and _split_part(path) in (None, 1)]  # of a split file, its first part stands for it
+            and _split_part(path) in (None, 1)  # of a split file, its first part stands for it
+            and path.is_file()]  # a FIFO named .gguf would block whoever opens it
 
 
 def _split_part(file: Path) -> int | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,13 +52,14 @@ def local_models(supported: tuple[str, ...]) -> list[LocalModel]:
     found = [model for cached in cached_models() for model in _huggingface(cached, supported)]
     for model in ollama_store.installed():
         if model.blob is None:
-            why = "no GGUF layer (a model Ollama keeps as safetensors tensors)"
+            why = "no GGUF layer in its manifest"
             found.append(LocalModel(model.source, "Ollama", None, why, str(model.manifest)))
         else:
             found.append(LocalModel(model.source, "Ollama", *_gguf_verdict(model.blob), str(model.blob)))
     for model in tabby_store.installed():
         if model.gguf is None:
-            found.append(LocalModel(model.source, "Tabby", None, "no GGUF file in its ggml folder", model.model_id))
+            found.append(LocalModel(model.source, "Tabby", None, "no GGUF file in its ggml folder",
+                                    str(tabby_store.models_dir() / model.model_id)))
         else:
             found.append(LocalModel(model.source, "Tabby", *_gguf_verdict(model.gguf), str(model.gguf)))
     for store, folders in (("LM Studio", lm_studio_folders()), ("llama.cpp cache", [llama_cpp_flat_cache()])):
@@ -85,6 +87,8 @@ def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalMo
 
 def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
     """Why `completer convert` would refuse a cached checkpoint folder, in a few words; None when it reads it."""
+    if model.model_type is None and model.weights == "none":
+        return "no config.json and no GGUF model file"
     if model.model_type not in supported:
         return f"model_type {model.model_type!r} is not supported"
     if model.weights != "safetensors":
@@ -121,17 +125,40 @@ def places() -> dict[str, list[str]]:
             "llama.cpp cache": [str(llama_cpp_flat_cache())]}
 
 
+def unreadable() -> list[tuple[str, str]]:
+    """(place, folder) for each folder looked in that exists, or may, but this user cannot list: Linux's Ollama
+    service keeps its store where only its own group may read it."""
+    found = []
+    for place, folders in places().items():
+        for folder in folders:
+            try:
+                with os.scandir(folder):
+                    pass
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                found.append((place, f"{folder} ({exc.strerror or exc})"))
+    return found
+
+
 def main(args) -> int:
     """`completer models [--json]`: listing needs only the runtime; converting needs the convert extra, which the
-    output names when it is missing."""
+    output names when it is missing, as it names the places this user cannot read."""
     found = local_models(SUPPORTED_TYPES)
     missing = convert_extra_missing()
     install = f"completer convert needs the convert extra ({missing} is missing): pip install 'completer[convert]'"
+    hidden = unreadable()
     if args.json:
         rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None}
                 for model in found]
-        print(json.dumps({"places": places(), "models": rows, "convert_extra": missing is None}, indent=1))
+        print(json.dumps({"places": places(), "models": rows, "convert_extra": missing is None,
+                          "unreadable": [folder for _, folder in hidden]}, indent=1))
         return 0
+    if hasattr(sys.stdout, "reconfigure"):  # a file name that is not UTF-8 is shown escaped, not a crash
+        sys.stdout.reconfigure(errors="backslashreplace")
+    for place, folder in hidden:
+        hint = " (the Ollama service's store: join the ollama group, or set OLLAMA_MODELS)" if place == "Ollama" else ""
+        print(f"{place}: cannot read {folder}; its models are not listed{hint}")
     if not found:
         looked = "; ".join(f"{place}: {', '.join(folders)}" for place, folders in places().items())
         print(f"no models found ({looked})")

@@ -21,6 +21,7 @@ DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", 
 MODEL_LAYER = "application/vnd.ollama.image.model"
 DIGEST = re.compile(r"^sha256[:-]([0-9a-f]{64})$")
 PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")  # one part of a name; never "..", never a separator
+HOST = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")  # Ollama's hosts may name a port: localhost:5000
 SERVICE_HOME = Path("/usr/share/ollama/.ollama/models")  # where Linux's install script's service keeps them
 
 
@@ -56,7 +57,8 @@ def parse_name(name: str) -> tuple[str, str, str, str]:
     if rest.rfind(":") > rest.rfind("/"):
         rest, tag = rest.rsplit(":", 1)
     parts = rest.split("/")
-    if len(parts) > 3 or not all(PART.match(part) for part in [*parts, tag]):
+    host_ok = len(parts) < 3 or HOST.match(parts[0]) is not None
+    if len(parts) > 3 or not host_ok or not all(PART.match(part) for part in [*parts[-2:], tag]):
         raise OllamaError(f"{name!r} is not an Ollama model name (MODEL[:TAG], NAMESPACE/MODEL[:TAG] or "
                           "HOST/NAMESPACE/MODEL[:TAG])")
     host, namespace = DEFAULT_HOST, DEFAULT_NAMESPACE
@@ -82,7 +84,12 @@ def find(name: str, stores: list[Path] | None = None) -> OllamaModel:
     searched = stores if stores is not None else model_stores()
     for store in searched:
         manifest = store / "manifests" / Path(*parts)
-        if manifest.is_file():
+        try:
+            present = manifest.is_file()
+        except PermissionError as exc:
+            raise OllamaError(f"Ollama's store {store} cannot be read by this user ({exc.strerror}); it may belong "
+                              "to the ollama service: join its group, or set OLLAMA_MODELS") from exc
+        if present:
             return _read(store, manifest, _shown(*parts))
     where = " or ".join(str(store) for store in searched)
     raise OllamaError(f"Ollama has no model {_shown(*parts)} in {where} (`ollama list` shows what it has; "
@@ -128,8 +135,11 @@ def gguf_path(model: OllamaModel) -> Path:
     from .bundle import sha256_file
 
     if model.blob is None or model.digest is None:
-        raise OllamaError(f"Ollama's {model.name} has no GGUF layer ({MODEL_LAYER}); models Ollama stores as "
-                          "safetensors tensors are not read here")
+        raise OllamaError(f"Ollama's {model.name} has no GGUF layer ({MODEL_LAYER}) in its manifest; models Ollama "
+                          "stores as safetensors tensors are not read here")
+    if not model.blob.is_file():  # missing, or not a regular file (a FIFO would block the check below)
+        raise OllamaError(f"Ollama's {model.name}: its GGUF layer {model.blob} is missing or not a regular file; "
+                          f"`ollama pull {model.name}` fetches it again")
     try:
         actual = sha256_file(model.blob)
     except OSError as exc:

@@ -67,8 +67,8 @@ def find(model_id: str, root: Path | None = None) -> TabbyModel:
 def _read(folder: Path, model_id: str) -> TabbyModel:
     store = folder / "ggml"
     try:
-        entries = sorted(store.glob("model-00001-of-*.gguf")) or [path for path in [store / "model.gguf"]
-                                                                  if path.is_file()]
+        entries = [path for path in [*sorted(store.glob("model-00001-of-*.gguf")), store / "model.gguf"]
+                   if path.is_file()]  # regular files only: a FIFO would block whoever opens it
     except OSError:
         entries = []
     return TabbyModel(model_id, entries[0] if entries else None, _recorded_sha256(folder / "tabby.json"))

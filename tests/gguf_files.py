@@ -114,13 +114,13 @@ def finish(writer) -> None:
 
 
 def rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None,
-               numbers: dict | None = None, **changes) -> Path:
+               numbers: dict | None = None, drop: tuple[str, ...] = (), **changes) -> Path:
     """The GGUF file at `source` written again: under another `architecture` (its keys renamed), with some
-    metadata values changed, new whole-number keys (`numbers`), and `extra` tensors."""
+    metadata values changed, keys in `drop` left out, new whole-number keys (`numbers`), and `extra` tensors."""
     reader = gguf.GGUFReader(str(source))
     writer = gguf.GGUFWriter(str(out), architecture)
     for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+        if field.name.startswith("GGUF.") or field.name == "general.architecture" or field.name in drop:
             continue
         sub_type = field.types[-1] if len(field.types) > 1 else None
         value = changes.get(field.name, field.contents())

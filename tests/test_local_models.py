@@ -176,6 +176,8 @@ def test_an_ollama_model_that_is_missing_damaged_or_not_gguf_is_one_line_and_wri
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("completer convert: ") and says in err[-1], (name, err)
         assert len(err) <= 2 and not (isolated / "out").exists()
+    assert _convert(str(blob), "--out", "out") == 2  # the blob by its path, as `ollama show --modelfile` names it
+    assert "does not match the sha256 it is named by" in capsys.readouterr().err
     with pytest.raises(OllamaError, match="OLLAMA_MODELS"):
         find("absent")
 
@@ -234,7 +236,7 @@ def test_a_cached_gguf_file_cut_short_is_refused_before_anything_is_written(file
     blob = (snapshot / files["q8_0"].name).resolve()
     blob.write_bytes(blob.read_bytes()[:-100])
     assert _convert("acme/Tiny-Coder-GGUF:Q8_0", "--out", "out") == 2
-    assert "does not match its sha256" in capsys.readouterr().err.strip().splitlines()[-1]
+    assert "does not match the sha256 it is named by" in capsys.readouterr().err.strip().splitlines()[-1]
     assert not (isolated / "out").exists()
 
 
@@ -321,3 +323,87 @@ def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(f
         else:
             assert done.returncode == 2 and "needs the convert extra" in done.stderr.strip().splitlines()[-1]
             assert "Traceback" not in done.stderr and not (isolated / "out").exists()
+
+
+def test_what_an_adversarial_review_found_on_real_disks(files, isolated, capsys):
+    """A GGUF repository that carries a config.json too (TheBloke's do), an Ollama host with a port, a file
+    whose own tag picks another, a FIFO named like a model, a symlink loop: each converts or is one line, and
+    nothing hangs."""
+    snapshot = gguf_repository(isolated / "hub", "acme/Bloke-GGUF", [files["q8_0"]])
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    assert _convert("acme/Bloke-GGUF", "--out", "bloke") == 0
+    assert _convert(str(files["q8_0"]), "--out", "by-path") == 0
+    assert _same_model(isolated / "bloke", isolated / "by-path")
+    ollama_store(isolated / "ollama", {"localhost:5000/team/tiny/v1": files["q8_0"]})
+    assert _convert("ollama:localhost:5000/team/tiny:v1", "--out", "ported") == 0
+    # two files of one tag: the one picked by another word is recorded with that word, which picks it again
+    twice = isolated / "twice"
+    twice.mkdir()
+    for name in ("a-tiny-q8_0.gguf", "b-tiny-q8_0.gguf"):
+        shutil.copyfile(files["q8_0"], twice / name)
+    gguf_repository(isolated / "hub", "acme/Twice-GGUF", sorted(twice.iterdir()))
+    assert _convert("acme/Twice-GGUF:b-tiny", "--out", "second") == 0
+    assert f"completer convert acme/Twice-GGUF:b-tiny --revision {COMMIT}" in (isolated / "second" / "MODEL.md").read_text()
+    capsys.readouterr()
+    fifo = gguf_repository(isolated / "hub", "acme/Fifo-GGUF", []) / "tiny-q8_0.gguf"
+    os.mkfifo(fifo)
+    loop = isolated / "loop.gguf"
+    loop.symlink_to(isolated / "loop2.gguf")
+    (isolated / "loop2.gguf").symlink_to(loop)
+    for source, says in (("acme/Fifo-GGUF:Q8_0", "no config.json and no GGUF file"),
+                         (str(loop), "not a folder or a GGUF file")):
+        assert _convert(source, "--out", "out") == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
+    assert cli_main(["models", "--json"]) == 0  # the FIFO is not opened, so this returns
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert rows["acme/Bloke-GGUF:Q8_0"]["convertible"] and "ollama:localhost:5000/team/tiny:v1" in rows
+    assert rows["acme/Fifo-GGUF"]["why_not"] == "no config.json and no GGUF model file"
+
+
+def test_a_file_that_names_no_pre_tokenizer_is_split_as_llama_cpp_splits_it_with_a_warning(files, isolated, capsys):
+    """Files converted before llama.cpp recorded a pre-tokenizer: llama.cpp runs them with its default splits
+    and warns; so does the converter, and the model card says so."""
+    old = rewritten(files["f32"], isolated / "old.gguf", drop=("tokenizer.ggml.pre",))
+    assert "tokenizer.ggml.pre" not in header(old, ("tokenizer.ggml.pre", "split.count"))
+    assert _convert(str(old), "--out", "old-bundle") == 0
+    assert "names no pre-tokenizer" in capsys.readouterr().err
+    assert "text is split as llama.cpp splits it then" in (isolated / "old-bundle" / "MODEL.md").read_text()
+
+
+def test_models_names_the_places_it_cannot_read_and_survives_names_that_are_not_utf8(files, isolated, capsys,
+                                                                                     monkeypatch):
+    import subprocess
+    import sys
+
+    lm_studio = isolated / "home" / ".lmstudio" / "models"
+    lm_studio.mkdir(parents=True)
+    shutil.copyfile(files["q8_0"], lm_studio / os.fsdecode(b"caf\xe9-q8_0.gguf"))
+    done = subprocess.run([sys.executable, "-m", "completer", "models"], capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8", "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and b"caf\\udce9-q8_0.gguf" in done.stdout, done.stderr
+    store = str(isolated / "ollama")
+    real_scandir = os.scandir
+
+    def denied(path):  # as this user meets the Ollama service's store on Linux (root reads everything)
+        if str(path) == store:
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", denied)
+    (isolated / "ollama").mkdir()
+    assert cli_main(["models"]) == 0
+    assert f"Ollama: cannot read {store} (Permission denied); its models are not listed" in capsys.readouterr().out
+    assert cli_main(["models", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unreadable"] == [f"{store} (Permission denied)"]
+
+
+def test_a_damaged_header_says_so(files, tmp_path):
+    import struct
+
+    data = files["q8_0"].read_bytes()
+    key = 24 + 8 + struct.unpack_from("<Q", data, 24)[0]  # general.architecture, a text value after its type
+    first = key + 4 + 8 + struct.unpack_from("<Q", data, key + 4)[0]
+    (tmp_path / "cut.gguf").write_bytes(data[:first])  # the file ends after its first value of many
+    with pytest.raises(GGUFError, match="the header ends before its"):
+        header(tmp_path / "cut.gguf", ("split.count",))
