@@ -52,7 +52,7 @@ def local_models(supported: tuple[str, ...]) -> list[LocalModel]:
     found = [model for cached in cached_models() for model in _huggingface(cached, supported)]
     for model in ollama_store.installed():
         if model.blob is None:
-            why = "no GGUF layer in its manifest"
+            why = model.problem or "no GGUF layer in its manifest"
             found.append(LocalModel(model.source, "Ollama", None, why, str(model.manifest)))
         else:
             found.append(LocalModel(model.source, "Ollama", *_gguf_verdict(model.blob), str(model.blob)))

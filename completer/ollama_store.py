@@ -43,6 +43,7 @@ class OllamaModel:
     manifest: Path
     blob: Path | None  # the GGUF layer's file; None where the manifest has no GGUF layer
     digest: str | None  # its sha256, hex
+    problem: str | None = None  # why its manifest cannot be read, where it cannot
 
     @property
     def source(self) -> str:
@@ -111,7 +112,7 @@ def _read(store: Path, manifest: Path, name: str) -> OllamaModel:
 
 
 def installed(stores: list[Path] | None = None) -> list[OllamaModel]:
-    """Every model in the stores, sorted by name; a manifest that cannot be read is left out."""
+    """Every model in the stores, sorted by name; one whose manifest cannot be read says why (`problem`)."""
     found: dict[str, OllamaModel] = {}
     for store in stores if stores is not None else model_stores():
         try:
@@ -125,8 +126,8 @@ def installed(stores: list[Path] | None = None) -> list[OllamaModel]:
                 continue
             try:
                 found[name] = _read(store, manifest, name)
-            except OllamaError:
-                continue
+            except OllamaError as exc:  # listed with the reason, so the user sees what `ollama list` may not
+                found[name] = OllamaModel(name, manifest, None, None, str(exc))
     return [found[name] for name in sorted(found)]
 
 

@@ -253,6 +253,8 @@ def test_models_lists_every_store_with_the_command_that_converts_each(files, iso
     lm_studio.mkdir(parents=True)
     shutil.copyfile(files["q8_0"], lm_studio / "tiny-coder-q8_0.gguf")
     tabby_model(isolated / "tabby", "TabbyML/Tiny-Coder", files["q8_0"])
+    (isolated / "ollama" / "manifests" / "registry.ollama.ai" / "library" / "garbled").mkdir()
+    (isolated / "ollama" / "manifests" / "registry.ollama.ai" / "library" / "garbled" / "latest").write_text("{oops")
     (isolated / "llama-cache").mkdir()
     (isolated / "llama-cache" / "broken.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
     assert cli_main(["models", "--json"]) == 0
@@ -261,13 +263,14 @@ def test_models_lists_every_store_with_the_command_that_converts_each(files, iso
     broken = str(isolated / "llama-cache" / "broken.gguf")
     assert set(rows) == {"acme/tiny-coder", "acme/Tiny-Coder-GGUF:Q8_0", "acme/Tiny-Coder-GGUF:F32",
                          "ollama:tiny-coder:0.5b", "ollama:phi:latest", "ollama:tensors:latest",
-                         "tabby:TabbyML/Tiny-Coder", lm_file, broken}
+                         "ollama:garbled:latest", "tabby:TabbyML/Tiny-Coder", lm_file, broken}
     convertible = {name for name, row in rows.items() if row["convertible"]}
     assert convertible == {"acme/tiny-coder", "acme/Tiny-Coder-GGUF:Q8_0", "acme/Tiny-Coder-GGUF:F32",
                            "ollama:tiny-coder:0.5b", "tabby:TabbyML/Tiny-Coder", lm_file}
     assert rows["ollama:tiny-coder:0.5b"]["model_type"] == "qwen2"
     assert rows["ollama:phi:latest"]["why_not"] == "GGUF architecture 'phi3' is not supported"
     assert "no GGUF layer" in rows["ollama:tensors:latest"]["why_not"]
+    assert "cannot be read" in rows["ollama:garbled:latest"]["why_not"]
     assert "cannot be read" in rows[broken]["why_not"]
     assert cli_main(["models"]) == 0
     out = capsys.readouterr().out
