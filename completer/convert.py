@@ -96,6 +96,17 @@ def _license(folder: Path) -> str:
     return "unknown (not declared in README.md; see the source's model card)"
 
 
+class _ReadOnce(dict):
+    """The checkpoint's weights, each let go once the graph builder has read it, so that a model is held once in
+    fp32 while its INT8 graph grows, not twice (graph/decoder.py reads each weight once)."""
+
+    def __getitem__(self, key: str) -> object:
+        return self.pop(key)
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.pop(key, default)
+
+
 class _Progress:
     """What the conversion is doing, on stderr, only when it is a terminal or asked for (--progress): each step
     on a line of its own, and a bar over the layers while the graph is built."""
@@ -152,7 +163,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     `context` positions, and a user may read that many later without converting again."""
     from tokenizers import Tokenizer
 
-    from .graph import decoder_model, optimize, quantize, save
+    from .graph import decoder_model, optimize, save
     from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
     from .tokens import Tokens
 
@@ -191,26 +202,17 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     read = origin.read_weights if origin is not None and origin.read_weights else partial(load_weights, source)
     report = _Progress(arch.n_layer, sys.stderr.isatty() if progress is None else progress)
     report.step(f"reading the weights ({arch.n_layer} layers)")
-    weights = canonical_weights(read(), arch, config)
+    weights = _ReadOnce(canonical_weights(read(), arch, config))
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
-        report.step("building the graph")
-        model = decoder_model(arch, weights, context, slots=slots, on_layer=report)
+        report.step("building the graph, its weights in INT8" if int8 else "building the graph")
+        model = decoder_model(arch, weights, context, slots=slots, on_layer=report, quantized=int8)
         del weights
-        fp32 = staging / "fp32" / "model.onnx"
-        fp32.parent.mkdir()
-        save(model, fp32)
+        save(model, staging / "model.onnx")
         del model
         report.step("optimizing the graph")
-        fusions = optimize(fp32, arch)
-        if int8:
-            report.step("quantizing its weights to INT8")
-            quantize(fp32, staging / "model.onnx")
-        else:
-            for file in fp32.parent.iterdir():
-                file.rename(staging / file.name)
-        shutil.rmtree(fp32.parent)
+        fusions = optimize(staging / "model.onnx", arch)
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         defaults = {"beams": beams, "context_tokens": window}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
@@ -252,8 +254,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
                    "config_sha256": sha256_file(source / "config.json"),
                    "tokenizer_sha256": sha256_file(source / "tokenizer.json")},
         "conversion": {"command": command},
-        "quantization": ("onnxruntime dynamic INT8 (QInt8 weights, per channel) of weight MatMuls and embeddings"
-                         if int8 else "none (fp32)"),
+        "quantization": ("dynamic INT8 in onnxruntime's form: weight MatMuls INT8 per output column, embedding "
+                         "tables uint8, activations quantized per call" if int8 else "none (fp32)"),
         "graph_fusions": fusions,
         "search_slots": slots,
         "kv_layout": kv_layout(slots),

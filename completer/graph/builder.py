@@ -16,6 +16,7 @@ class GraphBuilder:
     nodes: list = field(default_factory=list)
     initializers: list = field(default_factory=list)
     counter: int = 0
+    int8: bool = False  # weight MatMuls and embedding tables written in INT8 as they are built (int8.py)
 
     def name(self, hint: str) -> str:
         self.counter += 1

@@ -38,6 +38,7 @@ from onnx import TensorProto, helper
 
 from .architecture import Architecture, rotary_tables
 from .beam_step import CANDIDATE_OUTPUTS, candidate_input_infos, row_candidates
+from . import int8
 from .builder import IR_VERSION, NEG_INF, OPSET, GraphBuilder
 
 
@@ -56,10 +57,10 @@ def _norm(g: GraphBuilder, arch: Architecture, x: str, weights: dict[str, np.nda
 
 
 def _linear(g: GraphBuilder, x: str, weights: dict[str, np.ndarray], name: str) -> str:
-    """x @ W (+ b)."""
+    """x @ W (+ b), W in INT8 in a graph built so."""
     w = np.asarray(weights[f"{name}.weight"], np.float32)
     b = weights.get(f"{name}.bias")
-    y = g.op("MatMul", [x, g.const(f"{name}.w", w)], f"{name}_mm")
+    y = int8.matmul(g, x, w, name) if g.int8 else g.op("MatMul", [x, g.const(f"{name}.w", w)], f"{name}_mm")
     return g.op("Add", [y, g.const(f"{name}.b", np.asarray(b, np.float32))], f"{name}_out") if b is not None else y
 
 
@@ -241,22 +242,30 @@ def _shapes(g: GraphBuilder, arch: Architecture, slots: int) -> dict:
 
 
 def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_length: int, slots: int = 1,
-                  logits_only: bool = False, on_layer: Callable[[int], None] | None = None) -> onnx.ModelProto:
+                  logits_only: bool = False, on_layer: Callable[[int], None] | None = None,
+                  quantized: bool = False) -> onnx.ModelProto:
     """The whole decoder for `context_length` positions and `slots` searches per call (1: the graph a single
     search runs; DEFAULT_SLOTS: the batched graph beside it). `weights` are in the
-    canonical layout (architecture.py). With logits_only it returns the last position's logits [B, V] instead
-    of each row's candidates (for parity tests). `on_layer` hears of each layer built (a progress bar)."""
+    canonical layout (architecture.py); each is read once, so a mapping that lets go of what was read keeps one
+    copy of the model at a time. With logits_only it returns the last position's logits [B, V] instead
+    of each row's candidates (for parity tests). `on_layer` hears of each layer built (a progress bar).
+    `quantized` writes the weight MatMuls and embedding tables in INT8 as they are built (int8.py)."""
     n_kv, dim, vocab = arch.n_kv_head, arch.head_dim, arch.vocab_size
-    g = GraphBuilder()
+    g = GraphBuilder(int8=quantized)
     i64 = g.i64
 
+    def lookup(table: np.ndarray, name: str, indices: str, hint: str) -> str:
+        """table[indices]; `name`, the table's, is what save.quantize knows an embedding table by."""
+        if quantized:
+            return int8.gather(g, table, indices, hint)
+        return g.op("Gather", [g.const(name, table), indices], hint, axis=0)
+
     embed = np.asarray(weights["embed"], np.float32)  # [V, C]
-    x = g.op("Gather", [g.const("embed", embed), "input_ids"], "tok_emb", axis=0)  # [B, S, C]
+    x = lookup(embed, "embed", "input_ids", "tok_emb")  # [B, S, C]
     cos = sin = ""
     if not arch.rotary:
         table = np.asarray(weights["positions"], np.float32)[:context_length]
-        x = g.op("Add", [x, g.op("Gather", [g.const("positions", table), "position_ids"], "pos_emb", axis=0)],
-                 "x0")  # [B, S, C]
+        x = g.op("Add", [x, lookup(table, "positions", "position_ids", "pos_emb")], "x0")  # [B, S, C]
     else:  # onnxruntime's fused RotaryEmbedding reads the tables at each row's positions [B, S]
         cos_table, sin_table = rotary_tables(arch, context_length)  # [N, D/2] each
         cos, sin = g.const("rope_cos", cos_table), g.const("rope_sin", sin_table)
@@ -286,7 +295,11 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     last = _norm(g, arch, last, weights, "norm_f")
     head = weights.get("lm_head")
     head = embed.T.copy() if head is None else np.asarray(head, np.float32)  # [C, V]
-    logits = g.op("MatMul", [last, g.const("lm_head", head)], "logits_raw")  # [B, V]
+    del embed
+    if quantized:
+        logits = int8.matmul(g, last, head, "lm_head")  # [B, V]
+    else:
+        logits = g.op("MatMul", [last, g.const("lm_head", head)], "logits_raw")  # [B, V]
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "S"]),

@@ -183,7 +183,7 @@ class _Taker:
     """Takes tensors by name, checking shapes, so whatever is left over can be refused."""
 
     def __init__(self, tensors: dict[str, np.ndarray]) -> None:
-        self.tensors = dict(tensors)
+        self.tensors = tensors  # taken over: each tensor is let go as it is taken, so a model is not held twice
 
     def take(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         if name not in self.tensors:
@@ -202,7 +202,8 @@ class _Taker:
 
 
 def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config: dict) -> dict[str, np.ndarray]:
-    """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for."""
+    """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for.
+    `tensors` is emptied as they are taken, so the checkpoint and its canonical form are not held at once."""
     taker = _Taker(tensors)
     kind = config.get("model_type")
     read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights,
@@ -223,7 +224,9 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
 
 def _gpt2_tables(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
     """GPT-2's and gpt_bigcode's embeddings, positions and final LayerNorm (names without `transformer.`)."""
-    taker.tensors = {name.removeprefix("transformer."): value for name, value in taker.tensors.items()}
+    named = taker.tensors
+    taker.tensors = {name.removeprefix("transformer."): value for name, value in named.items()}
+    named.clear()  # the tensors are held by their new names alone
     c = arch.hidden
     return {"embed": taker.take("wte.weight", (arch.vocab_size, c)),
             "positions": taker.take("wpe.weight", (arch.max_positions, c)),
