@@ -163,7 +163,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     `context` positions, and a user may read that many later without converting again."""
     from tokenizers import Tokenizer
 
-    from .graph import decoder_model, optimize, save
+    from .graph import decoder_model, optimize, save, weights_apart
     from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
     from .tokens import Tokens
 
@@ -213,6 +213,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         del model
         report.step("optimizing the graph")
         fusions = optimize(staging / "model.onnx", arch)
+        weights_apart(staging / "model.onnx")
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         defaults = {"beams": beams, "context_tokens": window}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,

@@ -25,6 +25,18 @@ def save(model: onnx.ModelProto, path: Path) -> None:
     onnx.checker.check_model(str(path))
 
 
+def weights_apart(path: Path) -> None:
+    """Move a one-file graph's weights into `<name>.data` beside it (in place). onnxruntime keeps a one-file
+    graph's bytes as well as the tensors it copies out of them for as long as the session lives; from a file
+    apart it holds the weights once (the worker RSS column of docs/bench_shapes.json)."""
+    data = path.parent / (path.name + ".data")
+    if data.exists():
+        return
+    model = onnx.load(str(path))
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=data.name,
+              size_threshold=1024)
+
+
 def optimize(fp32_path: Path, arch: Architecture) -> dict[str, int]:
     """onnxruntime's transformer fusions where they fit this hand-built graph (in place).
 
