@@ -32,6 +32,8 @@ MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 SHA256_NAME = re.compile(r"^(?:sha256-)?([0-9a-f]{64})$")  # a Hugging Face blob's name, or an Ollama layer's
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
+
+
 class ConvertError(ValueError):
     """Why a folder cannot be converted, in one line."""
 
