@@ -28,7 +28,7 @@ def save(model: onnx.ModelProto, path: Path) -> None:
 def weights_apart(path: Path) -> None:
     """Move a one-file graph's weights into `<name>.data` beside it (in place). onnxruntime keeps a one-file
     graph's bytes as well as the tensors it copies out of them for as long as the session lives; from a file
-    apart it holds the weights once (the worker RSS column of docs/bench_shapes.json)."""
+    apart it holds the weights once (docs/benchmarks.md, "Converted models: released shapes", worker RSS)."""
     data = path.parent / (path.name + ".data")
     if data.exists():
         return
