@@ -183,7 +183,7 @@ export async function chooseModel(deps: ChooseDeps): Promise<string | null | und
     const placeholder =
         items.length > 2
             ? 'A model to complete with (models other tools downloaded are converted once)'
-            : 'No models of other tools found (Hugging Face cache, Ollama, Tabby, LM Studio); the embedded ones';
+            : 'No model another tool downloaded converts here (Hugging Face cache, Ollama, Tabby, LM Studio); the embedded ones';
     const more = refused.length ? `; ${refused.length} more cannot be converted (see the log)` : '';
     const chosen = await deps.pick(items, placeholder + more);
     if (!chosen) {
