@@ -390,14 +390,10 @@ def _tool_model(source: str) -> tuple[Path, Origin]:
     origin."""
     if source.startswith(ollama_store.PREFIX):
         model = ollama_store.find(source[len(ollama_store.PREFIX):])
-        if model.blob is None:
-            ollama_store.gguf_path(model)  # raises: no GGUF layer, said before anything else
         print(f"reading Ollama's {model.name}: checking {model.blob} against its digest", file=sys.stderr)
         record = {"ollama": model.name, "ollama_digest": model.digest}
         return ollama_store.gguf_path(model), Origin(model.source, [model.source], record)
     found = tabby_store.find(source[len(tabby_store.PREFIX):])
-    if found.gguf is None:
-        tabby_store.gguf_path(found)  # raises: no GGUF file, said before anything else
     checked = ("checking it against the sha256 its tabby.json names" if found.sha256
                else "its tabby.json names no sha256")
     print(f"reading Tabby's {found.model_id} from {found.gguf}: {checked}", file=sys.stderr)

@@ -13,6 +13,9 @@ vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else i
 from __future__ import annotations
 
 import json
+import mmap
+import stat
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -95,11 +98,6 @@ def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]
     """The text and number values of `keys` in the GGUF file at `path`, read from its header alone, skipping the
     vocabulary's arrays: what `completer models` shows of a file without the seconds gguf's reader spends on
     them. Raises GGUFError for a file that is not GGUF or whose header is damaged."""
-    import mmap
-    import struct
-
-    import stat
-
     wanted, found = set(keys), {}
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block open() forever

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex  # a path with spaces, as LM Studio's folders may have, shown as one shell word
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -169,7 +170,7 @@ def main(args) -> int:
         if listed:
             print(f"{place}:")
         for model in listed:
-            verdict = (f"converts: completer convert {_quoted(model.source)} --out BUNDLE" if model.why_not is None
+            verdict = (f"converts: completer convert {shlex.quote(model.source)} --out BUNDLE" if model.why_not is None
                        else model.why_not)
             print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {verdict}")
     if missing is not None:
@@ -177,8 +178,3 @@ def main(args) -> int:
     return 0
 
 
-def _quoted(source: str) -> str:
-    """`source` as a shell word (a path with spaces, as LM Studio's folders may have)."""
-    import shlex
-
-    return shlex.quote(source)

@@ -80,7 +80,8 @@ def _shown(host: str, namespace: str, model: str, tag: str) -> str:
 
 
 def find(name: str, stores: list[Path] | None = None) -> OllamaModel:
-    """The model `name` names in the first store that holds it; OllamaError naming the stores when none does."""
+    """The model `name` names in the first store that holds it, with its GGUF layer; OllamaError naming the stores
+    when none does, or why the model there has no GGUF layer."""
     parts = parse_name(name)
     searched = stores if stores is not None else model_stores()
     for store in searched:
@@ -91,7 +92,11 @@ def find(name: str, stores: list[Path] | None = None) -> OllamaModel:
             raise OllamaError(f"Ollama's store {store} cannot be read by this user ({exc.strerror}); it may belong "
                               "to the ollama service: join its group, or set OLLAMA_MODELS") from exc
         if present:
-            return _read(store, manifest, _shown(*parts))
+            model = _read(store, manifest, _shown(*parts))
+            if model.blob is None:
+                raise OllamaError(f"Ollama's {model.name} has no GGUF layer ({MODEL_LAYER}) in its manifest; models "
+                                  "Ollama stores as safetensors tensors are not read here")
+            return model
     where = " or ".join(str(store) for store in searched)
     raise OllamaError(f"Ollama has no model {_shown(*parts)} in {where} (`ollama list` shows what it has; "
                       "`ollama pull` fetches one; OLLAMA_MODELS names another store)")
@@ -132,12 +137,11 @@ def installed(stores: list[Path] | None = None) -> list[OllamaModel]:
 
 
 def gguf_path(model: OllamaModel) -> Path:
-    """The model's GGUF file, checked against the digest its manifest names it by; OllamaError otherwise."""
+    """The GGUF file of a model `find` gave, checked against the digest its manifest names it by; OllamaError
+    otherwise."""
     from .bundle import sha256_file
 
-    if model.blob is None or model.digest is None:
-        raise OllamaError(f"Ollama's {model.name} has no GGUF layer ({MODEL_LAYER}) in its manifest; models Ollama "
-                          "stores as safetensors tensors are not read here")
+    assert model.blob is not None and model.digest is not None, "find() gives only models with a GGUF layer"
     if not model.blob.is_file():  # missing, or not a regular file (a FIFO would block the check below)
         raise OllamaError(f"Ollama's {model.name}: its GGUF layer {model.blob} is missing or not a regular file; "
                           f"`ollama pull {model.name}` fetches it again")

@@ -55,13 +55,17 @@ def parse_id(model_id: str) -> tuple[str, str]:
 
 
 def find(model_id: str, root: Path | None = None) -> TabbyModel:
-    """The model `model_id` names; TabbyError naming the folder when Tabby has not downloaded it."""
+    """The model `model_id` names, with its GGUF file; TabbyError naming the folder when Tabby has not
+    downloaded it, or not all of it."""
     org, name = parse_id(model_id)
     folder = (root or models_dir()) / org / name
     if not folder.is_dir():
         raise TabbyError(f"Tabby has no model {org}/{name} in {folder.parent.parent} (`tabby download --model "
                          f"{org}/{name}` fetches it; TABBY_MODEL_CACHE_ROOT names another folder)")
-    return _read(folder, f"{org}/{name}")
+    model = _read(folder, f"{org}/{name}")
+    if model.gguf is None:
+        raise TabbyError(f"Tabby's {model.model_id} has no GGUF file in its ggml folder (a download not finished?)")
+    return model
 
 
 def _read(folder: Path, model_id: str) -> TabbyModel:
@@ -100,11 +104,10 @@ def installed(root: Path | None = None) -> list[TabbyModel]:
 
 
 def gguf_path(model: TabbyModel) -> Path:
-    """The model's GGUF file, checked against the sha256 tabby.json names (where it names one)."""
+    """The GGUF file of a model `find` gave, checked against the sha256 tabby.json names (where it names one)."""
     from .bundle import sha256_file
 
-    if model.gguf is None:
-        raise TabbyError(f"Tabby's {model.model_id} has no GGUF file in its ggml folder (a download not finished?)")
+    assert model.gguf is not None, "find() gives only models with a GGUF file"
     if model.sha256 is not None:
         try:
             actual = sha256_file(model.gguf)
