@@ -99,8 +99,8 @@ def _license(folder: Path) -> str:
 
 
 class _ReadOnce(dict):
-    """The checkpoint's weights, each let go once the graph builder has read it, so that a model is held once in
-    fp32 while its INT8 graph grows, not twice (graph/decoder.py reads each weight once)."""
+    """The checkpoint's weights, each let go once the graph builder has taken it (graph/decoder.py takes each
+    once), with whatever reading it left behind (graph/lazy.py)."""
 
     def __getitem__(self, key: str) -> object:
         return self.pop(key)
@@ -165,7 +165,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     `context` positions, and a user may read that many later without converting again."""
     from tokenizers import Tokenizer
 
-    from .graph import decoder_model, optimize, save, weights_apart
+    from .graph import decoder_model, fuse_saved, save
     from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
     from .tokens import Tokens
 
@@ -209,13 +209,13 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
         report.step("building the graph, its weights in INT8" if int8 else "building the graph")
-        model = decoder_model(arch, weights, context, slots=slots, on_layer=report, quantized=int8)
+        model = decoder_model(arch, weights, context, slots=slots, on_layer=report, quantized=int8,
+                              weights_file=staging / "model.onnx.data")  # the weights are written as made
         del weights
         save(model, staging / "model.onnx")
-        del model
         report.step("optimizing the graph")
-        fusions = optimize(staging / "model.onnx", arch)
-        weights_apart(staging / "model.onnx")
+        fusions = fuse_saved(model, staging / "model.onnx", arch)
+        del model
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         defaults = {"beams": beams, "context_tokens": window}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,

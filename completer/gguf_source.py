@@ -16,6 +16,7 @@ import json
 import mmap
 import stat
 import struct
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -171,10 +172,11 @@ def unsupported(found: dict[str, object]) -> str | None:
     return f"one part of a file split into {parts}" if isinstance(parts, int) and parts > 1 else None
 
 
-def read_tensors(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor of the GGUF file at `path`, dequantized to fp32, under its Hugging Face name (unknown names
-    kept as they are, so the converter refuses what it would not run); LLaMA's query and key rows permuted back."""
-    from gguf.quants import dequantize
+def read_tensors(path: Path) -> dict[str, object]:
+    """Every tensor of the GGUF file at `path` under its Hugging Face name (unknown names kept as they are, so
+    the converter refuses what it would not run), each dequantized to fp32 when it is read (graph/lazy.py);
+    LLaMA's query and key rows permuted back."""
+    from .graph.lazy import Lazy  # the convert extra's, as is gguf's reader
 
     reader, meta, arch = _open(path)
     heads = int(meta.number(f"{arch}.attention.head_count"))
@@ -182,16 +184,37 @@ def read_tensors(path: Path) -> dict[str, np.ndarray]:
     out = {}
     for tensor in reader.tensors:
         name = _hf_name(tensor.name, arch)
-        try:
-            values = dequantize(tensor.data, tensor.tensor_type)
-        except (NotImplementedError, ValueError, TypeError) as exc:
-            raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
-                            f"({exc})") from exc
-        values = np.asarray(values, np.float32).reshape(tuple(int(n) for n in reversed(tensor.shape)))
+        shape = tuple(int(n) for n in reversed(tensor.shape))
+        read = partial(_dequantized, path, tensor)
+        read(tensor_rows=slice(0, 1))  # a type gguf cannot read is refused now, before anything is built
+        values = Lazy(shape, np.float32, lambda read=read, shape=shape: read(tensor_rows=None).reshape(shape),
+                      rows=lambda first, last, read=read: read(tensor_rows=slice(first, last)))
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
-            values = _unpermute(values, heads if "q_proj" in name else kv_heads)  # biases were permuted too
-        out[name] = np.ascontiguousarray(values)
+            count = heads if "q_proj" in name else kv_heads  # biases were permuted too
+            values = values.then(lambda rows, count=count: np.ascontiguousarray(_unpermute(rows, count)))
+        out[name] = values
     return out
+
+
+def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
+    """A tensor's values (or a block of its leading rows) in fp32; a type gguf cannot read is refused by name.
+    Read from the file, not through the reader's map, whose pages would stay resident once touched."""
+    from gguf.quants import dequantize
+
+    mapped = tensor.data  # only its shape and dtype: [rows, ..., bytes or values of a row]
+    by_rows = tensor_rows is not None and mapped.ndim >= 2  # a vector's quantized blocks are not rows
+    rows = mapped.shape[0] if mapped.ndim else 1
+    first, last = (min(tensor_rows.start, rows), min(tensor_rows.stop, rows)) if by_rows else (0, rows)
+    row = int(np.prod(mapped.shape[1:]))
+    data = np.fromfile(path, dtype=mapped.dtype, count=(last - first) * row,
+                       offset=int(tensor.data_offset) + first * row * mapped.dtype.itemsize)
+    data = data.reshape((last - first, *mapped.shape[1:]) if mapped.ndim else ())
+    try:
+        values = np.ascontiguousarray(dequantize(data, tensor.tensor_type), dtype=np.float32)
+    except (NotImplementedError, ValueError, TypeError) as exc:
+        raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
+                        f"({exc})") from exc
+    return values[tensor_rows] if tensor_rows is not None and not by_rows and values.ndim else values
 
 
 def _open(path: Path) -> tuple[object, _Metadata, str]:

@@ -6,8 +6,10 @@ the exact shape) into INT8 bundles, with `--against` another checkout's converte
         --out docs/bench_convert.json
     python scripts/bench_convert.py --table docs/bench_convert.json
 
-Each conversion runs in its own process (`python -m completer convert SOURCE --out BUNDLE`, the other checkout's
-on its own PYTHONPATH); its peak RSS is what the kernel reports for that process when it ends (os.wait4).
+Each conversion runs in its own process (`completer convert SOURCE --out BUNDLE` through `python -c PEAK_PROBE`,
+the other checkout's on its own PYTHONPATH); its peak RSS is the process's own high-water mark (VmHWM), read as it
+exits. Not the kernel's ru_maxrss from wait4: that counts the image the child was spawned from before exec, so
+the child of a benchmark that has loaded bundles inherits the benchmark's own size.
 """
 from __future__ import annotations
 
@@ -38,15 +40,31 @@ def source_of(shape: str) -> Path:
     return source
 
 
+PEAK_PROBE = """
+import atexit, runpy, sys
+report = sys.argv.pop(1)
+
+def peak():
+    with open("/proc/self/status") as status, open(report, "w") as out:
+        out.write(next(line for line in status if line.startswith("VmHWM:")).split()[1])
+
+atexit.register(peak)
+sys.argv[0] = "completer"
+runpy.run_module("completer", run_name="__main__", alter_sys=True)
+"""
+
+
 def convert_once(tree: Path, source: Path, out: Path, *extra: str) -> dict:
     """One conversion by the checkout at `tree` into `out`: its wall time in s, its peak RSS in MB, the file's
     size and the graph's fusions."""
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "completer", "convert", str(source), "--out", str(out), *extra],
+    peak_file = out.parent / f"{out.name}.peak-kb"
+    process = subprocess.Popen([sys.executable, "-c", PEAK_PROBE, str(peak_file), "convert", str(source), "--out",
+                                str(out), *extra],
                                cwd=out.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    _, status, _ = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     error = process.stderr.read().decode(errors="replace") if process.stderr else ""
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -54,7 +72,8 @@ def convert_once(tree: Path, source: Path, out: Path, *extra: str) -> dict:
         raise SystemExit(f"bench_convert.py: {tree} could not convert {source}:\n{error[-2000:]}")
     size = sum(f.stat().st_size for f in out.iterdir() if f.name.startswith("model.onnx"))
     fusions = json.loads((out / "manifest.json").read_text())["graph_fusions"]
-    return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    peak_kb = int(peak_file.read_text())
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
             "model_mib": round(size / 2**20, 1), "graph_fusions": fusions}
 
 

@@ -40,6 +40,8 @@ SHAPES = {  # from each model's published config.json
                            "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936},
     "qwen2.5-coder-1.5b": {**_QWEN2, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
                            "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936},
+    "qwen2.5-coder-3b": {**_QWEN2, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                         "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936},
     "tiny-starcoder-py": {"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"], "n_embd": 768,
                           "n_head": 12, "n_inner": 3072, "n_layer": 20, "n_positions": 8192, "multi_query": True,
                           "activation_function": "gelu_pytorch_tanh", "layer_norm_epsilon": 1e-5,

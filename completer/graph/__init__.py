@@ -5,8 +5,8 @@ from .architecture import Architecture, own_architecture, own_weights, rotary_ta
 from .beam_step import row_candidates, row_candidates_model
 from .builder import GraphBuilder
 from .decoder import DEFAULT_SLOTS, decoder_model, kv_layout, own_decoder
-from .save import optimize, quantize, save, weights_apart
+from .save import fuse_saved, optimize, quantize, save
 
-__all__ = ["Architecture", "DEFAULT_SLOTS", "GraphBuilder", "decoder_model", "kv_layout", "optimize", "own_decoder",
-           "own_architecture", "own_weights", "quantize", "rotary_tables", "row_candidates", "row_candidates_model",
-           "save", "weights_apart"]
+__all__ = ["Architecture", "DEFAULT_SLOTS", "GraphBuilder", "decoder_model", "fuse_saved", "kv_layout", "optimize",
+           "own_decoder", "own_architecture", "own_weights", "quantize", "rotary_tables", "row_candidates",
+           "row_candidates_model", "save"]

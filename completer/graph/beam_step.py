@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .builder import IR_VERSION, OPSET, GraphBuilder
+from .builder import OPSET, GraphBuilder
 
 
 def row_candidates(g: GraphBuilder, logits: str, vocab_size: int, scores: str = "beam_scores",
@@ -72,7 +72,4 @@ def row_candidates_model(vocab_size: int) -> onnx.ModelProto:
         outputs.append(helper.make_tensor_value_info(name, dtype, ["B", "K"]))
     inputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", vocab_size]),
               *candidate_input_infos(vocab_size)]
-    graph = helper.make_graph(g.nodes, "row_candidates", inputs, outputs, g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = IR_VERSION
-    return model
+    return g.model("row_candidates", inputs, outputs, {"": OPSET})

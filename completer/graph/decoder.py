@@ -31,6 +31,7 @@ V vocabulary, N slots, K candidates per row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -38,8 +39,9 @@ from onnx import TensorProto, helper
 
 from .architecture import Architecture, rotary_tables
 from .beam_step import CANDIDATE_OUTPUTS, candidate_input_infos, row_candidates
-from . import int8
-from .builder import IR_VERSION, NEG_INF, OPSET, GraphBuilder
+from . import int8, lazy
+from .builder import NEG_INF, OPSET, GraphBuilder
+from .lazy import Lazy
 
 
 def _norm(g: GraphBuilder, arch: Architecture, x: str, weights: dict[str, np.ndarray], prefix: str) -> str:
@@ -241,26 +243,27 @@ def _shapes(g: GraphBuilder, arch: Architecture, slots: int) -> dict:
     return {"mask": mask, "slot_sizes": slot_sizes, "by_row": by_row, "slot_q": slot_q}
 
 
-def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_length: int, slots: int = 1,
+def decoder_model(arch: Architecture, weights: dict[str, np.ndarray | Lazy], context_length: int, slots: int = 1,
                   logits_only: bool = False, on_layer: Callable[[int], None] | None = None,
-                  quantized: bool = False) -> onnx.ModelProto:
+                  quantized: bool = False, weights_file: Path | None = None) -> onnx.ModelProto:
     """The whole decoder for `context_length` positions and `slots` searches per call (1: the graph a single
-    search runs; DEFAULT_SLOTS: the batched graph beside it). `weights` are in the
-    canonical layout (architecture.py); each is read once, so a mapping that lets go of what was read keeps one
-    copy of the model at a time. With logits_only it returns the last position's logits [B, V] instead
-    of each row's candidates (for parity tests). `on_layer` hears of each layer built (a progress bar).
-    `quantized` writes the weight MatMuls and embedding tables in INT8 as they are built (int8.py)."""
+    search runs; DEFAULT_SLOTS: the batched graph beside it). `weights` are in the canonical layout
+    (architecture.py), arrays or tensors read when taken (lazy.py); each is read once, so a mapping that lets go
+    of what was read never holds the model whole. With logits_only it returns the last position's logits [B, V]
+    instead of each row's candidates (for parity tests). `on_layer` hears of each layer built (a progress bar).
+    `quantized` writes the weight MatMuls and embedding tables in INT8 as they are built (int8.py);
+    `weights_file` writes the weights there as they are made, the graph naming them (GraphBuilder)."""
     n_kv, dim, vocab = arch.n_kv_head, arch.head_dim, arch.vocab_size
-    g = GraphBuilder(int8=quantized)
+    g = GraphBuilder(int8=quantized, weights_file=weights_file)
     i64 = g.i64
 
-    def lookup(table: np.ndarray, name: str, indices: str, hint: str) -> str:
+    def lookup(table: np.ndarray | Lazy, name: str, indices: str, hint: str) -> str:
         """table[indices]; `name`, the table's, is what save.quantize knows an embedding table by."""
         if quantized:
             return int8.gather(g, table, indices, hint)
-        return g.op("Gather", [g.const(name, table), indices], hint, axis=0)
+        return g.op("Gather", [g.const(name, np.asarray(table, np.float32)), indices], hint, axis=0)
 
-    embed = np.asarray(weights["embed"], np.float32)  # [V, C]
+    embed = lazy.of(weights["embed"])  # [V, C]; read again for a tied output head rather than held meanwhile
     x = lookup(embed, "embed", "input_ids", "tok_emb")  # [B, S, C]
     cos = sin = ""
     if not arch.rotary:
@@ -294,12 +297,12 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
     last = g.op("Gather", [x, g.op("Sub", [s_len, i64("one", 1)])], "last_hidden", axis=1)  # [B, C]
     last = _norm(g, arch, last, weights, "norm_f")
     head = weights.get("lm_head")
-    head = embed.T.copy() if head is None else np.asarray(head, np.float32)  # [C, V]
+    head = embed.transposed() if head is None else lazy.of(head)  # [C, V]
     del embed
     if quantized:
         logits = int8.matmul(g, last, head, "lm_head")  # [B, V]
     else:
-        logits = g.op("MatMul", [last, g.const("lm_head", head)], "logits_raw")  # [B, V]
+        logits = g.op("MatMul", [last, g.const("lm_head", np.asarray(head, np.float32))], "logits_raw")  # [B, V]
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["B", "S"]),
@@ -333,11 +336,7 @@ def decoder_model(arch: Architecture, weights: dict[str, np.ndarray], context_le
             g.op("Identity", [found[key]], outputs=[name])
             outputs.append(helper.make_tensor_value_info(name, dtype, ["B", "K"]))
 
-    graph = helper.make_graph(g.nodes, "completer_decoder", inputs, outputs, g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = IR_VERSION
-    return model
+    return g.model("completer_decoder", inputs, outputs, {"": OPSET, "com.microsoft": 1})
 
 
 def own_decoder(weights: dict[str, np.ndarray], config: dict, logits_only: bool = False, slots: int = 1

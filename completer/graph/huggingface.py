@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from ..convertible import SUPPORTED_TYPES
-from . import safetensors_reader
+from . import lazy, safetensors_reader
 from .architecture import Architecture
+from .lazy import Lazy
 
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu"}
 TIED_BY_DEFAULT = ("gpt2", "gpt_bigcode", "starcoder2")  # transformers' default where config.json is silent
@@ -172,38 +173,43 @@ def weight_files(folder: Path) -> list[Path]:
     raise Unsupported(f"{folder}: no *.safetensors weights")
 
 
-def load_weights(folder: Path) -> dict[str, np.ndarray]:
-    tensors: dict[str, np.ndarray] = {}
+def load_weights(folder: Path) -> dict[str, Lazy]:
+    """The checkpoint's tensors by name, each read when the graph builder takes it (lazy.py)."""
+    tensors: dict[str, Lazy] = {}
     for path in weight_files(folder):
-        tensors.update(safetensors_reader.load(path))
+        tensors.update(safetensors_reader.tensors(path))
     return tensors
 
 
 class _Taker:
     """Takes tensors by name, checking shapes, so whatever is left over can be refused."""
 
-    def __init__(self, tensors: dict[str, np.ndarray]) -> None:
-        self.tensors = tensors  # taken over: each tensor is let go as it is taken, so a model is not held twice
+    def __init__(self, tensors: dict[str, Lazy | np.ndarray]) -> None:
+        self.tensors = tensors  # taken over: each tensor is let go as it is taken
 
-    def take(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
+    def take(self, name: str, shape: tuple[int, ...], optional: bool = False) -> Lazy | None:
+        """The tensor as float32 when read, its dtype and shape checked now from its description."""
         if name not in self.tensors:
             if optional:
                 return None
             raise Unsupported(f"the weights have no tensor {name!r}")
-        value = self.tensors.pop(name)
+        value = lazy.of(self.tensors.pop(name))
         if not np.issubdtype(value.dtype, np.floating):
             raise Unsupported(f"tensor {name!r} is {value.dtype}, not floating point (a quantized checkpoint?)")
-        if tuple(value.shape) != shape:
+        if value.shape != shape:
             raise Unsupported(f"tensor {name!r} has shape {list(value.shape)}, the config implies {list(shape)}")
-        return np.asarray(value, dtype=np.float32)
+        if value.dtype == np.float32:
+            return value
+        return value.then(lambda array: array.astype(np.float32), dtype=np.float32)
 
     def leftover(self) -> list[str]:
         return sorted(n for n in self.tensors if not n.endswith(IGNORED_SUFFIXES))
 
 
-def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config: dict) -> dict[str, np.ndarray]:
-    """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for.
-    `tensors` is emptied as they are taken, so the checkpoint and its canonical form are not held at once."""
+def canonical_weights(tensors: dict[str, Lazy | np.ndarray], arch: Architecture, config: dict) -> dict[str, Lazy]:
+    """The checkpoint's tensors in the graph's canonical layout (architecture.py), every one accounted for, its
+    names and shapes checked now, each read and rearranged only when the graph builder takes it (lazy.py), so
+    the model is never held whole in fp32. `tensors` is emptied as they are taken."""
     taker = _Taker(tensors)
     kind = config.get("model_type")
     read = {"gpt2": _gpt2_weights, "gpt_bigcode": _gpt_bigcode_weights,
@@ -211,8 +217,8 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
     out = read.get(kind, _llama_weights)(taker, arch)
     tied = bool(config.get("tie_word_embeddings", kind in TIED_BY_DEFAULT))
     head = taker.take("lm_head.weight", (arch.vocab_size, arch.hidden), optional=True)
-    if head is not None and not (tied and np.array_equal(head, out["embed"])):
-        out["lm_head"] = head.T.copy()  # [C, V]
+    if head is not None and not (tied and lazy.equal(head, out["embed"])):
+        out["lm_head"] = head.transposed()  # [C, V]
     elif head is None and not tied:
         raise Unsupported("the config says the output head is not tied, but the weights have no lm_head.weight")
     left = taker.leftover()
@@ -222,7 +228,7 @@ def canonical_weights(tensors: dict[str, np.ndarray], arch: Architecture, config
     return out
 
 
-def _gpt2_tables(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+def _gpt2_tables(taker: _Taker, arch: Architecture) -> dict[str, Lazy]:
     """GPT-2's and gpt_bigcode's embeddings, positions and final LayerNorm (names without `transformer.`)."""
     named = taker.tensors
     taker.tensors = {name.removeprefix("transformer."): value for name, value in named.items()}
@@ -233,14 +239,14 @@ def _gpt2_tables(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
             "norm_f.weight": taker.take("ln_f.weight", (c,)), "norm_f.bias": taker.take("ln_f.bias", (c,))}
 
 
-def _layer_norms(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, c: int, theirs: tuple[str, str]) -> None:
+def _layer_norms(out: dict[str, Lazy], taker: _Taker, p: str, q: str, c: int, theirs: tuple[str, str]) -> None:
     """A layer's two LayerNorms, weights and biases, named `theirs` in the checkpoint."""
     for ours, name in zip(("norm1", "norm2"), theirs):
         out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{name}.weight", (c,))
         out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{name}.bias", (c,))
 
 
-def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, Lazy]:
     c, f = arch.hidden, arch.mlp_hidden
     out = _gpt2_tables(taker, arch)
     for i in range(arch.n_layer):  # Conv1D weights are already [in, out]
@@ -253,7 +259,7 @@ def _gpt2_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
     return out
 
 
-def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, Lazy]:
     """gpt_bigcode's tensors: GPT-2's names, but torch Linear weights ([out, in]); with one key/value head the
     fused product's rows are [q | k | v], with one per query head they are interleaved by head [q_h k_h v_h]."""
     c, f, d, kv = arch.hidden, arch.mlp_hidden, arch.head_dim, arch.n_kv_head
@@ -265,17 +271,17 @@ def _gpt_bigcode_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndar
         weight = taker.take(f"{p}.attn.c_attn.weight", (qkv_rows, c))  # [rows, C]
         bias = taker.take(f"{p}.attn.c_attn.bias", (qkv_rows,))
         if kv > 1:  # [H, 3, D] by head -> [3, H, D]: queries, then keys, then values
-            weight = weight.reshape(arch.n_head, 3, d, c).transpose(1, 0, 2, 3).reshape(qkv_rows, c)
-            bias = bias.reshape(arch.n_head, 3, d).transpose(1, 0, 2).reshape(qkv_rows)
-        out[f"{q}.qkv.weight"], out[f"{q}.qkv.bias"] = weight.T.copy(), bias
+            weight = weight.then(lambda w: w.reshape(arch.n_head, 3, d, c).transpose(1, 0, 2, 3).reshape(qkv_rows, c))
+            bias = bias.then(lambda b: b.reshape(arch.n_head, 3, d).transpose(1, 0, 2).reshape(qkv_rows))
+        out[f"{q}.qkv.weight"], out[f"{q}.qkv.bias"] = weight.transposed(), bias
         for ours, theirs, shape in (("o", "attn.c_proj", (c, c)), ("fc", "mlp.c_fc", (f, c)),
                                     ("out", "mlp.c_proj", (c, f))):
-            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).transposed()  # [in, out]
             out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (shape[0],))
     return out
 
 
-def _starcoder2_weights(taker: _Taker, arch: Architecture, biases: bool = True) -> dict[str, np.ndarray]:
+def _starcoder2_weights(taker: _Taker, arch: Architecture, biases: bool = True) -> dict[str, Lazy]:
     """StarCoder2's tensors: LLaMA's attention names, LayerNorms with biases, GPT-2's MLP names as Linear layers;
     the linear layers' biases all required with use_bias, else none taken (any left over are refused)."""
     c, f = arch.hidden, arch.mlp_hidden
@@ -286,32 +292,32 @@ def _starcoder2_weights(taker: _Taker, arch: Architecture, biases: bool = True) 
         _layer_norms(out, taker, p, q, c, ("input_layernorm", "post_attention_layernorm"))
         _attention(out, taker, p, q, arch, biases)
         for ours, theirs, shape in (("fc", "mlp.c_fc", (f, c)), ("out", "mlp.c_proj", (c, f))):
-            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).T.copy()  # [in, out]
+            out[f"{q}.{ours}.weight"] = taker.take(f"{p}.{theirs}.weight", shape).transposed()  # [in, out]
             if biases:
                 out[f"{q}.{ours}.bias"] = taker.take(f"{p}.{theirs}.bias", (shape[0],))
     return out
 
 
-def _attention(out: dict[str, np.ndarray], taker: _Taker, p: str, q: str, arch: Architecture,
+def _attention(out: dict[str, Lazy], taker: _Taker, p: str, q: str, arch: Architecture,
                biases: bool | None = None) -> None:
     """LLaMA-style q/k/v/o projections (torch Linear) into the fused qkv and o; their biases where the checkpoint
     has them (`biases` None), all required (True), or none taken (False)."""
     c, d = arch.hidden, arch.head_dim
     q_w, kv_w = arch.n_head * d, arch.n_kv_head * d
     parts = [taker.take(f"{p}.self_attn.{n}_proj.weight", (w, c)) for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
-    out[f"{q}.qkv.weight"] = np.concatenate(parts, axis=0).T.copy()  # [C, (H + 2 KV) D]
+    out[f"{q}.qkv.weight"] = lazy.concatenate(parts).transposed()  # [C, (H + 2 KV) D]
     if biases is not False:
         found = [taker.take(f"{p}.self_attn.{n}_proj.bias", (w,), optional=biases is None)
                  for n, w in (("q", q_w), ("k", kv_w), ("v", kv_w))]
         if any(b is not None for b in found):
-            out[f"{q}.qkv.bias"] = np.concatenate([b if b is not None else np.zeros(w, np.float32)
-                                                   for b, w in zip(found, (q_w, kv_w, kv_w))])
-    out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).T.copy()  # [H D, C]
+            out[f"{q}.qkv.bias"] = lazy.concatenate([b if b is not None else lazy.of(np.zeros(w, np.float32))
+                                                     for b, w in zip(found, (q_w, kv_w, kv_w))])
+    out[f"{q}.o.weight"] = taker.take(f"{p}.self_attn.o_proj.weight", (c, q_w)).transposed()  # [H D, C]
     if biases is not False:
         _maybe(out, f"{q}.o.bias", taker.take(f"{p}.self_attn.o_proj.bias", (c,), optional=biases is None))
 
 
-def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
+def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, Lazy]:
     c, f = arch.hidden, arch.mlp_hidden
     out = {"embed": taker.take("model.embed_tokens.weight", (arch.vocab_size, c)),
            "norm_f.weight": taker.take("model.norm.weight", (c,))}
@@ -322,18 +328,18 @@ def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, np.ndarray]:
         _attention(out, taker, p, q, arch)
         gate = taker.take(f"{p}.mlp.gate_proj.weight", (f, c))
         up = taker.take(f"{p}.mlp.up_proj.weight", (f, c))
-        out[f"{q}.gate_up.weight"] = np.concatenate([gate, up], axis=0).T.copy()  # [C, 2F]
+        out[f"{q}.gate_up.weight"] = lazy.concatenate([gate, up]).transposed()  # [C, 2F]
         gate_b = taker.take(f"{p}.mlp.gate_proj.bias", (f,), optional=True)
         up_b = taker.take(f"{p}.mlp.up_proj.bias", (f,), optional=True)
         if gate_b is not None or up_b is not None:
-            zeros = np.zeros(f, np.float32)
-            out[f"{q}.gate_up.bias"] = np.concatenate([gate_b if gate_b is not None else zeros,
-                                                       up_b if up_b is not None else zeros])
-        out[f"{q}.down.weight"] = taker.take(f"{p}.mlp.down_proj.weight", (c, f)).T.copy()  # [F, C]
+            zeros = lazy.of(np.zeros(f, np.float32))
+            out[f"{q}.gate_up.bias"] = lazy.concatenate([gate_b if gate_b is not None else zeros,
+                                                         up_b if up_b is not None else zeros])
+        out[f"{q}.down.weight"] = taker.take(f"{p}.mlp.down_proj.weight", (c, f)).transposed()  # [F, C]
         _maybe(out, f"{q}.down.bias", taker.take(f"{p}.mlp.down_proj.bias", (c,), optional=True))
     return out
 
 
-def _maybe(out: dict[str, np.ndarray], name: str, value: np.ndarray | None) -> None:
+def _maybe(out: dict[str, Lazy], name: str, value: Lazy | None) -> None:
     if value is not None:
         out[name] = value

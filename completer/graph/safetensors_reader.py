@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import struct
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+
+from .lazy import Lazy
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
@@ -23,7 +26,12 @@ class SafetensorsError(ValueError):
 
 
 def _bf16_to_f32(raw: np.ndarray) -> np.ndarray:
-    return (raw.astype(np.uint32) << 16).view(np.float32)
+    wide = raw.astype(np.uint32)
+    wide <<= 16  # in place: one tensor-sized allocation, not two
+    return wide.view(np.float32)
+
+
+WIDEN = {"BF16": _bf16_to_f32, "F16": lambda raw: raw.astype(np.float32)}  # read as float32
 
 
 def read_header(path: Path) -> tuple[dict, int]:
@@ -47,13 +55,13 @@ def read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + size
 
 
-def load(path: Path) -> dict[str, np.ndarray]:
-    """Every tensor in the file as float32 (floating point) or its own integer type, memory-mapped where it can be."""
+def tensors(path: Path) -> dict[str, Lazy]:
+    """Every tensor in the file, described from its header and read from the file when asked (lazy.py), as float32
+    for the floating point types. Read, not mapped: the pages of a mapped checkpoint stay in the converter's
+    resident memory once touched, the whole model's worth by the end."""
     header, start = read_header(path)
-    file_size = path.stat().st_size
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(file_size - start,)) if file_size > start \
-        else np.zeros(0, np.uint8)
-    tensors = {}
+    data_size = max(0, path.stat().st_size - start)
+    found = {}
     for name, meta in header.items():
         try:
             dtype, shape, (begin, end) = meta["dtype"], [int(n) for n in meta["shape"]], meta["data_offsets"]
@@ -66,9 +74,27 @@ def load(path: Path) -> dict[str, np.ndarray]:
         if dtype not in DTYPES:
             raise SafetensorsError(f"{path}: tensor {name!r} has dtype {dtype}, which is not supported")
         itemsize = np.dtype(DTYPES[dtype]).itemsize
-        if not 0 <= begin <= end <= len(data) or end - begin != int(np.prod(shape)) * itemsize:
+        if not 0 <= begin <= end <= data_size or end - begin != int(np.prod(shape)) * itemsize:
             raise SafetensorsError(f"{path}: tensor {name!r} lies outside the file or has the wrong size "
                                    "(truncated or corrupt)")
-        raw = data[begin:end].view(DTYPES[dtype]).reshape(shape)
-        tensors[name] = _bf16_to_f32(raw) if dtype == "BF16" else raw.astype(np.float32) if dtype == "F16" else raw
-    return tensors
+        stored = np.dtype(DTYPES[dtype])
+        read = partial(_rows, path, start + begin, stored, tuple(shape), WIDEN.get(dtype))
+        found[name] = Lazy(shape, np.float32 if dtype in WIDEN else stored, partial(read, 0, shape[0] if shape else 1),
+                           rows=read)
+    return found
+
+
+def _rows(path: Path, offset: int, stored: np.dtype, shape: tuple[int, ...], widen, first: int, last: int
+          ) -> np.ndarray:
+    """Rows [first, last) of the tensor stored at `offset` (a 0-d tensor: all of it), widened where it is stored
+    narrower than float32."""
+    row = int(np.prod(shape[1:])) if shape else 1
+    first, last = min(first, shape[0] if shape else 1), min(last, shape[0] if shape else 1)
+    values = np.fromfile(path, dtype=stored, count=(last - first) * row, offset=offset + first * row * stored.itemsize)
+    values = values.reshape((last - first, *shape[1:]) if shape else ())
+    return widen(values) if widen is not None else values
+
+
+def load(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor in the file as float32 (floating point) or its own integer type, read now."""
+    return {name: tensor.read() for name, tensor in tensors(path).items()}
