@@ -13,6 +13,7 @@ vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else i
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import stat
 import struct
@@ -95,10 +96,11 @@ _STRING, _ARRAY = 8, 9
 LISTED_KEYS = ("general.architecture", "general.name", "tokenizer.ggml.model", "tokenizer.ggml.pre", "split.count")
 
 
-def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]:
+def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS, parameters: bool = False) -> dict[str, object]:
     """The text and number values of `keys` in the GGUF file at `path`, read from its header alone, skipping the
     vocabulary's arrays: what `completer models` shows of a file without the seconds gguf's reader spends on
-    them. Raises GGUFError for a file that is not GGUF or whose header is damaged."""
+    them; with `parameters`, also how many values its tensors hold ("parameters"), from the tensor descriptions
+    after the values. Raises GGUFError for a file that is not GGUF or whose header is damaged."""
     wanted, found = set(keys), {}
     try:
         if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block open() forever
@@ -138,7 +140,7 @@ def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]
                 return at + _SCALAR_BYTES[kind]
 
             for _ in range(count):
-                if not wanted - found.keys():
+                if not parameters and not wanted - found.keys():
                     break
                 if offset >= len(data):
                     raise GGUFError(f"{path}: the header ends before its {count} values")
@@ -152,9 +154,26 @@ def header(path: Path, keys: tuple[str, ...] = LISTED_KEYS) -> dict[str, object]
                     offset += _SCALAR_BYTES[kind]
                 else:
                     offset = skip(kind, offset)
+            if parameters:
+                found["parameters"] = _tensor_values(data, offset, struct.unpack_from("<Q", data, 8)[0], text_end,
+                                                     path)
     except (OSError, ValueError, struct.error) as exc:  # mmap of an empty file, a read past the end
         raise GGUFError(f"{path}: the GGUF header cannot be read ({type(exc).__name__}: {exc})") from exc
     return found
+
+
+def _tensor_values(data, offset: int, tensors: int, text_end, path: Path) -> int:
+    """The sum of the tensors' sizes, from the descriptions that follow the header's values: each a name, a
+    count of axes, the axes, a type and an offset."""
+    total = 0
+    for _ in range(tensors):
+        offset = text_end(offset)
+        (axes,) = struct.unpack_from("<I", data, offset)
+        if axes > 8:  # GGML_MAX_DIMS is 4
+            raise GGUFError(f"{path}: a tensor with {axes} axes at byte {offset}")
+        total += math.prod(struct.unpack_from(f"<{axes}Q", data, offset + 4))
+        offset += 4 + 8 * axes + 4 + 8
+    return total
 
 
 def unsupported(found: dict[str, object]) -> str | None:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import ollama_store, tabby_store
+from . import ollama_store, safetensors_header, tabby_store
 from .convertible import SUPPORTED_TYPES, convert_extra_missing
 from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
 
@@ -31,6 +31,7 @@ class LocalModel:
     kind: str | None  # the config's model_type, or the GGUF file's architecture
     why_not: str | None  # why `completer convert` would refuse it; None when it converts
     path: str
+    parameters: int | None = None  # how many weights, from the files' headers; None when they cannot be read
 
 
 PLACES = ("Hugging Face cache", "Ollama", "Tabby", "LM Studio", "llama.cpp cache")
@@ -56,17 +57,17 @@ def local_models(supported: tuple[str, ...]) -> list[LocalModel]:
             why = model.problem or "no GGUF layer in its manifest"
             found.append(LocalModel(model.source, "Ollama", None, why, str(model.manifest)))
         else:
-            found.append(LocalModel(model.source, "Ollama", *_gguf_verdict(model.blob), str(model.blob)))
+            found.append(_gguf_model(model.source, "Ollama", model.blob))
     for model in tabby_store.installed():
         if model.gguf is None:
             found.append(LocalModel(model.source, "Tabby", None, "no GGUF file in its ggml folder",
                                     str(tabby_store.models_dir() / model.model_id)))
         else:
-            found.append(LocalModel(model.source, "Tabby", *_gguf_verdict(model.gguf), str(model.gguf)))
+            found.append(_gguf_model(model.source, "Tabby", model.gguf))
     for store, folders in (("LM Studio", lm_studio_folders()), ("llama.cpp cache", [llama_cpp_flat_cache()])):
         for folder in folders:
             files = _loose_gguf_files(folder, recursive=store == "LM Studio")
-            found += [LocalModel(str(path), store, *_gguf_verdict(path), str(path)) for path in files]
+            found += [_gguf_model(str(path), store, path) for path in files]
     return found
 
 
@@ -75,14 +76,14 @@ def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalMo
     ORG/NAME:QUANT where that tag picks it (hf_cache.pick_gguf), else by its path."""
     if model.weights != "gguf":
         return [LocalModel(model.repository, "Hugging Face cache", model.model_type, _why_not(model, supported),
-                           str(model.snapshot))]
+                           str(model.snapshot), _checkpoint_parameters(model.snapshot))]
     files = gguf_files(model.snapshot)
     entries = []
     for file in files:
         tag = quant_tag(file)
         picked = tag and pick_gguf(files, tag, model.repository) == file
         source = f"{model.repository}:{tag}" if picked else (model.repository if len(files) == 1 else str(file))
-        entries.append(LocalModel(source, "Hugging Face cache", *_gguf_verdict(file), str(file)))
+        entries.append(_gguf_model(source, "Hugging Face cache", file))
     return entries
 
 
@@ -97,16 +98,35 @@ def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
     return None if model.tokenizer else "no tokenizer.json"
 
 
-def _gguf_verdict(path: Path) -> tuple[str | None, str | None]:
-    """A GGUF file's architecture and why the converter would refuse it, from its header alone."""
+def _checkpoint_parameters(snapshot: Path) -> int | None:
+    """The weights of a checkpoint folder's safetensors files, counted from their headers."""
+    try:
+        files = sorted(snapshot.glob("*.safetensors"))
+        return sum(safetensors_header.parameters(file) for file in files) if files else None
+    except (OSError, ValueError):
+        return None
+
+
+def _gguf_model(source: str, store: str, path: Path) -> LocalModel:
+    """A GGUF file's entry: its architecture, size and why the converter would refuse it, from its header alone."""
     from .gguf_source import GGUFError, header, unsupported
 
     try:
-        found = header(path)
+        found = header(path, parameters=True)
     except GGUFError as exc:
-        return None, str(exc).removeprefix(f"{path}: ")
+        return LocalModel(source, store, None, str(exc).removeprefix(f"{path}: "), str(path))
     arch = found.get("general.architecture")
-    return (arch if isinstance(arch, str) else None), unsupported(found)
+    return LocalModel(source, store, arch if isinstance(arch, str) else None, unsupported(found), str(path),
+                      found.get("parameters"))
+
+
+def size_label(parameters: int | None) -> str:
+    """135M, 1.5B: a model's size as model names give it."""
+    if parameters is None:
+        return "?"
+    if parameters >= 10**9:
+        return f"{parameters / 10**9:.1f}B"
+    return f"{parameters / 10**6:.0f}M" if parameters >= 10**6 else f"{parameters / 10**3:.0f}K"
 
 
 def _loose_gguf_files(folder: Path, recursive: bool) -> list[Path]:
@@ -150,8 +170,8 @@ def main(args) -> int:
     install = f"completer convert needs the convert extra ({missing} is missing): pip install 'completer[convert]'"
     hidden = unreadable()
     if args.json:
-        rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None}
-                for model in found]
+        rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None,
+                 "size": None if model.parameters is None else size_label(model.parameters)} for model in found]
         print(json.dumps({"places": places(), "models": rows, "convert_extra": missing is None,
                           "unreadable": [folder for _, folder in hidden]}, indent=1))
         return 0
@@ -172,7 +192,7 @@ def main(args) -> int:
         for model in listed:
             verdict = (f"converts: completer convert {shlex.quote(model.source)} --out BUNDLE" if model.why_not is None
                        else model.why_not)
-            print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {verdict}")
+            print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {size_label(model.parameters):>6}  {verdict}")
     if missing is not None:
         print(install)
     return 0

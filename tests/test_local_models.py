@@ -22,6 +22,7 @@ from hf_models import checkpoint  # noqa: E402
 from completer.cli import main as cli_main  # noqa: E402
 from completer.gguf_source import GGUFError, header  # noqa: E402
 from completer.hf_cache import quant_tag  # noqa: E402
+from completer.local_models import size_label  # noqa: E402
 from completer.ollama_store import OllamaError, find, parse_name  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -241,7 +242,7 @@ def test_a_cached_gguf_file_cut_short_is_refused_before_anything_is_written(file
 
 
 def test_models_lists_every_store_with_the_command_that_converts_each(files, isolated, capsys):
-    checkpoint(isolated / "tiny", "qwen2", tied=True)
+    weights = sum(p.numel() for p in checkpoint(isolated / "tiny", "qwen2", tied=True).parameters())
     from test_hf_cache import _cache_entry
 
     _cache_entry(isolated / "hub", "acme/tiny-coder", isolated / "tiny")
@@ -272,8 +273,12 @@ def test_models_lists_every_store_with_the_command_that_converts_each(files, iso
     assert "no GGUF layer" in rows["ollama:tensors:latest"]["why_not"]
     assert "cannot be read" in rows["ollama:garbled:latest"]["why_not"]
     assert "cannot be read" in rows[broken]["why_not"]
+    sized = {name for name, row in rows.items() if row["parameters"] == weights}  # the files' tiny qwen2, too
+    assert sized == convertible | {"ollama:phi:latest"} and rows[broken]["parameters"] is None
     assert cli_main(["models"]) == 0
     out = capsys.readouterr().out
+    assert all(f"  qwen2         {size_label(weights):>6}  converts: completer convert" in line
+               for line in out.splitlines() if "completer convert" in line)
     assert [line for line in out.splitlines() if not line.startswith(" ")] == [
         "Hugging Face cache:", "Ollama:", "Tabby:", "LM Studio:", "llama.cpp cache:"]
     assert f"completer convert '{lm_file}' --out BUNDLE" in out  # quoted: the folder's name has a space
@@ -295,13 +300,21 @@ def test_the_header_reader_agrees_with_gguf_and_refuses_a_damaged_header(files, 
 
     keys = ("general.architecture", "general.name", "tokenizer.ggml.model", "tokenizer.ggml.pre",
             "tokenizer.ggml.eos_token_id", "qwen2.block_count")
-    fields = gguf.GGUFReader(str(files["q8_0"])).fields
-    assert header(files["q8_0"], keys) == {key: fields[key].contents() for key in keys}
+    reader = gguf.GGUFReader(str(files["q8_0"]))
+    assert header(files["q8_0"], keys) == {key: reader.fields[key].contents() for key in keys}
+    counted = header(files["q8_0"], ("general.architecture",), parameters=True)
+    assert counted == {"general.architecture": "qwen2", "parameters": sum(int(t.n_elements) for t in reader.tensors)}
     data = files["q8_0"].read_bytes()
-    for cut in (3, 30, 200, 5000):
+    tensors_start = min(int(t.field.offset) for t in reader.tensors)  # where the tensor descriptions begin
+    for cut in (3, 30, 200, 5000, tensors_start + 5):
         (tmp_path / "cut.gguf").write_bytes(data[:cut])
         with pytest.raises(GGUFError):
-            header(tmp_path / "cut.gguf", ("split.count",))  # a key the file lacks: the whole header is read
+            header(tmp_path / "cut.gguf", ("split.count",), parameters=True)  # the whole header is read
+
+
+def test_sizes_are_labelled_as_model_names_give_them():
+    assert [size_label(n) for n in (None, 98_304, 134_515_008, 494_032_768, 1_543_714_304, 7_241_732_096)] == [
+        "?", "98K", "135M", "494M", "1.5B", "7.2B"]
 
 
 def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(files, isolated):

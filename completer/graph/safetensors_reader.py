@@ -7,22 +7,16 @@ range against the file, so a truncated or corrupt file is refused by name.
 """
 from __future__ import annotations
 
-import json
-import struct
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from ..safetensors_header import SafetensorsError, read_header
 from .lazy import Lazy
 
 DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64, "I64": np.int64,
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
-MAX_HEADER_BYTES = 100 * 1024 * 1024
-
-
-class SafetensorsError(ValueError):
-    """A file that is not a readable safetensors file; the message names it and what is wrong."""
 
 
 def _bf16_to_f32(raw: np.ndarray) -> np.ndarray:
@@ -32,27 +26,6 @@ def _bf16_to_f32(raw: np.ndarray) -> np.ndarray:
 
 
 WIDEN = {"BF16": _bf16_to_f32, "F16": lambda raw: raw.astype(np.float32)}  # read as float32
-
-
-def read_header(path: Path) -> tuple[dict, int]:
-    """The tensors' descriptions and where the data starts."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(8)
-            if len(head) < 8:
-                raise SafetensorsError(f"{path}: too short to be a safetensors file")
-            (size,) = struct.unpack("<Q", head)
-            if size > MAX_HEADER_BYTES:
-                raise SafetensorsError(f"{path}: header of {size:,} bytes; not a safetensors file")
-            header = json.loads(handle.read(size))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        if isinstance(exc, SafetensorsError):
-            raise
-        raise SafetensorsError(f"{path}: unreadable safetensors header ({exc})") from exc
-    if not isinstance(header, dict):
-        raise SafetensorsError(f"{path}: the header is not a JSON object")
-    header.pop("__metadata__", None)
-    return header, 8 + size
 
 
 def tensors(path: Path) -> dict[str, Lazy]:
@@ -98,3 +71,6 @@ def _rows(path: Path, offset: int, stored: np.dtype, shape: tuple[int, ...], wid
 def load(path: Path) -> dict[str, np.ndarray]:
     """Every tensor in the file as float32 (floating point) or its own integer type, read now."""
     return {name: tensor.read() for name, tensor in tensors(path).items()}
+
+
+__all__ = ["SafetensorsError", "load", "read_header", "tensors"]

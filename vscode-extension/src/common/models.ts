@@ -17,6 +17,8 @@ export interface LocalModel {
     kind: string | null;
     convertible: boolean;
     whyNot: string | null;
+    /** How many weights, as model names give it (135M, 1.5B); null when the files' headers do not say. */
+    size: string | null;
 }
 
 /** The models, and whether this interpreter has the convert extra `completer convert` needs. */
@@ -54,6 +56,7 @@ export async function listLocalModels(python: string, run: Runner = execFileRunn
             kind: typeof row.model_type === 'string' ? row.model_type : null,
             convertible: row.convertible === true,
             whyNot: typeof row.why_not === 'string' ? row.why_not : null,
+            size: typeof row.size === 'string' ? row.size : null,
         }));
     return { ok: true, models, canConvert };
 }
@@ -85,8 +88,8 @@ export function pickItems(models: LocalModel[], storageDir: string, isBundle: (f
         const converted = isBundle(folder);
         items.push({
             label: model.id,
-            description: [model.store, model.kind].filter(Boolean).join(' · '),
-            detail: converted ? `converted: ${folder}` : `converted once into ${folder} (minutes for a large model)`,
+            description: [model.store, model.kind, model.size].filter(Boolean).join(' · '),
+            detail: converted ? `converted: ${folder}` : `converted once into ${folder}`,
             modelPath: folder,
             convert: converted ? undefined : model.id,
         });

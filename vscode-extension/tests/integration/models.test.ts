@@ -52,6 +52,7 @@ describe('choosing a model with the real completer CLI', () => {
     test('a cached model is listed, converted into the storage folder and set as modelPath; it completes', async () => {
         const storageDir = path.join(root, 'storage');
         const offered: string[] = [];
+        const described: (string | undefined)[] = [];
         const steps: string[] = [];
         const modelPaths: (string | null)[] = [];
         const errors: string[] = [];
@@ -60,6 +61,7 @@ describe('choosing a model with the real completer CLI', () => {
             storageDir,
             pick: async (items: PickItem[]) => {
                 offered.push(...items.map((item) => item.label));
+                described.push(...items.map((item) => item.description));
                 return items.find((item) => item.label === 'acme/tiny-coder');
             },
             withProgress: (_title, task) => task((message) => steps.push(message), new AbortController().signal),
@@ -71,6 +73,7 @@ describe('choosing a model with the real completer CLI', () => {
         });
         assert.deepEqual(errors, []);
         assert.deepEqual(offered, ['python-small', 'python-base', 'acme/tiny-coder']);
+        assert.match(described[2] ?? '', /^Hugging Face cache · \w+ · \d+(\.\d)?[KMB]$/); // its size, from its header
         const folder = bundleFolder(storageDir, 'acme/tiny-coder');
         assert.equal(chosen, folder);
         assert.deepEqual(modelPaths, [folder]);

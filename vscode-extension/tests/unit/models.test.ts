@@ -18,10 +18,12 @@ import type { RunResult } from '../../src/common/python';
 const ROWS = {
     places: {},
     models: [
-        { id: 'acme/tiny-coder', store: 'Hugging Face cache', model_type: 'qwen2', convertible: true, why_not: null },
-        { id: 'ollama:qwen2.5-coder:1.5b', store: 'Ollama', model_type: 'qwen2', convertible: true, why_not: null },
+        { id: 'acme/tiny-coder', store: 'Hugging Face cache', model_type: 'qwen2', convertible: true, why_not: null,
+          parameters: 98304, size: '98K' },
+        { id: 'ollama:qwen2.5-coder:1.5b', store: 'Ollama', model_type: 'qwen2', convertible: true, why_not: null,
+          parameters: 1543714304, size: '1.5B' },
         { id: 'ollama:phi:latest', store: 'Ollama', model_type: 'phi3', convertible: false,
-          why_not: "GGUF architecture 'phi3' is not supported" },
+          why_not: "GGUF architecture 'phi3' is not supported", parameters: null, size: null },
     ],
 };
 
@@ -41,6 +43,7 @@ describe('listing the models other tools downloaded', () => {
         assert.deepEqual(listed.models.map((m) => [m.id, m.convertible]), [
             ['acme/tiny-coder', true], ['ollama:qwen2.5-coder:1.5b', true], ['ollama:phi:latest', false]]);
         assert.equal(listed.models[2].whyNot, "GGUF architecture 'phi3' is not supported");
+        assert.deepEqual(listed.models.map((m) => m.size), ['98K', '1.5B', null]);
     });
 
     test("a failure is the CLI's one line", async () => {
@@ -70,9 +73,10 @@ describe('where a model is converted to', () => {
         const converted = bundleFolder(storage, 'acme/tiny-coder');
         const items = pickItems(
             [
-                { id: 'acme/tiny-coder', store: 'Hugging Face cache', kind: 'qwen2', convertible: true, whyNot: null },
-                { id: 'ollama:x', store: 'Ollama', kind: 'qwen2', convertible: true, whyNot: null },
-                { id: 'ollama:phi', store: 'Ollama', kind: 'phi3', convertible: false, whyNot: 'no' },
+                { id: 'acme/tiny-coder', store: 'Hugging Face cache', kind: 'qwen2', convertible: true, whyNot: null,
+                  size: '1.5B' },
+                { id: 'ollama:x', store: 'Ollama', kind: 'qwen2', convertible: true, whyNot: null, size: null },
+                { id: 'ollama:phi', store: 'Ollama', kind: 'phi3', convertible: false, whyNot: 'no', size: null },
             ],
             storage,
             (folder) => folder === converted,
@@ -83,7 +87,8 @@ describe('where a model is converted to', () => {
             ['acme/tiny-coder', converted, undefined],
             ['ollama:x', bundleFolder(storage, 'ollama:x'), 'ollama:x'],
         ]);
-        assert.equal(items[2].description, 'Hugging Face cache · qwen2');
+        assert.equal(items[2].description, 'Hugging Face cache · qwen2 · 1.5B');
+        assert.equal(items[3].description, 'Ollama · qwen2');
         assert.ok(items[2].detail?.startsWith('converted: '));
     });
 });
