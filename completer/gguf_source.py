@@ -227,6 +227,9 @@ def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
     row = int(np.prod(mapped.shape[1:]))
     data = np.fromfile(path, dtype=mapped.dtype, count=(last - first) * row,
                        offset=int(tensor.data_offset) + first * row * mapped.dtype.itemsize)
+    if data.size != (last - first) * row:
+        raise GGUFError(f"{path}: tensor {tensor.name!r} is cut short (the file changed or was truncated while it "
+                        "was read)")
     data = data.reshape((last - first, *mapped.shape[1:]) if mapped.ndim else ())
     try:
         values = np.ascontiguousarray(dequantize(data, tensor.tensor_type), dtype=np.float32)

@@ -47,7 +47,11 @@ def test_the_int8_graph_built_from_tensors_read_when_taken_is_the_one_built_from
     read_first = {name: np.asarray(value) for name, value in canonical_weights(load_weights(tmp_path), arch,
                                                                                  config).items()}
     assert all(isinstance(value, np.ndarray) for value in read_first.values())
+    kept = {name: value.copy() for name, value in read_first.items()}
+    for value in read_first.values():
+        value.setflags(write=False)  # a caller's arrays are read, never written (nor refused when read-only)
     expected = decoder_model(arch, read_first, CONTEXT, quantized=True)
+    assert all(np.array_equal(read_first[name], value) for name, value in kept.items())
 
     data = tmp_path / "graph.onnx.data"
     built = decoder_model(arch, canonical_weights(load_weights(tmp_path), arch, config), CONTEXT, quantized=True,
@@ -117,3 +121,31 @@ def test_gguf_rows_of_quantized_blocks_are_the_rows_of_the_whole_dequantized_ten
         np.testing.assert_array_equal(found[name].rows(1, 3), found[name].read()[1:3])
         checked += 1
     assert checked
+
+
+def test_a_checkpoint_cut_short_while_it_is_read_is_refused_by_file_and_tensor(tmp_path):
+    checkpoint(tmp_path / "src", "qwen2")
+    gguf_path = write_gguf(tmp_path / "src", tmp_path / "q8.gguf", "qwen2", quantized=True)
+    path = tmp_path / "src" / "model.safetensors"
+    found = safetensors_reader.tensors(path)  # the header is whole
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+    last = max(found, key=lambda name: safetensors_reader.read_header(path)[0][name]["data_offsets"][1])
+    with pytest.raises(safetensors_reader.SafetensorsError, match=f"{last}.* is cut short"):
+        found[last].read()
+
+    described = read_tensors(gguf_path)
+    with open(gguf_path, "r+b") as handle:
+        handle.truncate(gguf_path.stat().st_size - 100)
+    cut = [name for name, tensor in described.items() if _cut_short(tensor)]
+    assert cut
+
+
+def _cut_short(tensor) -> bool:
+    from completer.gguf_source import GGUFError
+
+    try:
+        tensor.read()
+    except GGUFError as exc:
+        return "is cut short" in str(exc)
+    return False

@@ -61,10 +61,10 @@ def _per_row_transposed(source: Lazy) -> tuple[np.ndarray, np.ndarray]:
     quantized = np.empty(source.shape[::-1], np.int8)  # [K, N]
     scales = np.empty(source.shape[0], np.float32)  # [N]
     for rows in _blocks(source.shape):
-        block = np.asarray(source.rows(rows.start, rows.stop), np.float32)  # [n, K]
+        block = np.asarray(source.rows(rows.start, rows.stop), np.float32)  # [n, K], maybe the caller's own rows
         absmax = np.abs(block).max(axis=1)
         scales[rows] = np.where(absmax > 0, absmax / 127.0, 1.0)
-        block /= scales[rows, None]
+        block = block / scales[rows, None]  # a new array: the rows read are never written
         quantized[:, rows] = np.clip(np.rint(block, out=block), -127, 127, out=block).T
     return quantized, scales
 

@@ -51,19 +51,22 @@ def tensors(path: Path) -> dict[str, Lazy]:
             raise SafetensorsError(f"{path}: tensor {name!r} lies outside the file or has the wrong size "
                                    "(truncated or corrupt)")
         stored = np.dtype(DTYPES[dtype])
-        read = partial(_rows, path, start + begin, stored, tuple(shape), WIDEN.get(dtype))
+        read = partial(_rows, path, name, start + begin, stored, tuple(shape), WIDEN.get(dtype))
         found[name] = Lazy(shape, np.float32 if dtype in WIDEN else stored, partial(read, 0, shape[0] if shape else 1),
                            rows=read)
     return found
 
 
-def _rows(path: Path, offset: int, stored: np.dtype, shape: tuple[int, ...], widen, first: int, last: int
-          ) -> np.ndarray:
-    """Rows [first, last) of the tensor stored at `offset` (a 0-d tensor: all of it), widened where it is stored
-    narrower than float32."""
+def _rows(path: Path, name: str, offset: int, stored: np.dtype, shape: tuple[int, ...], widen, first: int,
+          last: int) -> np.ndarray:
+    """Rows [first, last) of the tensor `name` stored at `offset` (a 0-d tensor: all of it), widened where it is
+    stored narrower than float32."""
     row = int(np.prod(shape[1:])) if shape else 1
     first, last = min(first, shape[0] if shape else 1), min(last, shape[0] if shape else 1)
     values = np.fromfile(path, dtype=stored, count=(last - first) * row, offset=offset + first * row * stored.itemsize)
+    if values.size != (last - first) * row:
+        raise SafetensorsError(f"{path}: tensor {name!r} is cut short (the file changed or was truncated while "
+                               "it was read)")
     values = values.reshape((last - first, *shape[1:]) if shape else ())
     return widen(values) if widen is not None else values
 
