@@ -28,6 +28,7 @@ from lsp.documents import Document, DocumentStore, PositionCodec, choose_positio
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
+from lsp.model_sources import ModelSources, source_of
 from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
@@ -101,6 +102,8 @@ class CompleterServer(LanguageServer):
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self.lookups = RepositoryLookups(self)
+        self.sources = ModelSources(self.spawn, self._model_converted,
+                                    lambda message: self.show(message, types.MessageType.Info))
         self.log_handler = LspLogHandler(self._send_log)
         self.session_host_pid: int | None = None  # set when a session host forked this server
 
@@ -123,7 +126,8 @@ class CompleterServer(LanguageServer):
 
     def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """A popup (window/showMessage) for what the user must fix, mirrored in the log."""
-        log.log(logging.ERROR if kind == types.MessageType.Error else logging.WARNING, "%s", message)
+        level = {types.MessageType.Error: logging.ERROR, types.MessageType.Info: logging.INFO}.get(kind, logging.WARNING)
+        log.log(level, "%s", message)
         if self.protocol.writer is not None:
             self.window_show_message(types.ShowMessageParams(type=kind, message=f"completer: {message}"))
 
@@ -141,7 +145,7 @@ class CompleterServer(LanguageServer):
         """What generates the lines, by the `backend` setting: the local worker, or an OpenAI-compatible endpoint."""
         if self.settings.remote.is_remote:
             return OpenAIBackend(lambda: self.settings)
-        return WorkerClient(lambda: engine_dict(self.settings), self.log_level, self.worker_log_file,
+        return WorkerClient(lambda: self._engine_dict(self.settings), self.log_level, self.worker_log_file,
                             shared=self.shared_engine)
 
     async def _replace_backend(self) -> None:
@@ -313,12 +317,38 @@ class CompleterServer(LanguageServer):
             self.show(f"cannot load the model with the configured settings ({error}); "
                       f"using the default {'model' if fallback != defaults else 'settings'}")
             self.settings = dataclasses.replace(self.settings, engine=fallback)
-            error = await self.worker.configure(engine_dict(self.settings))
+            error = await self.worker.configure(self._engine_dict(self.settings))
         if error:
             self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
 
     async def shutdown_worker(self) -> None:
+        await self.sources.close()
         await self.worker.stop()
+
+    # -- a modelPath that names a model another tool keeps (lsp/model_sources.py) -------------------------
+    def _engine_dict(self, settings: ServerSettings) -> dict[str, Any]:
+        """The engine settings the worker is handed, a modelPath naming another tool's model resolved to its
+        converted bundle (or, while it is converted, to the model loaded before)."""
+        model = self.sources.for_worker(settings.engine.model_path)
+        return engine_dict(dataclasses.replace(settings, engine=dataclasses.replace(settings.engine,
+                                                                                    model_path=model)))
+
+    async def _model_converted(self, source: str, error: str | None) -> None:
+        """A conversion ended: load its bundle if modelPath still names its source, or say why there is none."""
+        if error is not None:
+            self.show(f"cannot convert modelPath {source} into a bundle: {error}; the model loaded before answers")
+            return
+        assert self._config_lock is not None
+        async with self._config_lock:
+            if source_of(self.settings.engine.model_path) != source or isinstance(self.worker, OpenAIBackend):
+                return
+            error = await self.worker.configure(self._engine_dict(self.settings))
+            if error:
+                self.show(f"the bundle converted from {source} would not load: {error}", types.MessageType.Error)
+                return
+            self.settings_generation += 1
+            self.searches.invalidate()
+            self.show(f"modelPath {source}: converted, and now answering", types.MessageType.Info)
 
     # -- settings ---------------------------------------------------------------------------------
     def _merge(self, changes: Mapping[str, Any], source: str) -> ServerSettings:
@@ -343,12 +373,12 @@ class CompleterServer(LanguageServer):
                 await self._replace_backend()
                 new = self.settings  # a local model that would not load fell back
             elif new.engine != old.engine:
-                error = await self.worker.configure(engine_dict(new))
+                error = await self.worker.configure(self._engine_dict(new))
                 kept = _with_model_of(new.engine, old.engine)
                 if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
                     self.show(f"model settings not applied, keeping the loaded model: {error}")
                     new = dataclasses.replace(new, engine=kept)
-                    error = await self.worker.configure(engine_dict(new))
+                    error = await self.worker.configure(self._engine_dict(new))
                 if error:
                     self.show(f"settings not applied, keeping the previous ones: {error}")
                     new = dataclasses.replace(new, engine=old.engine)
@@ -508,6 +538,7 @@ class CompleterServer(LanguageServer):
         out: dict[str, Any] = dict(self.worker.info)
         out["model_runs"] = self.worker.model_runs_total
         out["model_error"] = self.worker.model_error
+        out["model_conversion"] = self.sources.summary()
         out["backend"] = self.settings.remote.backend
         out["server"] = {
             "version": __version__,

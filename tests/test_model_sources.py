@@ -1,0 +1,137 @@
+"""A modelPath that names a model another tool keeps (lsp/model_sources.py): the real server converts it once,
+in a process of its own, into the user's cache, answers with the model it had meanwhile, then loads the bundle;
+a server started later loads that bundle at once. Built here, as each tool lays its files out; nothing is
+downloaded."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")  # the test extra installs it; CI fails on a skip (scripts/test.sh)
+pytest.importorskip("gguf")
+
+from gguf_files import write_gguf  # noqa: E402
+from hf_models import checkpoint  # noqa: E402
+from lsp_support import SERVER_CMD, server_env  # noqa: E402
+from test_hf_cache import _cache_entry  # noqa: E402
+
+from lsp.model_sources import bundle_for, source_of  # noqa: E402
+from lsp.rawclient import RawClient  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> Path:
+    """A Hugging Face cache holding acme/tiny-coder, the same model as a GGUF file, and an empty Ollama store."""
+    root = tmp_path_factory.mktemp("sources")
+    checkpoint(root / "tiny", "qwen2", tied=True)
+    _cache_entry(root / "hub", "acme/tiny-coder", root / "tiny")
+    write_gguf(root / "tiny", root / "tiny-coder-q8_0.gguf", "qwen2", quantized=True)
+    (root / "ollama").mkdir()
+    return root
+
+
+@pytest.fixture
+def environment(stores, tmp_path, monkeypatch) -> dict[str, str]:
+    extra = {"HF_HUB_CACHE": str(stores / "hub"), "OLLAMA_MODELS": str(stores / "ollama"),
+             "COMPLETER_CONVERTED_DIR": str(tmp_path / "converted")}
+    for key, value in extra.items():
+        monkeypatch.setenv(key, value)
+    return server_env(**extra)
+
+
+def _info(client: RawClient) -> dict:
+    return client.request("completer/info")["result"]
+
+
+def _wait_for_model(client: RawClient, prefix: str, timeout: float = 60.0) -> list[dict]:
+    """completer/info until the loaded model's name starts with `prefix`; every answer seen on the way."""
+    seen, deadline = [], time.monotonic() + timeout
+    while True:
+        seen.append(_info(client))
+        if (seen[-1].get("model") or "").startswith(prefix):
+            return seen
+        assert time.monotonic() < deadline, f"no model {prefix}*: {seen[-1].get('model')}, {seen[-1]}"
+        time.sleep(0.2)
+
+
+def test_what_names_a_model_to_convert_and_what_does_not(stores, environment, tmp_path):
+    bundle = REPO / "models" / "python-base"
+    assert [source_of(name) for name in (None, "", "python-base", str(bundle), "acme/not-cached", "acme/x:../y",
+                                         str(tmp_path / "nothing-here"))] == [None] * 7
+    for name in ("acme/tiny-coder", "acme/tiny-coder:Q8_0", "ollama:qwen2.5-coder:1.5b", "tabby:TabbyML/X",
+                 str(stores / "tiny-coder-q8_0.gguf"), str(stores / "tiny")):
+        assert source_of(name) == name
+    gguf_file = stores / "tiny-coder-q8_0.gguf"
+    first = bundle_for(str(gguf_file))
+    assert first.parent == tmp_path / "converted" and first.name.startswith("tiny-coder-q8_0.gguf-")
+    assert bundle_for(str(gguf_file)) == first  # the same files: the same bundle
+    os.utime(gguf_file, ns=(time.time_ns(), time.time_ns()))  # the tool replaced it: converted again
+    assert bundle_for(str(gguf_file)) != first
+    assert bundle_for("acme/tiny-coder").name.startswith("acme-tiny-coder-")
+
+
+def test_a_cached_model_is_converted_once_answered_for_meanwhile_then_loaded(stores, environment, tmp_path):
+    uri = "file:///work/main.py"
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        seen = _wait_for_model(client, "acme-tiny-coder-")
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "converting it once" in
+                        m["params"]["message"])
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "converted, and now answering" in
+                        m["params"]["message"])
+        during = [info for info in seen if info.get("model_conversion")]
+        assert all(info["model"] == "python-small" and info["model_conversion"]["source"] == "acme/tiny-coder"
+                   for info in during)  # the embedded model answered while it converted
+        last = seen[-1]
+        assert last["model_conversion"] is None and last["model_error"] is None
+        assert last["server"]["settings"]["modelPath"] == "acme/tiny-coder"  # the user's setting, as set
+        client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
+        assert "result" in client.completion(uri, 3, len("def main("))
+    bundles = [path for path in (tmp_path / "converted").iterdir()]
+    assert [path.name for path in bundles] == [last["model"]] and (bundles[0] / "manifest.json").is_file()
+    made = (bundles[0] / "manifest.json").stat().st_mtime_ns
+
+    with RawClient(SERVER_CMD, env=environment) as client:  # a later session: loaded at once, not converted
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        seen = _wait_for_model(client, "acme-tiny-coder-")
+        assert not any(info.get("model_conversion") for info in seen)
+    assert (bundles[0] / "manifest.json").stat().st_mtime_ns == made
+
+
+def test_a_model_that_cannot_be_converted_says_why_and_the_loaded_model_keeps_answering(environment):
+    uri = "file:///work/main.py"
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "ollama:nothing:latest"})
+        shown = client.wait_for(lambda m: m.get("method") == "window/showMessage" and "cannot convert" in
+                                m["params"]["message"], timeout=60)
+        assert "ollama:nothing:latest" in shown["params"]["message"] and "nothing" in shown["params"]["message"]
+        info = _info(client)
+        assert info["model"] == "python-small" and info["model_conversion"] is None
+        client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
+        assert "result" in client.completion(uri, 3, len("def main("))
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"beams": 2}}})
+        time.sleep(1)  # an unrelated setting does not try the failed conversion again
+        assert sum("cannot convert" in m["params"]["message"] for m in client.notifications
+                   if m.get("method") == "window/showMessage") == 1
+
+
+def test_a_model_path_changed_during_a_conversion_stops_it_and_leaves_nothing_half_written(stores, environment,
+                                                                                        tmp_path):
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": str(stores / "tiny-coder-q8_0.gguf")})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "converting it once" in
+                        m["params"]["message"])
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": "python-base"}}})
+        _wait_for_model(client, "python-base")
+        deadline = time.monotonic() + 30
+        while _info(client)["model_conversion"] is not None or any(
+                path.name.startswith(".") for path in (tmp_path / "converted").iterdir()):
+            assert time.monotonic() < deadline, list((tmp_path / "converted").iterdir())
+            time.sleep(0.2)
+        time.sleep(1)
+        assert _info(client)["model"] == "python-base"
