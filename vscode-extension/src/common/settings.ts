@@ -1,5 +1,6 @@
 // Reading the `completer.*` settings and mapping them onto what the server expects.
 // Pure module: no `vscode` import, so the unit and integration tests can use it in plain Node.
+import * as fs from 'fs';
 import * as path from 'path';
 
 export type Device = 'auto' | 'cpu' | 'cuda';
@@ -175,6 +176,27 @@ function readPath(value: unknown, vars: PathVariables): string | null {
     return trimmed === '' ? null : expandPath(trimmed, vars);
 }
 
+/** A Hugging Face id, ORG/NAME[:QUANT], as the server reads it from the local cache. */
+const MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*(:[A-Za-z0-9_.-]+)?$/;
+
+/**
+ * modelPath: a path as `readPath` reads it, except the names the server converts a model by
+ * (lsp/model_sources.py): `ollama:NAME` and `tabby:ORG/NAME` as they are, and an ORG/NAME id that is no folder
+ * in the workspace as it is too, for the server to find in the local Hugging Face cache.
+ */
+export function readModelPath(value: unknown, vars: PathVariables,
+                              exists: (p: string) => boolean = fs.existsSync): string | null {
+    const read = readPath(value, vars);
+    if (read === null || typeof value !== 'string') {
+        return read;
+    }
+    const trimmed = value.trim();
+    if (/^(ollama|tabby):/.test(trimmed) || (MODEL_ID.test(trimmed) && read !== trimmed && !exists(read))) {
+        return trimmed;
+    }
+    return read;
+}
+
 function readBoolean(value: unknown, fallback: boolean): boolean {
     return typeof value === 'boolean' ? value : fallback;
 }
@@ -206,7 +228,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
     return {
         enabled: readBoolean(config.get('enabled'), DEFAULT_SETTINGS.enabled),
         pythonPath: readPath(config.get('pythonPath'), vars),
-        modelPath: readPath(config.get('modelPath'), vars),
+        modelPath: readModelPath(config.get('modelPath'), vars),
         beams: readInteger(config.get('beams'), 'beams'),
         maxSuggestions: readInteger(config.get('maxSuggestions'), 'maxSuggestions'),
         maxTokens: readInteger(config.get('maxTokens'), 'maxTokens'),

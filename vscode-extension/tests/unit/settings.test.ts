@@ -7,6 +7,7 @@ import {
     didChangeConfigurationParams,
     documentSelector,
     expandPath,
+    readModelPath,
     ExtensionSettings,
     initializationOptions,
     needsRestart,
@@ -216,6 +217,20 @@ describe('settings', () => {
         assert.equal(expandPath('/abs/python', vars), '/abs/python');
         assert.equal(expandPath('C:\\Python\\python.exe', vars), 'C:\\Python\\python.exe');
         assert.equal(expandPath('.venv/bin/python', { home: '/home/u' }), '.venv/bin/python');
+    });
+
+    test('modelPath keeps the names the server converts a model by', () => {
+        const vars = { home: '/home/u', workspaceFolder: '/ws' };
+        const none = () => false;
+        assert.equal(readModelPath('tabby:TabbyML/StarCoder-1B', vars, none), 'tabby:TabbyML/StarCoder-1B');
+        assert.equal(readModelPath('ollama:qwen2.5-coder:1.5b', vars, none), 'ollama:qwen2.5-coder:1.5b');
+        assert.equal(readModelPath('Qwen/Qwen2.5-Coder-1.5B', vars, none), 'Qwen/Qwen2.5-Coder-1.5B');
+        assert.equal(readModelPath('ggml-org/Qwen-GGUF:Q8_0', vars, none), 'ggml-org/Qwen-GGUF:Q8_0');
+        // a folder of that name in the workspace is still the workspace's; a path is still a path
+        assert.equal(readModelPath('models/mine', vars, (p) => p === '/ws/models/mine'), '/ws/models/mine');
+        assert.equal(readModelPath('./models/mine', vars, none), '/ws/models/mine');
+        assert.equal(readModelPath('~/models/q.gguf', vars, none), '/home/u/models/q.gguf');
+        assert.equal(readModelPath('  ', vars, none), null);
     });
 
     test('document selector follows enabledLanguages', () => {
