@@ -83,6 +83,13 @@ export function modelLabel(info: unknown): string | undefined {
     return parts.length ? parts[parts.length - 1] : model.trim();
 }
 
+/** The model modelPath names while the server converts it (lsp/model_sources.py): its source, else undefined. */
+export function conversionOf(info: unknown): string | undefined {
+    const conversion = (info as { model_conversion?: unknown } | null)?.model_conversion;
+    const source = conversion && typeof conversion === 'object' ? (conversion as { source?: unknown }).source : undefined;
+    return typeof source === 'string' && source !== '' ? source : undefined;
+}
+
 /** The endpoint and its state when the lines come from an OpenAI-compatible server (backend "openai"). */
 export function remoteOf(info: unknown): { endpoint: string; state: string; lastError: string | undefined } | undefined {
     const remote = (info as { remote?: unknown } | null)?.remote;
@@ -346,9 +353,10 @@ export class ServerManager {
             if (!this.modelKnown) {
                 this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
             }
-            this.modelKnown = true;
+            const converting = conversionOf(info);
+            this.modelKnown = converting === undefined; // else asked again after the next answered completion
             this.deps.status.setState('running');
-            this.deps.status.setModel(label);
+            this.deps.status.setModel(converting ? `${label}, converting ${converting}` : label);
         } else if (typeof modelError === 'string' && modelError !== '') {
             this.deps.log.error(`The server has no model: ${modelError}`);
             this.deps.status.setState('error', `no model loaded: ${modelError}`);

@@ -5,6 +5,7 @@ import {
     ClientHooks,
     ClientLike,
     ManagerDeps,
+    conversionOf,
     modelLabel,
     remoteOf,
     REMOTE_INFO_INTERVAL_MS,
@@ -325,6 +326,27 @@ describe('server manager', () => {
         clients[0].hooks.onLatency(30);
         await tick();
         assert.equal(clients[0].requests.length, 6, 'no more info requests once the model is known');
+    });
+
+    test('a model being converted is shown beside the one answering, and asked after until it takes over', async () => {
+        const converting = { model: 'python-small', model_conversion: { source: 'ollama:qwen2.5-coder:1.5b', state: 'converting' } };
+        const { manager, clients, status } = setup({ loading: [converting], info: { model: 'ollama-qwen2.5-coder-1.5b-0123' } });
+        await manager.start();
+        assert.equal(status.model, 'python-small, converting ollama:qwen2.5-coder:1.5b');
+        clients[0].hooks.onLatency(30);
+        await tick();
+        assert.equal(status.model, 'ollama-qwen2.5-coder-1.5b-0123');
+        const asked = clients[0].requests.length;
+        clients[0].hooks.onLatency(30);
+        await tick();
+        assert.equal(clients[0].requests.length, asked, 'no more info requests once the conversion is over');
+    });
+
+    test('conversionOf', () => {
+        assert.equal(conversionOf({ model_conversion: { source: 'acme/tiny', state: 'converting' } }), 'acme/tiny');
+        assert.equal(conversionOf({ model_conversion: null }), undefined);
+        assert.equal(conversionOf({ model: 'python-small' }), undefined);
+        assert.equal(conversionOf(null), undefined);
     });
 
     test('shows why the server has no model', async () => {
