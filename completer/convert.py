@@ -9,6 +9,7 @@ only when every file is written, so a failure leaves nothing half-written.
 """
 from __future__ import annotations
 
+import _thread
 import contextlib
 import json
 import os
@@ -16,6 +17,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +34,7 @@ MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 SHA256_NAME = re.compile(r"^(?:sha256-)?([0-9a-f]{64})$")  # a Hugging Face blob's name, or an Ollama layer's
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
+STOP_WITH_PARENT_ENV = "COMPLETER_CONVERT_STOP_WITH_PARENT"  # set: stdin closing (the parent gone) stops it
 
 
 class ConvertError(ValueError):
@@ -439,7 +442,18 @@ def _starts_with(path: Path, magic: bytes) -> bool:
         return False
 
 
+def _stop_when_stdin_closes() -> None:
+    """Wait for stdin to close, then stop the conversion as Ctrl-C would: the server that started it (which
+    holds the other end, lsp/model_sources.py) is gone, killed or not, and nobody waits for the bundle."""
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):  # the fd, not sys.stdin's buffer, whose lock a daemon thread must not hold at exit
+            pass
+    _thread.interrupt_main()
+
+
 def main(args) -> int:
+    if os.environ.get(STOP_WITH_PARENT_ENV):
+        threading.Thread(target=_stop_when_stdin_closes, name="stop-with-parent", daemon=True).start()
     try:
         out = Path(args.out)
         parent = Path(os.path.realpath(out)).parent
@@ -457,6 +471,9 @@ def main(args) -> int:
     except (ValueError, ModelError, OSError) as exc:
         print(f"completer convert: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what it had begun is removed on the way out (convert, checkpoint_folder)
+        print("completer convert: stopped; nothing was written", file=sys.stderr)
+        return 130
     size = sum(meta["bytes"] for meta in manifest["files"].values())
     print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"
           f"{', fill-in-the-middle (' + manifest['fim']['template'] + ')' if 'fim' in manifest else ''}; "

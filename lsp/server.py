@@ -104,6 +104,7 @@ class CompleterServer(LanguageServer):
         self.lookups = RepositoryLookups(self)
         self.sources = ModelSources(self.spawn, self._model_converted,
                                     lambda message: self.show(message, types.MessageType.Info))
+        self._handed: str | None = None  # the model path last handed to the worker (_engine_dict)
         self.log_handler = LspLogHandler(self._send_log)
         self.session_host_pid: int | None = None  # set when a session host forked this server
 
@@ -310,6 +311,8 @@ class CompleterServer(LanguageServer):
                 self.show(f"no completions: {error}", types.MessageType.Error)
             return
         error = await self.worker.start()
+        if not error:
+            self.sources.loaded(self._handed)
         defaults = EngineSettings()
         for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
             if not error or fallback == self.settings.engine:
@@ -317,9 +320,10 @@ class CompleterServer(LanguageServer):
             self.show(f"cannot load the model with the configured settings ({error}); "
                       f"using the default {'model' if fallback != defaults else 'settings'}")
             self.settings = dataclasses.replace(self.settings, engine=fallback)
-            error = await self.worker.configure(self._engine_dict(self.settings))
+            error = await self._configure(self.settings)
         if error:
             self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
+        self.sources.settle(self.settings.engine.model_path)
 
     async def shutdown_worker(self) -> None:
         await self.sources.close()
@@ -329,9 +333,17 @@ class CompleterServer(LanguageServer):
     def _engine_dict(self, settings: ServerSettings) -> dict[str, Any]:
         """The engine settings the worker is handed, a modelPath naming another tool's model resolved to its
         converted bundle (or, while it is converted, to the model loaded before)."""
-        model = self.sources.for_worker(settings.engine.model_path)
+        self._handed = self.sources.resolve(settings.engine.model_path)
         return engine_dict(dataclasses.replace(settings, engine=dataclasses.replace(settings.engine,
-                                                                                    model_path=model)))
+                                                                                    model_path=self._handed)))
+
+    async def _configure(self, settings: ServerSettings) -> str | None:
+        """Hand the worker `settings`; the model error, if any. A model loaded is what answers while another
+        is converted."""
+        error = await self.worker.configure(self._engine_dict(settings))
+        if not error:
+            self.sources.loaded(self._handed)
+        return error
 
     async def _model_converted(self, source: str, error: str | None) -> None:
         """A conversion ended: load its bundle if modelPath still names its source, or say why there is none."""
@@ -342,7 +354,7 @@ class CompleterServer(LanguageServer):
         async with self._config_lock:
             if source_of(self.settings.engine.model_path) != source or isinstance(self.worker, OpenAIBackend):
                 return
-            error = await self.worker.configure(self._engine_dict(self.settings))
+            error = await self._configure(self.settings)
             if error:
                 self.show(f"the bundle converted from {source} would not load: {error}", types.MessageType.Error)
                 return
@@ -373,12 +385,14 @@ class CompleterServer(LanguageServer):
                 await self._replace_backend()
                 new = self.settings  # a local model that would not load fell back
             elif new.engine != old.engine:
-                error = await self.worker.configure(self._engine_dict(new))
+                if new.engine.model_path != old.engine.model_path:
+                    self.sources.named_anew(new.engine.model_path)
+                error = await self._configure(new)
                 kept = _with_model_of(new.engine, old.engine)
                 if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
                     self.show(f"model settings not applied, keeping the loaded model: {error}")
                     new = dataclasses.replace(new, engine=kept)
-                    error = await self.worker.configure(self._engine_dict(new))
+                    error = await self._configure(new)
                 if error:
                     self.show(f"settings not applied, keeping the previous ones: {error}")
                     new = dataclasses.replace(new, engine=old.engine)
@@ -387,6 +401,8 @@ class CompleterServer(LanguageServer):
                 self.settings_generation += 1
                 self.searches.invalidate()
                 log.info("settings now %s", new.to_camel())
+                if not isinstance(self.worker, OpenAIBackend):
+                    self.sources.settle(new.engine.model_path)
                 self.index_workspace()  # turned on, or on from the start once settings arrive
                 self.spawn(self.watch_workspace_files())
                 self.spawn(self.register_completion_items())

@@ -92,7 +92,7 @@ def test_a_cached_model_is_converted_once_answered_for_meanwhile_then_loaded(sto
         assert last["server"]["settings"]["modelPath"] == "acme/tiny-coder"  # the user's setting, as set
         client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
         assert "result" in client.completion(uri, 3, len("def main("))
-    bundles = [path for path in (tmp_path / "converted").iterdir()]
+    bundles = [path for path in (tmp_path / "converted").iterdir() if not path.name.endswith(".lock")]
     assert [path.name for path in bundles] == [last["model"]] and (bundles[0] / "manifest.json").is_file()
     made = (bundles[0] / "manifest.json").stat().st_mtime_ns
 
@@ -111,7 +111,8 @@ def test_a_model_that_cannot_be_converted_says_why_and_the_loaded_model_keeps_an
                                 m["params"]["message"], timeout=60)
         assert "ollama:nothing:latest" in shown["params"]["message"] and "nothing" in shown["params"]["message"]
         info = _info(client)
-        assert info["model"] == "python-small" and info["model_conversion"] is None
+        assert info["model"] == "python-small" and info["model_conversion"]["state"] == "failed"
+        assert "nothing" in info["model_conversion"]["error"]
         client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
         assert "result" in client.completion(uri, 3, len("def main("))
         client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"beams": 2}}})
@@ -130,8 +131,95 @@ def test_a_model_path_changed_during_a_conversion_stops_it_and_leaves_nothing_ha
         _wait_for_model(client, "python-base")
         deadline = time.monotonic() + 30
         while _info(client)["model_conversion"] is not None or any(
-                path.name.startswith(".") for path in (tmp_path / "converted").iterdir()):
+                path.name.endswith(".work") for path in (tmp_path / "converted").iterdir()):
             assert time.monotonic() < deadline, list((tmp_path / "converted").iterdir())
             time.sleep(0.2)
         time.sleep(1)
         assert _info(client)["model"] == "python-base"
+
+
+def _shown(client: RawClient, text: str) -> list[str]:
+    return [m["params"]["message"] for m in client.notifications
+            if m.get("method") == "window/showMessage" and text in m["params"]["message"]]
+
+
+def test_what_answers_meanwhile_is_the_model_last_loaded_never_a_path_that_was_refused(stores, environment):
+    gguf_file = str(stores / "tiny-coder-q8_0.gguf")
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "python-base"})
+        _wait_for_model(client, "python-base")
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": "/nowhere/b"}}})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "/nowhere/b" in m["params"]["message"])
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": gguf_file}}})
+        seen = _wait_for_model(client, "tiny-coder-q8_0.gguf-")
+        assert {info["model"] for info in seen} <= {"python-base", seen[-1]["model"]}
+        assert len(_shown(client, "/nowhere/b")) == 1  # the refused path is never named again
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": "acme/tiny-coder"}}})
+        during = _wait_for_model(client, "acme-tiny-coder-")
+        assert {info["model"] for info in during} <= {seen[-1]["model"], during[-1]["model"]}  # no step back
+
+
+def test_a_model_path_the_system_cannot_resolve_falls_back_with_a_message(environment):
+    uri = "file:///work/main.py"
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "~no-such-user-here/m.gguf"})
+        _wait_for_model(client, "python-small")
+        client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
+        assert "result" in client.completion(uri, 3, len("def main("))
+        for name in ("ollama:" + "x" * 300, "~no-such-user-here/other.gguf"):
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": name}}})
+        time.sleep(1)
+        assert "result" in client.completion(uri, 3, len("def main("))
+
+
+def test_every_spelling_of_a_file_is_one_bundle(stores, environment, monkeypatch):
+    monkeypatch.chdir(stores)
+    monkeypatch.setenv("HOME", str(stores.parent))
+    spellings = ["tiny-coder-q8_0.gguf", "./tiny-coder-q8_0.gguf", str(stores / "tiny-coder-q8_0.gguf"),
+                 f"~/{stores.name}/tiny-coder-q8_0.gguf"]
+    assert len({bundle_for(name) for name in spellings}) == 1
+
+
+def test_two_windows_converting_one_model_take_turns_and_what_a_killed_converter_left_is_cleared(stores,
+                                                                                                 environment):
+    import asyncio
+
+    from lsp.model_sources import Conversion
+
+    bundle = bundle_for("acme/tiny-coder")
+    left = bundle.parent / f".{bundle.name}.work" / ".half-written"
+    left.mkdir(parents=True)  # as a converter killed mid-way leaves its work folder
+
+    async def both() -> list[str | None]:
+        return await asyncio.gather(*(Conversion("acme/tiny-coder", bundle).run() for _ in range(2)))
+
+    assert asyncio.run(both()) == [None, None]
+    assert (bundle / "manifest.json").is_file() and not left.parent.exists()
+
+
+def test_a_conversion_whose_server_is_killed_stops_and_removes_what_it_began(stores, environment, tmp_path):
+    import signal
+
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": str(stores / "tiny")})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "converting it once" in
+                        m["params"]["message"])
+        os.kill(client.proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    work = [path for path in (tmp_path / "converted").glob(".*.work")]
+    while any(any(folder.iterdir()) for folder in work if folder.exists()) or _converters(tmp_path):
+        assert time.monotonic() < deadline, (work, _converters(tmp_path))
+        time.sleep(0.2)
+
+
+def _converters(tmp_path: Path) -> list[int]:
+    """The pids of `completer convert` processes writing under tmp_path."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "convert" in command and str(tmp_path) in command:
+            found.append(int(entry.name))
+    return found
