@@ -143,6 +143,15 @@ async def _held(lock_file: Path, given_up: Callable[[], bool]) -> AsyncIterator[
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _named_in_place(made_in: Path, bundle: Path) -> None:
+    """The bundle's manifest and model card record the command that made it: name the folder it lies in now,
+    not the work folder it was made in (neither file is among those the manifest checksums)."""
+    for name in ("manifest.json", "MODEL.md"):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            file = bundle / name
+            file.write_text(file.read_text(encoding="utf-8").replace(str(made_in), str(bundle)), encoding="utf-8")
+
+
 @dataclasses.dataclass
 class Conversion:
     """One `completer convert` of `source` into `bundle`, in a process of its own, in a work folder beside the
@@ -170,6 +179,7 @@ class Conversion:
                 error = await self._convert(work / self.bundle.name)
                 if error is None:
                     os.replace(work / self.bundle.name, self.bundle)
+                    _named_in_place(work / self.bundle.name, self.bundle)
                 return error
             finally:
                 shutil.rmtree(work, ignore_errors=True)

@@ -4,6 +4,7 @@ a server started later loads that bundle at once. Built here, as each tool lays 
 downloaded."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -94,6 +95,8 @@ def test_a_cached_model_is_converted_once_answered_for_meanwhile_then_loaded(sto
         assert "result" in client.completion(uri, 3, len("def main("))
     bundles = [path for path in (tmp_path / "converted").iterdir() if not path.name.endswith(".lock")]
     assert [path.name for path in bundles] == [last["model"]] and (bundles[0] / "manifest.json").is_file()
+    command = json.loads((bundles[0] / "manifest.json").read_text())["conversion"]["command"]
+    assert f"--out {bundles[0]} " in command and ".work" not in (bundles[0] / "MODEL.md").read_text()
     made = (bundles[0] / "manifest.json").stat().st_mtime_ns
 
     with RawClient(SERVER_CMD, env=environment) as client:  # a later session: loaded at once, not converted
