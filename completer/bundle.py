@@ -58,11 +58,19 @@ def bundle_dir(path: str | Path | None) -> Path:
     if not path:
         return default_bundle_dir()
     directory = Path(path)
-    if not directory.is_dir() and len(directory.parts) == 1 and directory.name not in (".", ".."):
+    if not _is_dir(directory) and len(directory.parts) == 1 and directory.name not in (".", ".."):
         beside = default_bundle_dir().parent / directory.name
-        if beside.is_dir():
+        if _is_dir(beside):
             return beside
     return directory
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, with a name the system refuses (too long, say) a folder that is not there."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def sha256_file(path: Path) -> str:
@@ -223,7 +231,11 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     """Read the manifest and verify every listed file; raise ModelError naming what is wrong."""
     directory = bundle_dir(path)
     manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file():
+    try:
+        found = manifest_path.is_file()
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"model bundle {directory} cannot be read ({getattr(exc, 'strerror', None) or exc})") from exc
+    if not found:
         raise ModelError(_not_a_bundle(directory, str(path)))
     try:
         manifest = json.loads(manifest_path.read_bytes())

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -473,6 +474,9 @@ def main(args) -> int:
         return 2
     except KeyboardInterrupt:  # what it had begun is removed on the way out (convert, checkpoint_folder)
         print("completer convert: stopped; nothing was written", file=sys.stderr)
+        if os.name == "posix":  # die of the signal, as a shell's loop expects of Ctrl-C, not a traceback
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         return 130
     size = sum(meta["bytes"] for meta in manifest["files"].values())
     print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"

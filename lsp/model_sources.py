@@ -168,13 +168,16 @@ class Conversion:
         """Convert; None when the bundle is there (made here, or by another window meanwhile), else why not."""
         root = self.bundle.parent
         root.mkdir(parents=True, exist_ok=True)
+        self.step = "waiting for another window's conversion of this model"
         async with _held(root / f".{self.bundle.name}.lock", lambda: self.cancelled) as held:
             if not held or self.cancelled:
                 return "stopped"
             if is_bundle(self.bundle):
                 return None
+            self.step = "starting"
             work = root / f".{self.bundle.name}.work"
             shutil.rmtree(work, ignore_errors=True)
+            work.mkdir()  # the converter unpacks a GGUF file beside its --out: here, so clearing work clears it too
             try:
                 error = await self._convert(work / self.bundle.name)
                 if error is None:
@@ -213,8 +216,8 @@ class Conversion:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return f"completer convert was killed ({name}; out of memory?) while {self.step or 'starting'}"
-        return f"completer convert exited with code {code} while {self.step or 'starting'}"
+            return f"completer convert was killed ({name}; out of memory?) while {self.step}"
+        return f"completer convert exited with code {code} while {self.step}"
 
     async def stop(self) -> None:
         """Stop the conversion: SIGINT, so the converter removes what it began, then a kill if it lingers."""

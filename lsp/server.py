@@ -306,6 +306,7 @@ class CompleterServer(LanguageServer):
     async def _boot(self) -> None:
         """Start the backend; a local model that will not load falls back to the default model, then settings."""
         if isinstance(self.worker, OpenAIBackend):
+            self.sources.settle(None)  # no local model: nothing to convert
             error = await self.worker.start()
             if error:
                 self.show(f"no completions: {error}", types.MessageType.Error)
@@ -380,13 +381,13 @@ class CompleterServer(LanguageServer):
         async with lock:
             old = self.settings
             new = self._merge(changes, "didChangeConfiguration")
+            if new.engine.model_path != old.engine.model_path:
+                self.sources.named_anew(new.engine.model_path)
             if new.remote != old.remote and (new.remote.is_remote or old.remote.is_remote):
                 self.settings = new
                 await self._replace_backend()
                 new = self.settings  # a local model that would not load fell back
             elif new.engine != old.engine:
-                if new.engine.model_path != old.engine.model_path:
-                    self.sources.named_anew(new.engine.model_path)
                 error = await self._configure(new)
                 kept = _with_model_of(new.engine, old.engine)
                 if error and new.engine != kept != old.engine:  # the model would not load: apply the rest

@@ -165,11 +165,11 @@ def test_what_answers_meanwhile_is_the_model_last_loaded_never_a_path_that_was_r
 def test_a_model_path_the_system_cannot_resolve_falls_back_with_a_message(environment):
     uri = "file:///work/main.py"
     with RawClient(SERVER_CMD, env=environment) as client:
-        client.initialize({"modelPath": "~no-such-user-here/m.gguf"})
+        client.initialize({"modelPath": "/tmp/" + "a" * 300 + ".gguf"})  # a name too long for the system
         _wait_for_model(client, "python-small")
         client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n")
         assert "result" in client.completion(uri, 3, len("def main("))
-        for name in ("ollama:" + "x" * 300, "~no-such-user-here/other.gguf"):
+        for name in ("ollama:" + "x" * 300, "~no-such-user-here/other.gguf", "/tmp/" + "b" * 300):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": name}}})
         time.sleep(1)
         assert "result" in client.completion(uri, 3, len("def main("))
@@ -226,3 +226,28 @@ def _converters(tmp_path: Path) -> list[int]:
         if "convert" in command and str(tmp_path) in command:
             found.append(int(entry.name))
     return found
+
+
+def test_the_remote_backend_stops_a_conversion_and_a_failed_one_is_tried_again_when_named_again(stores,
+                                                                                             environment):
+    remote = {"backend": "openai", "endpoint": "http://127.0.0.1:9/v1", "modelPath": None}
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": str(stores / "tiny")})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "converting it once" in
+                        m["params"]["message"])
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": remote}})
+        deadline = time.monotonic() + 20
+        while _info(client).get("model_conversion") is not None:
+            assert time.monotonic() < deadline, "the conversion went on for a backend that has no local model"
+            time.sleep(0.2)
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
+            "backend": "local", "modelPath": "ollama:nothing:latest"}}})
+        client.wait_for(lambda m: m.get("method") == "window/showMessage" and "cannot convert" in
+                        m["params"]["message"], timeout=60)
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": remote}})
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
+            "backend": "local", "modelPath": "ollama:nothing:latest"}}})
+        deadline = time.monotonic() + 60
+        while len(_shown(client, "cannot convert")) < 2:  # named again: tried again
+            assert time.monotonic() < deadline, _shown(client, "cannot convert")
+            time.sleep(0.2)
