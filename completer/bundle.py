@@ -14,6 +14,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from .convertible import is_gguf_file
 from .types import ModelError
 
 SUPPORTED_FORMATS = (1, 2, 3, 4, 5)
@@ -214,12 +215,8 @@ def _not_a_bundle(directory: Path, named: str) -> str:
     if named.startswith(("ollama:", "tabby:")):
         return f"{named} names a model another tool keeps, not a bundle{convert}"
     if directory.is_file():
-        try:
-            with open(directory, "rb") as handle:
-                is_gguf = directory.suffix.lower() == ".gguf" or handle.read(4) == b"GGUF"
-        except OSError:
-            is_gguf = directory.suffix.lower() == ".gguf"
-        return f"{directory} is a GGUF file, not a bundle{convert}" if is_gguf else f"{directory} is not a directory"
+        return (f"{directory} is a GGUF file, not a bundle{convert}" if is_gguf_file(directory)
+                else f"{directory} is not a directory")
     if (directory / "config.json").is_file():
         return f"{directory} is a Hugging Face checkpoint folder, not a bundle{convert}"
     if not directory.is_dir():

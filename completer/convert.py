@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
+from .convertible import is_gguf_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
@@ -349,7 +350,7 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
     cached = not here and REPOSITORY_ID.match(repository) is not None
     if not cached and revision != "main":
         raise ConvertError(f"--revision names a version in the Hugging Face cache; {source} is not read from there")
-    if here and path.is_file() and (path.suffix.lower() == ".gguf" or _starts_with(path, b"GGUF")):
+    if here and is_gguf_file(path):
         _check_blob(path)
         with _gguf_folder(path, Origin(path.name, [str(path)], {}), beside) as found:
             yield found
@@ -433,14 +434,6 @@ def _check_blob(file: Path) -> None:
         raise ConvertError(f"{file}: cannot be read ({exc.strerror or exc}); download it again") from exc
     if actual != named.group(1):
         raise ConvertError(f"{file}: does not match the sha256 it is named by ({named.group(1)}); download it again")
-
-
-def _starts_with(path: Path, magic: bytes) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(len(magic)) == magic
-    except OSError:
-        return False
 
 
 def _stop_when_stdin_closes() -> None:

@@ -2,6 +2,8 @@
 extra: `completer models` judges the models on a machine that does not have it yet."""
 from __future__ import annotations
 
+from pathlib import Path
+
 LLAMA_TYPES = ("llama", "mistral", "qwen2")
 """config.json model_types of the LLaMA family: RMSNorm, rotary positions, a gated MLP."""
 SUPPORTED_TYPES = ("gpt2", "gpt_bigcode", *LLAMA_TYPES, "starcoder2")
@@ -19,3 +21,17 @@ def convert_extra_missing() -> str | None:
         except (ImportError, ValueError):  # a module set to None in sys.modules, or one without a spec
             return module
     return None
+
+
+def is_gguf_file(path: Path) -> bool:
+    """A regular file named *.gguf or beginning with GGUF's magic, as Ollama's blobs do, which have no suffix (a
+    FIFO is never opened: that would block)."""
+    try:
+        if not path.is_file():
+            return False
+        if path.suffix.lower() == ".gguf":
+            return True
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except (OSError, ValueError):
+        return path.suffix.lower() == ".gguf"

@@ -27,6 +27,7 @@ import appdirs
 
 from completer import hf_cache, ollama_store, tabby_store
 from completer.convert import STOP_WITH_PARENT_ENV
+from completer.convertible import is_gguf_file
 from completer.types import ModelError
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,7 @@ def source_of(model_path: str | None) -> str | None:
         if path.is_dir():
             return model_path if not (path / "manifest.json").exists() and (path / "config.json").is_file() else None
         if path.is_file():
-            with open(path, "rb") as handle:
-                return model_path if path.suffix.lower() == ".gguf" or handle.read(4) == b"GGUF" else None
+            return model_path if is_gguf_file(path) else None
         repository, _, tag = model_path.partition(":")
         if not hf_cache.REPOSITORY_ID.match(repository) or (tag and not _QUANT.match(tag)):
             return None

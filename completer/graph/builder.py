@@ -27,10 +27,6 @@ class GraphBuilder:
     # place in it, so a model is never held in memory whole: onnx's external data, `<model file>.data`
     weights_file: Path | None = None
 
-    @property
-    def initializers(self):
-        return self.proto.graph.initializer
-
     def name(self, hint: str) -> str:
         self.counter += 1
         return f"{hint}_{self.counter}"

@@ -48,11 +48,10 @@ def per_column(weight: np.ndarray | Lazy) -> tuple[np.ndarray, np.ndarray]:
     absmax = np.zeros(weight.shape[1], np.float32)  # [N]
     for rows in _blocks(weight.shape):
         np.maximum(absmax, np.abs(read(rows)).max(axis=0), out=absmax)
-    scales = np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
+    scales = _scales(absmax)
     quantized = np.empty(weight.shape, np.int8)
     for rows in _blocks(weight.shape):
-        block = read(rows) / scales
-        quantized[rows] = np.clip(np.rint(block, out=block), -127, 127, out=block)
+        quantized[rows] = _rounded(read(rows) / scales)
     return quantized, scales
 
 
@@ -62,11 +61,19 @@ def _per_row_transposed(source: Lazy) -> tuple[np.ndarray, np.ndarray]:
     scales = np.empty(source.shape[0], np.float32)  # [N]
     for rows in _blocks(source.shape):
         block = np.asarray(source.rows(rows.start, rows.stop), np.float32)  # [n, K], maybe the caller's own rows
-        absmax = np.abs(block).max(axis=1)
-        scales[rows] = np.where(absmax > 0, absmax / 127.0, 1.0)
-        block = block / scales[rows, None]  # a new array: the rows read are never written
-        quantized[:, rows] = np.clip(np.rint(block, out=block), -127, 127, out=block).T
+        scales[rows] = _scales(np.abs(block).max(axis=1))
+        quantized[:, rows] = _rounded(block / scales[rows, None]).T  # a new array: the rows read are never written
     return quantized, scales
+
+
+def _scales(absmax: np.ndarray) -> np.ndarray:
+    """Each column's scale from its largest magnitude; a column of zeros gets 1, as onnxruntime gives it."""
+    return np.where(absmax > 0, absmax / 127.0, 1.0).astype(np.float32)
+
+
+def _rounded(scaled: np.ndarray) -> np.ndarray:
+    """Weights already divided by their scales, rounded and clipped to [-127, 127] in place."""
+    return np.clip(np.rint(scaled, out=scaled), -127, 127, out=scaled)
 
 
 def per_table(table: np.ndarray | Lazy) -> tuple[np.ndarray, np.float32, np.uint8]:
