@@ -27,8 +27,17 @@ def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
     return positions[::step][:DEMO_LINES]
 
 
+def _model_path(named: str | None) -> str | None:
+    """The bundle --model names: a model another tool keeps (ollama:NAME, a GGUF file, a Hugging Face id in the
+    local cache, ...) is converted the first time, into the same place the server converts it to."""
+    from .converted import convert_here, source_of
+
+    source = source_of(named)
+    return named if source is None else str(convert_here(source))
+
+
 def _settings(args: argparse.Namespace) -> EngineSettings:
-    settings = EngineSettings(model_path=args.model, threads=args.threads, device=args.device)
+    settings = EngineSettings(model_path=_model_path(args.model), threads=args.threads, device=args.device)
     if getattr(args, "beams", None) is not None:
         settings.beams = args.beams
     if getattr(args, "max_tokens", None) is not None:
@@ -158,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="completer", description="Offline whole-line code completion.")
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--model", default=None, help="model bundle dir (default: the embedded model)")
+    common.add_argument("--model", default=None,
+                        help="model bundle dir (default: the embedded model); or a model another tool keeps, as "
+                             "`completer convert` names it (ollama:NAME, ORG/NAME, a GGUF file), converted the "
+                             "first time into the user's cache")
     common.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
     common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL")
@@ -231,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"completer: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

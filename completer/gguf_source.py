@@ -5,9 +5,9 @@ config.json and tokenizer.json (the vocabulary, merges and pre-tokenizer the fil
 tokenizers library) into a folder `completer convert` then reads like a checkpoint's; `read_tensors` gives its
 tensors in fp32 under their Hugging Face names (every quantized block dequantized by the `gguf` package,
 llama.cpp's own reader), when the converter asks for them. What llama.cpp's converter changed is undone:
-LLaMA's query and key rows are permuted back to the Hugging Face rotary layout.
+LLaMA's query and key rows are permuted back to the Hugging Face rotary layout, GPT-2's weights transposed back.
 
-Only what the graph runs is accepted: the llama, qwen2, starcoder2 and starcoder architectures, byte-level BPE
+Only what the graph runs is accepted: the llama, qwen2, starcoder2, starcoder and gpt2 architectures, byte-level BPE
 vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
 """
 from __future__ import annotations
@@ -24,9 +24,12 @@ import numpy as np
 
 from .types import ModelError
 
-ARCHITECTURES = ("llama", "qwen2", "starcoder2", "starcoder")
+ARCHITECTURES = ("llama", "qwen2", "starcoder2", "starcoder", "gpt2")
 """general.architecture values unpacked, each to the config.json model_type of the same name but `starcoder`:
 StarCoder and StarCoderBase, transformers' gpt_bigcode."""
+LEARNED_POSITIONS = ("starcoder", "gpt2")  # GPT-2's tensor names and layout; StarCoder's has one key/value head
+GPT2_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+"""GPT-2's weights kept as [in, out] (its Conv1D), which llama.cpp's converter transposes."""
 
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
@@ -60,10 +63,10 @@ LAYER_TENSORS = {
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
 }
 STARCODER2_MLP = {"ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
-STARCODER_TENSORS = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",
+GPT2_TENSORS = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",
                      "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias",
                      "output.weight": "lm_head.weight"}
-STARCODER_LAYER = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+GPT2_LAYER = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
                    "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
 STARCODER2_WINDOW = 4096  # GGUF files of StarCoder2 do not record the window its attention slides over
 
@@ -211,6 +214,8 @@ def read_tensors(path: Path) -> dict[str, object]:
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight", "q_proj.bias", "k_proj.bias")):
             count = heads if "q_proj" in name else kv_heads  # biases were permuted too
             values = values.then(lambda rows, count=count: np.ascontiguousarray(_unpermute(rows, count)))
+        elif arch == "gpt2" and name.endswith(GPT2_CONV1D):
+            values = values.transposed()
         out[name] = values
     return out
 
@@ -308,8 +313,8 @@ class _Metadata:
 
 def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
-    if arch == "starcoder":
-        return _starcoder_config(meta, vocab_size, tied)
+    if arch in LEARNED_POSITIONS:
+        return _gpt2_config(meta, arch, vocab_size, tied)
     heads = int(meta.number(f"{arch}.attention.head_count"))
     config = {
         "model_type": arch,
@@ -342,21 +347,27 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     return config
 
 
-def _starcoder_config(meta: _Metadata, vocab_size: int, tied: bool) -> dict:
-    """gpt_bigcode's config.json for a `starcoder` file: GPT-2 with learned positions and one key/value head, whose
-    fused q/k/v rows llama.cpp reads as [q | k | v]. llama.cpp's converter writes every StarCoder with one; a file
-    that says otherwise is refused, since gpt_bigcode's several heads are interleaved by head."""
-    kv_heads = meta.number("starcoder.attention.head_count_kv", 1)
-    if kv_heads != 1:
-        raise GGUFError(f"{meta.path}: a starcoder file with {kv_heads} key/value heads; only StarCoder's one "
-                        "(multi-query attention) is read")
-    config = {"model_type": "gpt_bigcode", "n_embd": int(meta.number("starcoder.embedding_length")),
-              "n_layer": int(meta.number("starcoder.block_count")),
-              "n_head": int(meta.number("starcoder.attention.head_count")),
-              "n_positions": int(meta.number("starcoder.context_length")),
-              "n_inner": int(meta.number("starcoder.feed_forward_length")), "multi_query": True,
-              "layer_norm_epsilon": float(meta.number("starcoder.attention.layer_norm_epsilon", 1e-5)),
-              "activation_function": "gelu_pytorch_tanh", "vocab_size": vocab_size, "tie_word_embeddings": tied}
+def _gpt2_config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
+    """The config.json of a `gpt2` file (GPT-2 itself; llama.cpp's converter copies its tied embeddings into an
+    output head, which the converter finds equal and ties again) or a `starcoder` one (transformers' gpt_bigcode:
+    GPT-2 with one key/value head, whose fused q/k/v rows llama.cpp reads as [q | k | v]). llama.cpp's converter
+    writes every StarCoder with one; a file that says otherwise is refused, since gpt_bigcode's several heads are
+    interleaved by head."""
+    config = {"n_embd": int(meta.number(f"{arch}.embedding_length")), "n_layer": int(meta.number(f"{arch}.block_count")),
+              "n_head": int(meta.number(f"{arch}.attention.head_count")),
+              "n_positions": int(meta.number(f"{arch}.context_length")),
+              "n_inner": int(meta.number(f"{arch}.feed_forward_length")),
+              "layer_norm_epsilon": float(meta.number(f"{arch}.attention.layer_norm_epsilon", 1e-5)),
+              "vocab_size": vocab_size}
+    if arch == "gpt2":
+        config.update(model_type="gpt2", activation_function="gelu_new", tie_word_embeddings=True)
+    else:
+        kv_heads = meta.number("starcoder.attention.head_count_kv", 1)
+        if kv_heads != 1:
+            raise GGUFError(f"{meta.path}: a starcoder file with {kv_heads} key/value heads; only StarCoder's one "
+                            "(multi-query attention) is read")
+        config.update(model_type="gpt_bigcode", multi_query=True, activation_function="gelu_pytorch_tanh",
+                      tie_word_embeddings=tied)
     eos = meta.value("tokenizer.ggml.eos_token_id")
     return {**config, "eos_token_id": eos} if isinstance(eos, int) else config
 
@@ -399,8 +410,8 @@ def _tokenizer(meta: _Metadata, path: Path) -> tuple[dict, int]:
 
 
 def _hf_name(name: str, arch: str) -> str:
-    if arch == "starcoder":
-        return _starcoder_name(name)
+    if arch in LEARNED_POSITIONS:
+        return _gpt2_name(name)
     if name in GLOBAL_TENSORS:
         return GLOBAL_TENSORS[name]
     parts = name.split(".")
@@ -412,13 +423,13 @@ def _hf_name(name: str, arch: str) -> str:
     return name
 
 
-def _starcoder_name(name: str) -> str:
-    """gpt_bigcode's name of a tensor of llama.cpp's `starcoder` architecture."""
-    if name in STARCODER_TENSORS:
-        return STARCODER_TENSORS[name]
+def _gpt2_name(name: str) -> str:
+    """GPT-2's (and gpt_bigcode's) name of a tensor of llama.cpp's `gpt2` or `starcoder` architecture."""
+    if name in GPT2_TENSORS:
+        return GPT2_TENSORS[name]
     parts = name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in STARCODER_LAYER:
-        return f"transformer.h.{parts[1]}.{STARCODER_LAYER[parts[2]]}.{parts[3]}"
+    if len(parts) == 4 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in GPT2_LAYER:
+        return f"transformer.h.{parts[1]}.{GPT2_LAYER[parts[2]]}.{parts[3]}"
     return name
 
 

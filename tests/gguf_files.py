@@ -18,7 +18,8 @@ def _permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     """The checkpoint folder `source` as the GGUF llama.cpp's converter writes for it (matrices Q8_0 when
     `quantized` and their rows are whole blocks of 32, else F32; vectors F32); `family` names hf_models' variant
-    (llama_bias: the llama architecture; gpt_bigcode: llama.cpp's `starcoder`)."""
+    (llama_bias: the llama architecture; gpt_bigcode: llama.cpp's `starcoder`; gpt2: its `gpt2`, whose converter
+    writes GPT-2's Conv1D weights transposed and its tied output head as a tensor of its own)."""
     family = family.removesuffix("_bias")
     from safetensors.numpy import load_file
 
@@ -47,6 +48,8 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     for name, value in weights.items():
         target = _gguf_name(name, family)
         value = np.ascontiguousarray(value, np.float32)
+        if family == "gpt2" and name.endswith(CONV1D_WEIGHTS):  # conversion/gpt2.py: [in, out] -> [out, in]
+            value = np.ascontiguousarray(value.T)
         if family == "llama" and target.endswith(("attn_q.weight", "attn_k.weight", "attn_q.bias", "attn_k.bias")):
             value = _permute(value, heads if "attn_q" in target else kv_heads)
         if quantized and value.ndim == 2 and value.shape[-1] % 32 == 0:  # as llama.cpp's, rows of whole blocks
@@ -54,21 +57,24 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
             writer.add_tensor(target, value)
+    if family == "gpt2" and "lm_head.weight" not in weights:  # llama.cpp's gpt2 always has its output head
+        writer.add_tensor("output.weight", np.ascontiguousarray(weights["transformer.wte.weight"], np.float32))
     finish(writer)
     return out
 
 
 def _hyperparameters(writer, config: dict, family: str) -> tuple[int, int]:
     """The shape's metadata as llama.cpp's converter writes it for `family`; returns (heads, key/value heads)."""
-    if family == "gpt_bigcode":  # conversion/starcoder.py: always one key/value head
+    if family in ("gpt_bigcode", "gpt2"):  # conversion/starcoder.py: always one key/value head; gpt2: none named
         writer.add_context_length(config["n_positions"])
         writer.add_embedding_length(config["n_embd"])
         writer.add_feed_forward_length(config.get("n_inner") or 4 * config["n_embd"])
         writer.add_block_count(config["n_layer"])
         writer.add_head_count(config["n_head"])
-        writer.add_head_count_kv(1)
+        if family == "gpt_bigcode":
+            writer.add_head_count_kv(1)
         writer.add_layer_norm_eps(config["layer_norm_epsilon"])
-        return config["n_head"], 1
+        return config["n_head"], 1 if family == "gpt_bigcode" else config["n_head"]
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     writer.add_context_length(config["max_position_embeddings"])
     writer.add_embedding_length(config["hidden_size"])
@@ -93,6 +99,9 @@ LAYER_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_
                "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
                "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
                "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm"}
+
+
+CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 def _gguf_name(name: str, family: str) -> str:

@@ -19,7 +19,7 @@ from hf_models import checkpoint  # noqa: E402
 from lsp_support import SERVER_CMD, server_env  # noqa: E402
 from test_hf_cache import _cache_entry  # noqa: E402
 
-from lsp.model_sources import bundle_for, source_of  # noqa: E402
+from completer.converted import bundle_for, source_of  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -251,3 +251,37 @@ def test_the_remote_backend_stops_a_conversion_and_a_failed_one_is_tried_again_w
         while len(_shown(client, "cannot convert")) < 2:  # named again: tried again
             assert time.monotonic() < deadline, _shown(client, "cannot convert")
             time.sleep(0.2)
+
+
+def _cli(environment: dict[str, str], *args: str) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "completer", *args], env=environment, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_cli_converts_a_named_model_once_into_the_bundle_the_server_loads(stores, environment, tmp_path):
+    source = tmp_path / "main.py"
+    source.write_text("import os\n\n\ndef main(argv):\n    return 0\n")
+    first = _cli(environment, "complete", f"{source}:4:10", "--model", "acme/tiny-coder", "--json")
+    assert first.returncode in (0, 1), first.stderr  # 1: no line from a random model, said on stderr
+    assert "converting it once" in first.stderr and "Traceback" not in first.stderr
+    bundle = bundle_for("acme/tiny-coder")
+    assert (bundle / "manifest.json").is_file()
+    assert [path.name for path in (tmp_path / "converted").iterdir() if not path.name.startswith(".")] == [bundle.name]
+
+    again = _cli(environment, "info", "--model", "acme/tiny-coder")  # used at once: not converted again
+    assert again.returncode == 0 and "converting" not in again.stderr
+    assert json.loads(again.stdout)["model"] == bundle.name
+    with RawClient(SERVER_CMD, env=environment) as client:  # the server loads what the CLI made
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        assert not any(info.get("model_conversion") for info in _wait_for_model(client, bundle.name))
+
+
+def test_the_cli_says_in_one_line_why_a_named_model_cannot_be_converted(environment, tmp_path):
+    failed = _cli(environment, "info", "--model", "ollama:nothing:latest")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert failed.stderr.strip().splitlines()[-1].startswith("completer: model error: ollama:nothing:latest could")
+    assert "completer convert: " in failed.stderr  # the converter's own reason, above it
+    assert not [path for path in (tmp_path / "converted").iterdir() if not path.name.endswith(".lock")]
