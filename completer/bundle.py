@@ -145,6 +145,16 @@ class Bundle:
         return ids["prefix"], ids["suffix"], ids["middle"]
 
     @property
+    def languages(self) -> tuple[str, ...]:
+        """The LSP language ids the model writes, which get suggestions unless the user names others
+        (enabledLanguages): the manifest's "languages" where it lists them; else every language ("*") for a
+        model `completer convert` made (released code models are trained on many), and Python for our own."""
+        listed = self.manifest.get("languages")
+        if isinstance(listed, list) and listed and all(isinstance(name, str) and name for name in listed):
+            return tuple(listed)
+        return ("*",) if isinstance(self.manifest.get("conversion"), dict) else ("python",)
+
+    @property
     def default_beams(self) -> int:
         """The beam width the engine searches with unless the user sets one (the manifest's "defaults")."""
         return int(self._defaults.get("beams", DEFAULT_BEAMS))

@@ -8,6 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from .syntax import PYTHON_NAME, language_of_path
 from .types import EngineSettings, ModelError, Suggestion
 
 DEMO_LINES = 12
@@ -85,7 +86,7 @@ def cmd_complete(args: argparse.Namespace) -> int:
     others = [_read(Path(other)) for other in args.open or ()]
     engine = _engine(args)
     uri = path.resolve().as_uri()
-    engine.open(uri, text)
+    engine.open(uri, text, language_of_path(path.name, PYTHON_NAME))  # the filters follow its language's rules
     result = engine.complete(uri, line - 1, col - 1, others=others)
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}

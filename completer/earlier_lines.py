@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from .filters import CONTEXT_LINES, keep_suggestion, line_context
+from .syntax import PYTHON, Syntax
 from .text import MAX_LINE_CHARS, clean, split_lines
 
 MIN_FOLLOWED_CHARS = 8  # at a line start, the line above must be this long to say which line comes next
@@ -28,8 +29,8 @@ def earlier_line(head: str, typed_line: str, elsewhere: Sequence[str] = ()) -> s
     return file_line(head, typed_line) or (workspace_line(head, typed_line, elsewhere) if elsewhere else None)
 
 
-def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, str]] = (), next_line: str = ""
-                   ) -> tuple[str, bool] | None:
+def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, str]] = (), next_line: str = "",
+                   syntax: Syntax = PYTHON) -> tuple[str, bool] | None:
     """The one line that follows the lines above the cursor (`anchor_above`) wherever a copy of them stands, in
     `head` (the text above the cursor's line) or in the repository's other files (`followers`: each copy's
     first line with code there and the line after the copy, completer/workspace.py, `WorkspaceIndex.followers`),
@@ -58,11 +59,12 @@ def following_line(head: str, typed_line: str, followers: Sequence[tuple[str, st
     line, elsewhere = next(iter(found.items()))
     if next_line.strip() and line.strip() == next_line.strip():
         return None
-    context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
+    context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [], syntax)
     return (line, elsewhere) if keep_suggestion(line, line[len(typed_line):], "", context) else None
 
 
-def header_line(head: str, typed_line: str, common_first: str | None, next_line: str = "") -> str | None:
+def header_line(head: str, typed_line: str, common_first: str | None, next_line: str = "",
+                syntax: Syntax = PYTHON) -> str | None:
     """On a document's first line (`head`, the text above the cursor's line, is empty), the line most of the
     repository's other files start with (`WorkspaceIndex.common_first_line`: a licence header, a shebang), when
     it begins with `typed_line`, goes on past it, is no longer than a line the engine completes in
@@ -70,7 +72,7 @@ def header_line(head: str, typed_line: str, common_first: str | None, next_line:
     if head or not common_first or len(common_first) > MAX_LINE_CHARS or not common_first.startswith(typed_line) \
             or not common_first[len(typed_line):].strip() or common_first.strip() == next_line.strip():
         return None
-    return common_first if keep_suggestion(common_first, common_first[len(typed_line):], "", line_context([])) \
+    return common_first if keep_suggestion(common_first, common_first[len(typed_line):], "", line_context([], syntax)) \
         else None
 
 

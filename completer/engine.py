@@ -28,6 +28,7 @@ from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, 
 from .indentation import next_line_indents
 from .prefill_chunks import PrefillChunks
 from .prompt import Prompts
+from .syntax import Syntax, syntax_for
 from .repository import RepositoryContext
 from .repeats import DocumentRepeats
 from .runtime import Runtime
@@ -54,6 +55,7 @@ class Engine:
         self.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # sized by this model's measured speed
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
+        self.languages: dict[str, str] = {}  # per document, its LSP language id where it is not Python
         self.prompts = Prompts(self.bundle, self.tokens, self.settings)
         self.ahead = SearchesAhead()  # per document: the answers searched ahead of it (completer/ahead.py)
         self._runs_before_reload = 0
@@ -110,14 +112,28 @@ class Engine:
         self.cache.enforce_budget()
 
     # Documents -----------------------------------------------------------------------------
-    def open(self, uri: str, text: str) -> None:
+    def open(self, uri: str, text: str, language: str | None = None) -> None:
         self.documents[uri] = split_lines(text)
+        if language is not None:
+            self.set_language(uri, language)
+
+    def set_language(self, uri: str, language: str | None) -> None:
+        """The document's LSP language id, whose rules the filters and the search ahead follow (syntax.py);
+        a document never given one is Python."""
+        if language:
+            self.languages[uri] = language
+        else:
+            self.languages.pop(uri, None)
+
+    def _syntax(self, uri: str) -> Syntax:
+        return syntax_for(self.languages.get(uri))
 
     def update(self, uri: str, text: str) -> None:
         self.open(uri, text)
 
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
+        self.languages.pop(uri, None)
         self.cache.drop(uri)
         self.ahead.drop(uri)
 
@@ -230,7 +246,8 @@ class Engine:
         cut = before.rfind("\n")
         line = before[cut + 1:]
         if line.strip():
-            aheads = [before + "\n" + indent for indent in next_line_indents(line, before[:max(cut, 0)])]
+            aheads = [before + "\n" + indent
+                      for indent in next_line_indents(line, before[:max(cut, 0)], self._syntax(uri))]
         else:
             aheads = [before[:len(before) - len(line)] + "\n" + line]
         kept = self.ahead.start(uri, [(ahead, below, tuple(others)) for ahead in aheads], self.settings,
@@ -263,11 +280,12 @@ class Engine:
         return typed_through(last if isinstance(last, LastAnswer) else None, before, after)
 
     @staticmethod
-    def _line_context(state: DocumentState, head: str) -> LineContext:
+    def _line_context(state: DocumentState, head: str, syntax: Syntax) -> LineContext:
         """The filters' view of the lines above the cursor, recomputed only when they change."""
-        if state.context_memo[0] != head or state.context_memo[1] is None:
+        memo = state.context_memo[1]
+        if state.context_memo[0] != head or not isinstance(memo, LineContext) or memo.syntax is not syntax:
             lines = head[:-1].rsplit("\n", CONTEXT_LINES) if head else []
-            state.context_memo = (head, line_context(lines))
+            state.context_memo = (head, line_context(lines, syntax))
         return state.context_memo[1]  # type: ignore[return-value]
 
     @property
@@ -315,7 +333,7 @@ class Engine:
         line_start = before.rfind("\n") + 1
         typed_line = full_line  # the whole typed line, even when the context clipped inside it
         state = self.cache.get(uri)
-        context = self._line_context(state, before[:line_start])
+        context = self._line_context(state, before[:line_start], self._syntax(uri))
         ids, healed, document, window = self.prompts.context_ids(state, before, at_start, below, repository)
         repeats = self._repeats(state, document, window, below, others, snippets)
         beams = self.beams
@@ -367,7 +385,7 @@ class Engine:
         """Whether the filters let the line ending in `rest` through at the cursor after `before`."""
         typed_line = before[before.rfind("\n") + 1:]
         before, _ = clip_before(before)
-        context = self._line_context(self.cache.get(uri), before[:before.rfind("\n") + 1])
+        context = self._line_context(self.cache.get(uri), before[:before.rfind("\n") + 1], self._syntax(uri))
         return keep_suggestion(typed_line + rest, rest, "", context)
 
     # Introspection -------------------------------------------------------------------------
@@ -376,6 +394,7 @@ class Engine:
         return {
             "model": self.bundle.name,
             "model_path": str(self.bundle.path),
+            "languages": list(self.bundle.languages),  # what gets suggestions unless enabledLanguages says
             "providers": self.runtime.providers,
             "searches_per_call": self.runtime.batch_slots,  # how many searches one model call can hold
             "threads": self.settings.threads or "onnxruntime default",

@@ -6,11 +6,15 @@ cannot start or end there (`: x`, an indented first line, `x = `, `self.`, `if x
 colon). The lines above the cursor decide what is allowed: inside an open bracket a line may close
 it or go on; a line that opens a new bracket and leaves it open must end the way multi-line
 constructs do (an opener, a comma, an operator); inside a triple-quoted string anything goes.
+In another language (syntax.py) only the brackets and strings are checked, read past that language's
+comments and strings, or nothing where its rules are not known here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
+
+from .syntax import PYTHON, Syntax
 
 PAIRS = {")": "(", "]": "[", "}": "{"}
 OPENERS = set(PAIRS.values())
@@ -28,10 +32,10 @@ DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a m
 
 @dataclass
 class Scan:
-    """The lexical state after some Python text: open brackets, an open triple-quoted string."""
+    """The lexical state after some text: open brackets, an open multi-line string or comment."""
 
     stack: list[str] = field(default_factory=list)
-    triple: str | None = None  # the quote of an unclosed triple-quoted string
+    triple: str | None = None  # what ends the multi-line string (Python's triple quote) or comment the text is in
     broken: bool = False  # a mismatched or unmatched closer, or an unterminated one-line string
     min_depth: int = 0  # the lowest bracket depth reached (below the start: closed brackets from above)
     top_colon: bool = False  # a ':' outside brackets and strings
@@ -39,36 +43,47 @@ class Scan:
     opened_at: list[int] = field(default_factory=list)  # per open bracket, its index in the text (-1: from `state`)
 
 
-def scan(text: str, state: Scan | None = None) -> Scan:
-    """Continue `state` over `text` (one or more lines) and return the new state."""
+def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
+    """Continue `state` over `text` (one or more lines) in `syntax`'s language and return the new state: its
+    line and block comments, its one-line strings and those that go on over lines (`triple` then holds what
+    ends them), jumping from one character that matters to the next."""
     s = Scan(list(state.stack), state.triple) if state else Scan()
     s.min_depth = len(s.stack)
     s.opened_at = [-1] * len(s.stack)
     i, n = 0, len(text)
     s.code_end = n
+    opens_block = syntax.block_comment[0] if syntax.block_comment else None
     while i < n:
         if s.triple:
             end = text.find(s.triple, i)
             if end == -1:
                 return s
-            i = end + 3
+            i = end + len(s.triple)
             s.triple = None
             continue
+        found = syntax.special.search(text, i)
+        if found is None:
+            break
+        i = found.start()
         ch = text[i]
         if ch == "\n":
             s.code_end = n
-        elif ch == "#":
+        elif any(text.startswith(marker, i) for marker in syntax.line_comments):
             newline = text.find("\n", i)
             if newline == -1:
                 s.code_end = i
                 return s
             i = newline
             continue
-        elif ch in "\"'":
-            if text.startswith(ch * 3, i):
-                s.triple = ch * 3
-                i += 3
-                continue
+        elif opens_block is not None and text.startswith(opens_block, i):
+            s.triple = syntax.block_comment[1]  # type: ignore[index]
+            i += len(opens_block)
+            continue
+        elif long := next((quote for quote in syntax.long_quotes if text.startswith(quote, i)), None):
+            s.triple = long
+            i += len(long)
+            continue
+        elif ch in syntax.quotes:
             j = i + 1
             while j < n and text[j] != ch and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
@@ -88,7 +103,7 @@ def scan(text: str, state: Scan | None = None) -> Scan:
                 s.min_depth = min(s.min_depth, len(s.stack))
             else:
                 s.broken = True
-        elif ch == ":" and len(s.stack) == 0:
+        elif ch == ":" and not s.stack:
             s.top_colon = True
         i += 1
     return s
@@ -102,27 +117,31 @@ class LineContext:
     previous_line: str
     continued: bool  # the previous line ends with a backslash
     top_of_file: bool = False  # nothing but blank lines above: the line may not be indented
+    syntax: Syntax = PYTHON  # the document's language's rules
 
 
-def line_context(before_lines: list[str]) -> LineContext:
+def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContext:
     """Context from the lines above the cursor's line.
 
-    Scanning starts at the last top-level `def`, `class`, decorator or import (never inside a
-    string or bracket), so a docstring's closing quotes are not mistaken for opening ones. Deep in a
-    long class the window holds none; it then starts at the last method or decorator instead, which
-    is outside a string unless a docstring quotes code."""
+    In Python, scanning starts at the last top-level `def`, `class`, decorator or import (never
+    inside a string or bracket), so a docstring's closing quotes are not mistaken for opening ones.
+    Deep in a long class the window holds none; it then starts at the last method or decorator
+    instead, which is outside a string unless a docstring quotes code. Other languages are scanned
+    from the start of the window (CONTEXT_LINES)."""
     recent = before_lines[-CONTEXT_LINES:]
-    start = _last(recent, lambda line: line.startswith(ANCHORS))
-    if start is None and len(before_lines) > len(recent):
-        start = _last(recent, lambda line: line.lstrip().startswith(DEFINITIONS))
-    start = start or 0
+    start = None
+    if syntax is PYTHON:
+        start = _last(recent, lambda line: line.startswith(ANCHORS))
+        if start is None and len(before_lines) > len(recent):
+            start = _last(recent, lambda line: line.lstrip().startswith(DEFINITIONS))
     state = Scan()
-    for line in recent[start:]:  # line by line, so one broken line does not poison the rest
-        state = scan(line + "\n", state)
-        state.broken = False
+    if syntax.lexical:
+        for line in recent[start or 0:]:  # line by line, so one broken line does not poison the rest
+            state = scan(line + "\n", state, syntax)
+            state.broken = False
     previous = before_lines[-1] if before_lines else ""
     top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
-    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top)
+    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
@@ -150,10 +169,10 @@ def statement_can_start(code: str) -> bool:
 
 
 def well_formed(line: str, context: LineContext) -> bool:
-    start = context.start
-    if start.triple:
-        return True  # inside a docstring: prose
-    end = scan(line, start)
+    start, syntax = context.start, context.syntax
+    if not syntax.lexical or start.triple:
+        return True  # a language whose rules are not known here; inside a docstring or comment: prose
+    end = scan(line, start, syntax)
     if end.broken:
         return False
     if end.triple:
@@ -162,9 +181,10 @@ def well_formed(line: str, context: LineContext) -> bool:
     if not code:
         return any(ch.isalnum() for ch in line)  # a comment line, if it says something
     if len(end.stack) > end.min_depth:  # opened brackets it leaves open: must look like it goes on
-        return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or code.split()[-1] in DANGLING_KEYWORDS
-    if end.stack or start.stack or context.continued:
-        return True  # inside, or closing, a construct that began above
+        return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or (
+            syntax.statements and code.split()[-1] in DANGLING_KEYWORDS)
+    if end.stack or start.stack or context.continued or not syntax.statements:
+        return True  # inside, or closing, a construct that began above; no statement rules known
     return statement_can_start(code) and statement_can_end(code, end.top_colon)
 
 
@@ -180,7 +200,7 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
     typed = line[:len(line) - len(inserted)]
     if only_indentation(typed) and inserted[:1] in (" ", "\t"):
         return False  # the indentation is typed (or auto-indented): do not indent deeper than it
-    if context.top_of_file and line[:1] in (" ", "\t"):
+    if context.top_of_file and line[:1] in (" ", "\t") and context.syntax.statements:
         return False  # the file's first statement: indented, it is an IndentationError
     if inserted.strip() == after.strip():
         return False

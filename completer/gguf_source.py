@@ -353,7 +353,8 @@ def _gpt2_config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dic
     GPT-2 with one key/value head, whose fused q/k/v rows llama.cpp reads as [q | k | v]). llama.cpp's converter
     writes every StarCoder with one; a file that says otherwise is refused, since gpt_bigcode's several heads are
     interleaved by head."""
-    config = {"n_embd": int(meta.number(f"{arch}.embedding_length")), "n_layer": int(meta.number(f"{arch}.block_count")),
+    config = {"n_embd": int(meta.number(f"{arch}.embedding_length")),
+              "n_layer": int(meta.number(f"{arch}.block_count")),
               "n_head": int(meta.number(f"{arch}.attention.head_count")),
               "n_positions": int(meta.number(f"{arch}.context_length")),
               "n_inner": int(meta.number(f"{arch}.feed_forward_length")),

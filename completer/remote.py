@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from .fim import fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
+from .syntax import syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
                          repository_head)
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
@@ -92,12 +93,13 @@ class RemoteAnswers:
 
     def prepare(self, uri: str, before: str, after: str, below: str = "", snippets: Sequence[str] = (),
                 fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS,
-                repository: RepositoryContext | None = None) -> CompletionResult | PromptRequest:
+                repository: RepositoryContext | None = None, language: str | None = None
+                ) -> CompletionResult | PromptRequest:
         """The answer when no request is needed (typing through, a long line, binary text), else the prompt:
         fill-in-the-middle with the lines below when `fim_template` names one, else the text before the cursor.
         The snippets go first: as files of the `repository` where the template has a REPOSITORY_FORMATS entry and the
         document lies in a workspace folder, else commented out. `before`, `after` and `below` are cleaned as
-        for the engine."""
+        for the engine; the filters follow the rules of the document's `language` (syntax.py)."""
         typed_line = before[before.rfind("\n") + 1:]
         after = after.split("\n", 1)[0].split("\r", 1)[0]
         if len(typed_line) + len(after) > MAX_LINE_CHARS:
@@ -109,7 +111,7 @@ class RemoteAnswers:
         if looks_binary(before):
             return CompletionResult(skipped=SKIPPED_BINARY)
         head = before[:before.rfind("\n") + 1]
-        context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [])
+        context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [], syntax_for(language))
         if fim_template is not None and fim_template in REPOSITORY_FORMATS and repository is not None:
             prompt = repository_head(fim_template, repository) + fim_prompt(
                 fim_template, document_opening(fim_template, repository) + clip_prompt(before, prompt_chars),

@@ -11,11 +11,11 @@ they negotiated UTF-8 or UTF-32 (`general.positionEncodings`).
 from __future__ import annotations
 
 import logging
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from completer.syntax import language_of_path
 from completer.text import OTHER_FILE_CHARS, split_lines_and_breaks, text_below
 
 log = logging.getLogger(__name__)
@@ -53,25 +53,12 @@ LANGUAGE_IDS = frozenset((
     "vb", "xml", "xsl", "yaml",
 ))
 """The language ids LSP lists (and VS Code sends): a document opened with one of these is taken at its word."""
-EXTENSION_LANGUAGES = {
-    ".py": "python", ".pyi": "python", ".pyw": "python", ".js": "javascript", ".mjs": "javascript",
-    ".cjs": "javascript", ".jsx": "javascriptreact", ".ts": "typescript", ".tsx": "typescriptreact",
-    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".cs": "csharp",
-    ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".php": "php", ".lua": "lua",
-    ".sh": "shellscript", ".bash": "shellscript", ".zsh": "shellscript", ".json": "json", ".toml": "toml",
-    ".yaml": "yaml", ".yml": "yaml", ".md": "markdown", ".html": "html", ".css": "css", ".sql": "sql",
-    ".swift": "swift", ".scala": "scala", ".r": "r", ".jl": "julia", ".txt": "plaintext",
-}
-"""For a languageId that is not one of LSP's: Neovim sends its filetype ("sh", "cs") or, with filetype
-detection off, an empty string."""
-
-
 def document_language(uri: str, language_id: str) -> str:
-    """`language_id` when LSP defines it; otherwise the language of the file's extension, if we know one."""
+    """`language_id` when LSP defines it; otherwise the language of the file's extension, if we know one (Neovim
+    sends its filetype, "sh" or "cs", or with filetype detection off an empty string)."""
     if language_id in LANGUAGE_IDS:
         return language_id
-    path = unquote(urlsplit(uri).path)
-    return EXTENSION_LANGUAGES.get(posixpath.splitext(path)[1].lower(), language_id)
+    return language_of_path(unquote(urlsplit(uri).path), language_id)
 
 
 class PositionCodec:

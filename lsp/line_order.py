@@ -9,6 +9,7 @@ from typing import Callable
 
 from completer.earlier_lines import following_line, header_line
 from completer.known_names import known_word_first, used_in
+from completer.syntax import PYTHON, Syntax
 from completer.text import clean
 from lsp.completions import LineSuggestion, Target
 
@@ -39,7 +40,8 @@ def known_names_first(lines: list[LineSuggestion], target: Target, document: lis
 
 
 async def following_first(following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
-                          before: str, document: list[str], most: int) -> list[LineSuggestion]:
+                          before: str, document: list[str], most: int, syntax: Syntax = PYTHON
+                          ) -> list[LineSuggestion]:
     """`lines` with the one line that follows the lines above the cursor in the file and the repository
     (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
     still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
@@ -52,14 +54,14 @@ async def following_first(following: asyncio.Future | None, lines: list[LineSugg
     cut = before.rfind("\n") + 1
     next_line = next((document[number] for number in range(target.line_no + 1, len(document))
                       if document[number].strip()), "")  # no copy of a long document's tail
-    found = following_line(before[:cut], before[cut:], followers, clean(next_line))
+    found = following_line(before[:cut], before[cut:], followers, clean(next_line), syntax)
     if found is None:
         return lines
     return put_first(lines, target, found[0][len(before) - cut:], found[1], most)
 
 
 async def header_first(header: asyncio.Future, lines: list[LineSuggestion], target: Target,
-                       document: list[str], most: int) -> list[LineSuggestion]:
+                       document: list[str], most: int, syntax: Syntax = PYTHON) -> list[LineSuggestion]:
     """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
     `header_line`), on a document's first line, when it begins with the typed text. A lookup still running
     FOLLOWERS_WAIT after the search puts nothing first this time."""
@@ -69,7 +71,7 @@ async def header_first(header: asyncio.Future, lines: list[LineSuggestion], targ
         return lines
     next_line = next((line for line in document[1:] if line.strip()), "")
     typed = clean(target.current[:target.column])
-    found = header_line("", typed, common, clean(next_line))
+    found = header_line("", typed, common, clean(next_line), syntax)
     if found is None:
         return lines
     return put_first(lines, target, found[len(typed):], True, most)

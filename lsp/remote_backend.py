@@ -161,6 +161,7 @@ class OpenAIBackend:
         self.info = {
             "model": remote.model or "(the endpoint's default model)",
             "model_path": None,
+            "languages": ["*"],  # an inference server's code model writes most languages
             "backend": remote.backend,
             "remote": {
                 "endpoint": remote.endpoint,
@@ -232,7 +233,7 @@ class OpenAIBackend:
 
     async def _complete(self, future: asyncio.Future[Any], uri: str, before: str, after: str, below: str = "",
                         others: list[str] | None = None, snippets: list[str] | None = None,
-                        repository: RepositoryContext | None = None) -> None:
+                        repository: RepositoryContext | None = None, language: str | None = None) -> None:
         started = time.perf_counter()
         previous = self._in_flight.get(uri)
         current = asyncio.current_task()
@@ -242,7 +243,7 @@ class OpenAIBackend:
             if previous is not None and not previous.done():  # one request per document: the newer one wins
                 previous.cancel()
                 await asyncio.wait([previous])
-            result = await self._result(uri, before, after, below, snippets or [], repository)
+            result = await self._result(uri, before, after, below, snippets or [], repository, language)
             result.latency_ms = (time.perf_counter() - started) * 1000
             if not future.done():
                 future.set_result({"result": result.to_dict()})
@@ -262,13 +263,13 @@ class OpenAIBackend:
                 del self._in_flight[uri]
 
     async def _result(self, uri: str, before: str, after: str, below: str, snippets: list[str],
-                      repository: RepositoryContext | None = None) -> CompletionResult:
+                      repository: RepositoryContext | None = None, language: str | None = None) -> CompletionResult:
         """The answer; WorkerError("unavailable") when the endpoint failed now or lately (an empty answer that
         the server does not keep: the same request may be answered once the endpoint is back)."""
         settings = self._settings()
         remote = settings.remote
         prepared = self._answers.prepare(uri, before, after, below, snippets, remote.template(), remote.prompt_chars,
-                                         repository)
+                                         repository, language)
         if isinstance(prepared, CompletionResult):  # typed through, or nothing to ask
             return prepared
         if self._client is None:

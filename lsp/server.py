@@ -19,6 +19,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
+from completer.syntax import PYTHON_NAME, syntax_for
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
@@ -194,10 +195,10 @@ class CompleterServer(LanguageServer):
         if repository is not None and not self.settings.workspace_context:
             self._drop_index("workspaceContext off")
         elif repository is not None and (repository.budget_mb, repository.suffixes) != \
-                (self.settings.workspace_memory_mb, language_suffixes(self.settings.enabled_languages)):
+                (self.settings.workspace_memory_mb, language_suffixes(self._indexed_languages())):
             self._drop_index("its memory budget or the enabled languages' files changed; building it anew")
         if self.settings.workspace_context and self.repository is None and self._roots:
-            self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self.settings.enabled_languages,
+            self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self._indexed_languages(),
                                              self.completions_in_flight)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
@@ -310,10 +311,12 @@ class CompleterServer(LanguageServer):
             error = await self.worker.start()
             if error:
                 self.show(f"no completions: {error}", types.MessageType.Error)
+            self.model_changed()
             return
         error = await self.worker.start()
         if not error:
             self.sources.loaded(self._handed)
+            self.model_changed()
         defaults = EngineSettings()
         for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
             if not error or fallback == self.settings.engine:
@@ -344,6 +347,7 @@ class CompleterServer(LanguageServer):
         error = await self.worker.configure(self._engine_dict(settings))
         if not error:
             self.sources.loaded(self._handed)
+            self.model_changed()
         return error
 
     async def _model_converted(self, source: str, error: str | None) -> None:
@@ -412,7 +416,7 @@ class CompleterServer(LanguageServer):
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
-        if doc is None or not self.completes(doc):
+        if doc is None or not self.completes(doc, unknown=True):  # suggest() asks again once the model is known
             return None
         if position.line >= len(doc.lines):
             return None
@@ -421,10 +425,36 @@ class CompleterServer(LanguageServer):
         column = codec.to_code_points(current, position.character)
         return Target(uri, position.line, column, current, codec.to_units(current, len(current)))
 
-    def completes(self, doc: Document) -> bool:
+    def enabled_languages(self) -> tuple[str, ...] | None:
+        """enabledLanguages, or where it is not set the languages the loaded model writes (Bundle.languages:
+        Python for the embedded models, every language for a converted one or an inference server's); None
+        while the backend that would say has not (it is starting)."""
+        if self.settings.enabled_languages is not None:
+            return self.settings.enabled_languages
+        model = self.worker.info.get("languages")
+        valid = isinstance(model, list) and model and all(isinstance(name, str) for name in model)
+        return tuple(model) if valid else None
+
+    def _indexed_languages(self) -> tuple[str, ...]:
+        """The languages whose files the workspace index reads: the enabled ones, Python until they are known
+        (model_changed builds the index anew when they turn out to be others)."""
+        enabled = self.enabled_languages()
+        return ("python",) if enabled is None else enabled
+
+    def completes(self, doc: Document, unknown: bool = False) -> bool:
         """Whether the document's language is enabled: the client's id (which may be the user's own) or the one
-        its file's extension gives."""
-        return self.settings.language_enabled(doc.language_id) or self.settings.language_enabled(doc.language)
+        its file's extension gives; `unknown` while the model that decides is not known yet."""
+        enabled = self.enabled_languages()
+        if enabled is None:
+            return unknown
+        return "*" in enabled or doc.language_id in enabled or doc.language in enabled
+
+    def model_changed(self) -> None:
+        """Another model answers now: where enabledLanguages is not set, the workspace index and its file watchers
+        follow the languages it writes."""
+        if self.settings.enabled_languages is None:
+            self.index_workspace()
+            self.spawn(self.watch_workspace_files())
 
     def prefill(self, uri: str) -> None:
         """Ask the worker to run the model over a newly opened document's context while it is idle: the text
@@ -440,10 +470,15 @@ class CompleterServer(LanguageServer):
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
         started = time.perf_counter()
-        self.stats.requests += 1
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
+        if self.enabled_languages() is None and PYTHON_NAME not in (doc.language, doc.language_id):
+            # the languages are the model's, and the backend is starting (every model writes Python)
+            await self.worker.wait_ready(READY_TIMEOUT)
+            if not self.completes(doc):
+                return []
+        self.stats.requests += 1
         if not doc.in_sync:
             return self._skip(target.uri, SKIPPED_OUT_OF_SYNC, logging.WARNING)
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
@@ -477,7 +512,8 @@ class CompleterServer(LanguageServer):
             for attempt in range(2):  # a worker that died under us gets one retry on its successor
                 try:
                     result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
-                                                     others, [snippet.text for snippet in snippets], placed)
+                                                     others, [snippet.text for snippet in snippets], placed,
+                                                     doc.language)
                     break
                 except asyncio.CancelledError:
                     self.stats.cancelled += 1
@@ -506,14 +542,15 @@ class CompleterServer(LanguageServer):
         engine = result.get("result") or {}
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
-        if not after.strip() and not engine.get("skipped"):
+        if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri)) if self.repository is not None else None
             lines = known_names_first(lines, target, doc.lines, in_workspace)
         if puts_following and not engine.get("skipped"):
             most = self.settings.engine.max_suggestions
-            lines = await following_first(following, lines, target, before, doc.lines, most)
+            syntax = syntax_for(doc.language)
+            lines = await following_first(following, lines, target, before, doc.lines, most, syntax)
             if header is not None:
-                lines = await header_first(header, lines, target, doc.lines, most)
+                lines = await header_first(header, lines, target, doc.lines, most, syntax)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")
@@ -568,6 +605,7 @@ class CompleterServer(LanguageServer):
             "open_documents": len(self.documents),
             "log_file": str(self.log_file) if self.log_file else None,
             "settings": self.settings.to_camel(),
+            "enabled_languages": None if self.enabled_languages() is None else list(self.enabled_languages() or ()),
             "searches_abandoned": self.searches.abandoned,
             "requests_in_flight": self.protocol.requests_in_flight,  # type: ignore[attr-defined]
             "searches_stopped_in_worker": self.worker.cancelled_in_worker,

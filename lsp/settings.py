@@ -85,20 +85,22 @@ class ServerSettings:
     """Everything the server honours; `engine` is what the worker gets."""
 
     engine: EngineSettings = field(default_factory=EngineSettings)
-    enabled_languages: tuple[str, ...] = ("python",)
+    enabled_languages: tuple[str, ...] | None = None  # None: the languages the model writes (Bundle.languages)
     completion_items: bool = True
     inline_completions: bool = True
     workspace_context: bool = True  # index the workspace folders; their snippets join the document's repeats
     workspace_memory_mb: int = 128  # the index's budget; files past it are left out
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 
-    def language_enabled(self, language_id: str | None) -> bool:
-        return "*" in self.enabled_languages or (language_id or "") in self.enabled_languages
+    def languages(self, model_languages: tuple[str, ...] = ("python",)) -> tuple[str, ...]:
+        """The language ids that get suggestions: enabledLanguages, or where it is not set the model's."""
+        return model_languages if self.enabled_languages is None else self.enabled_languages
+
 
     def to_camel(self) -> dict[str, Any]:
         """The settings as a client would write them (for completer/info and logs)."""
         out: dict[str, Any] = {key: getattr(self.engine, name) for key, name in ENGINE_KEYS.items()}
-        out["enabledLanguages"] = list(self.enabled_languages)
+        out["enabledLanguages"] = None if self.enabled_languages is None else list(self.enabled_languages)
         out["completionItems"] = self.completion_items
         out["inlineCompletions"] = self.inline_completions
         out["workspaceContext"] = self.workspace_context

@@ -8,10 +8,12 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
   server -> worker  {"id": n, "op": "hello", "version": str}  (the shared engine answers its version and pid)
                     {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
-                     "others": [str], "snippets": [str], "repository": {"name": str, "path": str, "paths": [str]}}
+                     "others": [str], "snippets": [str], "repository": {"name": str, "path": str, "paths": [str]},
+                     "language": str}
                      (the heads of other open files, most recently edited first; windows of the repository's files
                      like the code at the cursor; the workspace folder, the document's path in it and each
-                     snippet's: completer/repository.py)
+                     snippet's: completer/repository.py; the document's LSP language id, whose rules the
+                     filters follow, Python where it is left out: completer/syntax.py)
                     {"id": n, "op": "close", "uri": str}
                     {"id": n, "op": "prefill", "uri": str, "text": str}  (answered at once; run when idle)
                     {"id": n, "op": "info"}
@@ -297,6 +299,8 @@ class Worker:
                    "snippets": [text for text in message.get("snippets") or () if isinstance(text, str)]}
         request["repository"] = RepositoryContext.from_message(message.get("repository"), request["snippets"])
         after = str(message["after"])
+        language = message.get("language")
+        engine.set_language(document, language if isinstance(language, str) else None)
         self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
         foreseen = False
         for task in self.scheduler.active(document=document):

@@ -165,7 +165,7 @@ def test_settings_apply_valid_and_report_invalid_keys():
     assert unknown == ["colour"]
     assert current == ServerSettings()  # not mutated
     reset, warnings, _ = apply_changes(new, {"beams": None, "enabledLanguages": None})
-    assert reset.engine.beams == 0 and reset.enabled_languages == ("python",) and not warnings
+    assert reset.engine.beams == 0 and reset.enabled_languages is None and not warnings  # the model's again
 
 
 def test_every_boolean_setting_takes_true_and_false():
@@ -197,9 +197,9 @@ def test_settings_sections_and_languages():
     assert extract_section({"completer": {"beams": 2}}) == {"beams": 2}
     assert extract_section({"beams": 2}) == {"beams": 2}
     assert extract_section(None) is None and extract_section([1]) is None
-    settings = ServerSettings(enabled_languages=("python", "*"))
-    assert settings.language_enabled("cobol")
-    assert not ServerSettings().language_enabled("cobol") and ServerSettings().language_enabled("python")
+    assert ServerSettings(enabled_languages=("python", "*")).languages(("python",)) == ("python", "*")
+    assert ServerSettings().languages(("*",)) == ("*",)  # unset: the model's languages
+    assert ServerSettings(enabled_languages=()).languages(("*",)) == ()  # none, as the user said
     assert set(ServerSettings().to_camel()) >= {"modelPath", "beams", "maxSuggestions", "maxTokens", "device",
                                                 "threads", "memoryBudgetMb", "enabledLanguages",
                                                 "completionItems", "inlineCompletions", "documentRepeats"}

@@ -26,7 +26,7 @@ export interface ExtensionSettings {
     fillInTheMiddle: boolean;
     workspaceContext: boolean;
     workspaceMemoryMb: number;
-    enabledLanguages: string[];
+    enabledLanguages: string[] | null; // null: the languages the model writes (the server knows them)
     completionItems: boolean;
     inlineCompletions: boolean;
     backend: Backend;
@@ -93,7 +93,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     fillInTheMiddle: true,
     workspaceContext: true,
     workspaceMemoryMb: 128,
-    enabledLanguages: ['python'],
+    enabledLanguages: null,
     completionItems: false, // ghost text only: items would open the suggest widget, and Tab would take them
     inlineCompletions: true,
     backend: 'local',
@@ -209,9 +209,9 @@ function readInteger(value: unknown, key: keyof typeof INTEGER_RANGES): number {
     return Math.min(max, Math.max(min, Math.round(value)));
 }
 
-function readLanguages(value: unknown): string[] {
+function readLanguages(value: unknown): string[] | null {
     if (!Array.isArray(value)) {
-        return [...DEFAULT_SETTINGS.enabledLanguages];
+        return DEFAULT_SETTINGS.enabledLanguages;
     }
     const seen = new Set<string>();
     for (const item of value) {
@@ -282,7 +282,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         fillInTheMiddle: settings.fillInTheMiddle,
         workspaceContext: settings.workspaceContext,
         workspaceMemoryMb: settings.workspaceMemoryMb,
-        enabledLanguages: [...settings.enabledLanguages],
+        enabledLanguages: settings.enabledLanguages === null ? null : [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,
         backend: settings.backend,
@@ -308,11 +308,15 @@ export function didChangeConfigurationParams(settings: ExtensionSettings): { set
 
 export interface DocumentFilter {
     scheme: string;
-    language: string;
+    language?: string;
 }
 
-/** Documents the client syncs and asks suggestions for: files and unsaved editors of the enabled languages. */
-export function documentSelector(languages: readonly string[]): DocumentFilter[] {
+/** Documents the client syncs and asks suggestions for: files and unsaved editors of the enabled languages;
+ * with none set, every one, and the server answers for the languages its model writes. */
+export function documentSelector(languages: readonly string[] | null): DocumentFilter[] {
+    if (languages === null) {
+        return [{ scheme: 'file' }, { scheme: 'untitled' }];
+    }
     return languages.flatMap((language) => [
         { scheme: 'file', language },
         { scheme: 'untitled', language },
@@ -323,8 +327,7 @@ export function documentSelector(languages: readonly string[]): DocumentFilter[]
 export function needsRestart(before: ExtensionSettings, after: ExtensionSettings): boolean {
     return (
         before.pythonPath !== after.pythonPath ||
-        before.enabledLanguages.length !== after.enabledLanguages.length ||
-        before.enabledLanguages.some((lang, i) => lang !== after.enabledLanguages[i])
+        JSON.stringify(before.enabledLanguages) !== JSON.stringify(after.enabledLanguages)
     );
 }
 

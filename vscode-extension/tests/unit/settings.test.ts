@@ -47,7 +47,7 @@ describe('settings', () => {
             assert.ok(`completer.${key}` in properties, key);
         }
         assert.deepEqual(properties['completer.modelPath'].type, ['string', 'null']);
-        assert.deepEqual(properties['completer.enabledLanguages'].default, ['python']);
+        assert.deepEqual(properties['completer.enabledLanguages'].default, null); // the model's languages
     });
 
     test('server settings use exactly the camelCase keys', () => {
@@ -69,7 +69,7 @@ describe('settings', () => {
             fillInTheMiddle: true,
             workspaceContext: true,
             workspaceMemoryMb: 128,
-            enabledLanguages: ['python'],
+            enabledLanguages: null,
             completionItems: false,
             inlineCompletions: true,
             backend: 'local',
@@ -191,7 +191,7 @@ describe('settings', () => {
         assert.equal(settings.fillInTheMiddle, true);
         assert.equal(settings.workspaceContext, true);
         assert.equal(settings.workspaceMemoryMb, 4096);
-        assert.deepEqual(settings.enabledLanguages, ['python']);
+        assert.deepEqual(settings.enabledLanguages, null);
         assert.equal(settings.completionItems, false);
         assert.equal(settings.inlineCompletions, true);
     });
@@ -241,12 +241,14 @@ describe('settings', () => {
             { scheme: 'untitled', language: 'go' },
         ]);
         assert.deepEqual(documentSelector([]), []);
+        assert.deepEqual(documentSelector(null), [{ scheme: 'file' }, { scheme: 'untitled' }]); // the server decides
     });
 
     test('restart only for python path or language changes', () => {
         const base: ExtensionSettings = { ...DEFAULT_SETTINGS };
         assert.ok(needsRestart(base, { ...base, pythonPath: '/usr/bin/python3' }));
         assert.ok(needsRestart(base, { ...base, enabledLanguages: ['python', 'rust'] }));
+        assert.ok(needsRestart({ ...base, enabledLanguages: ['python'] }, base)); // set, then unset
         assert.ok(!needsRestart(base, { ...base, beams: 8, modelPath: '/m', enabled: false }));
         assert.ok(!serverSettingsChanged(base, { ...base, pythonPath: '/x' }));
         assert.ok(serverSettingsChanged(base, { ...base, beams: 8 }));
