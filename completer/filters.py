@@ -11,6 +11,7 @@ comments and strings, or nothing where its rules are not known here.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -25,6 +26,7 @@ DANGLING_KEYWORDS = {"and", "or", "not", "in", "is", "if", "elif", "while", "for
 NEVER_FIRST = (":", ",", ";", "=", "%", "/", "|", "&", "^", "<", ">", "!", ".")
 """What no statement starts with, outside brackets and strings (`...`, the ellipsis, is the one exception)."""
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
+WORD = re.compile(r"\w+")
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -204,6 +206,7 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
         return False  # the file's first statement: indented, it is an IndentationError
     if inserted.strip() == after.strip():
         return False
-    if context.previous_line.strip() and line.strip() == context.previous_line.strip():
-        return False
+    if context.previous_line.strip() and line.strip() == context.previous_line.strip() and (
+            context.syntax.statements or len(WORD.findall(line)) > 1):
+        return False  # the line above again; outside Python a block's end (`}`, `end`, `#endif`) often is
     return well_formed(line, context)

@@ -31,6 +31,7 @@ def kept(line: str, above: list[str], syntax) -> bool:
     ("  anything ( [ goes", ["/* a note"]),  # inside a block comment
     ("const path = `a/${dir}/b`;", []),
     ("  const x = 1;", []),  # indented first line: no IndentationError outside Python
+    ("  }", ["function f() {", "  if (a) {", "    go();", "    }"]),  # a block's end after another's
 ])
 def test_lines_python_would_refuse_are_kept_in_javascript(line, above):
     assert kept(line, above, JS)
@@ -53,12 +54,15 @@ def test_each_language_reads_its_own_strings_and_comments():
     assert scan("s = '''(\n'''", syntax=PYTHON).stack == []
     assert scan("# (", syntax=PYTHON).stack == [] and scan("# (", syntax=JS).stack == ["("]
     assert scan("-- (", syntax=syntax_for("sql")).stack == []
+    assert kept("#endif", ["#if A", "#if B", "#endif"], syntax_for("c"))  # nested conditionals end together
     assert kept("<<<< ))) '", [], NEUTRAL) and syntax_for("markdown") is NEUTRAL  # no rule known: none applied
     assert kept("<<<< ))) '", [], syntax_for("shellscript"))  # its `case` patterns close what they never opened
 
 
 def test_python_keeps_its_own_rules():
     assert not kept("if x", [], PYTHON) and not kept("  x = 1", [], PYTHON)
+    assert not kept("    )", ["f(", "    g(", "        x", "    )"], PYTHON)  # the line above again
+    assert not kept("go(a, b);", ["go(a, b);"], JS)  # a line of code repeated is dropped everywhere
     assert not kept(".append(x)", [], PYTHON) and syntax_for(None) is PYTHON
 
 

@@ -1,0 +1,108 @@
+"""How often the filters keep a line that is really there: real files of several languages, each line offered as
+the whole-line suggestion at its own indentation, with the file's lines above as context.
+
+    python scripts/filter_keep_rate.py --out filter_keep_rate.json
+
+A line that is in the file is good code, so every line the filters drop here is one they would have refused had
+the model written it (the previous line repeated, a blank or an empty comment are dropped by design: those are
+counted too). Each language's lines are judged twice: by the rules of that language (completer/syntax.py), and by
+Python's, which every document got before the filters knew other languages. The files are ones a checkout has
+after `bash scripts/test.sh`: the Python standard library, and the JavaScript and TypeScript sources of the VS
+Code extension's npm packages (pinned by its package-lock.json); C headers in /usr/include where the system has
+them.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import sysconfig
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from bench_output import add_output_arguments, run_or_table  # noqa: E402
+from completer.filters import CONTEXT_LINES, keep_suggestion, line_context  # noqa: E402
+from completer.syntax import PYTHON, syntax_for  # noqa: E402
+from completer.text import MAX_LINE_CHARS  # noqa: E402
+
+NODE_MODULES = REPO / "vscode-extension" / "node_modules"
+STEP = 7  # every seventh line of a file, so each file gives lines from all of it
+PER_FILE = 40
+EXAMPLES = 12
+
+
+def corpora() -> dict[str, list[Path]]:
+    """Each language's files, in a stable order."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    found = {
+        "python": sorted(stdlib.glob("*.py")),
+        "javascript": sorted(p for p in NODE_MODULES.rglob("*.js") if not p.name.endswith(".min.js")),
+        "typescript": sorted(p for p in NODE_MODULES.rglob("*.ts") if not p.name.endswith(".d.ts"))
+        + sorted((REPO / "vscode-extension" / "src").rglob("*.ts")),
+        "c": sorted(Path("/usr/include").glob("*.h")),
+    }
+    return {language: files for language, files in found.items() if files}
+
+
+def judge(language: str, files: list[Path], positions: int) -> dict:
+    """Up to `positions` lines of `files`, each kept or not by the language's rules and by Python's."""
+    own, python = syntax_for(language), PYTHON
+    counted = kept_own = kept_python = 0
+    dropped: list[str] = []
+    for path in files:
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError):
+            continue
+        taken = 0
+        for number in range(1, len(lines), STEP):
+            line = lines[number].rstrip()
+            if not line.strip() or len(line) > MAX_LINE_CHARS or "\t" in line[:len(line) - len(line.lstrip())]:
+                continue
+            above = lines[max(0, number - CONTEXT_LINES):number]
+            typed = line[:len(line) - len(line.lstrip())]  # the indentation the editor gives
+            inserted = line[len(typed):]
+            by_own = keep_suggestion(line, inserted, "", line_context(above, own))
+            by_python = by_own if own is python else keep_suggestion(line, inserted, "", line_context(above, python))
+            counted, kept_own, kept_python = counted + 1, kept_own + by_own, kept_python + by_python
+            if not by_own and len(dropped) < EXAMPLES:
+                dropped.append(f"{path.relative_to(path.parents[1])}:{number + 1}: {line.strip()[:100]}")
+            taken += 1
+            if taken == PER_FILE or counted == positions:
+                break
+        if counted == positions:
+            break
+    return {"language": language, "rules": own.name or "none", "positions": counted, "kept": kept_own,
+            "kept_by_python_rules": kept_python, "dropped_examples": dropped}
+
+
+def run(args: argparse.Namespace) -> dict:
+    found = corpora()
+    results = [judge(language, found[language], args.positions) for language in args.languages if language in found]
+    return {"machine": {"python": platform.python_version(), "system": platform.platform()},
+            "positions_per_language": args.positions, "results": results,
+            "missing": [language for language in args.languages if language not in found]}
+
+
+def table(result: dict) -> str:
+    rows = ["| language | lines | kept by its rules | kept by Python's rules (before) |", "|---|---:|---:|---:|"]
+    for r in result["results"]:
+        share = 100 * r["kept"] / max(1, r["positions"])
+        before = 100 * r["kept_by_python_rules"] / max(1, r["positions"])
+        rows.append(f"| {r['language']} | {r['positions']:,} | {share:.1f} % | {before:.1f} % |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c"])
+    parser.add_argument("--positions", type=int, default=5000, help="lines judged per language")
+    add_output_arguments(parser)
+    return run_or_table(parser.parse_args(argv), run, table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
