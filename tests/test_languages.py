@@ -144,3 +144,14 @@ def test_a_converted_model_answers_in_every_language_and_the_embedded_one_in_pyt
                                                            else ["python"])
     manifest = json.loads((converted / "manifest.json").read_text())
     assert "languages" not in manifest and "conversion" in manifest
+
+
+def test_the_keep_rate_script_judges_real_files_by_both_rules(tmp_path):
+    import filter_keep_rate  # scripts/ is on the path (conftest.py)
+
+    out = tmp_path / "rate.json"
+    assert filter_keep_rate.main(["--languages", "python", "javascript", "--positions", "300", "--out", str(out)]) == 0
+    result = {r["language"]: r for r in json.loads(out.read_text())["results"]}
+    assert result["python"]["positions"] == 300 and result["python"]["kept"] == result["python"]["kept_by_python_rules"]
+    javascript = result["javascript"]  # the extension's npm packages: scripts/test.sh installs them
+    assert javascript["positions"] == 300 and javascript["kept"] > javascript["kept_by_python_rules"]
