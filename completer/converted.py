@@ -30,6 +30,8 @@ from .convertible import is_gguf_file
 from .types import ModelError
 
 CONVERTED_DIR_ENV = "COMPLETER_CONVERTED_DIR"
+STOP_GRACE_S = 5.0  # after SIGINT, which makes `completer convert` remove what it began, before a kill
+REASON_PREFIX = "completer convert: "  # how the converter begins the one line that says why it stopped
 _QUANT = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -109,7 +111,12 @@ def bundle_for(source: str) -> Path:
 
 
 def is_bundle(folder: Path) -> bool:
-    return (folder / "manifest.json").is_file()
+    """Whether `folder` holds a bundle; False where it cannot be looked at (a name too long, no permission), which
+    the conversion into it then reports."""
+    try:
+        return (folder / "manifest.json").is_file()
+    except OSError:
+        return False
 
 
 def lock_file(bundle: Path) -> Path:
@@ -182,11 +189,12 @@ def how_it_ended(code: int, step: str = "") -> str:
 
 def convert_here(source: str) -> Path:
     """The bundle of `source`, converted now if it was not before, with the converter's steps on this process's
-    stderr; ModelError saying why when it cannot be made (the converter has said so too)."""
-    bundle = bundle_for(source)
-    if is_bundle(bundle):
-        return bundle
+    stderr (stdout stays the caller's: `complete --json` prints JSON alone); ModelError with the converter's
+    reason when it cannot be made."""
     try:
+        bundle = bundle_for(source)
+        if is_bundle(bundle):
+            return bundle
         bundle.parent.mkdir(parents=True, exist_ok=True)
         with open(lock_file(bundle), "a") as handle:
             if not try_lock(handle):
@@ -198,11 +206,61 @@ def convert_here(source: str) -> Path:
             print(f"completer: {source} is a model another tool keeps: converting it once into {bundle}",
                   file=sys.stderr, flush=True)
             with work_folder(bundle) as out:
-                code = subprocess.run(converter_command(source, out, progress=False),
-                                      stdin=subprocess.DEVNULL).returncode
+                command = converter_command(source, out, progress=sys.stderr.isatty())
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE)
+                try:
+                    reason = _relayed(process.stderr)  # type: ignore[arg-type]
+                    code = process.wait()
+                except BaseException:  # Ctrl-C: the converter removes what it began, then the work folder goes
+                    _stop(process)
+                    raise
+                finally:
+                    process.stderr.close()  # type: ignore[union-attr]
                 if code != 0 or not is_bundle(out):
-                    raise ModelError(f"{source} could not be converted: {how_it_ended(code)}")
+                    raise ModelError(f"cannot convert {source}: {reason or how_it_ended(code)}")
                 put_in_place(out, bundle)
     except OSError as exc:
-        raise ModelError(f"{source} could not be converted into {bundle}: {exc.strerror or exc}") from exc
+        raise ModelError(f"cannot convert {source} into the user's cache ({converted_root()}): "
+                         f"{exc.strerror or exc}") from exc
+    print(f"completer: converted {source} into {bundle}", file=sys.stderr)
     return bundle
+
+
+def _relayed(stream: IO[bytes]) -> str:
+    """Copy the converter's stderr to this process's as it comes (its bar over the layers redraws a line with
+    a carriage return), all but the line that says why it stopped (REASON_PREFIX), whose reason is returned."""
+    reason, pending = "", b""
+    prefix = REASON_PREFIX.encode()
+
+    def show(data: bytes) -> None:
+        sys.stderr.write(data.decode(errors="replace"))
+
+    while chunk := stream.read1(4096):  # type: ignore[attr-defined]
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.startswith(prefix):
+                reason = line[len(prefix):].decode(errors="replace").strip()
+            else:
+                show(line + b"\n")
+        if not (prefix.startswith(pending) or pending.startswith(prefix)):  # no reason: show it now
+            show(pending)
+            pending = b""
+        sys.stderr.flush()
+    if pending.startswith(prefix):
+        reason = pending[len(prefix):].decode(errors="replace").strip()
+    elif pending:
+        show(pending)
+    return reason
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Stop a converter as Ctrl-C would (it removes what it began), killing it if it lingers."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGINT)
+    try:
+        process.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -55,7 +55,7 @@ class Engine:
         self.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # sized by this model's measured speed
         self.cache = DocumentCache(self.settings.memory_budget_mb * 1024 * 1024)
         self.documents: dict[str, list[str]] = {}
-        self.languages: dict[str, str] = {}  # per document, its LSP language id where it is not Python
+        self.languages: dict[str, str] = {}  # per document, the LSP language id it was given (set_language)
         self.prompts = Prompts(self.bundle, self.tokens, self.settings)
         self.ahead = SearchesAhead()  # per document: the answers searched ahead of it (completer/ahead.py)
         self._runs_before_reload = 0
@@ -119,11 +119,11 @@ class Engine:
 
     def set_language(self, uri: str, language: str | None) -> None:
         """The document's LSP language id, whose rules the filters and the search ahead follow (syntax.py);
-        a document never given one is Python."""
-        if language:
-            self.languages[uri] = language
-        else:
+        a document never given one (None) is Python, and one given "" none's."""
+        if language is None:
             self.languages.pop(uri, None)
+        else:
+            self.languages[uri] = language
 
     def _syntax(self, uri: str) -> Syntax:
         return syntax_for(self.languages.get(uri))

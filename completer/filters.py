@@ -39,6 +39,7 @@ class Scan:
     stack: list[str] = field(default_factory=list)
     triple: str | None = None  # what ends the multi-line string (Python's triple quote) or comment the text is in
     broken: bool = False  # a mismatched or unmatched closer, or an unterminated one-line string
+    overclosed: bool = False  # outside Python, a closer with nothing open (which `broken` is in Python)
     min_depth: int = 0  # the lowest bracket depth reached (below the start: closed brackets from above)
     top_colon: bool = False  # a ':' outside brackets and strings
     code_end: int = 0  # where the last line's code ends (its comment's '#', or its length)
@@ -70,22 +71,23 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
         ch = text[i]
         if ch == "\n":
             s.code_end = n
-        elif any(text.startswith(marker, i) for marker in syntax.line_comments):
+        elif opens_block is not None and text.startswith(opens_block, i):  # first: Lua's `--[[`, Julia's `#=`
+            s.triple = syntax.block_comment[1]  # type: ignore[index]
+            i += len(opens_block)
+            continue
+        elif any(text.startswith(marker, i) for marker in syntax.line_comments) and not (
+                syntax.not_comment_at and syntax.not_comment_at.match(text, i)):
             newline = text.find("\n", i)
             if newline == -1:
                 s.code_end = i
                 return s
             i = newline
             continue
-        elif opens_block is not None and text.startswith(opens_block, i):
-            s.triple = syntax.block_comment[1]  # type: ignore[index]
-            i += len(opens_block)
-            continue
         elif long := next((quote for quote in syntax.long_quotes if text.startswith(quote, i)), None):
             s.triple = long
             i += len(long)
             continue
-        elif ch in syntax.quotes:
+        elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and i and _WORD_END.match(text, i - 1)):
             j = i + 1
             while j < n and text[j] != ch and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
@@ -95,6 +97,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 continue
             i = j + 1
             continue
+        elif ch == "/" and syntax.regex_literals:
+            i = _regex_end(text, i)
+            continue
         elif ch in OPENERS:
             s.stack.append(ch)
             s.opened_at.append(i)
@@ -103,12 +108,31 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.stack.pop()
                 s.opened_at.pop()
                 s.min_depth = min(s.min_depth, len(s.stack))
-            else:
+            elif s.stack or syntax is PYTHON:
                 s.broken = True
+            else:
+                s.overclosed = True  # may close what opened above the lines scanned
         elif ch == ":" and not s.stack:
             s.top_colon = True
         i += 1
     return s
+
+
+_WORD_END = re.compile(r"\w")
+_REGEX_AFTER = frozenset("(,=:[!&|?{};+-*%<>~^")
+_REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")
+_REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
+
+
+def _regex_end(text: str, at: int) -> int:
+    """Where scanning goes on after the `/` at `at` in JavaScript: past a regular expression literal when one
+    starts there (where an operand may stand: after an operator, an opening bracket, a keyword like `return`,
+    or first on its line) and ends on its line; else just past the `/`, a division."""
+    before = text[max(0, at - 40):at].rstrip(" \t")
+    operand_here = not before or before.endswith("\n") or before[-1] in _REGEX_AFTER or bool(
+        _REGEX_KEYWORDS.search(before))
+    found = _REGEX.match(text, at) if operand_here else None
+    return found.end() if found else at + 1
 
 
 @dataclass(frozen=True)
@@ -120,6 +144,7 @@ class LineContext:
     continued: bool  # the previous line ends with a backslash
     top_of_file: bool = False  # nothing but blank lines above: the line may not be indented
     syntax: Syntax = PYTHON  # the document's language's rules
+    whole_file: bool = True  # the lines scanned start at the top of the file: a closer with nothing open is wrong
 
 
 def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContext:
@@ -143,7 +168,8 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
             state.broken = False
     previous = before_lines[-1] if before_lines else ""
     top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
-    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax)
+    return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax,
+                       whole_file=len(before_lines) <= len(recent) and not start)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
@@ -175,7 +201,7 @@ def well_formed(line: str, context: LineContext) -> bool:
     if not syntax.lexical or start.triple:
         return True  # a language whose rules are not known here; inside a docstring or comment: prose
     end = scan(line, start, syntax)
-    if end.broken:
+    if end.broken or (end.overclosed and context.whole_file):
         return False
     if end.triple:
         return True  # opens a multi-line string
@@ -184,7 +210,7 @@ def well_formed(line: str, context: LineContext) -> bool:
         return any(ch.isalnum() for ch in line)  # a comment line, if it says something
     if len(end.stack) > end.min_depth:  # opened brackets it leaves open: must look like it goes on
         return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or (
-            syntax.statements and code.split()[-1] in DANGLING_KEYWORDS)
+            code.split()[-1] in DANGLING_KEYWORDS if syntax.statements else code.endswith("?"))  # `a ?`, `a ??`
     if end.stack or start.stack or context.continued or not syntax.statements:
         return True  # inside, or closing, a construct that began above; no statement rules known
     return statement_can_start(code) and statement_can_end(code, end.top_colon)

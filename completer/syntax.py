@@ -5,7 +5,9 @@ The embedded models write Python, and every rule in filters.py and indentation.p
 model (completer convert) writes most languages, so a document's language decides which rules hold: Python's
 own; for the languages below, only the lexical ones (brackets that close what they open, strings that end, a
 line that leaves a bracket open ending the way a construct that goes on does), read past their comments and
-strings; for any other language none, since a rule read from the wrong language drops good lines.
+strings; for any other language no lexical rule, since a rule read from the wrong language drops good lines.
+The rules of no language (a blank addition, the line above again, deeper than the typed indentation) hold in
+all of them.
 """
 from __future__ import annotations
 
@@ -21,13 +23,17 @@ class Syntax:
     """A language's lexical rules, as far as the filters read them."""
 
     name: str
-    lexical: bool = True  # brackets and strings are checked; False: no rule of the language is known here
+    lexical: bool = True  # brackets and strings are checked; False: no lexical rule of the language is known
     statements: bool = False  # Python's statement rules (filters.statement_can_start/end, indentation.py)
     line_comments: tuple[str, ...] = ()
     block_comment: tuple[str, str] | None = None
-    quotes: str = "\"'"  # strings that end on their own line
+    quotes: str = "\"'"  # strings that end on their own line; outside Python a quote after a letter or digit
+    # is none (`don't`, a prime `x'`, Julia's adjoint `A'`, C++'s `1'000`)
     long_quotes: tuple[str, ...] = ()  # the delimiters of strings that may go on over lines
+    not_comment: str | None = None  # a pattern, at a line comment's marker, of what only looks like one
+    regex_literals: bool = False  # `/.../` where an operand may stand is a regular expression (JavaScript)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
+    not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         starts = {"\n", "(", ")", "[", "]", "{", "}", *self.quotes}
@@ -36,7 +42,10 @@ class Syntax:
         starts.update(marker[0] for marker in (*self.line_comments, *self.long_quotes))
         if self.block_comment:
             starts.add(self.block_comment[0][0])
+        if self.regex_literals:
+            starts.add("/")
         object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
+        object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
 
 
 PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_quotes=('"""', "'''"))
@@ -44,22 +53,30 @@ NEUTRAL = Syntax("", lexical=False)
 
 _C = {"line_comments": ("//",), "block_comment": ("/*", "*/")}
 _BY_LANGUAGE = {
-    **{name: Syntax(name, **_C, long_quotes=("`",))
-       for name in ("javascript", "javascriptreact", "typescript", "typescriptreact", "go")},
+    **{name: Syntax(name, **_C, long_quotes=("`",), regex_literals=True)
+       for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
+    "go": Syntax("go", **_C, long_quotes=("`",)),
     **{name: Syntax(name, **_C, long_quotes=('"""',))
-       for name in ("java", "kotlin", "scala", "swift", "csharp", "dart", "groovy")},
+       for name in ("java", "kotlin", "scala", "swift", "csharp", "groovy")},
+    "dart": Syntax("dart", **_C, long_quotes=('"""', "'''")),
     **{name: Syntax(name, **_C) for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},
-    "php": Syntax("php", line_comments=("//", "#"), block_comment=("/*", "*/")),
+    "php": Syntax("php", line_comments=("//", "#"), block_comment=("/*", "*/"), not_comment=r"#\["),  # attributes
     "rust": Syntax("rust", **_C, quotes='"'),  # a quote also marks a lifetime
-    **{name: Syntax(name, line_comments=("#",)) for name in ("ruby", "r", "julia", "elixir", "perl")},
-    **{name: Syntax(name, line_comments=("--",)) for name in ("lua", "sql", "haskell", "elm")},
+    **{name: Syntax(name, line_comments=("#",)) for name in ("ruby", "r")},
+    "julia": Syntax("julia", line_comments=("#",), block_comment=("#=", "=#"), long_quotes=('"""',)),
+    "elixir": Syntax("elixir", line_comments=("#",), long_quotes=('"""', "'''")),
+    "perl": Syntax("perl", line_comments=("#",), not_comment=r"(?<=\$)#"),  # $#array, the last index
+    "lua": Syntax("lua", line_comments=("--",), block_comment=("--[[", "]]")),
+    "sql": Syntax("sql", line_comments=("--",), block_comment=("/*", "*/")),
+    **{name: Syntax(name, line_comments=("--",), block_comment=("{-", "-}")) for name in ("haskell", "elm")},
 }
 """Languages whose comments and strings are read here; the shell's `case` patterns, markup and data formats
-are not among them, and get no rule."""
+are not among them, and get no lexical rule."""
 
 
 def syntax_for(language: str | None) -> Syntax:
-    """The rules for an LSP language id; None (a caller that does not know it) is Python, the engine's own."""
+    """The rules for an LSP language id; None (a caller that does not know it) is Python, the engine's own, and
+    an empty id (a client that named none, of a file whose extension says nothing) no language's."""
     if language is None or language == PYTHON_NAME:
         return PYTHON
     return _BY_LANGUAGE.get(language, NEUTRAL)

@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from completer.convert import STOP_WITH_PARENT_ENV
-from completer.converted import (bundle_for, converter_command, how_it_ended, is_bundle, lock_file, put_in_place,
-                                 source_of, try_lock, work_folder)
+from completer.converted import (REASON_PREFIX, STOP_GRACE_S, bundle_for, converter_command, how_it_ended,
+                                 is_bundle, lock_file, put_in_place, source_of, try_lock, work_folder)
 
 log = logging.getLogger(__name__)
 
-STOP_GRACE_S = 5.0  # after SIGINT, which makes `completer convert` remove what it began, before a kill
 LOCK_POLL_S = 0.25
-CLI_PREFIX = "completer convert: "  # how the converter begins the one line that says why it stopped
 
 
 @contextlib.asynccontextmanager
@@ -80,8 +78,8 @@ class Conversion:
             line = raw.decode(errors="replace").strip().split("\r")[-1]  # a progress bar redraws with \r
             if not line or self.cancelled:
                 continue
-            if line.startswith(CLI_PREFIX):
-                reason = line.removeprefix(CLI_PREFIX)
+            if line.startswith(REASON_PREFIX):
+                reason = line.removeprefix(REASON_PREFIX)
             else:
                 self.step = line
                 if not line.startswith("layers ["):

@@ -443,10 +443,11 @@ class CompleterServer(LanguageServer):
 
     def completes(self, doc: Document, unknown: bool = False) -> bool:
         """Whether the document's language is enabled: the client's id (which may be the user's own) or the one
-        its file's extension gives; `unknown` while the model that decides is not known yet."""
+        its file's extension gives. While the model that decides is not known yet: Python, which every model
+        writes, or whatever `unknown` says."""
         enabled = self.enabled_languages()
         if enabled is None:
-            return unknown
+            return unknown or PYTHON_NAME in (doc.language_id, doc.language)
         return "*" in enabled or doc.language_id in enabled or doc.language in enabled
 
     def model_changed(self) -> None:
@@ -473,8 +474,7 @@ class CompleterServer(LanguageServer):
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
-        if self.enabled_languages() is None and PYTHON_NAME not in (doc.language, doc.language_id):
-            # the languages are the model's, and the backend is starting (every model writes Python)
+        if not self.completes(doc):  # the languages are the model's, and the backend is starting
             await self.worker.wait_ready(READY_TIMEOUT)
             if not self.completes(doc):
                 return []

@@ -92,10 +92,6 @@ class ServerSettings:
     workspace_memory_mb: int = 128  # the index's budget; files past it are left out
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 
-    def languages(self, model_languages: tuple[str, ...] = ("python",)) -> tuple[str, ...]:
-        """The language ids that get suggestions: enabledLanguages, or where it is not set the model's."""
-        return model_languages if self.enabled_languages is None else self.enabled_languages
-
 
     def to_camel(self) -> dict[str, Any]:
         """The settings as a client would write them (for completer/info and logs)."""

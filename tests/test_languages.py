@@ -37,11 +37,35 @@ def test_lines_python_would_refuse_are_kept_in_javascript(line, above):
     assert kept(line, above, JS)
 
 
+@pytest.mark.parametrize("line,above,language", [
+    ("return s.replace(/\"/g, '&quot;');", [], "javascript"),  # a regular expression's quote opens no string
+    ("}", ["function f(s) {", "  s = s.replace(/['\"]+/g, '');"], "typescript"),  # nor its bracket anything
+    ("if (/[(]/.test(s)) {", [], "javascript"),
+    ("<p>Don't click here</p>", [], "javascriptreact"),  # a quote after a letter is an apostrophe
+    ("return A' * B", [], "julia"),  # an adjoint
+    ("let x' = g x", [], "haskell"),  # a prime
+    ("int n = 1'000;", [], "cpp"),  # a digit separator
+    ("for my $i (0..$#array) {", [], "perl"),  # `$#`, not a comment
+    ("#[Route('/x', methods: ['GET'])]", [], "php"),  # an attribute, not a comment
+    ("]]", ["--[[ a (", "note"], "lua"),  # the end of a block comment
+    ("''';", ["s = '''"], "dart"),
+    ('"""', ['x = """'], "elixir"),
+    ('"""', ['"""'], "julia"),
+    ("SELECT a /* (", [], "sql"),
+    ("const v = (ready ?", [], "javascript"),  # goes on below
+    ("}", ["  run();"] * 500, "javascript"),  # closes what opened above the lines the filters read
+])
+def test_what_each_language_allows_is_kept(line, above, language):
+    assert kept(line, above, syntax_for(language))
+
+
 @pytest.mark.parametrize("line,above", [
     ("const x = foo(a;", []),  # a bracket closed with the wrong one
     ("const name = \"abc;", []),  # a string that never ends
     ("render(rows, opts", []),  # opens a call and leaves it, ending as no call that goes on does
     ("  items.map(x => x]", ["function f() {"]),
+    ("}", ["run();"]),  # closes nothing, at the top of the file
+    ("const half = total / 2 / (n;", []),  # divisions, not a regular expression
 ])
 def test_broken_brackets_and_strings_are_refused_in_javascript(line, above):
     assert not kept(line, above, JS)
@@ -57,6 +81,19 @@ def test_each_language_reads_its_own_strings_and_comments():
     assert kept("#endif", ["#if A", "#if B", "#endif"], syntax_for("c"))  # nested conditionals end together
     assert kept("<<<< ))) '", [], NEUTRAL) and syntax_for("markdown") is NEUTRAL  # no rule known: none applied
     assert kept("<<<< ))) '", [], syntax_for("shellscript"))  # its `case` patterns close what they never opened
+
+
+def test_a_document_that_names_no_language_gets_no_languages_rules_in_the_engine_and_the_server():
+    """The server judges its own lines (the line after copies of the lines above) by syntax_for(doc.language);
+    the engine, told the same id, must judge the model's lines alike."""
+    from completer.engine import Engine
+
+    assert syntax_for("") is NEUTRAL and syntax_for(None) is PYTHON
+    engine = Engine()
+    engine.set_language("file:///a", "")
+    assert engine._syntax("file:///a") is NEUTRAL and engine._syntax("file:///b") is PYTHON
+    engine.set_language("file:///a", None)
+    assert engine._syntax("file:///a") is PYTHON
 
 
 def test_python_keeps_its_own_rules():
@@ -112,6 +149,23 @@ def test_the_server_follows_a_javascript_documents_rules(tmp_path):
         assert _first_line(client, uri) == "console.log('ready');  // don't wait"
         info = client.request("completer/info")["result"]
         assert info["languages"] == ["python"] and info["server"]["enabled_languages"] == ["javascript"]
+
+
+def test_a_python_file_opened_while_the_worker_starts_is_prefilled(tmp_path):
+    """With enabledLanguages unset the languages are the model's, unknown until the worker is up; Python, which
+    every model writes, is not kept waiting for it."""
+    import time
+
+    from lsp_support import SERVER_CMD, server_env
+
+    uri = (tmp_path / "main.py").as_uri()
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize({"searchAhead": False})
+        client.open(uri, "import os\n\n\ndef main(argv):\n    return 0\n" * 20)
+        deadline = time.monotonic() + 30
+        while not client.request("completer/info")["result"].get("documents_cached"):
+            assert time.monotonic() < deadline, "the document opened at start was never prefilled"
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")

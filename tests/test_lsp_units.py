@@ -197,9 +197,8 @@ def test_settings_sections_and_languages():
     assert extract_section({"completer": {"beams": 2}}) == {"beams": 2}
     assert extract_section({"beams": 2}) == {"beams": 2}
     assert extract_section(None) is None and extract_section([1]) is None
-    assert ServerSettings(enabled_languages=("python", "*")).languages(("python",)) == ("python", "*")
-    assert ServerSettings().languages(("*",)) == ("*",)  # unset: the model's languages
-    assert ServerSettings(enabled_languages=()).languages(("*",)) == ()  # none, as the user said
+    assert ServerSettings().enabled_languages is None  # unset: the model's languages (tests/test_languages.py)
+    assert apply_changes(ServerSettings(), {"enabledLanguages": []})[0].enabled_languages == ()  # none, as said
     assert set(ServerSettings().to_camel()) >= {"modelPath", "beams", "maxSuggestions", "maxTokens", "device",
                                                 "threads", "memoryBudgetMb", "enabledLanguages",
                                                 "completionItems", "inlineCompletions", "documentRepeats"}

@@ -267,6 +267,7 @@ def test_the_cli_converts_a_named_model_once_into_the_bundle_the_server_loads(st
     first = _cli(environment, "complete", f"{source}:4:10", "--model", "acme/tiny-coder", "--json")
     assert first.returncode in (0, 1), first.stderr  # 1: no line from a random model, said on stderr
     assert "converting it once" in first.stderr and "Traceback" not in first.stderr
+    assert "suggestions" in json.loads(first.stdout)  # the converter's own lines go to stderr, not into the JSON
     bundle = bundle_for("acme/tiny-coder")
     assert (bundle / "manifest.json").is_file()
     assert [path.name for path in (tmp_path / "converted").iterdir() if not path.name.startswith(".")] == [bundle.name]
@@ -282,6 +283,13 @@ def test_the_cli_converts_a_named_model_once_into_the_bundle_the_server_loads(st
 def test_the_cli_says_in_one_line_why_a_named_model_cannot_be_converted(environment, tmp_path):
     failed = _cli(environment, "info", "--model", "ollama:nothing:latest")
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
-    assert failed.stderr.strip().splitlines()[-1].startswith("completer: model error: ollama:nothing:latest could")
-    assert "completer convert: " in failed.stderr  # the converter's own reason, above it
+    said = failed.stderr.strip().splitlines()[-1]
+    assert said.startswith("completer: model error: cannot convert ollama:nothing:latest: Ollama has no model")
+    assert failed.stderr.count("Ollama has no model") == 1  # the converter's reason, said once
     assert not [path for path in (tmp_path / "converted").iterdir() if not path.name.endswith(".lock")]
+    unusable = {**environment, "COMPLETER_CONVERTED_DIR": str(tmp_path / ("d" * 300))}  # a name too long
+    failed = _cli(unusable, "info", "--model", "acme/tiny-coder")
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr
+    assert failed.stderr.strip().splitlines() == [
+        f"completer: model error: cannot convert acme/tiny-coder into the user's cache ({tmp_path / ('d' * 300)}): "
+        "File name too long"]
