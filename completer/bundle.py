@@ -147,9 +147,10 @@ class Bundle:
     @property
     def languages(self) -> tuple[str, ...]:
         """The LSP language ids the model writes, which get suggestions unless the user names others
-        (enabledLanguages): the manifest's "languages" where it lists them; else every language ("*") for a
-        model `completer convert` made (released code models are trained on many), and Python for our own."""
-        listed = self.manifest.get("languages")
+        (enabledLanguages): the manifest's "defaults"."languages" where it lists them (`completer convert
+        --languages`); else every language ("*") for a model `completer convert` made (released code models are
+        trained on many), and Python for our own."""
+        listed = self._defaults.get("languages")
         if isinstance(listed, list) and listed and all(isinstance(name, str) and name for name in listed):
             return tuple(listed)
         return ("*",) if isinstance(self.manifest.get("conversion"), dict) else ("python",)

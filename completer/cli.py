@@ -212,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "of --context and 1,024, which a small CPU prefills in about a second)")
     convert.add_argument("--default-beams", type=int, default=None, metavar="N",
                          help="the beam width unless the user sets beams (default 4)")
+    convert.add_argument("--languages", default=None, metavar="LANG[,LANG...]",
+                         help="the LSP language ids the model writes, which get suggestions unless the user sets "
+                              "enabledLanguages (default: every language; python for a model trained on Python "
+                              "alone)")
     convert.add_argument("--name", default=None, help="the bundle's name (default: the --out folder's name)")
     convert.add_argument("--force", action="store_true", help="replace --out if it is a bundle")
     convert.add_argument("--no-fim", action="store_true",

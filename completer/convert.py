@@ -158,7 +158,8 @@ def _position_limit(config: dict) -> int:
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
             force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1,
-            window: int | None = None, beams: int = DEFAULT_BEAMS, origin: Origin | None = None) -> dict:
+            window: int | None = None, beams: int = DEFAULT_BEAMS, origin: Origin | None = None,
+            languages: tuple[str, ...] | None = None) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
     out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
     `origin` names a folder that stands for something else (a Hugging Face cache snapshot, an unpacked GGUF file:
@@ -167,7 +168,9 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     (completer/scheduler.py), at the cost of the empty slots' operators when a search runs alone; a large
     model's weights are not held twice, as a second, batched graph would hold them. `window` and `beams` are
     the bundle's defaults, the engine's settings unless the user sets contextTokens and beams: the graph holds
-    `context` positions, and a user may read that many later without converting again."""
+    `context` positions, and a user may read that many later without converting again. `languages`, the LSP
+    language ids the model writes, are those that get suggestions unless the user sets enabledLanguages
+    (None: every language, as released code models are trained on many)."""
     from tokenizers import Tokenizer
 
     from .graph import decoder_model, fuse_saved, save
@@ -222,7 +225,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         fusions = fuse_saved(model, staging / "model.onnx", arch)
         del model
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
-        defaults = {"beams": beams, "context_tokens": window}
+        defaults = {"beams": beams, "context_tokens": window, **({"languages": list(languages)} if languages else {})}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
                              _fim(tokenizer) if fim else None, int8, fusions, slots, defaults, origin)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
@@ -246,7 +249,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
     named = origin.command if origin else [str(source)]
     command = " ".join(["completer convert", *named, "--out", str(out)] + ([] if int8 else ["--fp32"]) +
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
-                        f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []))
+                        f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []) +
+                       ([f"--languages {','.join(defaults['languages'])}"] if "languages" in defaults else []))
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -309,8 +313,9 @@ def _model_card(manifest: dict) -> str:
         f"- License declared by the source: **{source['license']}**. The converted weights carry the same license.",
         f"- Shape: {arch['n_layer']} layers, {arch['n_head']} query heads, {arch['n_kv_head']} key/value heads, "
         f"width {arch['hidden']}, vocabulary {arch['vocab_size']:,}; context {manifest['context_length']:,} tokens.",
-        f"- Defaults (the settings `contextTokens` and `beams` override them): a window of "
-        f"{manifest['defaults']['context_tokens']:,} tokens, {manifest['defaults']['beams']} beams.",
+        f"- Defaults (the settings `contextTokens`, `beams` and `enabledLanguages` override them): a window of "
+        f"{manifest['defaults']['context_tokens']:,} tokens, {manifest['defaults']['beams']} beams, suggestions "
+        f"in {', '.join(manifest['defaults'].get('languages', ['every language']))}.",
         f"- Weights: {manifest['quantization']}.",
         f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}.",
         f"- Command: `{manifest['conversion']['command']}`",
@@ -436,6 +441,16 @@ def _check_blob(file: Path) -> None:
         raise ConvertError(f"{file}: does not match the sha256 it is named by ({named.group(1)}); download it again")
 
 
+def _languages(listed: str | None) -> tuple[str, ...] | None:
+    """--languages python,javascript as LSP language ids; ConvertError for a list with nothing in it."""
+    if listed is None:
+        return None
+    names = tuple(dict.fromkeys(name.strip() for name in listed.split(",") if name.strip()))
+    if not names or not all(re.fullmatch(r"[A-Za-z0-9_.+-]+|\*", name) for name in names):
+        raise ConvertError(f"--languages {listed!r}: give LSP language ids separated by commas (python,javascript)")
+    return names
+
+
 def _stop_when_stdin_closes() -> None:
     """Wait for stdin to close, then stop the conversion as Ctrl-C would: the server that started it (which
     holds the other end, lsp/model_sources.py) is gone, killed or not, and nobody waits for the bundle."""
@@ -457,7 +472,8 @@ def main(args) -> int:
                                progress=True if args.progress else None,
                                name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
                                window=args.default_context,
-                               beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams)
+                               beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams,
+                               languages=_languages(args.languages))
     except ModuleNotFoundError as exc:
         print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
               file=sys.stderr)

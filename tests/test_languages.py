@@ -123,8 +123,8 @@ def test_a_converted_bundle_writes_every_language_and_ours_python(tmp_path):
 
     assert bundle({}).languages == ("python",)
     assert bundle({"conversion": {"command": "completer convert x --out y"}}).languages == ("*",)
-    assert bundle({"conversion": {}, "languages": ["python"]}).languages == ("python",)
-    assert bundle({"languages": "python"}).languages == ("python",)  # malformed: as if not there
+    assert bundle({"conversion": {}, "defaults": {"languages": ["python"]}}).languages == ("python",)
+    assert bundle({"defaults": {"languages": "python"}}).languages == ("python",)  # malformed: as if not there
 
 
 JS_DOCUMENT = ("loadConfig(path);  // the defaults\nconsole.log('ready');  // don't wait\n\n"
@@ -197,7 +197,23 @@ def test_a_converted_model_answers_in_every_language_and_the_embedded_one_in_pyt
             assert info["server"]["enabled_languages"] == (["*"] if options == {"modelPath": str(converted)}
                                                            else ["python"])
     manifest = json.loads((converted / "manifest.json").read_text())
-    assert "languages" not in manifest and "conversion" in manifest
+    assert "languages" not in manifest["defaults"] and "conversion" in manifest
+
+
+def test_a_model_trained_on_python_alone_is_converted_for_python(converted, tmp_path, capsys):
+    from completer.bundle import load_bundle
+    from completer.cli import main as cli_main
+
+    source = converted.parent / "src"
+    out = tmp_path / "python-only"
+    assert cli_main(["convert", str(source), "--out", str(out), "--languages", "python, python"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert load_bundle(out).languages == ("python",) and manifest["conversion"]["command"].endswith(
+        "--languages python")
+    assert "suggestions in python." in (out / "MODEL.md").read_text()
+    assert cli_main(["convert", str(source), "--out", str(tmp_path / "x"), "--languages", " , "]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("completer convert: --languages ' , '")
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_keep_rate_script_judges_real_files_by_both_rules(tmp_path):
