@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
+from .converted import STOP_WITH_PARENT_ENV
 from .convertible import is_gguf_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
@@ -36,7 +38,6 @@ MAX_SLOTS = 16  # searches one call of a converted graph may hold
 DEFAULT_CONTEXT = 2048
 SHA256_NAME = re.compile(r"^(?:sha256-)?([0-9a-f]{64})$")  # a Hugging Face blob's name, or an Ollama layer's
 DEFAULT_WINDOW = 1024  # the window a converted bundle reads unless the user sets contextTokens (docs/benchmarks.md)
-STOP_WITH_PARENT_ENV = "COMPLETER_CONVERT_STOP_WITH_PARENT"  # set: stdin closing (the parent gone) stops it
 
 
 class ConvertError(ValueError):
@@ -250,7 +251,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
     command = " ".join(["completer convert", *named, "--out", str(out)] + ([] if int8 else ["--fp32"]) +
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
                         f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []) +
-                       ([f"--languages {','.join(defaults['languages'])}"] if "languages" in defaults else []))
+                       ([f"--languages {shlex.quote(','.join(defaults['languages']))}"] if "languages" in defaults
+                        else []))
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -445,7 +447,7 @@ def _languages(listed: str | None) -> tuple[str, ...] | None:
     """--languages python,javascript as LSP language ids; ConvertError for a list with nothing in it."""
     if listed is None:
         return None
-    names = tuple(dict.fromkeys(name.strip() for name in listed.split(",") if name.strip()))
+    names = tuple(dict.fromkeys(name.strip().lower() for name in listed.split(",") if name.strip()))  # LSP's ids
     if not names or not all(re.fullmatch(r"[A-Za-z0-9_.+-]+|\*", name) for name in names):
         raise ConvertError(f"--languages {listed!r}: give LSP language ids separated by commas (python,javascript)")
     return names

@@ -11,6 +11,7 @@ take turns and a converter killed half-way leaves only a work folder, which the 
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -30,6 +31,7 @@ from .convertible import is_gguf_file
 from .types import ModelError
 
 CONVERTED_DIR_ENV = "COMPLETER_CONVERTED_DIR"
+STOP_WITH_PARENT_ENV = "COMPLETER_CONVERT_STOP_WITH_PARENT"  # set: stdin closing (the parent gone) stops it
 STOP_GRACE_S = 5.0  # after SIGINT, which makes `completer convert` remove what it began, before a kill
 REASON_PREFIX = "completer convert: "  # how the converter begins the one line that says why it stopped
 _QUANT = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -207,15 +209,16 @@ def convert_here(source: str) -> Path:
                   file=sys.stderr, flush=True)
             with work_folder(bundle) as out:
                 command = converter_command(source, out, progress=sys.stderr.isatty())
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.PIPE)
-                try:
+                process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE, env={**os.environ, STOP_WITH_PARENT_ENV: "1"})
+                try:  # its stdin closes when this process is gone, however it ended: the converter then stops
                     reason = _relayed(process.stderr)  # type: ignore[arg-type]
                     code = process.wait()
                 except BaseException:  # Ctrl-C: the converter removes what it began, then the work folder goes
                     _stop(process)
                     raise
                 finally:
+                    process.stdin.close()  # type: ignore[union-attr]
                     process.stderr.close()  # type: ignore[union-attr]
                 if code != 0 or not is_bundle(out):
                     raise ModelError(f"cannot convert {source}: {reason or how_it_ended(code)}")
@@ -229,30 +232,48 @@ def convert_here(source: str) -> Path:
 
 def _relayed(stream: IO[bytes]) -> str:
     """Copy the converter's stderr to this process's as it comes (its bar over the layers redraws a line with
-    a carriage return), all but the line that says why it stopped (REASON_PREFIX), whose reason is returned."""
-    reason, pending = "", b""
-    prefix = REASON_PREFIX.encode()
+    a carriage return, and a reason may follow the bar on its line), all but the reason it stopped
+    (REASON_PREFIX), which is returned."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character may span two reads
+    reason, pending, midline = "", "", False  # midline: the start of the line is shown already
 
-    def show(data: bytes) -> None:
-        sys.stderr.write(data.decode(errors="replace"))
+    def take(line: str, end: str = "\n") -> None:
+        nonlocal reason, midline
+        at = line.find(REASON_PREFIX)
+        if at == -1:
+            sys.stderr.write(line + end)
+        else:
+            if line[:at] or midline:
+                sys.stderr.write(line[:at] + "\n")  # the bar the reason was printed after ends its line
+            reason = line[at + len(REASON_PREFIX):].strip()
+        midline = False
 
     while chunk := stream.read1(4096):  # type: ignore[attr-defined]
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
+        pending += decoder.decode(chunk)
+        *lines, pending = pending.split("\n")
         for line in lines:
-            if line.startswith(prefix):
-                reason = line[len(prefix):].decode(errors="replace").strip()
-            else:
-                show(line + b"\n")
-        if not (prefix.startswith(pending) or pending.startswith(prefix)):  # no reason: show it now
-            show(pending)
-            pending = b""
+            take(line)
+        shown = _before_reason(pending)  # the rest of a partial line is shown now, as the bar redraws
+        if shown:
+            sys.stderr.write(pending[:shown])
+            pending, midline = pending[shown:], True
         sys.stderr.flush()
-    if pending.startswith(prefix):
-        reason = pending[len(prefix):].decode(errors="replace").strip()
-    elif pending:
-        show(pending)
+    pending += decoder.decode(b"", final=True)
+    if pending:
+        take(pending, end="")
     return reason
+
+
+def _before_reason(text: str) -> int:
+    """How much of a partial line can be shown: all of it but where the reason's prefix begins, or may begin
+    once the rest of the line comes."""
+    at = text.find(REASON_PREFIX)
+    if at != -1:
+        return at
+    for length in range(min(len(text), len(REASON_PREFIX) - 1), 0, -1):
+        if REASON_PREFIX.startswith(text[-length:]):
+            return len(text) - length
+    return len(text)
 
 
 def _stop(process: subprocess.Popen) -> None:

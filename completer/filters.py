@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .syntax import PYTHON, Syntax
+from .text import MAX_CONTEXT_CHARS
+
+WHOLE_FILE_CHARS = MAX_CONTEXT_CHARS // 2
+"""Text above the cursor shorter than this is the file's own start: the text is clipped to MAX_CONTEXT_CHARS
+(text.context_slice, text.clip_before), which leaves far more than this unless a line is longer."""
 
 PAIRS = {")": "(", "]": "[", "}": "{"}
 OPENERS = set(PAIRS.values())
@@ -58,7 +63,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     opens_block = syntax.block_comment[0] if syntax.block_comment else None
     while i < n:
         if s.triple:
-            end = text.find(s.triple, i)
+            end = _closing(text, i, s.triple, escapes=syntax is not PYTHON and s.triple[0] in "`\"'")
             if end == -1:
                 return s
             i = end + len(s.triple)
@@ -83,11 +88,15 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 return s
             i = newline
             continue
-        elif long := next((quote for quote in syntax.long_quotes if text.startswith(quote, i)), None):
-            s.triple = long
-            i += len(long)
+        elif long := next((pair for pair in syntax.long_strings if text.startswith(pair[0], i)), None):
+            s.triple = long[1]
+            i += len(long[0])
             continue
-        elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and i and _WORD_END.match(text, i - 1)):
+        elif ch == "'" and syntax.char_literals:  # a lifetime, a prime, an adjoint, unless a literal: 'x'
+            literal = _CHAR_LITERAL.match(text, i)
+            i = literal.end() if literal else i + 1
+            continue
+        elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
             j = i + 1
             while j < n and text[j] != ch and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
@@ -118,8 +127,29 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     return s
 
 
-_WORD_END = re.compile(r"\w")
-_REGEX_AFTER = frozenset("(,=:[!&|?{};+-*%<>~^")
+_CHAR_LITERAL = re.compile(r"'(?:\\u\{[0-9A-Fa-f]{1,6}\}|\\x[0-9A-Fa-f]{2}|\\.|[^\\'\n])'")
+_REGEX_AFTER = frozenset("(,=:[&|?{};+-*%~^")  # not `!` (TypeScript's `x! / 2`) nor `<` (JSX's `</a>`)
+
+
+def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
+    """Where `closer` next stands in `text` from `at`; with `escapes`, not one a backslash escapes (a template
+    literal's \\`); -1 where none does."""
+    end = text.find(closer, at)
+    while escapes and end > 0:
+        slashes = end - len(text[:end].rstrip("\\"))
+        if slashes % 2 == 0:
+            break
+        end = text.find(closer, end + 1)
+    return end
+
+
+def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
+    """Whether the quote at `at` follows a letter or digit (`don't`, `1'000`) and so opens no string, unless what
+    it follows is a string prefix of the language (Dart's r'...', C's L'x')."""
+    start = at
+    while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    return start < at and text[start:at] not in syntax.string_prefixes
 _REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")
 _REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
 
@@ -129,7 +159,7 @@ def _regex_end(text: str, at: int) -> int:
     starts there (where an operand may stand: after an operator, an opening bracket, a keyword like `return`,
     or first on its line) and ends on its line; else just past the `/`, a division."""
     before = text[max(0, at - 40):at].rstrip(" \t")
-    operand_here = not before or before.endswith("\n") or before[-1] in _REGEX_AFTER or bool(
+    operand_here = not before or before.endswith(("\n", "=>")) or before[-1] in _REGEX_AFTER or bool(
         _REGEX_KEYWORDS.search(before))
     found = _REGEX.match(text, at) if operand_here else None
     return found.end() if found else at + 1
@@ -169,7 +199,8 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
     previous = before_lines[-1] if before_lines else ""
     top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
     return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax,
-                       whole_file=len(before_lines) <= len(recent) and not start)
+                       whole_file=len(before_lines) <= len(recent) and not start
+                       and sum(map(len, recent)) < WHOLE_FILE_CHARS)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
@@ -209,7 +240,7 @@ def well_formed(line: str, context: LineContext) -> bool:
     if not code:
         return any(ch.isalnum() for ch in line)  # a comment line, if it says something
     if len(end.stack) > end.min_depth:  # opened brackets it leaves open: must look like it goes on
-        return code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or (
+        return not syntax.open_ends or code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or (
             code.split()[-1] in DANGLING_KEYWORDS if syntax.statements else code.endswith("?"))  # `a ?`, `a ??`
     if end.stack or start.stack or context.continued or not syntax.statements:
         return True  # inside, or closing, a construct that began above; no statement rules known

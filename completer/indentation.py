@@ -71,6 +71,8 @@ def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON
     opened = state.opened_at[-1]
     indent = _indentation(line, syntax)
     if line[opened + 1:state.code_end].strip():
+        if "\t" in indent or level == "\t":  # tabs do not align under a column: one more level (gofmt's)
+            return [indent + level, indent]
         return [" " * (opened + 1), indent]
     return [indent + level, indent + level * 2]
 

@@ -27,11 +27,16 @@ class Syntax:
     statements: bool = False  # Python's statement rules (filters.statement_can_start/end, indentation.py)
     line_comments: tuple[str, ...] = ()
     block_comment: tuple[str, str] | None = None
-    quotes: str = "\"'"  # strings that end on their own line; outside Python a quote after a letter or digit
-    # is none (`don't`, a prime `x'`, Julia's adjoint `A'`, C++'s `1'000`)
-    long_quotes: tuple[str, ...] = ()  # the delimiters of strings that may go on over lines
+    quotes: str = "\"'"  # strings that end on their own line
+    long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
+    string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
+    char_literals: bool = False  # a quote opens only a one-character literal ('x', '\n'); else it is a lifetime,
+    # a prime, an adjoint
     not_comment: str | None = None  # a pattern, at a line comment's marker, of what only looks like one
     regex_literals: bool = False  # `/.../` where an operand may stand is a regular expression (JavaScript)
+    open_ends: bool = True  # a line that leaves a bracket open ends as one that goes on does (an opener, a comma,
+    # an operator); False where idiom leaves calls and clauses open otherwise (Lua's `f(t, function(a)`, SQL's
+    # `(CASE`, Haskell's leading commas)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
@@ -39,39 +44,52 @@ class Syntax:
         starts = {"\n", "(", ")", "[", "]", "{", "}", *self.quotes}
         if self.statements:
             starts.add(":")  # Python's block colon (Scan.top_colon)
-        starts.update(marker[0] for marker in (*self.line_comments, *self.long_quotes))
+        starts.update(marker[0] for marker in (*self.line_comments, *(opening for opening, _ in self.long_strings)))
         if self.block_comment:
             starts.add(self.block_comment[0][0])
         if self.regex_literals:
             starts.add("/")
+        if self.char_literals:
+            starts.add("'")
         object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
 
 
-PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_quotes=('"""', "'''"))
+def _same(*delimiters: str) -> tuple[tuple[str, str], ...]:
+    """Long strings each closed by the delimiter that opens it."""
+    return tuple((delimiter, delimiter) for delimiter in delimiters)
+
+
+PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_strings=_same('"""', "'''"))
 NEUTRAL = Syntax("", lexical=False)
 
 _C = {"line_comments": ("//",), "block_comment": ("/*", "*/")}
+_C_PREFIXES = ("L", "u", "U", "u8", "R")  # wide, Unicode and raw literals
+_ML = {"line_comments": ("--",), "block_comment": ("{-", "-}"), "quotes": '"', "char_literals": True,
+       "open_ends": False}
 _BY_LANGUAGE = {
-    **{name: Syntax(name, **_C, long_quotes=("`",), regex_literals=True)
+    **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
-    "go": Syntax("go", **_C, long_quotes=("`",)),
-    **{name: Syntax(name, **_C, long_quotes=('"""',))
+    "go": Syntax("go", **_C, long_strings=_same("`")),
+    **{name: Syntax(name, **_C, long_strings=_same('"""'))
        for name in ("java", "kotlin", "scala", "swift", "csharp", "groovy")},
-    "dart": Syntax("dart", **_C, long_quotes=('"""', "'''")),
-    **{name: Syntax(name, **_C) for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},
+    "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
+    **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES)
+       for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},
     "php": Syntax("php", line_comments=("//", "#"), block_comment=("/*", "*/"), not_comment=r"#\["),  # attributes
-    "rust": Syntax("rust", **_C, quotes='"'),  # a quote also marks a lifetime
+    "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br")),
     **{name: Syntax(name, line_comments=("#",)) for name in ("ruby", "r")},
-    "julia": Syntax("julia", line_comments=("#",), block_comment=("#=", "=#"), long_quotes=('"""',)),
-    "elixir": Syntax("elixir", line_comments=("#",), long_quotes=('"""', "'''")),
-    "perl": Syntax("perl", line_comments=("#",), not_comment=r"(?<=\$)#"),  # $#array, the last index
-    "lua": Syntax("lua", line_comments=("--",), block_comment=("--[[", "]]")),
-    "sql": Syntax("sql", line_comments=("--",), block_comment=("/*", "*/")),
-    **{name: Syntax(name, line_comments=("--",), block_comment=("{-", "-}")) for name in ("haskell", "elm")},
+    "julia": Syntax("julia", line_comments=("#",), block_comment=("#=", "=#"), long_strings=_same('"""'),
+                    quotes='"', char_literals=True),
+    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
+    "lua": Syntax("lua", line_comments=("--",), block_comment=("--[[", "]]"), long_strings=(("[[", "]]"),),
+                  open_ends=False),
+    "sql": Syntax("sql", line_comments=("--",), block_comment=("/*", "*/"), open_ends=False),
+    "haskell": Syntax("haskell", **_ML),
+    "elm": Syntax("elm", **_ML),
 }
-"""Languages whose comments and strings are read here; the shell's `case` patterns, markup and data formats
-are not among them, and get no lexical rule."""
+"""Languages whose comments and strings are read here; the shell's `case` patterns, Perl's special variables,
+markup and data formats are not among them, and get no lexical rule."""
 
 
 def syntax_for(language: str | None) -> Syntax:

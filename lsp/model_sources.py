@@ -17,9 +17,8 @@ import signal
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from completer.convert import STOP_WITH_PARENT_ENV
-from completer.converted import (REASON_PREFIX, STOP_GRACE_S, bundle_for, converter_command, how_it_ended,
-                                 is_bundle, lock_file, put_in_place, source_of, try_lock, work_folder)
+from completer.converted import (REASON_PREFIX, STOP_GRACE_S, STOP_WITH_PARENT_ENV, bundle_for, converter_command,
+                                 how_it_ended, is_bundle, lock_file, put_in_place, source_of, try_lock, work_folder)
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_output import add_output_arguments, run_or_table  # noqa: E402
-from completer.filters import CONTEXT_LINES, keep_suggestion, line_context  # noqa: E402
+from completer.filters import keep_suggestion, line_context  # noqa: E402
 from completer.syntax import PYTHON, syntax_for  # noqa: E402
 from completer.text import MAX_LINE_CHARS  # noqa: E402
 
@@ -62,7 +62,7 @@ def judge(language: str, files: list[Path], positions: int) -> dict:
             line = lines[number].rstrip()
             if not line.strip() or len(line) > MAX_LINE_CHARS or "\t" in line[:len(line) - len(line.lstrip())]:
                 continue
-            above = lines[max(0, number - CONTEXT_LINES):number]
+            above = lines[:number]  # line_context reads the last CONTEXT_LINES of them, and knows the file goes on
             typed = line[:len(line) - len(line.lstrip())]  # the indentation the editor gives
             inserted = line[len(typed):]
             by_own = keep_suggestion(line, inserted, "", line_context(above, own))

@@ -53,6 +53,23 @@ def test_lines_python_would_refuse_are_kept_in_javascript(line, above):
     ('"""', ['"""'], "julia"),
     ("SELECT a /* (", [], "sql"),
     ("const v = (ready ?", [], "javascript"),  # goes on below
+    ("}", ["function f(app) {", "  args.push(`\"\\`\"${app}\\`\"\"`);"], "javascript"),  # escaped backquotes
+    ("}", ["function f(x) {", "  const g = `/*${x}`;"], "javascript"),  # no comment inside a template
+    ("const h = a! / 2 + (b! / 3);", [], "typescript"),  # divisions after TypeScript's `!`
+    ("  );", ["return (", '  <div><b>Note</b> (see <a href="x">docs</a>)</div>'], "javascriptreact"),
+    ("}", ["fn f() {", "    let open = '(';"], "rust"),  # a character literal
+    ("let q = '\"';", [], "rust"),
+    ("let b = b'(';", [], "rust"),
+    ("fn first<'a>(x: &'a str) -> &'a str {", [], "rust"),  # lifetimes
+    ("y = (A*B)' * x[1:3]'", [], "julia"),  # adjoints after brackets
+    ("f x'' y = Proxy 'True", [], "haskell"),
+    ("  { x :: Int", [], "haskell"),  # leading commas leave the bracket open
+    ("{- a {- nested -} note", [], "haskell"),
+    ("table.sort(t, function(a, b)", [], "lua"),  # the call stays open over the function
+    ("local s = [[ ( ]]", [], "lua"),  # a long string
+    ("FROM (VALUES", [], "sql"),
+    ("final re = RegExp(r'https?://\\S+');", [], "dart"),  # a raw string's // is no comment
+    ("}", ["void f() {", "  final re = RegExp(r'https?://\\S+');"], "dart"),
     ("}", ["  run();"] * 500, "javascript"),  # closes what opened above the lines the filters read
 ])
 def test_what_each_language_allows_is_kept(line, above, language):
@@ -103,6 +120,15 @@ def test_python_keeps_its_own_rules():
     assert not kept(".append(x)", [], PYTHON) and syntax_for(None) is PYTHON
 
 
+def test_a_closer_may_close_what_opened_above_text_that_was_clipped():
+    """The text above the cursor is clipped to MAX_CONTEXT_CHARS, so fewer than CONTEXT_LINES long lines may be
+    all there is of a long file: a closer with nothing open in them is kept."""
+    java = syntax_for("java")
+    long_lines = ["    private static final String FIELD_%03d = \"%s\";" % (i, "x" * 60) for i in range(260)]
+    assert kept("}", long_lines, java)  # 260 lines of 100 characters: more than half the clip, so clipped
+    assert not kept("}", long_lines[:20], java)  # a short file, whole: `}` closes nothing
+
+
 def test_the_line_after_enter_is_searched_at_the_documents_own_indentation():
     two = "function f() {\n  if (a) {\n    go();\n  }\n}\n"
     assert indent_unit(two) == "  " and indent_unit("class A {\n\tint x;\n}\n") == "\t"
@@ -111,6 +137,8 @@ def test_the_line_after_enter_is_searched_at_the_documents_own_indentation():
     assert next_line_indents("\tint x = 1;", "class A {\n\tint y;", syntax_for("java")) == ["\t", ""]
     assert next_line_indents("  if x:", "", PYTHON) == ["      "]  # Python's: a colon opens a block
     assert next_line_indents("  - item", "", NEUTRAL) == ["  "]
+    go_above = "func main() {\n\tx := 1\n"
+    assert next_line_indents("\tcall(a,", go_above, GO) == ["\t\t", "\t"]  # tabs align by a level, not a column
 
 
 def test_a_file_names_its_language():
@@ -211,6 +239,10 @@ def test_a_model_trained_on_python_alone_is_converted_for_python(converted, tmp_
     assert load_bundle(out).languages == ("python",) and manifest["conversion"]["command"].endswith(
         "--languages python")
     assert "suggestions in python." in (out / "MODEL.md").read_text()
+    assert cli_main(["convert", str(source), "--out", str(tmp_path / "all"), "--languages", "Python,*"]) == 0
+    assert load_bundle(tmp_path / "all").languages == ("python", "*")  # LSP's ids are lower case
+    assert "--languages 'python,*'" in json.loads((tmp_path / "all" / "manifest.json").read_text())["conversion"][
+        "command"]  # quoted: a shell running the command again does not expand it
     assert cli_main(["convert", str(source), "--out", str(tmp_path / "x"), "--languages", " , "]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("completer convert: --languages ' , '")
     assert not (tmp_path / "x").exists()

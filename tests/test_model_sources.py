@@ -293,3 +293,42 @@ def test_the_cli_says_in_one_line_why_a_named_model_cannot_be_converted(environm
     assert failed.stderr.strip().splitlines() == [
         f"completer: model error: cannot convert acme/tiny-coder into the user's cache ({tmp_path / ('d' * 300)}): "
         "File name too long"]
+
+
+def test_the_cli_relays_the_converters_steps_and_keeps_its_reason(capsys):
+    from completer.converted import _relayed
+
+    class Stream:
+        def __init__(self, chunks: list[bytes]) -> None:
+            self.chunks = chunks
+
+        def read1(self, _size: int) -> bytes:
+            return self.chunks.pop(0) if self.chunks else b""
+
+    reading = "reading wéights\n".encode()
+    assert _relayed(Stream([reading[:10], reading[10:], b"\rlayers [#.] 1/2", b"\rlayers [##] 2/2completer con",
+                            b"vert: out of memory\n"])) == "out of memory"
+    assert capsys.readouterr().err == "reading wéights\n\rlayers [#.] 1/2\rlayers [##] 2/2\n"
+    assert _relayed(Stream([b"completer convert: no newline"])) == "no newline"
+
+
+def test_a_cli_killed_while_it_converts_stops_its_converter(stores, environment, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    source = tmp_path / "main.py"
+    source.write_text("import os\n")
+    cli = subprocess.Popen([sys.executable, "-m", "completer", "info", "--model", str(stores / "tiny")],
+                           env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert cli.stderr is not None
+    for line in cli.stderr:
+        if "converting it once" in line:
+            break
+    cli.send_signal(signal.SIGTERM)  # not Ctrl-C: the CLI dies at once, and its converter notices
+    cli.wait(30)
+    deadline = time.monotonic() + 30
+    while _converters(tmp_path):
+        assert time.monotonic() < deadline, _converters(tmp_path)
+        time.sleep(0.2)
+    assert not [path for path in (tmp_path / "converted").iterdir() if not path.name.startswith(".")]
