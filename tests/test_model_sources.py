@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -253,10 +255,7 @@ def test_the_remote_backend_stops_a_conversion_and_a_failed_one_is_tried_again_w
             time.sleep(0.2)
 
 
-def _cli(environment: dict[str, str], *args: str) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-    import sys
-
+def _cli(environment: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "completer", *args], env=environment, capture_output=True,
                           text=True, timeout=300)
 
@@ -314,8 +313,6 @@ def test_the_cli_relays_the_converters_steps_and_keeps_its_reason(capsys):
 
 def test_a_cli_killed_while_it_converts_stops_its_converter(stores, environment, tmp_path):
     import signal
-    import subprocess
-    import sys
 
     source = tmp_path / "main.py"
     source.write_text("import os\n")
