@@ -129,6 +129,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
 
 _CHAR_LITERAL = re.compile(r"'(?:\\u\{[0-9A-Fa-f]{1,6}\}|\\x[0-9A-Fa-f]{2}|\\.|[^\\'\n])'")
 _REGEX_AFTER = frozenset("(,=:[&|?{};+-*%~^")  # not `!` (TypeScript's `x! / 2`) nor `<` (JSX's `</a>`)
+_REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")
+_REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
 
 
 def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
@@ -136,8 +138,10 @@ def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
     literal's \\`); -1 where none does."""
     end = text.find(closer, at)
     while escapes and end > 0:
-        slashes = end - len(text[:end].rstrip("\\"))
-        if slashes % 2 == 0:
+        slash = end
+        while slash and text[slash - 1] == "\\":
+            slash -= 1
+        if (end - slash) % 2 == 0:
             break
         end = text.find(closer, end + 1)
     return end
@@ -150,8 +154,6 @@ def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
     while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
         start -= 1
     return start < at and text[start:at] not in syntax.string_prefixes
-_REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")
-_REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
 
 
 def _regex_end(text: str, at: int) -> int:
