@@ -590,6 +590,7 @@ class CompleterServer(LanguageServer):
         if self.worker.model_error is None:
             await self.worker.refresh_info(INFO_TIMEOUT)
         out: dict[str, Any] = dict(self.worker.info)
+        enabled = self.enabled_languages()
         out["model_runs"] = self.worker.model_runs_total
         out["model_error"] = self.worker.model_error
         out["model_conversion"] = self.sources.summary()
@@ -605,7 +606,7 @@ class CompleterServer(LanguageServer):
             "open_documents": len(self.documents),
             "log_file": str(self.log_file) if self.log_file else None,
             "settings": self.settings.to_camel(),
-            "enabled_languages": None if self.enabled_languages() is None else list(self.enabled_languages() or ()),
+            "enabled_languages": None if enabled is None else list(enabled),  # None: the model's, not known yet
             "searches_abandoned": self.searches.abandoned,
             "requests_in_flight": self.protocol.requests_in_flight,  # type: ignore[attr-defined]
             "searches_stopped_in_worker": self.worker.cancelled_in_worker,
