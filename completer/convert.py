@@ -454,8 +454,9 @@ def _languages(listed: str | None) -> tuple[str, ...] | None:
 
 
 def _stop_when_stdin_closes() -> None:
-    """Wait for stdin to close, then stop the conversion as Ctrl-C would: the server that started it (which
-    holds the other end, lsp/model_sources.py) is gone, killed or not, and nobody waits for the bundle."""
+    """Wait for stdin to close, then stop the conversion as Ctrl-C would: the process that started it and holds
+    the other end (a server, lsp/model_sources.py, or the CLI, completer/converted.py) is gone, killed or not,
+    and nobody waits for the bundle."""
     with contextlib.suppress(OSError):
         while os.read(0, 4096):  # the fd, not sys.stdin's buffer, whose lock a daemon thread must not hold at exit
             pass
@@ -464,6 +465,8 @@ def _stop_when_stdin_closes() -> None:
 
 def main(args) -> int:
     if os.environ.get(STOP_WITH_PARENT_ENV):
+        # a parent run in the background may have left SIGINT ignored, which interrupt_main would then be too
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Thread(target=_stop_when_stdin_closes, name="stop-with-parent", daemon=True).start()
     try:
         out = Path(args.out)

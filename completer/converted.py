@@ -34,6 +34,9 @@ CONVERTED_DIR_ENV = "COMPLETER_CONVERTED_DIR"
 STOP_WITH_PARENT_ENV = "COMPLETER_CONVERT_STOP_WITH_PARENT"  # set: stdin closing (the parent gone) stops it
 STOP_GRACE_S = 5.0  # after SIGINT, which makes `completer convert` remove what it began, before a kill
 REASON_PREFIX = "completer convert: "  # how the converter begins the one line that says why it stopped
+REASON = re.compile(r"(?:^|\r|\] \d+/\d+)(" + re.escape(REASON_PREFIX) + r")(.*)$")
+"""The converter's reason in a line of its stderr: at the line's start, or right after its bar over the layers
+(`layers [###] 3/24`, redrawn with carriage returns), which does not end its line until the last layer."""
 _QUANT = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -239,13 +242,13 @@ def _relayed(stream: IO[bytes]) -> str:
 
     def take(line: str, end: str = "\n") -> None:
         nonlocal reason, midline
-        at = line.find(REASON_PREFIX)
-        if at == -1:
+        found = REASON.search(line)
+        if found is None:
             sys.stderr.write(line + end)
         else:
-            if line[:at] or midline:
-                sys.stderr.write(line[:at] + "\n")  # the bar the reason was printed after ends its line
-            reason = line[at + len(REASON_PREFIX):].strip()
+            if found.start(1) or midline:
+                sys.stderr.write(line[:found.start(1)] + "\n")  # the bar the reason was printed after ends its line
+            reason = found.group(2).strip()
         midline = False
 
     while chunk := stream.read1(4096):  # type: ignore[attr-defined]
@@ -267,9 +270,9 @@ def _relayed(stream: IO[bytes]) -> str:
 def _before_reason(text: str) -> int:
     """How much of a partial line can be shown: all of it but where the reason's prefix begins, or may begin
     once the rest of the line comes."""
-    at = text.find(REASON_PREFIX)
-    if at != -1:
-        return at
+    found = REASON.search(text)
+    if found is not None:
+        return found.start(1)
     for length in range(min(len(text), len(REASON_PREFIX) - 1), 0, -1):
         if REASON_PREFIX.startswith(text[-length:]):
             return len(text) - length

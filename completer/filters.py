@@ -63,7 +63,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     opens_block = syntax.block_comment[0] if syntax.block_comment else None
     while i < n:
         if s.triple:
-            end = _closing(text, i, s.triple, escapes=syntax is not PYTHON and s.triple[0] in "`\"'")
+            end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'")
             if end == -1:
                 return s
             i = end + len(s.triple)
@@ -93,7 +93,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i += len(long[0])
             continue
         elif ch == "'" and syntax.char_literals:  # a lifetime, a prime, an adjoint, unless a literal: 'x'
-            literal = _CHAR_LITERAL.match(text, i)
+            literal = None if _apostrophe(text, i, syntax) else _CHAR_LITERAL.match(text, i)
             i = literal.end() if literal else i + 1
             continue
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
@@ -128,8 +128,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
 
 
 _CHAR_LITERAL = re.compile(r"'(?:\\u\{[0-9A-Fa-f]{1,6}\}|\\x[0-9A-Fa-f]{2}|\\.|[^\\'\n])'")
-_REGEX_AFTER = frozenset("(,=:[&|?{};+-*%~^")  # not `!` (TypeScript's `x! / 2`) nor `<` (JSX's `</a>`)
+_REGEX_AFTER = frozenset("(,=:[&|?{};+-*%~^")  # not `<` (JSX's `</a>`) nor `>`; `!` only as a prefix
 _REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")
+_POSTFIX_BANG = re.compile(r"[\w$)\]]!$")  # TypeScript's non-null assertion `x!`, after which `/` divides
 _REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
 
 
@@ -148,8 +149,8 @@ def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
 
 
 def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
-    """Whether the quote at `at` follows a letter or digit (`don't`, `1'000`) and so opens no string, unless what
-    it follows is a string prefix of the language (Dart's r'...', C's L'x')."""
+    """Whether the quote at `at` follows a letter or digit (`don't`, `1'000`, a prime `f'`) and so opens no string
+    or character literal, unless what it follows is a string prefix of the language (Dart's r'...', C's L'x')."""
     start = at
     while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
         start -= 1
@@ -162,7 +163,7 @@ def _regex_end(text: str, at: int) -> int:
     or first on its line) and ends on its line; else just past the `/`, a division."""
     before = text[max(0, at - 40):at].rstrip(" \t")
     operand_here = not before or before.endswith(("\n", "=>")) or before[-1] in _REGEX_AFTER or bool(
-        _REGEX_KEYWORDS.search(before))
+        _REGEX_KEYWORDS.search(before)) or (before[-1] == "!" and not _POSTFIX_BANG.search(before))
     found = _REGEX.match(text, at) if operand_here else None
     return found.end() if found else at + 1
 

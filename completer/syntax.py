@@ -29,6 +29,7 @@ class Syntax:
     block_comment: tuple[str, str] | None = None
     quotes: str = "\"'"  # strings that end on their own line
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
+    long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
     char_literals: bool = False  # a quote opens only a one-character literal ('x', '\n'); else it is a lifetime,
     # a prime, an adjoint
@@ -60,7 +61,8 @@ def _same(*delimiters: str) -> tuple[tuple[str, str], ...]:
     return tuple((delimiter, delimiter) for delimiter in delimiters)
 
 
-PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_strings=_same('"""', "'''"))
+PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_strings=_same('"""', "'''"),
+                long_escapes=False)
 NEUTRAL = Syntax("", lexical=False)
 
 _C = {"line_comments": ("//",), "block_comment": ("/*", "*/")}
@@ -70,9 +72,10 @@ _ML = {"line_comments": ("--",), "block_comment": ("{-", "-}"), "quotes": '"', "
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
-    "go": Syntax("go", **_C, long_strings=_same("`")),
-    **{name: Syntax(name, **_C, long_strings=_same('"""'))
-       for name in ("java", "kotlin", "scala", "swift", "csharp", "groovy")},
+    "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
+    **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "swift", "groovy")},
+    **{name: Syntax(name, **_C, long_strings=_same('"""'), long_escapes=False)  # raw strings
+       for name in ("kotlin", "scala", "csharp")},
     "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES)
        for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},

@@ -17,7 +17,7 @@ import signal
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from completer.converted import (REASON_PREFIX, STOP_GRACE_S, STOP_WITH_PARENT_ENV, bundle_for, converter_command,
+from completer.converted import (REASON, STOP_GRACE_S, STOP_WITH_PARENT_ENV, bundle_for, converter_command,
                                  how_it_ended, is_bundle, lock_file, put_in_place, source_of, try_lock, work_folder)
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,9 @@ class Conversion:
             line = raw.decode(errors="replace").strip().split("\r")[-1]  # a progress bar redraws with \r
             if not line or self.cancelled:
                 continue
-            if line.startswith(REASON_PREFIX):
-                reason = line.removeprefix(REASON_PREFIX)
+            found = REASON.search(line)
+            if found is not None:
+                reason = found.group(2)
             else:
                 self.step = line
                 if not line.startswith("layers ["):

@@ -56,6 +56,9 @@ def test_lines_python_would_refuse_are_kept_in_javascript(line, above):
     ("}", ["function f(app) {", "  args.push(`\"\\`\"${app}\\`\"\"`);"], "javascript"),  # escaped backquotes
     ("}", ["function f(x) {", "  const g = `/*${x}`;"], "javascript"),  # no comment inside a template
     ("const h = a! / 2 + (b! / 3);", [], "typescript"),  # divisions after TypeScript's `!`
+    ("if (flags.length > 1 && !/^[[<]/.test(flags[1])) {", [], "javascript"),  # a negated regular expression
+    ("}", ["func f(s string) {", "\ts = strings.TrimRight(s, `\\`)"], "go"),  # a raw string has no escapes
+    ("}", ["fun f() {", '    val p = """C:\\"""'], "kotlin"),
     ("  );", ["return (", '  <div><b>Note</b> (see <a href="x">docs</a>)</div>'], "javascriptreact"),
     ("}", ["fn f() {", "    let open = '(';"], "rust"),  # a character literal
     ("let q = '\"';", [], "rust"),
@@ -95,6 +98,7 @@ def test_each_language_reads_its_own_strings_and_comments():
     assert scan("s = '''(\n'''", syntax=PYTHON).stack == []
     assert scan("# (", syntax=PYTHON).stack == [] and scan("# (", syntax=JS).stack == ["("]
     assert scan("-- (", syntax=syntax_for("sql")).stack == []
+    assert scan("f' '(' = 1", syntax=syntax_for("haskell")).stack == []  # a prime, then a character literal
     assert kept("#endif", ["#if A", "#if B", "#endif"], syntax_for("c"))  # nested conditionals end together
     assert kept("<<<< ))) '", [], NEUTRAL) and syntax_for("markdown") is NEUTRAL  # no rule known: none applied
     assert kept("<<<< ))) '", [], syntax_for("shellscript"))  # its `case` patterns close what they never opened

@@ -309,6 +309,8 @@ def test_the_cli_relays_the_converters_steps_and_keeps_its_reason(capsys):
                             b"vert: out of memory\n"])) == "out of memory"
     assert capsys.readouterr().err == "reading wéights\n\rlayers [#.] 1/2\rlayers [##] 2/2\n"
     assert _relayed(Stream([b"completer convert: no newline"])) == "no newline"
+    assert _relayed(Stream([b"note: see completer convert: its help\n"])) == ""  # not at a line's start
+    assert capsys.readouterr().err == "note: see completer convert: its help\n"
 
 
 def test_a_cli_killed_while_it_converts_stops_its_converter(stores, environment, tmp_path):
