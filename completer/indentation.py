@@ -18,13 +18,13 @@ PYTHON_LEVEL = "    "
 UNIT_LINES = 200  # how far up the document's indentation step is read
 
 
-def indent_unit(above: str) -> str:
-    """One level of the document's indentation, from the last UNIT_LINES lines of `above`: a tab where they
-    are indented with tabs, else the commonest step by which a line is indented deeper than the line before
-    it; four spaces where none is."""
+def indent_unit(above: str, last: str = "") -> str:
+    """One level of the document's indentation, from the last UNIT_LINES lines of `above` and the line `last`
+    after them: a tab where they are indented with tabs, else the commonest step by which a line is indented
+    deeper than the line before it; four spaces where none is."""
     steps: Counter[int] = Counter()
     before = 0
-    for line in above.split("\n")[-UNIT_LINES:]:
+    for line in [*above.rsplit("\n", UNIT_LINES)[-UNIT_LINES:], last]:  # not the whole text above, split
         if not line.strip():
             continue
         if line.startswith("\t"):
@@ -103,7 +103,7 @@ def next_line_indents(line: str, above: str = "", syntax: Syntax = PYTHON) -> li
     ends without a `return` (the keystroke that dedents asks again)."""
     if not syntax.lexical:
         return [_indentation(line, syntax)]  # the same indentation, which every editor gives
-    level = PYTHON_LEVEL if syntax.statements else indent_unit(above + "\n" + line)
+    level = PYTHON_LEVEL if syntax.statements else indent_unit(above, line)
     continued = continuation_indents(line, syntax, level)
     if continued:
         return continued
