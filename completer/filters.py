@@ -32,6 +32,8 @@ NEVER_FIRST = (":", ",", ";", "=", "%", "/", "|", "&", "^", "<", ">", "!", ".")
 """What no statement starts with, outside brackets and strings (`...`, the ellipsis, is the one exception)."""
 BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally", "async"}
 WORD = re.compile(r"\w+")
+HEREDOC = "\0"
+"""Scan.triple's first character when what it holds is the word that ends a here-document (the shell's <<EOF)."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -49,6 +51,7 @@ class Scan:
     top_colon: bool = False  # a ':' outside brackets and strings
     code_end: int = 0  # where the last line's code ends (its comment's '#', or its length)
     opened_at: list[int] = field(default_factory=list)  # per open bracket, its index in the text (-1: from `state`)
+    heredoc: str | None = None  # the word ending a here-document opened on the last line, whose body is below
 
 
 def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
@@ -60,10 +63,14 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     s.opened_at = [-1] * len(s.stack)
     i, n = 0, len(text)
     s.code_end = n
-    opens_block = syntax.block_comment[0] if syntax.block_comment else None
+    block_comments = syntax.block_comments
     while i < n:
         if s.triple:
-            end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'")
+            if s.triple[0] == HEREDOC:
+                i = _past_heredoc(text, i, s)
+                continue
+            end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'"
+                           and s.triple not in syntax.raw_quotes)
             if end == -1:
                 return s
             i = end + len(s.triple)
@@ -76,9 +83,12 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
         ch = text[i]
         if ch == "\n":
             s.code_end = n
-        elif opens_block is not None and text.startswith(opens_block, i):  # first: Lua's `--[[`, Julia's `#=`
-            s.triple = syntax.block_comment[1]  # type: ignore[index]
-            i += len(opens_block)
+            if s.heredoc:  # its body starts on the next line
+                s.triple, s.heredoc = HEREDOC + s.heredoc, None
+        elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i)),
+                                               None)):
+            s.triple = block[1]  # before line comments: Lua's `--[[`, Julia's `#=`
+            i += len(block[0])
             continue
         elif any(text.startswith(marker, i) for marker in syntax.line_comments) and not (
                 syntax.not_comment_at and syntax.not_comment_at.match(text, i)):
@@ -97,9 +107,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i = literal.end() if literal else i + 1
             continue
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
-            j = i + 1
+            j, escapes = i + 1, ch not in syntax.raw_quotes
             while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
+                j += 2 if text[j] == "\\" and escapes else 1
             if j >= n or text[j] == "\n":
                 s.broken = True  # a one-line string left open
                 i = j
@@ -117,12 +127,23 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.stack.pop()
                 s.opened_at.pop()
                 s.min_depth = min(s.min_depth, len(s.stack))
+            elif ch in syntax.stray_closers:
+                pass  # a shell `case` pattern's `a)`
             elif s.stack or syntax is PYTHON:
                 s.broken = True
             else:
                 s.overclosed = True  # may close what opened above the lines scanned
         elif ch == ":" and not s.stack:
             s.top_colon = True
+        elif ch == "<" and syntax.heredoc_at is not None:
+            found = syntax.heredoc_at.match(text, i)
+            if found is None or s.stack[-2:] == ["(", "("]:  # a shift, as in the shell's (( x << 2 ))
+                i += 1
+                continue
+            groups = found.groupdict()
+            s.heredoc = groups.get("word") or groups.get("bare")
+            i = found.end()
+            continue
         i += 1
     return s
 
@@ -146,6 +167,21 @@ def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
             break
         end = text.find(closer, end + 1)
     return end
+
+
+def _past_heredoc(text: str, at: int, s: Scan) -> int:
+    """Where scanning goes on in `text` from `at`, a line's start inside a here-document: at the end of the line
+    that ends it (its word first on the line; `s.triple` is then cleared), or the text's end."""
+    word = s.triple[1:]  # type: ignore[index]
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        line = text[at:end].lstrip()
+        if line.startswith(word) and not (line[len(word):len(word) + 1].isalnum() or line[len(word):].startswith("_")):
+            s.triple = None
+            return end
+        at = end + 1
+    return len(text)
 
 
 def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
@@ -237,8 +273,8 @@ def well_formed(line: str, context: LineContext) -> bool:
     end = scan(line, start, syntax)
     if end.broken or (end.overclosed and context.whole_file):
         return False
-    if end.triple:
-        return True  # opens a multi-line string
+    if end.triple or end.heredoc:
+        return True  # opens a multi-line string or a here-document
     code = line[:end.code_end].rstrip()
     if not code:
         return any(ch.isalnum() for ch in line)  # a comment line, if it says something

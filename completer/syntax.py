@@ -26,8 +26,9 @@ class Syntax:
     lexical: bool = True  # brackets and strings are checked; False: no lexical rule of the language is known
     statements: bool = False  # Python's statement rules (filters.statement_can_start/end, indentation.py)
     line_comments: tuple[str, ...] = ()
-    block_comment: tuple[str, str] | None = None
+    block_comments: tuple[tuple[str, str], ...] = ()  # (opening, closing), the longest opening first
     quotes: str = "\"'"  # strings that end on their own line
+    raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -35,25 +36,30 @@ class Syntax:
     # a prime, an adjoint
     not_comment: str | None = None  # a pattern, at a line comment's marker, of what only looks like one
     regex_literals: bool = False  # `/.../` where an operand may stand is a regular expression (JavaScript)
+    heredoc: str | None = None  # a pattern, at `<`, of what opens a here-document; its group `word` ends it
+    stray_closers: str = ""  # closers that may stand with nothing to close (the shell's `case` patterns `a)`)
     open_ends: bool = True  # a line that leaves a bracket open ends as one that goes on does (an opener, a comma,
     # an operator); False where idiom leaves calls and clauses open otherwise (Lua's `f(t, function(a)`, SQL's
     # `(CASE`, Haskell's leading commas)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         starts = {"\n", "(", ")", "[", "]", "{", "}", *self.quotes}
         if self.statements:
             starts.add(":")  # Python's block colon (Scan.top_colon)
         starts.update(marker[0] for marker in (*self.line_comments, *(opening for opening, _ in self.long_strings)))
-        if self.block_comment:
-            starts.add(self.block_comment[0][0])
+        starts.update(opening[0] for opening, _ in self.block_comments)
+        if self.heredoc:
+            starts.add("<")
         if self.regex_literals:
             starts.add("/")
         if self.char_literals:
             starts.add("'")
         object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
+        object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
 
 
 def _same(*delimiters: str) -> tuple[tuple[str, str], ...]:
@@ -65,33 +71,45 @@ PYTHON = Syntax(PYTHON_NAME, statements=True, line_comments=("#",), long_strings
                 long_escapes=False)
 NEUTRAL = Syntax("", lexical=False)
 
-_C = {"line_comments": ("//",), "block_comment": ("/*", "*/")}
+_C = {"line_comments": ("//",), "block_comments": (("/*", "*/"),)}
 _C_PREFIXES = ("L", "u", "U", "u8", "R")  # wide, Unicode and raw literals
-_ML = {"line_comments": ("--",), "block_comment": ("{-", "-}"), "quotes": '"', "char_literals": True,
+_ML = {"line_comments": ("--",), "block_comments": (("{-", "-}"),), "quotes": '"', "char_literals": True,
        "open_ends": False}
+_LUA_BRACKETS = tuple((f"[{'=' * level}[", f"]{'=' * level}]") for level in range(3, -1, -1))  # [==[ ]==]
+_SHELL_HEREDOC = r"(?<!<)<<-?[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"  # <<EOF, <<-'EOF'; not <<<
+_RUBY_HEREDOC = r"<<(?:[~-](?P<quote>['\"`]?)(?P<word>[A-Za-z_]\w*)(?P=quote)|(?P<bare>[A-Z_][A-Z0-9_]*)\b)"
+_RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(3, 0, -1))  # r#"..."#, r##"..."##
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
     **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "swift", "groovy")},
     **{name: Syntax(name, **_C, long_strings=_same('"""'), long_escapes=False)  # raw strings
-       for name in ("kotlin", "scala", "csharp")},
+       for name in ("kotlin", "scala")},
+    "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False),
+    # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
     "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES)
        for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},
-    "php": Syntax("php", line_comments=("//", "#"), block_comment=("/*", "*/"), not_comment=r"#\["),  # attributes
-    "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br")),
-    **{name: Syntax(name, line_comments=("#",)) for name in ("ruby", "r")},
-    "julia": Syntax("julia", line_comments=("#",), block_comment=("#=", "=#"), long_strings=_same('"""'),
+    "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
+                  heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+    "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),
+                   long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW)),
+    "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC),
+    "r": Syntax("r", line_comments=("#",)),
+    "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), long_strings=_same('"""'),
                     quotes='"', char_literals=True),
     "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
-    "lua": Syntax("lua", line_comments=("--",), block_comment=("--[[", "]]"), long_strings=(("[[", "]]"),),
-                  open_ends=False),
-    "sql": Syntax("sql", line_comments=("--",), block_comment=("/*", "*/"), open_ends=False),
+    "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
+                  long_strings=_LUA_BRACKETS, open_ends=False),
+    "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
+                          long_strings=_same('"', "'", "`"), raw_quotes=("'",), heredoc=_SHELL_HEREDOC,
+                          stray_closers=")"),
+    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),
 }
-"""Languages whose comments and strings are read here; the shell's `case` patterns, Perl's special variables,
+"""Languages whose comments and strings are read here; Perl (its quote-like operators and special variables),
 markup and data formats are not among them, and get no lexical rule."""
 
 

@@ -8,8 +8,9 @@ the model written it (the previous line repeated, a blank or an empty comment ar
 counted too). Each language's lines are judged twice: by the rules of that language (completer/syntax.py), and by
 Python's, which every document got before the filters knew other languages. The files are ones a checkout has
 after `bash scripts/test.sh`: the Python standard library, and the JavaScript and TypeScript sources of the VS
-Code extension's npm packages (pinned by its package-lock.json); C headers in /usr/include where the system has
-them.
+Code extension's npm packages (pinned by its package-lock.json); and where the system has them, C headers in
+/usr/include, its shell scripts, Perl's modules, Neovim's Lua runtime, PostgreSQL's SQL extension scripts and the
+PHP of the Google Cloud SDK. A language whose files are not there is listed as missing.
 """
 from __future__ import annotations
 
@@ -43,14 +44,37 @@ def corpora() -> dict[str, list[Path]]:
         "typescript": sorted(p for p in NODE_MODULES.rglob("*.ts") if not p.name.endswith(".d.ts"))
         + sorted((REPO / "vscode-extension" / "src").rglob("*.ts")),
         "c": sorted(Path("/usr/include").glob("*.h")),
+        "shellscript": shell_scripts(),
+        "perl": sorted(Path("/usr/share/perl").rglob("*.pm")),
+        "php": sorted(Path("/usr/lib/google-cloud-sdk").rglob("*.php")),
+        "lua": sorted(Path("/usr/share/nvim/runtime").rglob("*.lua")),
+        "sql": sorted(Path("/usr/share/postgresql").rglob("*.sql")),
     }
     return {language: files for language, files in found.items() if files}
+
+
+SHEBANGS = (b"#!/bin/sh", b"#!/bin/bash", b"#! /bin/sh", b"#!/usr/bin/env bash", b"#!/usr/bin/env sh")
+
+
+def shell_scripts() -> list[Path]:
+    """The system's shell scripts: the `*.sh` files under /usr, and the programs in its bin folders that are
+    shell scripts (by their first line)."""
+    found = set(Path("/usr").rglob("*.sh"))
+    for folder in (Path("/usr/bin"), Path("/usr/sbin"), Path("/usr/lib/git-core")):
+        for path in folder.glob("*") if folder.is_dir() else ():
+            try:
+                with path.open("rb") as handle:
+                    if path.is_file() and handle.read(24).startswith(SHEBANGS):
+                        found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
 
 
 def judge(language: str, files: list[Path], positions: int) -> dict:
     """Up to `positions` lines of `files`, each kept or not by the language's rules and by Python's."""
     own, python = syntax_for(language), PYTHON
-    counted = kept_own = kept_python = 0
+    counted = kept_own = kept_python = by_design = 0
     dropped: list[str] = []
     for path in files:
         try:
@@ -68,7 +92,9 @@ def judge(language: str, files: list[Path], positions: int) -> dict:
             by_own = keep_suggestion(line, inserted, "", line_context(above, own))
             by_python = by_own if own is python else keep_suggestion(line, inserted, "", line_context(above, python))
             counted, kept_own, kept_python = counted + 1, kept_own + by_own, kept_python + by_python
-            if not by_own and len(dropped) < EXAMPLES:
+            if not by_own and dropped_by_design(line, lines[number - 1]):
+                by_design += 1
+            elif not by_own and len(dropped) < EXAMPLES:
                 dropped.append(f"{path.relative_to(path.parents[1])}:{number + 1}: {line.strip()[:100]}")
             taken += 1
             if taken == PER_FILE or counted == positions:
@@ -76,7 +102,13 @@ def judge(language: str, files: list[Path], positions: int) -> dict:
         if counted == positions:
             break
     return {"language": language, "rules": own.name or "none", "positions": counted, "kept": kept_own,
-            "kept_by_python_rules": kept_python, "dropped_examples": dropped}
+            "dropped_by_design": by_design, "kept_by_python_rules": kept_python, "dropped_examples": dropped}
+
+
+def dropped_by_design(line: str, above: str) -> bool:
+    """A line every language's rules drop: a separator or empty comment (nothing alphanumeric), or the line above
+    again."""
+    return not any(ch.isalnum() for ch in line) or line.strip() == above.strip()
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -88,17 +120,23 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(result: dict) -> str:
-    rows = ["| language | lines | kept by its rules | kept by Python's rules (before) |", "|---|---:|---:|---:|"]
+    rows = ["| language | its rules | lines | kept by its rules | dropped by design (separators, repeats) "
+            "| dropped otherwise | kept by Python's rules |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in result["results"]:
-        share = 100 * r["kept"] / max(1, r["positions"])
-        before = 100 * r["kept_by_python_rules"] / max(1, r["positions"])
-        rows.append(f"| {r['language']} | {r['positions']:,} | {share:.1f} % | {before:.1f} % |")
+        positions = max(1, r["positions"])
+        by_design = r.get("dropped_by_design")
+        otherwise = "–" if by_design is None else f"{100 * (positions - r['kept'] - by_design) / positions:.1f} %"
+        rows.append(f"| {r['language']} | {r.get('rules') or 'none'} | {r['positions']:,} "
+                    f"| {100 * r['kept'] / positions:.1f} % "
+                    f"| {'–' if by_design is None else f'{100 * by_design / positions:.1f} %'} | {otherwise} "
+                    f"| {100 * r['kept_by_python_rules'] / positions:.1f} % |")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c"])
+    parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c", "shellscript",
+                                                           "php", "lua", "sql", "perl"])
     parser.add_argument("--positions", type=int, default=5000, help="lines judged per language")
     add_output_arguments(parser)
     return run_or_table(parser.parse_args(argv), run, table)

@@ -91,6 +91,60 @@ def test_broken_brackets_and_strings_are_refused_in_javascript(line, above):
     assert not kept(line, above, JS)
 
 
+SHELL = syntax_for("shellscript")
+
+
+@pytest.mark.parametrize("line,above", [
+    ("[ $# -eq 0 ] && echo ${#files[@]}  # none (given", []),  # `#` inside a word opens no comment
+    ("  *.py) lint \"$f\" ;;", ["case $f in", "  *.md) ;;"]),  # a `case` pattern closes nothing
+    ("  *.py) lint \"$f\" ;;", ["run() {", "  case $f in"]),  # ... nor what is open around it
+    ("fi", ["run() {", "  if true; then", "    cat <<EOF", "it's (not) code", "EOF"]),  # a here-document's body
+    ("it's ( prose", ["cat <<-'END' > out"]),
+    ("  END", ["cat <<-'END' > out", "(", "  END"]),  # ... over, and an indented line repeated
+    ("x=$(( n << 2 ))", []),  # a shift, not a here-document
+    ("test_expect_success 'merges' '", []),  # a string that goes on over lines
+    ("  git merge topic (", ["test_expect_success 'merges' '"]),  # inside it: anything
+    ("sed 's/\\/\\\\/g' \"$f\"", []),  # no escape in single quotes
+    ("  data=$(cat <<EOF", []),  # a here-document opened inside a command substitution
+])
+def test_shell_scripts_are_read_as_the_shell_reads_them(line, above):
+    assert kept(line, above, SHELL)
+
+
+@pytest.mark.parametrize("line,above", [
+    ("echo ${name)", []),  # a bracket closed with the wrong one
+    ("}", ["echo ok"]),  # closes nothing, at the top of the file
+    ("files=(a.py b.py", []),  # leaves its bracket open without going on
+    ("echo ${x)", ["dirs=('C:\\' 'D:\\')"]),  # after single quotes, which no backslash escapes
+])
+def test_broken_brackets_are_refused_in_shell_scripts(line, above):
+    assert not kept(line, above, SHELL)
+
+
+@pytest.mark.parametrize("line,above,language", [
+    ("}", ["fn f() {", '    let json = r#"{"a": "\\"}"#;'], "rust"),  # a raw string, quotes and backslashes in it
+    ("}", ["fn f() {", '    let s = r##"a"# ("##;'], "rust"),
+    ('var p = @"C:\\dir\\"; f(p);', [], "csharp"),  # a verbatim string's backslash escapes nothing
+    ('var p = $@"{root}\\"; f(p);', [], "csharp"),
+    ("local s = [==[ a ]] ( ]==]", [], "lua"),  # long brackets of any level
+    ("--[=[ a ( ]] note ]=]", [], "lua"),
+    ("}", ["function f() {", "  $t = <<<EOT", "  it's (", "  EOT;"], "php"),  # a heredoc, its end indented
+    ("    it's ( prose", ["def f", "  x = <<~EOS"], "ruby"),
+    ("end", ["def f", "  x = <<-'EOS'", "it's (", "  EOS"], "ruby"),
+    ("a ( note", ["=begin"], "ruby"),
+])
+def test_raw_strings_here_documents_and_long_brackets_are_read(line, above, language):
+    assert kept(line, above, syntax_for(language))
+
+
+def test_a_here_document_ends_at_its_own_word_alone():
+    assert scan("cat <<EOF\n(\nEOF\n(", syntax=SHELL).stack == ["("]
+    assert scan("cat <<EOF\nEOFS (\n", syntax=SHELL).triple  # a longer word does not end it
+    assert scan("a << b", syntax=syntax_for("ruby")).heredoc is None  # Ruby's append, not a here-document
+    assert scan("x = <<<'EOT'\n(\nEOT;\n(", syntax=syntax_for("php")).stack == ["("]
+    assert scan("cat <<< \"$x\" (", syntax=SHELL).heredoc is None  # a here-string
+
+
 def test_each_language_reads_its_own_strings_and_comments():
     assert kept("fn first<'a>(x: &'a str) -> &'a str {", [], RUST)  # a quote marks a lifetime in Rust
     assert not kept("fn first<'a>(x: &'a str) -> &'a str {", [], JS)
