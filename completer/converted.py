@@ -11,6 +11,7 @@ take turns and a converter killed half-way leaves only a work folder, which the 
 """
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import hashlib
@@ -279,10 +280,20 @@ def _before_reason(text: str) -> int:
     return len(text)
 
 
+def interrupt(process: subprocess.Popen | asyncio.subprocess.Process) -> None:
+    """Ask a converter to stop as Ctrl-C would, so that it removes what it began. Windows cannot send SIGINT to
+    another process (Popen.send_signal refuses it): there it is terminated, and the work folder it wrote in is
+    removed by whoever made it (work_folder)."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.name == "nt":
+            process.terminate()
+        else:
+            process.send_signal(signal.SIGINT)
+
+
 def _stop(process: subprocess.Popen) -> None:
     """Stop a converter as Ctrl-C would (it removes what it began), killing it if it lingers."""
-    with contextlib.suppress(ProcessLookupError):
-        process.send_signal(signal.SIGINT)
+    interrupt(process)
     try:
         process.wait(STOP_GRACE_S)
     except subprocess.TimeoutExpired:

@@ -13,12 +13,12 @@ import contextlib
 import dataclasses
 import logging
 import os
-import signal
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from completer.converted import (REASON, STOP_GRACE_S, STOP_WITH_PARENT_ENV, bundle_for, converter_command,
-                                 how_it_ended, is_bundle, lock_file, put_in_place, source_of, try_lock, work_folder)
+                                 how_it_ended, interrupt, is_bundle, lock_file, put_in_place, source_of, try_lock,
+                                 work_folder)
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ class Conversion:
         process = self.process
         if process is None or process.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGINT)
+        interrupt(process)
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         except asyncio.TimeoutError:

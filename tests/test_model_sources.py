@@ -331,3 +331,40 @@ def test_a_cli_killed_while_it_converts_stops_its_converter(stores, environment,
         assert time.monotonic() < deadline, _converters(tmp_path)
         time.sleep(0.2)
     assert not [path for path in (tmp_path / "converted").iterdir() if not path.name.startswith(".")]
+
+
+def test_a_converter_is_asked_to_stop_by_sigint_and_on_windows_terminated(monkeypatch):
+    """Popen.send_signal refuses SIGINT on Windows; there the converter is terminated instead (its work folder is
+    removed by work_folder), and a converter that has just exited is no error."""
+    import signal
+
+    from completer.converted import interrupt
+
+    class Converter:
+        def __init__(self, gone: bool = False) -> None:
+            self.calls: list[object] = []
+            self.gone = gone
+
+        def send_signal(self, sig: int) -> None:
+            if os.name == "nt":
+                raise ValueError(f"Unsupported signal: {sig}")  # as subprocess.Popen does there
+            self._called(sig)
+
+        def terminate(self) -> None:
+            self._called("terminate")
+
+        def _called(self, what: object) -> None:
+            if self.gone:
+                raise ProcessLookupError
+            self.calls.append(what)
+
+    converter = Converter()
+    interrupt(converter)
+    assert converter.calls == [signal.SIGINT]
+    interrupt(Converter(gone=True))
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "name", "nt")
+        converter = Converter()
+        interrupt(converter)
+        interrupt(Converter(gone=True))
+    assert converter.calls == ["terminate"]
