@@ -181,8 +181,16 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     await session.screenshot(screenshot);
     pass(`screenshot with ghost text: ${screenshot}`);
 
+    // 9b. A file in a language the embedded model does not write: the status bar says it gets no suggestions.
+    await openFile(page, 'notes.js');
+    const unanswered = await waitForStatus(page,
+        (s) => s.text.endsWith(`${MODEL} · javascript`) && s.label.includes('no suggestions in javascript files'),
+        'javascript without suggestions');
+    pass(`in notes.js the status bar reads "${unanswered.text}": "${unanswered.label.slice(0, 110)}"`);
+
     // 10. "Use a Model Already on This Machine": a model in the Hugging Face cache (tests/test_vscode_e2e.py builds
-    //     acme/tiny-coder there) is picked, converted into the extension's storage, and the server loads it.
+    //     acme/tiny-coder there) is picked, converted into the extension's storage, and the server loads it; a
+    //     converted model writes every language, so notes.js gets suggestions then.
     await runCommand(page, 'Completer: Use a Model Already on This Machine...');
     const picker = page.locator('.quick-input-widget input');
     await picker.waitFor({ state: 'visible', timeout: 60000 });
@@ -195,7 +203,8 @@ export async function runChecks(session, { python, artifacts, workspace }) {
         120000, 'the "converted" notification', async () => JSON.stringify(await notifications(page)));
     const switched = await waitForStatus(page, (s) => s.label.includes('Completer: model acme-tiny-coder'),
         'the converted model', 60000);
-    pass(`a cached model converted and loaded: "${converted.trim().slice(0, 120)}"; status bar "${switched.text}"`);
+    check(!switched.text.includes('javascript'), `with the converted model the status bar still reads "${switched.text}"`);
+    pass(`a cached model converted and loaded: "${converted.trim().slice(0, 120)}"; in notes.js the status bar reads "${switched.text}"`);
 
     // 11. An interpreter without the server: the error notification names the install command.
     const bare = path.join(session.root, 'python-without-completer');

@@ -85,6 +85,7 @@ async function main() {
     const workspace = path.join(root, 'workspace');
     fs.mkdirSync(workspace, { recursive: true });
     fs.writeFileSync(path.join(workspace, 'sample.py'), SAMPLE);
+    fs.writeFileSync(path.join(workspace, 'notes.js'), 'const notes = [];\n');
     const session = new Session({
         toolsDir: values.tools,
         extensionSource: path.join(REPO, 'vscode-extension'),

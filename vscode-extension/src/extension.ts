@@ -17,11 +17,13 @@ import { CONFIG_SECTION, ExtensionSettings, readSettings } from './common/settin
 import { StatusBar } from './common/status';
 import { TraceChannel } from './common/trace';
 import {
+    activeFileLanguage,
     createLogOutputChannel,
     executeCommand,
     getConfiguration,
     getExtension,
     getWorkspaceFolders,
+    onDidChangeActiveFile,
     onDidChangeConfiguration,
     registerCommand,
     showErrorMessage,
@@ -105,7 +107,9 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
             }
         }),
         { dispose: () => void serverManager.dispose() },
+        onDidChangeActiveFile(() => status.setActiveLanguage(activeFileLanguage())),
     );
+    status.setActiveLanguage(activeFileLanguage());
 
     void serverManager.start().then(() => watchPythonInterpreter(context, serverManager, log));
     return serverManager;

@@ -34,6 +34,7 @@ export interface StatusLike {
     setState(state: ServerState, problem?: string): void;
     setModel(model: string | undefined): void;
     setRemote(endpoint: string | undefined): void;
+    setLanguages(languages: readonly string[] | undefined): void;
     setLatency(ms: number): void;
 }
 
@@ -61,6 +62,8 @@ export interface ManagerDeps {
     platform?: NodeJS.Platform;
     /** Waits before asking completer/info again while the server is still loading its model. */
     infoRetryDelaysMs?: readonly number[];
+    /** The wait before asking completer/info again while the server converts a model. */
+    conversionInfoIntervalMs?: number;
 }
 
 export const ACTIONS = {
@@ -90,6 +93,17 @@ export function conversionOf(info: unknown): string | undefined {
     return typeof source === 'string' && source !== '' ? source : undefined;
 }
 
+/** The language ids the server answers in (`server.enabled_languages`: enabledLanguages, or the model's), or
+ *  undefined while the server does not know them (its model is loading). */
+export function languagesOf(info: unknown): string[] | undefined {
+    const server = (info as { server?: unknown } | null)?.server;
+    const languages = server && typeof server === 'object' ? (server as { enabled_languages?: unknown }).enabled_languages : undefined;
+    if (!Array.isArray(languages) || !languages.every((language) => typeof language === 'string')) {
+        return undefined;
+    }
+    return languages as string[];
+}
+
 /** The endpoint and its state when the lines come from an OpenAI-compatible server (backend "openai"). */
 export function remoteOf(info: unknown): { endpoint: string; state: string; lastError: string | undefined } | undefined {
     const remote = (info as { remote?: unknown } | null)?.remote;
@@ -109,6 +123,9 @@ export function remoteOf(info: unknown): { endpoint: string; state: string; last
 
 /** How often the status bar asks a remote backend's state again while suggestions are being answered. */
 export const REMOTE_INFO_INTERVAL_MS = 2000;
+/** How often it asks again while the server converts a model: the new one may write other languages, and a file
+ *  in one the old model does not write asks for no suggestion that would bring the news. */
+export const CONVERSION_INFO_INTERVAL_MS = 3000;
 
 export class ServerManager {
     private client: ClientLike | undefined;
@@ -122,10 +139,13 @@ export class ServerManager {
     private remote = false;
     private lastInfoAt = 0;
     private readonly infoRetryDelays: readonly number[];
+    private readonly conversionInfoInterval: number;
+    private conversionPoll: ReturnType<typeof setTimeout> | undefined;
 
     constructor(private readonly deps: ManagerDeps) {
         this.settings = deps.readSettings();
         this.infoRetryDelays = deps.infoRetryDelaysMs ?? [250, 500, 1000, 2000, 4000, 8000, 15000];
+        this.conversionInfoInterval = deps.conversionInfoIntervalMs ?? CONVERSION_INFO_INTERVAL_MS;
         deps.status.setEnabled(this.settings.enabled);
     }
 
@@ -247,6 +267,7 @@ export class ServerManager {
         const { status, log } = this.deps;
         status.setState('starting');
         status.setModel(undefined);
+        status.setLanguages(undefined);
         this.modelKnown = false;
         const interpreter = await this.deps.resolveInterpreter(this.settings);
         this.interpreter = interpreter;
@@ -345,6 +366,7 @@ export class ServerManager {
         const remote = remoteOf(info);
         this.remote = remote !== undefined;
         this.deps.status.setRemote(remote?.endpoint);
+        this.deps.status.setLanguages(languagesOf(info));
         if (label && remote?.state === 'error') {
             this.modelKnown = true;
             this.deps.status.setModel(label);
@@ -357,6 +379,15 @@ export class ServerManager {
             this.modelKnown = converting === undefined; // else asked again after the next answered completion
             this.deps.status.setState('running');
             this.deps.status.setModel(converting ? `${label}, converting ${converting}` : label);
+            if (converting !== undefined && this.conversionPoll === undefined) {
+                this.conversionPoll = setTimeout(() => {
+                    this.conversionPoll = undefined;
+                    if (!this.modelKnown) {
+                        void this.refreshInfo(client);
+                    }
+                }, this.conversionInfoInterval);
+                this.conversionPoll.unref?.();
+            }
         } else if (typeof modelError === 'string' && modelError !== '') {
             this.deps.log.error(`The server has no model: ${modelError}`);
             this.deps.status.setState('error', `no model loaded: ${modelError}`);

@@ -1,4 +1,5 @@
-// The status bar item: model name, last suggestion latency, and a click that turns suggestions on/off.
+// The status bar item: model name, last suggestion latency, whether the active file's language gets suggestions,
+// and a click that turns suggestions on/off.
 
 import type { StatusBarItem } from 'vscode';
 import { COMMANDS } from './constants';
@@ -14,6 +15,8 @@ export class StatusBar {
     private latencyMs: number | undefined;
     private problem: string | undefined;
     private endpoint: string | undefined;
+    private languages: readonly string[] | undefined;
+    private activeLanguage: string | undefined;
 
     constructor() {
         this.item = createStatusBarItem('completer.status', 100);
@@ -48,6 +51,28 @@ export class StatusBar {
         this.render();
     }
 
+    /** The language ids the server answers in (completer/info's `server.enabled_languages`, "*" for all), or
+     *  undefined while it does not know them yet. */
+    setLanguages(languages: readonly string[] | undefined): void {
+        this.languages = languages;
+        this.render();
+    }
+
+    /** The language id of the file in the active editor; undefined when no file's editor is active. */
+    setActiveLanguage(languageId: string | undefined): void {
+        this.activeLanguage = languageId;
+        this.render();
+    }
+
+    /** The active file's language when the server answers in others only, else undefined. */
+    get unansweredLanguage(): string | undefined {
+        const { languages, activeLanguage } = this;
+        if (!languages || !activeLanguage || languages.includes('*') || languages.includes(activeLanguage)) {
+            return undefined;
+        }
+        return activeLanguage;
+    }
+
     setLatency(ms: number): void {
         this.latencyMs = ms;
         this.render();
@@ -78,6 +103,10 @@ export class StatusBar {
                 this.item.tooltip = `Completer: starting the server… ${toggleHint}`;
                 break;
             case 'running':
+                if (this.unansweredLanguage !== undefined) {
+                    this.renderUnanswered(model, this.unansweredLanguage, toggleHint);
+                    break;
+                }
                 this.item.text = `${this.endpoint ? '$(cloud)' : '$(sparkle)'} ${model}${latency}`;
                 this.item.tooltip =
                     `Completer: model ${model}` +
@@ -97,5 +126,13 @@ export class StatusBar {
                 this.item.tooltip = `Completer: the server is stopped. ${toggleHint}`;
                 break;
         }
+    }
+
+    private renderUnanswered(model: string, language: string, toggleHint: string): void {
+        this.item.text = `$(circle-slash) ${model} · ${language}`;
+        this.item.tooltip =
+            `Completer: no suggestions in ${language} files: model ${model} answers in ` +
+            `${(this.languages ?? []).join(', ')}. Add "${language}" to completer.enabledLanguages, or choose a ` +
+            `model that writes it ("Completer: Use a Model Already on This Machine"). ${toggleHint}`;
     }
 }

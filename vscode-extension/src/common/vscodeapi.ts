@@ -45,6 +45,20 @@ export async function updateSetting(section: string, key: string, value: unknown
     await config.update(key, value, target);
 }
 
+/** The language id of the file (or untitled document) in the active editor; undefined for none, or an output
+ *  channel's, a diff's or a settings editor's. */
+export function activeFileLanguage(): string | undefined {
+    const document = window.activeTextEditor?.document;
+    return document && (document.uri.scheme === 'file' || document.uri.scheme === 'untitled') ? document.languageId : undefined;
+}
+
+/** Another editor became active, or a document opened (as when its language mode is changed). */
+export function onDidChangeActiveFile(handler: () => unknown): Disposable {
+    const editors = window.onDidChangeActiveTextEditor(handler);
+    const documents = workspace.onDidOpenTextDocument(handler);
+    return Disposable.from(editors, documents);
+}
+
 export function getWorkspaceFolders(): readonly WorkspaceFolder[] {
     return workspace.workspaceFolders ?? [];
 }

@@ -37,7 +37,7 @@ class FakeLanguageClient {
     }
     async sendRequest(method: string) {
         assert.equal(method, 'completer/info');
-        return { model: 'py-small-v1', device: 'cpu' };
+        return { model: 'py-small-v1', device: 'cpu', server: { enabled_languages: ['python'] } };
     }
 }
 
@@ -82,6 +82,23 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
     after(async () => {
         await extension.deactivate();
         fs.rmSync(tmp, { recursive: true, force: true });
+    });
+
+    test('the status bar follows the active file and says when its language gets no suggestions', async () => {
+        mock.settings.set('completer.pythonPath', goodPython);
+        mock.activateEditor('javascript'); // open before the extension starts
+        await extension.activate(context());
+        await until(() => mock.statusItems[0]?.text === '$(circle-slash) py-small-v1 · javascript', 'javascript unanswered');
+        mock.activateEditor('python');
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        mock.changeLanguageMode('shellscript'); // the user picks another language mode for the file
+        assert.equal(mock.statusItems[0].text, '$(circle-slash) py-small-v1 · shellscript');
+        mock.activateEditor('Log', 'output'); // an output channel: not a file
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        mock.activateEditor('markdown', 'untitled');
+        assert.equal(mock.statusItems[0].text, '$(circle-slash) py-small-v1 · markdown');
+        mock.activateEditor(undefined);
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
     });
 
     test('registers the commands, starts the server and shows the model', async () => {

@@ -6,6 +6,7 @@ import {
     ClientLike,
     ManagerDeps,
     conversionOf,
+    languagesOf,
     modelLabel,
     remoteOf,
     REMOTE_INFO_INTERVAL_MS,
@@ -53,6 +54,7 @@ interface SetupOptions {
     loading?: unknown[];
     /** The final completer/info answer (default: a local model). */
     info?: unknown;
+    conversionInfoIntervalMs?: number;
 }
 
 function setup(options: SetupOptions = {}) {
@@ -65,6 +67,12 @@ function setup(options: SetupOptions = {}) {
         model: undefined as string | undefined,
         latency: undefined as number | undefined,
         endpoint: undefined as string | undefined,
+        languages: undefined as readonly string[] | undefined,
+        languagesShown: [] as (readonly string[] | undefined)[],
+        setLanguages(languages: readonly string[] | undefined) {
+            this.languages = languages;
+            this.languagesShown.push(languages);
+        },
         setEnabled(v: boolean) {
             this.enabled = v;
         },
@@ -117,6 +125,7 @@ function setup(options: SetupOptions = {}) {
         repoDir: '/src/completer',
         platform: 'linux',
         infoRetryDelaysMs: [1, 1, 1],
+        conversionInfoIntervalMs: options.conversionInfoIntervalMs,
     };
     const manager = new ServerManager(deps);
     return {
@@ -134,6 +143,13 @@ function setup(options: SetupOptions = {}) {
 }
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+    for (let i = 0; i < 200 && !condition(); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    assert.ok(condition(), `timed out waiting for ${what}`);
+}
 
 describe('server manager', () => {
     test('starts the client and shows the model', async () => {
@@ -340,6 +356,45 @@ describe('server manager', () => {
         clients[0].hooks.onLatency(30);
         await tick();
         assert.equal(clients[0].requests.length, asked, 'no more info requests once the conversion is over');
+    });
+
+    test('the languages the server answers in reach the status bar, and are forgotten while it restarts', async () => {
+        const info = { model: 'python-small', server: { enabled_languages: ['python'] } };
+        const { manager, status } = setup({ loading: [{ model: null, server: { enabled_languages: null } }], info });
+        await manager.start();
+        await until(() => status.model === 'python-small', 'the model');
+        assert.deepEqual(status.languages, ['python']);
+        await manager.restart();
+        await until(() => status.languagesShown.length === 6, 'the restarted server\'s languages');
+        // each start: none while it starts, none while its model loads, then the model's
+        assert.deepEqual(status.languagesShown, [undefined, undefined, ['python'], undefined, undefined, ['python']]);
+    });
+
+    test('while a model converts, the server is asked again without waiting for a suggestion', async () => {
+        // A file in a language the old model does not write asks for no suggestion, so none would bring the news.
+        const converting = {
+            model: 'python-small',
+            model_conversion: { source: 'acme/tiny', state: 'converting' },
+            server: { enabled_languages: ['python'] },
+        };
+        const done = { model: 'acme-tiny-0123', server: { enabled_languages: ['*'] } };
+        const { manager, clients, status } = setup({ loading: [converting, converting], info: done, conversionInfoIntervalMs: 5 });
+        await manager.start();
+        assert.deepEqual(status.languages, ['python']);
+        await until(() => status.model === 'acme-tiny-0123', 'the converted model, with no completion answered');
+        assert.deepEqual(status.languages, ['*']);
+        const asked = clients[0].requests.length;
+        assert.equal(asked, 3, 'one poll at a time');
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        assert.equal(clients[0].requests.length, asked, 'no more polls once the conversion is over');
+    });
+
+    test('languagesOf', () => {
+        assert.deepEqual(languagesOf({ server: { enabled_languages: ['python'] } }), ['python']);
+        assert.equal(languagesOf({ server: { enabled_languages: null } }), undefined);
+        assert.equal(languagesOf({ server: { enabled_languages: ['python', 3] } }), undefined);
+        assert.equal(languagesOf({ model: 'x' }), undefined);
+        assert.equal(languagesOf(null), undefined);
     });
 
     test('conversionOf', () => {

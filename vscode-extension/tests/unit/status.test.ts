@@ -83,4 +83,37 @@ describe('status bar', () => {
         status.dispose();
         assert.equal(item.disposed, true);
     });
+
+    test('says when the active file is in a language the server does not answer in', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setModel('python-small');
+        status.setActiveLanguage('javascript');
+        assert.equal(item.text, '$(sparkle) python-small', 'the languages not known yet: no claim');
+        status.setLanguages(['python']);
+        assert.equal(item.text, '$(circle-slash) python-small · javascript');
+        assert.match(String(item.tooltip), /no suggestions in javascript files: model python-small answers in python\./);
+        assert.match(String(item.tooltip), /completer\.enabledLanguages/);
+        assert.match(String(item.tooltip), /turn suggestions off/);
+        assert.equal(status.unansweredLanguage, 'javascript');
+        status.setLatency(12); // a suggestion in another window's Python file
+        assert.equal(item.text, '$(circle-slash) python-small · javascript');
+        status.setActiveLanguage('python');
+        assert.equal(item.text, '$(sparkle) python-small · 12 ms');
+        status.setActiveLanguage(undefined); // the output panel, a settings editor
+        assert.equal(item.text, '$(sparkle) python-small · 12 ms');
+        status.setActiveLanguage('javascript');
+        status.setLanguages(['*']); // a converted model writes them all
+        assert.equal(item.text, '$(sparkle) python-small · 12 ms');
+        status.setLanguages(['python', 'javascript']);
+        assert.equal(status.unansweredLanguage, undefined);
+        status.setLanguages(['python']);
+        status.setEnabled(false);
+        assert.equal(item.text, '$(circle-slash) python-small', 'off everywhere says so first');
+        assert.match(String(item.tooltip), /suggestions are off/);
+        status.setEnabled(true);
+        status.setState('error', 'the server stopped');
+        assert.match(item.text, /\$\(error\)/, 'an error says so first');
+    });
 });

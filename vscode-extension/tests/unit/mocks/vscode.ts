@@ -19,6 +19,16 @@ export class EventEmitter<T> {
     }
 }
 
+export class Disposable {
+    constructor(private readonly callOnDispose: () => unknown) {}
+    static from(...disposables: { dispose(): unknown }[]): Disposable {
+        return new Disposable(() => disposables.forEach((d) => d.dispose()));
+    }
+    dispose(): void {
+        this.callOnDispose();
+    }
+}
+
 export enum StatusBarAlignment {
     Left = 1,
     Right = 2,
@@ -122,6 +132,9 @@ interface ExtensionEntry {
 }
 
 const configChange = new EventEmitter<{ affectsConfiguration(section: string): boolean }>();
+type FakeEditor = { document: { languageId: string; uri: { scheme: string } } };
+const activeEditorChange = new EventEmitter<FakeEditor | undefined>();
+const documentOpen = new EventEmitter<FakeEditor['document']>();
 
 /** State the tests read and drive. */
 export const mock = {
@@ -140,6 +153,22 @@ export const mock = {
     clipboard: '',
     extensions: new Map<string, ExtensionEntry>(),
     workspaceFolders: [] as { uri: Uri; name: string; index: number }[],
+    activeTextEditor: undefined as FakeEditor | undefined,
+
+    /** Make an editor of a document in `languageId` (or none) the active one, as a user's click would. */
+    activateEditor(languageId: string | undefined, scheme = 'file'): void {
+        this.activeTextEditor = languageId === undefined ? undefined : { document: { languageId, uri: { scheme } } };
+        activeEditorChange.fire(this.activeTextEditor);
+    },
+
+    /** Change the active document's language mode: VS Code opens it again under the new id. */
+    changeLanguageMode(languageId: string): void {
+        const editor = this.activeTextEditor;
+        if (editor) {
+            editor.document = { ...editor.document, languageId };
+            documentOpen.fire(editor.document);
+        }
+    },
 
     reset(): void {
         this.settings.clear();
@@ -154,6 +183,7 @@ export const mock = {
         this.clipboard = '';
         this.extensions.clear();
         this.workspaceFolders = [];
+        this.activeTextEditor = undefined;
     },
 
     /** Change settings as a user would and fire onDidChangeConfiguration. */
@@ -200,9 +230,14 @@ export const workspace = {
     },
     isTrusted: true,
     onDidGrantWorkspaceTrust: new EventEmitter<void>().event,
+    onDidOpenTextDocument: documentOpen.event,
 };
 
 export const window = {
+    get activeTextEditor() {
+        return mock.activeTextEditor;
+    },
+    onDidChangeActiveTextEditor: activeEditorChange.event,
     createStatusBarItem(id: string, alignment: StatusBarAlignment, priority: number): FakeStatusBarItem {
         const item = new FakeStatusBarItem(id, alignment, priority);
         mock.statusItems.push(item);
