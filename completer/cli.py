@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from importlib import resources
@@ -86,7 +87,10 @@ def cmd_complete(args: argparse.Namespace) -> int:
     others = [_read(Path(other)) for other in args.open or ()]
     engine = _engine(args)
     uri = path.resolve().as_uri()
-    engine.open(uri, text, language_of_path(path.name, PYTHON_NAME))  # the filters follow its language's rules
+    language = language_of_path(path.name, PYTHON_NAME)
+    _note_unwritten_language(engine, path, language)
+    _note_past_the_line(text, line, col)
+    engine.open(uri, text, language)  # the filters follow its language's rules
     result = engine.complete(uri, line - 1, col - 1, others=others)
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
@@ -103,6 +107,24 @@ def cmd_complete(args: argparse.Namespace) -> int:
         print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
         return 1
     return 0
+
+
+def _note_unwritten_language(engine, path: Path, language: str) -> None:
+    """Say so on stderr when the model is not made for the file's language: it still answers here, as asked,
+    but the language server gives no suggestions there unless enabledLanguages lists the language."""
+    languages = engine.bundle.languages
+    if "*" not in languages and language not in languages:
+        print(f"completer: note: {engine.bundle.name} writes {', '.join(languages)}, and {path.name} is "
+              f"{language or 'in a language it does not know'}: these lines are guesses (the language server "
+              f"answers there only if enabledLanguages lists it)", file=sys.stderr)
+
+
+def _note_past_the_line(text: str, line: int, col: int) -> None:
+    """A column past its line's end is completed at the line's end, as LSP clamps it: say so on stderr."""
+    lines = text.split("\n")
+    if line <= len(lines) and col - 1 > len(current := lines[line - 1].rstrip("\r")):
+        print(f"completer: column {col} is past the end of line {line} ({len(current)} characters): completing "
+              f"at its end", file=sys.stderr)
 
 
 def score_label(suggestion: Suggestion, digits: int) -> str:
@@ -250,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
+        return 1
 
 
 if __name__ == "__main__":

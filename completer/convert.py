@@ -28,7 +28,7 @@ from pathlib import Path
 from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .converted import STOP_WITH_PARENT_ENV
-from .convertible import is_gguf_file
+from .convertible import convert_extra_install, convert_extra_missing, is_gguf_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
 from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
@@ -321,8 +321,11 @@ def _model_card(manifest: dict) -> str:
         f"- Weights: {manifest['quantization']}.",
         f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}.",
         f"- Command: `{manifest['conversion']['command']}`",
-        f"- Source files: config.json sha256 `{source['config_sha256']}`, tokenizer.json sha256 "
-        f"`{source['tokenizer_sha256']}`.",
+        (f"- Configuration and tokenizer: read from the GGUF file's metadata, as the config.json (sha256 "
+         f"`{source['config_sha256']}`) and tokenizer.json (sha256 `{source['tokenizer_sha256']}`) they make."
+         if source.get("gguf") else
+         f"- Source files: config.json sha256 `{source['config_sha256']}`, tokenizer.json sha256 "
+         f"`{source['tokenizer_sha256']}`."),
         "",
         "Quality and speed are the source model's and this machine's: measure them with scripts/eval.py and "
         "scripts/bench_lsp.py against this folder.",
@@ -479,8 +482,9 @@ def main(args) -> int:
                                window=args.default_context,
                                beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams,
                                languages=_languages(args.languages))
-    except ModuleNotFoundError as exc:
-        print(f"completer convert: needs the convert extra ({exc.name} is missing): pip install 'completer[convert]'",
+    except ImportError as exc:  # a module of the extra, or one that onnxruntime's optimizer imports when it runs
+        missing = exc.name or convert_extra_missing() or str(exc)
+        print(f"completer convert: needs the convert extra ({missing} is missing): {convert_extra_install()}",
               file=sys.stderr)
         return 2
     except (ValueError, ModelError, OSError) as exc:

@@ -2,6 +2,7 @@
 extra: `completer models` judges the models on a machine that does not have it yet."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 LLAMA_TYPES = ("llama", "mistral", "qwen2")
@@ -10,17 +11,29 @@ SUPPORTED_TYPES = ("gpt2", "gpt_bigcode", *LLAMA_TYPES, "starcoder2")
 """Every config.json model_type the graph builder implements (completer/graph/huggingface.py)."""
 
 
+CONVERT_EXTRA_MODULES = ("onnx", "gguf", "sympy")  # pyproject.toml's `convert` extra
+
+
 def convert_extra_missing() -> str | None:
     """The module of the convert extra this Python lacks, or None when `completer convert` can run."""
     import importlib.util
 
-    for module in ("onnx", "gguf"):
+    for module in CONVERT_EXTRA_MODULES:
         try:
             if importlib.util.find_spec(module) is None:
                 return module
         except (ImportError, ValueError):  # a module set to None in sys.modules, or one without a spec
             return module
     return None
+
+
+def convert_extra_install() -> str:
+    """The command that installs the convert extra: from the checkout this package is installed from (no
+    `completer` is published on a package index), else by the distribution's name, as a wheel built from one."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "completer").is_dir():
+        return f"pip install -e {shlex.quote(str(root) + '[convert]')}"
+    return "pip install 'completer[convert]'"
 
 
 def is_gguf_file(path: Path) -> bool:

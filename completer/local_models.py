@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import ollama_store, safetensors_header, tabby_store
-from .convertible import SUPPORTED_TYPES, convert_extra_missing
+from .convertible import SUPPORTED_TYPES, convert_extra_install, convert_extra_missing
 from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
 
 
@@ -167,7 +167,7 @@ def main(args) -> int:
     output names when it is missing, as it names the places this user cannot read."""
     found = local_models(SUPPORTED_TYPES)
     missing = convert_extra_missing()
-    install = f"completer convert needs the convert extra ({missing} is missing): pip install 'completer[convert]'"
+    install = f"completer convert needs the convert extra ({missing} is missing): {convert_extra_install()}"
     hidden = unreadable()
     if args.json:
         rows = [{**asdict(model), "id": model.source, "model_type": model.kind, "convertible": model.why_not is None,

@@ -73,22 +73,28 @@ class Conversion:
             env={**os.environ, STOP_WITH_PARENT_ENV: "1"})  # its stdin closing (this server gone) stops it
         assert self.process.stderr is not None
         reason = ""
+        traceback: list[str] = []  # a converter that failed unexpectedly: one line for the editor, not fifty
         async for raw in self.process.stderr:
-            line = raw.decode(errors="replace").strip().split("\r")[-1]  # a progress bar redraws with \r
-            if not line or self.cancelled:
+            line = raw.decode(errors="replace").rstrip().split("\r")[-1]  # a progress bar redraws with \r
+            if not line.strip() or self.cancelled:
                 continue
             found = REASON.search(line)
             if found is not None:
                 reason = found.group(2)
+            elif traceback or line.startswith("Traceback (most recent call last):"):
+                traceback.append(line)
             else:
-                self.step = line
-                if not line.startswith("layers ["):
-                    log.info("converting %s: %s", self.source, line)
+                self.step = line.strip()
+                if not self.step.startswith("layers ["):
+                    log.info("converting %s: %s", self.source, self.step)
         code = await self.process.wait()
         if self.cancelled:
             return "stopped"
         if code == 0 and is_bundle(out):
             return None
+        if traceback:
+            log.debug("completer convert %s failed:\n%s", self.source, "\n".join(traceback))
+            reason = reason or f"completer convert failed: {traceback[-1].strip()}"
         return reason or how_it_ended(code, self.step)
 
     async def stop(self) -> None:

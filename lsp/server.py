@@ -34,7 +34,7 @@ from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, s
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
-from lsp.settings import ServerSettings, apply_changes, engine_dict, extract_section
+from lsp.settings import SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 from lsp.workspace import RequestsInFlight, WorkspaceFiles, language_suffixes, path_of
@@ -313,7 +313,7 @@ class CompleterServer(LanguageServer):
                 self.show(f"no completions: {error}", types.MessageType.Error)
             self.model_changed()
             return
-        error = await self.worker.start()
+        error = await self.worker.start(reported=True)
         if not error:
             self.sources.loaded(self._handed)
             self.model_changed()
@@ -372,8 +372,12 @@ class CompleterServer(LanguageServer):
         new, warnings, unknown = apply_changes(self.settings, changes)
         for warning in warnings:
             self.show(warning)
-        if unknown:
-            log.info("%s: ignoring unknown settings %s", source, ", ".join(sorted(unknown)))
+        misspelt = {key: meant for key in unknown if (meant := likely_meant(key)) is not None}
+        for key, meant in misspelt.items():  # a typo would otherwise leave the user's setting silently unused
+            self.show(f"{SECTION}.{key} is not a setting; ignored (did you mean {SECTION}.{meant}?)")
+        if len(unknown) > len(misspelt):
+            log.warning("%s: ignoring unknown settings %s", source,
+                        ", ".join(sorted(key for key in unknown if key not in misspelt)))
         return new
 
     async def change_settings(self, raw: Any) -> None:

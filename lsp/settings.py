@@ -7,6 +7,7 @@ other (`maxTokens` and `contextTokens`) apply in any order.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import os
 import re
@@ -228,7 +229,10 @@ def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSe
         name = ENGINE_KEYS[key]
         coerced = getattr(defaults.engine, name) if value is None else _coerce(key, value)
         engine = dataclasses.replace(settings.engine, **{name: coerced})
-        engine.validate()
+        try:
+            engine.validate()
+        except ValueError as exc:  # EngineSettings names its fields as Python does; the user wrote the settings'
+            raise ValueError(_SNAKE_NAMES.sub(lambda found: _CAMEL_NAMES[found.group(0)], str(exc))) from None
         return dataclasses.replace(settings, engine=engine)
     if key in REMOTE_KEYS:
         name = REMOTE_KEYS[key]
@@ -239,6 +243,10 @@ def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSe
     if key == "workspaceMemoryMb" and not 1 <= coerced <= 4096:
         raise ValueError(f"workspaceMemoryMb must be between 1 and 4096, got {coerced}")
     return dataclasses.replace(settings, **{name: coerced})
+
+
+_CAMEL_NAMES = {snake: camel for camel, snake in ENGINE_KEYS.items() if snake != camel}
+_SNAKE_NAMES = re.compile(r"\b(?:" + "|".join(map(re.escape, _CAMEL_NAMES)) + r")\b")
 
 
 def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[ServerSettings, list[str], list[str]]:
@@ -269,6 +277,18 @@ def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[
             progress = True
     warnings = [f"Ignoring invalid setting {SECTION}.{key}: {exc}" for key, exc in errors.items()]
     return new, warnings, unknown
+
+
+def likely_meant(unknown: str) -> str | None:
+    """The setting an unknown key is most likely a misspelling of (`maxSuggestion`, `enabled_languages`), if
+    any is close enough."""
+    known = [*ENGINE_KEYS, *SERVER_KEYS, *REMOTE_KEYS]
+    by_folded = {key.lower().replace("_", ""): key for key in known}
+    folded = unknown.lower().replace("_", "").replace("-", "")
+    if folded in by_folded:
+        return by_folded[folded]
+    found = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.8)
+    return by_folded[found[0]] if found else None
 
 
 def engine_dict(settings: ServerSettings) -> dict[str, Any]:

@@ -237,8 +237,9 @@ class WorkerClient:
         channel.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
         return channel
 
-    async def start(self) -> str | None:
-        """Reach a worker and load the model; returns the model error message, if any."""
+    async def start(self, reported: bool = False) -> str | None:
+        """Reach a worker and load the model; returns the model error message, if any, which the log says at the
+        error level unless the caller `reported` it itself (the server, which falls back and says so once)."""
         ready = self._event()
         ready.clear()
         started = time.perf_counter()
@@ -269,7 +270,8 @@ class WorkerClient:
             self.model_error = exc.message
             if exc.kind != "died":
                 ready.set()  # the process works; requests get a quick "no model" instead of waiting
-            log.error("inference worker has no model: %s", exc.message)
+            log.log(logging.INFO if reported and exc.kind != "died" else logging.ERROR,
+                    "inference worker has no model: %s", exc.message)
             return exc.message
         self._accept(reply)
         ready.set()

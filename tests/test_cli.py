@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -101,6 +102,29 @@ def test_unservable_positions_and_files_get_a_clear_message(source: Path, tmp_pa
         assert done.returncode != 0, name
         assert message in done.stderr, (name, done.stderr)
         assert "Traceback" not in done.stderr, name
+
+
+def test_a_file_the_model_is_not_made_for_and_a_column_past_the_line_are_noted(source: Path, tmp_path: Path):
+    """The CLI answers as asked, but says on stderr what the language server would do otherwise (no suggestions
+    in a language the model does not write) and where a column past its line's end was taken (the line's end)."""
+    script = tmp_path / "app.js"
+    script.write_text("const total = 1;\nconst b = \n")
+    done = run("complete", f"{script}:2:11", "--json")
+    assert done.returncode == 0 and not json.loads(done.stdout)["skipped"]  # stdout: JSON alone
+    assert "completer: note: python-small writes python, and app.js is javascript: these lines are guesses" \
+        in done.stderr, done.stderr
+    done = run("complete", f"{source}:3:200")
+    assert done.returncode == 0 and "note:" not in done.stderr
+    width = len(SOURCE.split("\n")[2])
+    assert f"completer: column 200 is past the end of line 3 ({width} characters): completing at its end" \
+        in done.stderr, done.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_output_without_a_traceback():
+    done = subprocess.run(f"{shlex.quote(sys.executable)} -m completer demo | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.stdout.startswith("model python-small") and len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
 
 
 def test_out_of_range_options_are_refused(source: Path):

@@ -80,6 +80,7 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
     assert manifest["fim"]["template"] == "qwen"  # the markers, found among the file's control tokens
     card = (tmp_path / "bundle" / "MODEL.md").read_text()
     assert f"completer convert {path} --out" in card and f"from the GGUF file `{path.name}`" in card
+    assert "read from the GGUF file's metadata" in card and "Source files" not in card  # it has no config.json
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gguf-")]  # the unpacked folder is gone
     rebuilt = Tokenizer.from_file(str(tmp_path / "bundle" / "tokenizer.json"))
     original = Tokenizer.from_file(str(src / "tokenizer.json"))

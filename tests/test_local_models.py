@@ -339,6 +339,26 @@ def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(f
         else:
             assert done.returncode == 2 and "needs the convert extra" in done.stderr.strip().splitlines()[-1]
             assert "Traceback" not in done.stderr and not (isolated / "out").exists()
+        if argv != ["models", "--json"]:  # no `completer` on a package index: the checkout it is installed from
+            assert f"pip install -e '{REPO}[convert]'" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_a_converter_without_sympy_says_so_in_one_line(tmp_path):
+    """onnxruntime's transformer optimizer, which fuses the graph, needs sympy, which onnxruntime itself no
+    longer installs: the convert extra brings it, and a Python without it gets one line, not a traceback."""
+    import subprocess
+    import sys
+
+    checkpoint(tmp_path / "src", "llama")
+    blocked = "import sys; sys.modules['sympy'] = None; from completer.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", blocked, "convert", str(tmp_path / "src"), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"completer convert: needs the convert extra (sympy is missing): pip install -e '{REPO}[convert]'"
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_what_an_adversarial_review_found_on_real_disks(files, isolated, capsys):

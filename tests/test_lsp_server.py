@@ -295,20 +295,23 @@ async def _settings_are(client: LanguageClient, **expected) -> dict | None:
 
 async def test_invalid_settings_warn_and_keep_the_old_values(client: LanguageClient):
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"completer": {"beams": 17, "device": "tpu", "maxSuggestions": 2, "completionItems": "yes"}}))
+        settings={"completer": {"beams": 17, "device": "tpu", "maxSuggestions": 2, "completionItems": "yes",
+                                "maxToken": 30}}))
     await _wait_for(lambda: _settings_are(client, maxSuggestions=2))
-    await _wait_for(_async(lambda: len(client.messages) >= 3))
+    await _wait_for(_async(lambda: len(client.messages) >= 4))
     warnings = [m.message for m in client.messages]
     assert all(m.type == types.MessageType.Warning for m in client.messages)
     for key in ("beams", "device", "completionItems"):
         assert any(key in w for w in warnings), (key, warnings)
+    assert "completer: completer.maxToken is not a setting; ignored (did you mean completer.maxTokens?)" in warnings
+    del client.messages[:]
     state = await _settings_are(client, beams=0, device="auto", completionItems=True, maxSuggestions=2)
     assert state is not None
 
     before = await info(client)
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"completer": {"modelPath": "/nonexistent/model/bundle", "beams": 3}}))
-    await _wait_for(_async(lambda: any("model" in m.message for m in client.messages[3:])))
+    await _wait_for(_async(lambda: any("model" in m.message for m in client.messages)))
     after = await _wait_for(lambda: _settings_are(client, beams=3))  # the other key still applies
     assert after["model_path"] == before["model_path"] and after["model_error"] is None
     assert after["server"]["settings"]["modelPath"] is None and after["settings"]["beams"] == 3

@@ -13,7 +13,7 @@ from completer.text import OTHER_FILE_CHARS, head_of_file, split_lines_and_break
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
 from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
-from lsp.settings import ServerSettings, apply_changes, extract_section
+from lsp.settings import ServerSettings, apply_changes, extract_section, likely_meant
 
 LINE = "a = 'é😀x𝄞' + b"  # ASCII, a 2-byte char, astral chars (2 UTF-16 units, 4 UTF-8 bytes)
 
@@ -166,6 +166,18 @@ def test_settings_apply_valid_and_report_invalid_keys():
     assert current == ServerSettings()  # not mutated
     reset, warnings, _ = apply_changes(new, {"beams": None, "enabledLanguages": None})
     assert reset.engine.beams == 0 and reset.enabled_languages is None and not warnings  # the model's again
+
+
+def test_settings_messages_use_the_settings_names_and_guess_misspelt_ones():
+    _, warnings, _ = apply_changes(ServerSettings(), {"maxSuggestions": 40, "contextTokens": 3, "openFiles": 99})
+    assert warnings == [  # the names the user wrote, not EngineSettings' fields
+        "Ignoring invalid setting completer.maxSuggestions: maxSuggestions must be between 1 and 16",
+        "Ignoring invalid setting completer.contextTokens: contextTokens must be 0 (the model's default window) or "
+        "at least maxTokens + 64 = 88",
+        "Ignoring invalid setting completer.openFiles: openFiles must be between 0 and 16"]
+    assert [likely_meant(key) for key in ("maxSuggestion", "enabled_languages", "modelpath", "workspace-context",
+                                          "beam", "python", "trace", "colour")] == [
+        "maxSuggestions", "enabledLanguages", "modelPath", "workspaceContext", "beams", None, None, None]
 
 
 def test_every_boolean_setting_takes_true_and_false():

@@ -368,3 +368,23 @@ def test_a_converter_is_asked_to_stop_by_sigint_and_on_windows_terminated(monkey
         interrupt(converter)
         interrupt(Converter(gone=True))
     assert converter.calls == ["terminate"]
+
+
+def test_a_converter_that_fails_unexpectedly_is_one_line_to_the_editor(environment, tmp_path):
+    """A converter that dies of an exception it does not expect prints a traceback; the editor gets its last
+    line as the reason, once, and the traceback stays in the server's log."""
+    broken = tmp_path / "broken"
+    (broken / "onnx").mkdir(parents=True)  # the converter's onnx import fails as no missing module does
+    (broken / "onnx" / "__init__.py").write_text("raise RuntimeError('onnx is broken here')\n")
+    env = {**environment, "PYTHONPATH": f"{broken}{os.pathsep}{environment['PYTHONPATH']}"}
+    with RawClient(SERVER_CMD, env=env) as client:
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        shown = client.wait_for(lambda m: m.get("method") == "window/showMessage" and "cannot convert" in
+                                m["params"]["message"], timeout=60)
+        assert "RuntimeError: onnx is broken here" in shown["params"]["message"], shown
+        info = _info(client)
+        assert info["model"] == "python-small" and "RuntimeError: onnx is broken here" in \
+            info["model_conversion"]["error"]
+        relayed = [m["params"]["message"] for m in client.notifications
+                   if m.get("method") in ("window/logMessage", "window/showMessage")]
+        assert not any("Traceback" in text or 'File "' in text for text in relayed), relayed
