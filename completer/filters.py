@@ -70,7 +70,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 i = _past_heredoc(text, i, s)
                 continue
             end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'"
-                           and s.triple not in syntax.raw_quotes)
+                           and s.triple not in syntax.raw_quotes, doubled=s.triple in syntax.doubled_quotes)
             if end == -1:
                 return s
             i = end + len(s.triple)
@@ -85,8 +85,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             s.code_end = n
             if s.heredoc:  # its body starts on the next line
                 s.triple, s.heredoc = HEREDOC + s.heredoc, None
-        elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i)),
-                                               None)):
+        elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i) and (
+                pair[0][0] != "=" or i == 0 or text[i - 1] == "\n")), None)):  # Ruby's =begin: first on its line
             s.triple = block[1]  # before line comments: Lua's `--[[`, Julia's `#=`
             i += len(block[0])
             continue
@@ -107,7 +107,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i = literal.end() if literal else i + 1
             continue
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
-            j, escapes = i + 1, ch not in syntax.raw_quotes
+            j, escapes = i + 1, syntax.escaping_quotes or (ch not in syntax.raw_quotes and not (
+                syntax.raw_prefixes and _word_before(text, i) in syntax.raw_prefixes))
             while j < n and text[j] != ch and text[j] != "\n":
                 j += 2 if text[j] == "\\" and escapes else 1
             if j >= n or text[j] == "\n":
@@ -127,7 +128,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.stack.pop()
                 s.opened_at.pop()
                 s.min_depth = min(s.min_depth, len(s.stack))
-            elif ch in syntax.stray_closers:
+            elif ch in syntax.stray_closers and not _in_expansion(text, s):
                 pass  # a shell `case` pattern's `a)`
             elif s.stack or syntax is PYTHON:
                 s.broken = True
@@ -140,9 +141,11 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             if found is None or s.stack[-2:] == ["(", "("]:  # a shift, as in the shell's (( x << 2 ))
                 i += 1
                 continue
-            groups = found.groupdict()
-            s.heredoc = groups.get("word") or groups.get("bare")
+            s.heredoc = next(word for name, word in found.groupdict().items() if word and name != "quote")
             i = found.end()
+            continue
+        elif ch == "\\" and syntax.bare_escapes:
+            i += 2  # the shell's \' and \" outside strings are the characters themselves
             continue
         i += 1
     return s
@@ -155,10 +158,12 @@ _POSTFIX_BANG = re.compile(r"[\w$)\]]!$")  # TypeScript's non-null assertion `x!
 _REGEX = re.compile(r"/(?:[^/\\\[\n]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/")
 
 
-def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
+def _closing(text: str, at: int, closer: str, escapes: bool, doubled: bool = False) -> int:
     """Where `closer` next stands in `text` from `at`; with `escapes`, not one a backslash escapes (a template
-    literal's \\`); -1 where none does."""
+    literal's \\`), and if `doubled`, not one doubled (C#'s @"a ""b"" c"); -1 where none does."""
     end = text.find(closer, at)
+    while doubled and end != -1 and text.startswith(closer, end + len(closer)):
+        end = text.find(closer, end + 2 * len(closer))
     while escapes and end > 0:
         slash = end
         while slash and text[slash - 1] == "\\":
@@ -170,18 +175,41 @@ def _closing(text: str, at: int, closer: str, escapes: bool) -> int:
 
 
 def _past_heredoc(text: str, at: int, s: Scan) -> int:
-    """Where scanning goes on in `text` from `at`, a line's start inside a here-document: at the end of the line
-    that ends it (its word first on the line; `s.triple` is then cleared), or the text's end."""
+    """Where scanning goes on in `text` from `at`, a line's start inside a here-document: right after the word
+    that ends it (first on its line, followed by nothing but what closes the statement: `EOF`, `EOT;`, `EOF)`;
+    `s.triple` is then cleared), or the text's end."""
     word = s.triple[1:]  # type: ignore[index]
     while at < len(text):
         end = text.find("\n", at)
         end = len(text) if end == -1 else end
-        line = text[at:end].lstrip()
-        if line.startswith(word) and not (line[len(word):len(word) + 1].isalnum() or line[len(word):].startswith("_")):
+        start = at + len(text[at:end]) - len(text[at:end].lstrip())
+        rest = text[start + len(word):end]
+        if text.startswith(word, start) and (not rest.strip() or rest[0] in HEREDOC_AFTER):
             s.triple = None
-            return end
+            return start + len(word)
         at = end + 1
     return len(text)
+
+
+HEREDOC_AFTER = ");,."
+"""What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
+`EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
+
+
+def _in_expansion(text: str, s: Scan) -> bool:
+    """Whether the innermost open bracket is one no `case` pattern stands in: a `[`, or a `${` opened in `text`."""
+    if not s.stack:
+        return False
+    opened = s.opened_at[-1]
+    return s.stack[-1] == "[" or (s.stack[-1] == "{" and opened > 0 and text[opened - 1] == "$")
+
+
+def _word_before(text: str, at: int) -> str:
+    """The letters, digits and underscores right before `at`."""
+    start = at
+    while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        start -= 1
+    return text[start:at]
 
 
 def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:

@@ -66,7 +66,7 @@ def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON
     indentation (an editor that does not align). With nothing after it, a hanging indent: one level deeper
     (PEP 8), else two (Vim's default for an open bracket)."""
     state = scan(line, syntax=syntax)
-    if state.triple or not state.opened_at:
+    if state.triple or state.heredoc or not state.opened_at:  # a here-document's body is text
         return []
     opened = state.opened_at[-1]
     indent = _indentation(line, syntax)

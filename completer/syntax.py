@@ -29,6 +29,9 @@ class Syntax:
     block_comments: tuple[tuple[str, str], ...] = ()  # (opening, closing), the longest opening first
     quotes: str = "\"'"  # strings that end on their own line
     raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
+    raw_prefixes: tuple[str, ...] = ()  # letters before a quote that make its string raw (Rust's r"C:\")
+    doubled_quotes: tuple[str, ...] = ()  # long strings' closers that stand for themselves when doubled (C#'s @"a""b")
+    bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -44,6 +47,7 @@ class Syntax:
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    escaping_quotes: bool = field(init=False, repr=False, compare=False)  # no raw quote or prefix: a fast path
 
     def __post_init__(self) -> None:
         starts = {"\n", "(", ")", "[", "]", "{", "}", *self.quotes}
@@ -53,6 +57,8 @@ class Syntax:
         starts.update(opening[0] for opening, _ in self.block_comments)
         if self.heredoc:
             starts.add("<")
+        if self.bare_escapes:
+            starts.add("\\")
         if self.regex_literals:
             starts.add("/")
         if self.char_literals:
@@ -60,6 +66,7 @@ class Syntax:
         object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
         object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
+        object.__setattr__(self, "escaping_quotes", not self.raw_quotes and not self.raw_prefixes)
 
 
 def _same(*delimiters: str) -> tuple[tuple[str, str], ...]:
@@ -75,10 +82,12 @@ _C = {"line_comments": ("//",), "block_comments": (("/*", "*/"),)}
 _C_PREFIXES = ("L", "u", "U", "u8", "R")  # wide, Unicode and raw literals
 _ML = {"line_comments": ("--",), "block_comments": (("{-", "-}"),), "quotes": '"', "char_literals": True,
        "open_ends": False}
-_LUA_BRACKETS = tuple((f"[{'=' * level}[", f"]{'=' * level}]") for level in range(3, -1, -1))  # [==[ ]==]
-_SHELL_HEREDOC = r"(?<!<)<<-?[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"  # <<EOF, <<-'EOF'; not <<<
-_RUBY_HEREDOC = r"<<(?:[~-](?P<quote>['\"`]?)(?P<word>[A-Za-z_]\w*)(?P=quote)|(?P<bare>[A-Z_][A-Z0-9_]*)\b)"
-_RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(3, 0, -1))  # r#"..."#, r##"..."##
+LEVELS = 6  # long brackets and raw strings of up to this many = or # are read: [=====[ ]=====], r#####"..."#####
+_LUA_BRACKETS = tuple((f"[{'=' * level}[", f"]{'=' * level}]") for level in range(LEVELS - 1, -1, -1))
+_SHELL_HEREDOC = r"(?<!<)<<-?[ \t]*\\?(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"  # <<EOF, <<-'EOF', <<\EOF
+_RUBY_HEREDOC = (r"(?<![\w)\]])<<(?:[~-]?(?P<quote>['\"`])(?P<word>[A-Za-z_]\w*)(?P=quote)|[~-](?P<dashed>[A-Za-z_]\w*)"
+                 r"|(?P<bare>[A-Z_][A-Z0-9_]*)\b)")  # <<~EOS, <<-EOS, <<'EOS', <<EOS; not the shift 1<<BITS
+_RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
@@ -86,7 +95,8 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "swift", "groovy")},
     **{name: Syntax(name, **_C, long_strings=_same('"""'), long_escapes=False)  # raw strings
        for name in ("kotlin", "scala")},
-    "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False),
+    "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False,
+                     doubled_quotes=('"',)),
     # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
     "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES)
@@ -94,7 +104,8 @@ _BY_LANGUAGE = {
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
                   heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),
-                   long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW)),
+                   long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
+                   raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC),
     "r": Syntax("r", line_comments=("#",)),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), long_strings=_same('"""'),
@@ -103,8 +114,8 @@ _BY_LANGUAGE = {
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
-                          long_strings=_same('"', "'", "`"), raw_quotes=("'",), heredoc=_SHELL_HEREDOC,
-                          stray_closers=")"),
+                          long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
+                          heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False),  # { and ( end no command
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),

@@ -106,6 +106,10 @@ SHELL = syntax_for("shellscript")
     ("  git merge topic (", ["test_expect_success 'merges' '"]),  # inside it: anything
     ("sed 's/\\/\\\\/g' \"$f\"", []),  # no escape in single quotes
     ("  data=$(cat <<EOF", []),  # a here-document opened inside a command substitution
+    ("}", ["f() {", "  data=$(cat <<EOF", "body (", "EOF)"]),  # ... the rest of its last line read on
+    ("a ] b", ["cat <<\\EOF"]),  # <<\EOF, as quoted
+    ("  ( cd \"$dir\"", []),  # a newline ends a command inside ( ) and { } too
+    ("{ echo \"expected:\"", []),
 ])
 def test_shell_scripts_are_read_as_the_shell_reads_them(line, above):
     assert kept(line, above, SHELL)
@@ -114,8 +118,12 @@ def test_shell_scripts_are_read_as_the_shell_reads_them(line, above):
 @pytest.mark.parametrize("line,above", [
     ("echo ${name)", []),  # a bracket closed with the wrong one
     ("}", ["echo ok"]),  # closes nothing, at the top of the file
-    ("files=(a.py b.py", []),  # leaves its bracket open without going on
+    ("now=$(date]", []),
+    ("echo ${name)", ["f() {"]),  # no case pattern inside ${...}
     ("echo ${x)", ["dirs=('C:\\' 'D:\\')"]),  # after single quotes, which no backslash escapes
+    ("echo done) ]", ["echo 'it'\\''s ok'"]),  # a backslash outside quotes escapes a quote
+    ("echo done) ]", ["echo it\\'s \\\"here"]),
+    ("echo done) ]", ["cat <<EOF", "EOF is the word", "EOF"]),  # a body line that only begins with the word
 ])
 def test_broken_brackets_are_refused_in_shell_scripts(line, above):
     assert not kept(line, above, SHELL)
@@ -132,9 +140,24 @@ def test_broken_brackets_are_refused_in_shell_scripts(line, above):
     ("    it's ( prose", ["def f", "  x = <<~EOS"], "ruby"),
     ("end", ["def f", "  x = <<-'EOS'", "it's (", "  EOS"], "ruby"),
     ("a ( note", ["=begin"], "ruby"),
+    ("it's ( prose", ["text = <<'EOS'"], "ruby"),
+    ("}", ["function f() {", "  foo(<<<EOT", "  body (", "  EOT);"], "php"),  # the call closes after the word
+    ('last";', ["void F() {", '    string w = @"first line', '  ""q"" ('], "csharp"),  # "" in a verbatim string
+    ("local s = [=====[ a ]] ( ]=====]", [], "lua"),
+    ('let s = r#####"a"# ("#####;', [], "rust"),
+    ('let p = r"C:\\temp\\"; f(p);', [], "rust"),  # raw, no escapes
 ])
 def test_raw_strings_here_documents_and_long_brackets_are_read(line, above, language):
     assert kept(line, above, syntax_for(language))
+
+
+@pytest.mark.parametrize("line,above,language", [
+    ("end)", ["mask = 1<<BITS"], "ruby"),  # a shift, not a here-document: the lines after it are checked
+    ("end)", ["t=begin_time"], "ruby"),  # =begin opens a comment only first on its line
+    ("echo done) ]", ["x=$(( n << 2 ))"], "shellscript"),
+])
+def test_what_only_looks_like_a_here_document_or_comment_leaves_the_checks_on(line, above, language):
+    assert not kept(line, above, syntax_for(language))
 
 
 def test_a_here_document_ends_at_its_own_word_alone():
