@@ -46,6 +46,7 @@ class Conversion:
 
     source: str
     bundle: Path
+    on_first_step: Callable[[], None] | None = None  # the converter found the model and began reading it
     process: asyncio.subprocess.Process | None = None
     cancelled: bool = False
     step: str = ""
@@ -85,6 +86,9 @@ class Conversion:
                 traceback.append(line)
             else:
                 self.step = line.strip()
+                if self.on_first_step is not None:
+                    self.on_first_step()
+                    self.on_first_step = None
                 if not self.step.startswith("layers ["):
                     log.info("converting %s: %s", self.source, self.step)
         code = await self.process.wait()
@@ -176,12 +180,12 @@ class ModelSources:
         if bundle in self.failed or (self.running is not None and self.running.bundle == bundle):
             return
         self._stop_running()
-        self.running = Conversion(source, bundle)
+        self.running = Conversion(source, bundle, on_first_step=lambda: self._notify(
+            f"modelPath {source} is a model another tool keeps: converting it once into {bundle} (completer "
+            f"convert); the model loaded now answers meanwhile"))  # once the converter has found it: not before
         self._spawn(self._convert(self.running))
 
     async def _convert(self, conversion: Conversion) -> None:
-        self._notify(f"modelPath {conversion.source} is a model another tool keeps: converting it once into "
-                     f"{conversion.bundle} (completer convert); the model loaded now answers meanwhile")
         try:
             error = await conversion.run()
         except OSError as exc:

@@ -115,6 +115,8 @@ def test_a_model_that_cannot_be_converted_says_why_and_the_loaded_model_keeps_an
         shown = client.wait_for(lambda m: m.get("method") == "window/showMessage" and "cannot convert" in
                                 m["params"]["message"], timeout=60)
         assert "ollama:nothing:latest" in shown["params"]["message"] and "nothing" in shown["params"]["message"]
+        assert not any("converting it once" in m["params"]["message"] for m in client.notifications
+                       if m.get("method") == "window/showMessage")  # nothing was found to convert
         info = _info(client)
         assert info["model"] == "python-small" and info["model_conversion"]["state"] == "failed"
         assert "nothing" in info["model_conversion"]["error"]
