@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from .syntax import PYTHON_NAME, language_of_path
+from .text import split_lines
 from .types import EngineSettings, ModelError, Suggestion
 
 DEMO_LINES = 12
@@ -121,8 +122,8 @@ def _note_unwritten_language(engine, path: Path, language: str) -> None:
 
 def _note_past_the_line(text: str, line: int, col: int) -> None:
     """A column past its line's end is completed at the line's end, as LSP clamps it: say so on stderr."""
-    lines = text.split("\n")
-    if line <= len(lines) and col - 1 > len(current := lines[line - 1].rstrip("\r")):
+    lines = split_lines(text)  # the engine's lines: \r\n, \n and a lone \r each end one
+    if line <= len(lines) and col - 1 > len(current := lines[line - 1]):
         print(f"completer: column {col} is past the end of line {line} ({len(current)} characters): completing "
               f"at its end", file=sys.stderr)
 
@@ -263,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_serve(argv[1:])
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a reader gone away (`| head`) is caught, not at exit
+        return code
     except ModelError as exc:
         print(f"completer: model error: {exc}", file=sys.stderr)
         return 2
@@ -274,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
-        return 1
+        return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
 
 
 if __name__ == "__main__":

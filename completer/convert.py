@@ -483,9 +483,13 @@ def main(args) -> int:
                                beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams,
                                languages=_languages(args.languages))
     except ImportError as exc:  # a module of the extra, or one that onnxruntime's optimizer imports when it runs
-        missing = exc.name or convert_extra_missing() or str(exc)
-        print(f"completer convert: needs the convert extra ({missing} is missing): {convert_extra_install()}",
-              file=sys.stderr)
+        missing = convert_extra_missing()
+        if missing is not None:
+            print(f"completer convert: needs the convert extra ({missing} is missing): {convert_extra_install()}",
+                  file=sys.stderr)
+        else:  # there, but it would not load: a version the converter cannot use, say
+            print(f"completer convert: {exc} (a module the converter needs would not load; upgrading the convert "
+                  f"extra may help: {convert_extra_install()} --upgrade)", file=sys.stderr)
         return 2
     except (ValueError, ModelError, OSError) as exc:
         print(f"completer convert: {exc}", file=sys.stderr)

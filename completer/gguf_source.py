@@ -265,9 +265,9 @@ def _open(path: Path) -> tuple[object, _Metadata, str]:
 def _bounded_reader() -> type:
     """gguf's reader, refusing a read past the end of the file: its own returns fewer items than asked and goes on,
     so an array whose declared length is corrupt (2**40 entries) loops over it and fills memory."""
-    import gguf
+    from gguf import GGUFReader  # an ImportError, which the converter reports in one line, where too old
 
-    class BoundedReader(gguf.GGUFReader):
+    class BoundedReader(GGUFReader):
         def _get(self, offset, dtype, count=1, override_order=None):
             found = super()._get(offset, dtype, count, override_order)
             if len(found) < int(count):

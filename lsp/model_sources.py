@@ -21,6 +21,7 @@ from completer.converted import (REASON, STOP_GRACE_S, STOP_WITH_PARENT_ENV, bun
                                  work_folder)
 
 log = logging.getLogger(__name__)
+TRACEBACK = "Traceback (most recent call last):"
 
 LOCK_POLL_S = 0.25
 
@@ -75,15 +76,21 @@ class Conversion:
         assert self.process.stderr is not None
         reason = ""
         traceback: list[str] = []  # a converter that failed unexpectedly: one line for the editor, not fifty
+        exception = ""  # the line of the exception it died of (the last one raised)
+        in_frames = False
         async for raw in self.process.stderr:
             line = raw.decode(errors="replace").rstrip().split("\r")[-1]  # a progress bar redraws with \r
             if not line.strip() or self.cancelled:
                 continue
             found = REASON.search(line)
+            header = line.find(TRACEBACK)  # also right after the bar over the layers, which ends no line
             if found is not None:
                 reason = found.group(2)
-            elif traceback or line.startswith("Traceback (most recent call last):"):
-                traceback.append(line)
+            elif header != -1 or in_frames:
+                traceback.append(line[max(header, 0):])
+                in_frames = header != -1 or line[:1].isspace()  # its frames are indented; the exception is not
+                if not in_frames:
+                    exception = line.strip()
             else:
                 self.step = line.strip()
                 if self.on_first_step is not None:
@@ -97,8 +104,9 @@ class Conversion:
         if code == 0 and is_bundle(out):
             return None
         if traceback:
-            log.debug("completer convert %s failed:\n%s", self.source, "\n".join(traceback))
-            reason = reason or f"completer convert failed: {traceback[-1].strip()}"
+            log.info("completer convert %s failed:\n%s", self.source, "\n".join(traceback))  # one message
+        if exception and code > 0 and not reason:  # a kill (out of memory) says more than what was raised before
+            return f"completer convert failed: {exception}"
         return reason or how_it_ended(code, self.step)
 
     async def stop(self) -> None:

@@ -287,8 +287,8 @@ def likely_meant(unknown: str) -> str | None:
     folded = unknown.lower().replace("_", "").replace("-", "")
     if folded in by_folded:
         return by_folded[folded]
-    found = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.8)
-    return by_folded[found[0]] if found else None
+    found = difflib.get_close_matches(folded, [key for key in by_folded if key[0] == folded[:1]], n=1, cutoff=0.85)
+    return by_folded[found[0]] if found else None  # the same first letter: not disabledLanguages for enabled...
 
 
 def engine_dict(settings: ServerSettings) -> dict[str, Any]:

@@ -343,6 +343,24 @@ def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(f
             assert f"pip install -e '{REPO}[convert]'" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+def test_a_module_that_is_there_but_will_not_load_is_not_called_missing(files, tmp_path):
+    """A gguf too old for the converter (no GGUFReader) is not 'missing': the one line says what failed to load
+    and that upgrading the extra may help."""
+    import subprocess
+    import sys
+
+    (tmp_path / "old" / "gguf").mkdir(parents=True)
+    (tmp_path / "old" / "gguf" / "__init__.py").write_text("__version__ = '0.1'\n")  # no GGUFReader
+    done = subprocess.run([sys.executable, "-m", "completer", "convert", str(files["q8_0"]), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": f"{tmp_path / 'old'}{os.pathsep}{REPO}"})
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert last.startswith("completer convert: cannot import name 'GGUFReader' from 'gguf'") and "missing" not in last
+    assert last.endswith(f"upgrading the convert extra may help: pip install -e '{REPO}[convert]' --upgrade)")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_converter_without_sympy_says_so_in_one_line(tmp_path):
     """onnxruntime's transformer optimizer, which fuses the graph, needs sympy, which onnxruntime itself no
     longer installs: the convert extra brings it, and a Python without it gets one line, not a traceback."""

@@ -176,8 +176,8 @@ def test_settings_messages_use_the_settings_names_and_guess_misspelt_ones():
         "at least maxTokens + 64 = 88",
         "Ignoring invalid setting completer.openFiles: openFiles must be between 0 and 16"]
     assert [likely_meant(key) for key in ("maxSuggestion", "enabled_languages", "modelpath", "workspace-context",
-                                          "beam", "python", "trace", "colour")] == [
-        "maxSuggestions", "enabledLanguages", "modelPath", "workspaceContext", "beams", None, None, None]
+                                          "beam", "python", "trace", "colour", "disabledLanguages", "completion")] == [
+        "maxSuggestions", "enabledLanguages", "modelPath", "workspaceContext", "beams", None, None, None, None, None]
 
 
 def test_every_boolean_setting_takes_true_and_false():

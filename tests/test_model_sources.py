@@ -389,4 +389,44 @@ def test_a_converter_that_fails_unexpectedly_is_one_line_to_the_editor(environme
             info["model_conversion"]["error"]
         relayed = [m["params"]["message"] for m in client.notifications
                    if m.get("method") in ("window/logMessage", "window/showMessage")]
-        assert not any("Traceback" in text or 'File "' in text for text in relayed), relayed
+        assert sum("Traceback" in text for text in relayed) == 1, relayed  # the whole traceback, in one message
+        assert not any(text.lstrip().startswith('File "') for text in relayed), relayed
+
+
+CONVERTER_FAILURES = {
+    "raised during the bar over the layers": (
+        "import sys\nsys.stderr.write('reading the weights\\nlayers [#..] 1/3'); sys.stderr.flush()\n"
+        "raise RuntimeError('boom')", "completer convert failed: RuntimeError: boom"),
+    "raised while handling another": (
+        "try:\n    raise KeyError('first')\nexcept KeyError:\n    raise ValueError('second')",
+        "completer convert failed: ValueError: second"),
+    "killed after a traceback it printed and went on from": (
+        "import os, signal, traceback\ntry:\n    raise OSError('a warning')\nexcept OSError:\n"
+        "    traceback.print_exc()\nimport sys\nprint('quantizing', file=sys.stderr, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)", "completer convert was killed (SIGKILL; out of memory?) while quantizing"),
+    "a reason of its own after a traceback": (
+        "import traceback, sys\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()\n"
+        "print('completer convert: the weights do not fit', file=sys.stderr)\nsys.exit(2)",
+        "the weights do not fit"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONVERTER_FAILURES))
+def test_why_a_converter_failed_is_read_from_its_last_words(case, tmp_path, monkeypatch, caplog):
+    """Conversion._convert against stand-in converters: the reason is the exception it died of (the last one
+    raised, also when it interrupts the bar over the layers), a kill over anything raised before it, and the
+    converter's own reason over both; the traceback is logged as one record."""
+    import asyncio
+    import logging
+
+    from lsp import model_sources
+
+    script, expected = CONVERTER_FAILURES[case]
+    monkeypatch.setattr(model_sources, "converter_command", lambda *_args, **_kw: [sys.executable, "-c", script])
+    conversion = model_sources.Conversion("acme/tiny-coder", tmp_path / "bundle")
+    with caplog.at_level(logging.INFO, logger="lsp.model_sources"):
+        reason = asyncio.run(conversion._convert(tmp_path / "out"))
+    assert reason == expected
+    tracebacks = [r for r in caplog.records if "Traceback" in r.getMessage()]
+    assert len(tracebacks) == 1
+    assert not any(r.getMessage().lstrip().startswith('File "') for r in caplog.records)

@@ -86,11 +86,15 @@ export function modelLabel(info: unknown): string | undefined {
     return parts.length ? parts[parts.length - 1] : model.trim();
 }
 
-/** The model modelPath names while the server converts it (lsp/model_sources.py): its source, else undefined. */
+/** The model modelPath names while the server converts it (lsp/model_sources.py): its source, else undefined
+ *  (also when its conversion failed: the server said why, and the model it had answers). */
 export function conversionOf(info: unknown): string | undefined {
     const conversion = (info as { model_conversion?: unknown } | null)?.model_conversion;
-    const source = conversion && typeof conversion === 'object' ? (conversion as { source?: unknown }).source : undefined;
-    return typeof source === 'string' && source !== '' ? source : undefined;
+    if (!conversion || typeof conversion !== 'object') {
+        return undefined;
+    }
+    const { source, state } = conversion as { source?: unknown; state?: unknown };
+    return typeof source === 'string' && source !== '' && state === 'converting' ? source : undefined;
 }
 
 /** The language ids the server answers in (`server.enabled_languages`: enabledLanguages, or the model's), or
@@ -328,6 +332,8 @@ export class ServerManager {
     private async doStop(): Promise<void> {
         const client = this.client;
         this.client = undefined;
+        clearTimeout(this.conversionPoll); // the next client's first answer starts its own
+        this.conversionPoll = undefined;
         if (client) {
             try {
                 await client.stop();

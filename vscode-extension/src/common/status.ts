@@ -129,7 +129,7 @@ export class StatusBar {
     }
 
     private renderUnanswered(model: string, language: string, toggleHint: string): void {
-        this.item.text = `$(circle-slash) ${model} · ${language}`;
+        this.item.text = `$(eye-closed) ${model} · ${language}`; // not ⊘, which says suggestions are off
         this.item.tooltip =
             `Completer: no suggestions in ${language} files: model ${model} answers in ` +
             `${(this.languages ?? []).join(', ')}. Add "${language}" to completer.enabledLanguages, or choose a ` +

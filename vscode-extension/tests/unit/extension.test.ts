@@ -88,15 +88,15 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         mock.settings.set('completer.pythonPath', goodPython);
         mock.activateEditor('javascript'); // open before the extension starts
         await extension.activate(context());
-        await until(() => mock.statusItems[0]?.text === '$(circle-slash) py-small-v1 · javascript', 'javascript unanswered');
+        await until(() => mock.statusItems[0]?.text === '$(eye-closed) py-small-v1 · javascript', 'javascript unanswered');
         mock.activateEditor('python');
         assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
         mock.changeLanguageMode('shellscript'); // the user picks another language mode for the file
-        assert.equal(mock.statusItems[0].text, '$(circle-slash) py-small-v1 · shellscript');
+        assert.equal(mock.statusItems[0].text, '$(eye-closed) py-small-v1 · shellscript');
         mock.activateEditor('Log', 'output'); // an output channel: not a file
         assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
         mock.activateEditor('markdown', 'untitled');
-        assert.equal(mock.statusItems[0].text, '$(circle-slash) py-small-v1 · markdown');
+        assert.equal(mock.statusItems[0].text, '$(eye-closed) py-small-v1 · markdown');
         mock.activateEditor(undefined);
         assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
     });

@@ -389,6 +389,33 @@ describe('server manager', () => {
         assert.equal(clients[0].requests.length, asked, 'no more polls once the conversion is over');
     });
 
+    test('a failed conversion is not shown as converting, and is not asked after', async () => {
+        const failed = {
+            model: 'python-small',
+            model_conversion: { source: 'ollama:nothere:1b', state: 'failed', error: 'Ollama has no model nothere:1b' },
+        };
+        const { manager, clients, status } = setup({ info: failed, conversionInfoIntervalMs: 2 });
+        await manager.start();
+        assert.equal(status.model, 'python-small');
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        assert.equal(clients[0].requests.length, 1, 'no poll for a conversion that is over');
+    });
+
+    test('a restart while a model converts keeps the new server asked after', async () => {
+        const converting = {
+            model: 'python-small',
+            model_conversion: { source: 'acme/tiny', state: 'converting' },
+            server: { enabled_languages: ['python'] },
+        };
+        const done = { model: 'acme-tiny-0123', server: { enabled_languages: ['*'] } };
+        const { manager, clients, status } = setup({ info: converting, conversionInfoIntervalMs: 20 });
+        await manager.start();
+        await manager.restart(); // before the first client's poll is due
+        clients[1].info = done;
+        await until(() => status.model === 'acme-tiny-0123', "the new server's converted model, with no completion");
+        assert.deepEqual(status.languages, ['*']);
+    });
+
     test('languagesOf', () => {
         assert.deepEqual(languagesOf({ server: { enabled_languages: ['python'] } }), ['python']);
         assert.equal(languagesOf({ server: { enabled_languages: null } }), undefined);
@@ -400,6 +427,7 @@ describe('server manager', () => {
     test('conversionOf', () => {
         assert.equal(conversionOf({ model_conversion: { source: 'acme/tiny', state: 'converting' } }), 'acme/tiny');
         assert.equal(conversionOf({ model_conversion: null }), undefined);
+        assert.equal(conversionOf({ model_conversion: { source: 'ollama:x', state: 'failed', error: 'no x' } }), undefined);
         assert.equal(conversionOf({ model: 'python-small' }), undefined);
         assert.equal(conversionOf(null), undefined);
     });

@@ -92,13 +92,13 @@ describe('status bar', () => {
         status.setActiveLanguage('javascript');
         assert.equal(item.text, '$(sparkle) python-small', 'the languages not known yet: no claim');
         status.setLanguages(['python']);
-        assert.equal(item.text, '$(circle-slash) python-small · javascript');
+        assert.equal(item.text, '$(eye-closed) python-small · javascript');
         assert.match(String(item.tooltip), /no suggestions in javascript files: model python-small answers in python\./);
         assert.match(String(item.tooltip), /completer\.enabledLanguages/);
         assert.match(String(item.tooltip), /turn suggestions off/);
         assert.equal(status.unansweredLanguage, 'javascript');
         status.setLatency(12); // a suggestion in another window's Python file
-        assert.equal(item.text, '$(circle-slash) python-small · javascript');
+        assert.equal(item.text, '$(eye-closed) python-small · javascript');
         status.setActiveLanguage('python');
         assert.equal(item.text, '$(sparkle) python-small · 12 ms');
         status.setActiveLanguage(undefined); // the output panel, a settings editor
