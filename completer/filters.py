@@ -215,10 +215,8 @@ def _word_before(text: str, at: int) -> str:
 def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
     """Whether the quote at `at` follows a letter or digit (`don't`, `1'000`, a prime `f'`) and so opens no string
     or character literal, unless what it follows is a string prefix of the language (Dart's r'...', C's L'x')."""
-    start = at
-    while start and (text[start - 1].isalnum() or text[start - 1] == "_"):
-        start -= 1
-    return start < at and text[start:at] not in syntax.string_prefixes
+    word = _word_before(text, at)
+    return bool(word) and word not in syntax.string_prefixes
 
 
 def _regex_end(text: str, at: int) -> int:
