@@ -382,7 +382,7 @@ export class ServerManager {
                 this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
             }
             const converting = conversionOf(info);
-            this.modelKnown = converting === undefined; // else asked again after the next answered completion
+            this.modelKnown = converting === undefined; // else asked again: by the poll below, and after a completion
             this.deps.status.setState('running');
             this.deps.status.setModel(converting ? `${label}, converting ${converting}` : label);
             if (converting !== undefined && this.conversionPoll === undefined) {
