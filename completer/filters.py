@@ -34,6 +34,9 @@ BLOCK_KEYWORDS = {"if", "elif", "else", "while", "for", "def", "class", "with", 
 WORD = re.compile(r"\w+")
 HEREDOC = "\0"
 """Scan.triple's first character when what it holds is the word that ends a here-document (the shell's <<EOF)."""
+HEREDOC_AFTER = ");,."
+"""What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
+`EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -182,18 +185,14 @@ def _past_heredoc(text: str, at: int, s: Scan) -> int:
     while at < len(text):
         end = text.find("\n", at)
         end = len(text) if end == -1 else end
-        start = at + len(text[at:end]) - len(text[at:end].lstrip())
+        line = text[at:end]
+        start = at + len(line) - len(line.lstrip())
         rest = text[start + len(word):end]
         if text.startswith(word, start) and (not rest.strip() or rest[0] in HEREDOC_AFTER):
             s.triple = None
             return start + len(word)
         at = end + 1
     return len(text)
-
-
-HEREDOC_AFTER = ");,."
-"""What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
-`EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
 
 
 def _in_expansion(text: str, s: Scan) -> bool:

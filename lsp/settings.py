@@ -279,16 +279,19 @@ def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[
     return new, warnings, unknown
 
 
+_BY_FOLDED_KEY = {key.lower(): key for key in (*ENGINE_KEYS, *SERVER_KEYS, *REMOTE_KEYS)}
+"""Every setting by its name in lower case: what a misspelling is compared with."""
+
+
 def likely_meant(unknown: str) -> str | None:
     """The setting an unknown key is most likely a misspelling of (`maxSuggestion`, `enabled_languages`), if
     any is close enough."""
-    known = [*ENGINE_KEYS, *SERVER_KEYS, *REMOTE_KEYS]
-    by_folded = {key.lower().replace("_", ""): key for key in known}
     folded = unknown.lower().replace("_", "").replace("-", "")
-    if folded in by_folded:
-        return by_folded[folded]
-    found = difflib.get_close_matches(folded, [key for key in by_folded if key[0] == folded[:1]], n=1, cutoff=0.85)
-    return by_folded[found[0]] if found else None  # the same first letter: not disabledLanguages for enabled...
+    if folded in _BY_FOLDED_KEY:
+        return _BY_FOLDED_KEY[folded]
+    found = difflib.get_close_matches(folded, [key for key in _BY_FOLDED_KEY if key[0] == folded[:1]], n=1,
+                                      cutoff=0.85)
+    return _BY_FOLDED_KEY[found[0]] if found else None  # the same first letter: not disabledLanguages for enabled...
 
 
 def engine_dict(settings: ServerSettings) -> dict[str, Any]:
