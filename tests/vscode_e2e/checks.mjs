@@ -201,8 +201,8 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     await page.keyboard.press('Enter');
     const converted = await session.waitFor(async () => (await notifications(page)).find((text) => text.includes('converted into')),
         120000, 'the "converted" notification', async () => JSON.stringify(await notifications(page)));
-    const switched = await waitForStatus(page, (s) => s.label.includes('Completer: model acme-tiny-coder'),
-        'the converted model', 60000);
+    const switched = await waitForStatus(page, (s) => s.text.includes('acme-tiny-coder')
+        && s.label.includes('Completer: model acme-tiny-coder'), 'the converted model', 60000);
     check(!switched.text.includes('javascript'), `with the converted model the status bar still reads "${switched.text}"`);
     pass(`a cached model converted and loaded: "${converted.trim().slice(0, 120)}"; in notes.js the status bar reads "${switched.text}"`);
 

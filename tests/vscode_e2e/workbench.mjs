@@ -64,10 +64,11 @@ export async function statusBar(page) {
     if ((await item.count()) === 0) {
         return { text: '', label: '' };
     }
-    return {
-        text: ((await item.textContent()) ?? '').replace(/\u00a0/g, ' ').trim(),
-        label: (await item.getAttribute('aria-label')) ?? '',
-    };
+    // Text and label in one read: two reads can straddle a render and pair the old text with the new label.
+    return item.evaluate((element) => ({
+        text: (element.textContent ?? '').replace(/\u00a0/g, ' ').trim(),
+        label: element.getAttribute('aria-label') ?? '',
+    }));
 }
 
 export async function waitForStatus(page, predicate, what, timeoutMs = 30000) {
