@@ -109,6 +109,11 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             literal = None if _apostrophe(text, i, syntax) else _CHAR_LITERAL.match(text, i)
             i = literal.end() if literal else i + 1
             continue
+        elif ch == '"' and syntax.delimited_raw and _word_before(text, i) in syntax.delimited_raw and (
+                raw := _RAW_OPENING.match(text, i)):
+            s.triple = ")" + raw.group("delimiter") + '"'  # no escape in it: _closing's escapes are for quotes
+            i = raw.end()
+            continue
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
             j, escapes = i + 1, syntax.escaping_quotes or (ch not in syntax.raw_quotes and not (
                 syntax.raw_prefixes and _word_before(text, i) in syntax.raw_prefixes))
@@ -154,6 +159,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     return s
 
 
+_RAW_OPENING = re.compile(r'"(?P<delimiter>[^()\\\s"]{0,16})\(')  # C++'s R"delimiter(, at most 16 characters
 _CHAR_LITERAL = re.compile(r"'(?:\\u\{[0-9A-Fa-f]{1,6}\}|\\x[0-9A-Fa-f]{2}|\\.|[^\\'\n])'")
 _REGEX_AFTER = frozenset("(,=:[&|?{};+-*%~^")  # not `<` (JSX's `</a>`) nor `>`; `!` only as a prefix
 _REGEX_KEYWORDS = re.compile(r"(?:^|[^\w$.])(?:return|typeof|case|in|of|new|delete|void|throw|yield|await|else|do)\s*$")

@@ -30,6 +30,7 @@ class Syntax:
     quotes: str = "\"'"  # strings that end on their own line
     raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
     raw_prefixes: tuple[str, ...] = ()  # letters before a quote that make its string raw (Rust's r"C:\")
+    delimited_raw: tuple[str, ...] = ()  # letters before a quote that open `"x(`, closed by `)x"` (C++'s R"x(...)x")
     doubled_quotes: tuple[str, ...] = ()  # long strings' closers that stand for themselves when doubled (C#'s @"a""b")
     bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
@@ -80,6 +81,7 @@ NEUTRAL = Syntax("", lexical=False)
 
 _C = {"line_comments": ("//",), "block_comments": (("/*", "*/"),)}
 _C_PREFIXES = ("L", "u", "U", "u8", "R")  # wide, Unicode and raw literals
+_CPP_RAW = ("R", "LR", "uR", "UR", "u8R")  # R"(C:\dir)", R"sql(SELECT ")")sql", which may go on over lines
 _ML = {"line_comments": ("--",), "block_comments": (("{-", "-}"),), "quotes": '"', "char_literals": True,
        "open_ends": False}
 LEVELS = 6  # long brackets and raw strings of up to this many = or # are read: [=====[ ]=====], r#####"..."#####
@@ -99,8 +101,9 @@ _BY_LANGUAGE = {
                      doubled_quotes=('"',)),
     # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
     "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
-    **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES)
-       for name in ("c", "cpp", "cuda-cpp", "objective-c", "objective-cpp", "d")},
+    **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES) for name in ("c", "objective-c", "d")},
+    **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
+       for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
                   heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),

@@ -44,6 +44,7 @@ def corpora() -> dict[str, list[Path]]:
         "typescript": sorted(p for p in NODE_MODULES.rglob("*.ts") if not p.name.endswith(".d.ts"))
         + sorted((REPO / "vscode-extension" / "src").rglob("*.ts")),
         "c": sorted(Path("/usr/include").glob("*.h")),
+        "cpp": sorted(Path("/usr/include").glob("llvm-[0-9]*/llvm/**/*.h")),
         "shellscript": shell_scripts(),
         "perl": sorted(Path("/usr/share/perl").rglob("*.pm")),
         "php": sorted(Path("/usr/lib/google-cloud-sdk").rglob("*.php")),
@@ -135,8 +136,8 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c", "shellscript",
-                                                           "php", "lua", "sql", "perl"])
+    parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c", "cpp",
+                                                           "shellscript", "php", "lua", "sql", "perl"])
     parser.add_argument("--positions", type=int, default=5000, help="lines judged per language")
     add_output_arguments(parser)
     return run_or_table(parser.parse_args(argv), run, table)

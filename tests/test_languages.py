@@ -146,6 +146,9 @@ def test_broken_brackets_are_refused_in_shell_scripts(line, above):
     ("local s = [=====[ a ]] ( ]=====]", [], "lua"),
     ('let s = r#####"a"# ("#####;', [], "rust"),
     ('let p = r"C:\\temp\\"; f(p);', [], "rust"),  # raw, no escapes
+    ("}", ["int f() {", '    auto s = R"(say "hi" (\\)";'], "cpp"),  # C++'s raw string: quotes, no escapes
+    ("}", ["int f() {", '    auto q = R"sql(SELECT ")" (', 'FROM t)sql";'], "cpp"),  # over lines, to its )sql"
+    ("  it's ( prose", ['const char *doc = u8R"--('], "cpp"),
 ])
 def test_raw_strings_here_documents_and_long_brackets_are_read(line, above, language):
     assert kept(line, above, syntax_for(language))
@@ -166,6 +169,15 @@ def test_a_here_document_ends_at_its_own_word_alone():
     assert scan("a << b", syntax=syntax_for("ruby")).heredoc is None  # Ruby's append, not a here-document
     assert scan("x = <<<'EOT'\n(\nEOT;\n(", syntax=syntax_for("php")).stack == ["("]
     assert scan("cat <<< \"$x\" (", syntax=SHELL).heredoc is None  # a here-string
+
+
+def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():
+    cpp = syntax_for("cpp")
+    assert scan('auto s = R"x(a)" )x" + f(', syntax=cpp).stack == ["("]
+    assert scan('R"x(\n)y"\n', syntax=cpp).triple == ')x"'
+    assert scan('R"a b(" + f(', syntax=cpp).stack == ["("]  # no raw string (a space in its delimiter): a string
+    assert not kept('auto s = R"(a)" + g(;', [], cpp)  # closed, so the code after it is checked
+    assert scan('R"(\n', syntax=syntax_for("c")).triple is None  # C has no raw string: a string left open
 
 
 def test_each_language_reads_its_own_strings_and_comments():
