@@ -35,6 +35,9 @@ WORD = re.compile(r"\w+")
 HEREDOC = "\0"
 """Scan.triple's first character when what it holds is the word that ends a here-document (the shell's <<EOF)."""
 HEREDOC_AFTER = ");,."
+QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
+"""Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
+closes each; closed, the double-quoted string goes on."""
 """What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
 `EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
@@ -72,6 +75,12 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             if s.triple[0] == HEREDOC:
                 i = _past_heredoc(text, i, s)
                 continue
+            if s.triple == '"' and syntax.quoted_commands and (command := _quoted_command(text, i)) is not None:
+                s.stack.append(command[0])
+                s.opened_at.append(command[1])
+                s.triple = None
+                i = command[1] + 1
+                continue
             end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'"
                            and s.triple not in syntax.raw_quotes, doubled=s.triple in syntax.doubled_quotes)
             if end == -1:
@@ -100,6 +109,13 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.code_end = i
                 return s
             i = newline
+            continue
+        elif s.stack and s.stack[-1] in QUOTED_COMMANDS and text.startswith(QUOTED_COMMANDS[s.stack[-1]], i):
+            s.stack.pop()  # the command ends; the double-quoted string around it goes on
+            s.opened_at.pop()
+            s.min_depth = min(s.min_depth, len(s.stack))
+            s.triple = '"'
+            i += 1
             continue
         elif long := next((pair for pair in syntax.long_strings if text.startswith(pair[0], i)), None):
             s.triple = long[1]
@@ -181,6 +197,26 @@ def _closing(text: str, at: int, closer: str, escapes: bool, doubled: bool = Fal
             break
         end = text.find(closer, end + 1)
     return end
+
+
+def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
+    """In double quotes from `at`: the stack entry of a `$(` or backquote that opens a command before the
+    string's closing quote, and the index of its `(` or backquote, unescaped (`\$(` and `\``  are the characters); None when the string closes or
+    the text ends first."""
+    j = at
+    while j < len(text):
+        ch = text[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == '"':
+            return None
+        if ch == "`":
+            return '"`', j
+        if ch == "$" and text.startswith("$(", j):
+            return '"$(', j + 1
+        j += 1
+    return None
 
 
 def _past_heredoc(text: str, at: int, s: Scan) -> int:

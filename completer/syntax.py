@@ -33,6 +33,7 @@ class Syntax:
     delimited_raw: tuple[str, ...] = ()  # letters before a quote that open `"x(`, closed by `)x"` (C++'s R"x(...)x")
     doubled_quotes: tuple[str, ...] = ()  # long strings' closers that stand for themselves when doubled (C#'s @"a""b")
     bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
+    quoted_commands: bool = False  # in "...", `$(` and a backquote open a command whose quotes nest ("$(f "$x")")
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -118,7 +119,7 @@ _BY_LANGUAGE = {
                   long_strings=_LUA_BRACKETS, open_ends=False),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
-                          heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False),  # { and ( end no command
+                          quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False),  # { and ( end no command
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),

@@ -110,6 +110,9 @@ SHELL = syntax_for("shellscript")
     ("a ] b", ["cat <<\\EOF"]),  # <<\EOF, as quoted
     ("  ( cd \"$dir\"", []),  # a newline ends a command inside ( ) and { } too
     ("{ echo \"expected:\"", []),
+    ('dir="$(dirname "$(readlink -f "$0")")"', []),  # quotes inside a command inside quotes nest
+    ('command="`grep -E "^Exec(\\[[^]=]*])?=" "$file" | cut -d= -f 2-`"', []),  # in backquotes too
+    ('  "$b")"', ['x="$(printf "%s" "$a"']),  # the command goes on over lines, then the string
 ])
 def test_shell_scripts_are_read_as_the_shell_reads_them(line, above):
     assert kept(line, above, SHELL)
@@ -124,6 +127,9 @@ def test_shell_scripts_are_read_as_the_shell_reads_them(line, above):
     ("echo done) ]", ["echo 'it'\\''s ok'"]),  # a backslash outside quotes escapes a quote
     ("echo done) ]", ["echo it\\'s \\\"here"]),
     ("echo done) ]", ["cat <<EOF", "EOF is the word", "EOF"]),  # a body line that only begins with the word
+    ('name="$(basename "$f"]"', []),  # a command in quotes closed by the wrong bracket
+    ('echo done) ]', ['x="$(date)"']),  # the string and its command both closed: the line after is checked
+    ('msg="\\$(" ]', []),  # an escaped $( opens nothing: the string closes, and `]` closes nothing
 ])
 def test_broken_brackets_are_refused_in_shell_scripts(line, above):
     assert not kept(line, above, SHELL)
