@@ -660,3 +660,28 @@ def test_snippets_are_picked_again_only_when_the_names_above_change_enough(tmp_p
     files.update(tmp_path / "other.py")
     files.snippets("file:///me.py", None, head + "".join(f"new_{i} = 1\n" for i in range(5)), lambda _: None)
     assert len(picks) == 3  # the index changed
+
+
+def test_the_budget_counts_the_index_as_it_is_after_any_updates():
+    """A name's string is counted once, on whichever file holds it now: every file indexed again (a branch switch)
+    and the files that brought names in removed leave the count where a fresh index of the same files puts it
+    (it fell to a third when a re-indexed file paid a shared name's slot for the string it still held)."""
+    texts = {f"m{i}.py": "".join(f"def shared_{i % 5}_{j}(arg): return unique_{i}_{j}\n" for j in range(50))
+             for i in range(20)}
+    index = WorkspaceIndex(1 << 30)
+    for _ in range(2):
+        for path, text in texts.items():
+            assert index.add(path, text)
+    for path in list(texts)[:7]:
+        index.remove(path)
+    fresh = WorkspaceIndex(1 << 30)
+    for path in list(texts)[7:]:
+        fresh.add(path, texts[path])
+    assert index.nbytes == fresh.nbytes
+    full = WorkspaceIndex(fresh.nbytes)
+    for path in list(texts)[7:]:
+        assert full.add(path, texts[path]) and full.add(path, texts[path])
+    assert not full.add("new.py", "def brand_new_name(): return another_new_name\n")
+    for path in list(texts):
+        index.remove(path)
+    assert index.nbytes == 0 and not index.postings
