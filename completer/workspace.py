@@ -58,6 +58,19 @@ def identifiers(text: str) -> set[str]:
     return set(IDENTIFIER.findall(text)) - COMMON_WORDS
 
 
+class FileEntry(NamedTuple):
+    """What the index keeps of a file's text: its names and its lines' hashes."""
+
+    names: tuple[str, ...]
+    hashes: bytes
+
+
+def file_entry(text: str) -> FileEntry:
+    """A file's names (one string per name across files) and line hashes: the costly part of indexing it, tens of
+    milliseconds for a large file, which reads nothing of the index and so can run outside its lock."""
+    return FileEntry(tuple(sys.intern(name) for name in identifiers(text)), line_hashes(text))
+
+
 @dataclass
 class WorkspaceIndex:
     """Identifiers per file and files per identifier, within `budget_bytes`; files beyond it are not indexed."""
@@ -71,11 +84,11 @@ class WorkspaceIndex:
     lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
     line_hashes: dict[str, bytes] = field(default_factory=dict)  # path -> each line's hash (`line_hashes`)
 
-    def add(self, path: str, text: str) -> bool:
-        """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
-        A name no other file has costs about nine times a shared one: generated code is counted as it weighs."""
-        names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
-        hashes = line_hashes(text)
+    def add(self, path: str, text: str | FileEntry) -> bool:
+        """Index (or index again) `path` from its text or its `file_entry`; False when the budget has no room for
+        it (an older entry then stays). A name no other file has costs about nine times a shared one: generated
+        code is counted as it weighs."""
+        names, hashes = text if isinstance(text, FileEntry) else file_entry(text)
         own = FILE_BYTES + len(path) + BYTES_HEADER + len(hashes)
         cost = own + self._names_cost(names, path)
         if self.nbytes - self._cost(path) + cost > self.budget_bytes:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pygls import uris
 
-from completer.workspace import Snippet, WorkspaceIndex, first_line_at, identifiers_above, lines_at
+from completer.workspace import Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
 
@@ -240,12 +240,13 @@ class WorkspaceFiles:
                 log.warning("workspace index: skipping unreadable files, first %s (%s)", path, exc.strerror or exc)
                 self._unreadable_logged = True
             text = None
+        entry = file_entry(text) if text is not None else None  # outside the lock, which a request's lookup takes
         with self._lock:
             if building and str(path) in self._changed_while_building:
                 return 0
             if not building and self._building:
                 self._changed_while_building.add(str(path))
-            added = self.index.add(str(path), text) if text is not None else self.index.remove(str(path))
+            added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
             if not building:
                 self.generation += 1
         return int(bool(added))

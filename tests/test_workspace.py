@@ -685,3 +685,23 @@ def test_the_budget_counts_the_index_as_it_is_after_any_updates():
     for path in list(texts):
         index.remove(path)
     assert index.nbytes == 0 and not index.postings
+
+
+def test_a_file_is_read_for_names_outside_the_lock_a_requests_lookup_takes(tmp_path: Path, monkeypatch):
+    """Finding a large file's names and hashing its lines takes tens of milliseconds; done under the index's lock,
+    the answer's name lookup on the event loop (names_elsewhere) waited for it: 80 ms behind a 1 MB file."""
+    import completer.workspace
+
+    (tmp_path / "a.py").write_text("def frobnicate(registry_thing):\n    return registry_thing\n")
+    files = _index(tmp_path)
+    held = []
+    real = completer.workspace.identifiers
+
+    def spy(text: str) -> set[str]:
+        held.append(files._lock.locked())
+        return real(text)
+
+    monkeypatch.setattr(completer.workspace, "identifiers", spy)
+    files.update(tmp_path / "a.py")
+    assert held == [False]
+    assert files.names_elsewhere(tmp_path / "b.py")("frobnicate")
