@@ -187,7 +187,7 @@ class WorkspaceFiles:
     def _build(self) -> None:
         started, count, refused = time.perf_counter(), 0, 0
         try:
-            for path in (path for root in self.roots for path in self._walk(root)):
+            for path in (path for root in self.roots for path in self._walk(root, root)):
                 while not self.requests.idle.wait(0.5):  # yield to requests: index between them
                     if self._stop.is_set():
                         return
@@ -212,9 +212,11 @@ class WorkspaceFiles:
         log.info("workspace index: %d files in %.1f s, %.1f MB%s", count, time.perf_counter() - started,
                  self.index.nbytes / 2**20, f"; {skipped} files left out for the memory budget" if skipped else "")
 
-    def _walk(self, root: Path):
+    def _walk(self, top: Path, root: Path):
+        """The files under `top` to index, by the .gitignore files at and below it; a symlink counts as pointing
+        out when it leaves the workspace folder `root`."""
         ignores = _Ignores()
-        for folder, dirs, files in os.walk(root, followlinks=False, onerror=lambda error: None):
+        for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
             if ".gitignore" in files:
                 ignores.add(here)
@@ -302,8 +304,9 @@ class WorkspaceFiles:
                 if self._building:
                     self._changed_while_building.update(gone)
                 self.generation += bool(gone)
-            if path.is_dir() and self.root_of(path) is not None:
-                for found in self._walk(path):
+            root = self.root_of(path)
+            if root is not None and path.is_dir() and not path.is_symlink():  # the walk follows no link to a folder
+                for found in self._walk(path, root):
                     if self.readable(found):  # the .gitignore files above the folder count too
                         self._index_file(found)
             return

@@ -705,3 +705,23 @@ def test_a_file_is_read_for_names_outside_the_lock_a_requests_lookup_takes(tmp_p
     files.update(tmp_path / "a.py")
     assert held == [False]
     assert files.names_elsewhere(tmp_path / "b.py")("frobnicate")
+
+
+def test_an_event_for_a_linked_folder_reads_what_the_walk_reads(tmp_path: Path):
+    """The walk follows no symlink to a folder; an event naming one walked through it: a link out of the workspace
+    folder brought the outside's files in, a link to the folder itself a second copy of each file. A folder's event
+    judges links by the workspace folder, as the walk does, not by the folder it names."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.py").write_text("OUTSIDE_NAME = 1\n")
+    (root / "main.py").write_text("MAIN_NAME = 1\n")
+    (root / "out").symlink_to(outside)
+    (root / "again").symlink_to(root)
+    (root / "pkg" / "main_link.py").symlink_to(root / "main.py")  # stays inside the workspace folder: read
+    files = _index(root)
+    walked = sorted(files.index.files)
+    assert walked == [str(root.resolve() / "main.py"), str(root.resolve() / "pkg" / "main_link.py")]
+    for name in ("out", "again", "pkg"):
+        files.update(root / name)
+    assert sorted(files.index.files) == walked
