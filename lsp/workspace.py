@@ -103,7 +103,8 @@ def read_source(path: Path) -> str | None:
 
 
 class _Ignores:
-    """The .gitignore files met on the way down, each applying to its folder and below."""
+    """The .gitignore files met on the way down, each applying to its folder and below; as in git, the deepest
+    one with a pattern for a path decides (a subfolder's `!name` takes back what a folder above ignores)."""
 
     def __init__(self) -> None:
         self.specs: list[tuple[Path, object]] = []
@@ -118,14 +119,30 @@ class _Ignores:
             pass
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        for folder, spec in self.specs:
+        for folder, spec in reversed(self.specs):  # added top down: the deepest first
             try:
                 relative = path.relative_to(folder).as_posix()
             except ValueError:
                 continue
-            if spec.match_file(relative + ("/" if is_dir else "")):  # type: ignore[attr-defined]
-                return True
+            verdict = _folder_verdict(spec, relative) if is_dir else spec.check_file(relative).include  # type: ignore
+            if verdict is not None:  # None: no pattern of this file names it
+                return verdict
         return False
+
+
+def _folder_verdict(spec: object, relative: str) -> bool | None:
+    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): as in git, the last
+    pattern naming the folder itself decides. pathspec's check of "folder/" also counts the patterns that name only
+    what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read) and, in pathspec 1.x,
+    lets `*` win over a later `!*/`."""
+    verdict = None
+    for pattern in spec.patterns:  # type: ignore[attr-defined]
+        if pattern.include is None:  # a comment or a blank line
+            continue
+        folders_only = str(pattern.pattern).rstrip().endswith("/")
+        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
+            verdict = pattern.include
+    return verdict
 
 
 class RequestsInFlight:

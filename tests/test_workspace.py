@@ -725,3 +725,25 @@ def test_an_event_for_a_linked_folder_reads_what_the_walk_reads(tmp_path: Path):
     for name in ("out", "again", "pkg"):
         files.update(root / name)
     assert sorted(files.index.files) == walked
+
+
+@pytest.mark.parametrize("ignores, kept", [
+    ({".gitignore": "*.py\n", "sub/.gitignore": "!keep.py\n"}, ["sub/keep.py"]),  # the deeper file decides
+    ({".gitignore": "gen/**\n!gen/keep.py\n"}, ["gen/keep.py", "main.py", "sub/drop.py", "sub/keep.py"]),
+    ({".gitignore": "*\n!*/\n!*.py\n"}, ["gen/drop.py", "gen/keep.py", "main.py", "sub/drop.py", "sub/keep.py"]),
+    ({".gitignore": "/sub/*\n!/sub/keep.py\n"}, ["gen/drop.py", "gen/keep.py", "main.py", "sub/keep.py"]),
+    ({".gitignore": "gen/\n!gen/keep.py\n"}, ["main.py", "sub/drop.py", "sub/keep.py"]),  # no way back in
+])
+def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dict[str, str], kept: list[str]):
+    """What `git status` lists, the walk and the events read: a `!` pattern in a subfolder's .gitignore takes back
+    what a folder above ignores, and `gen/**` or `sub/*` ignore what is in a folder, not the folder, so that a
+    `!` pattern for one file in it holds (each was left out), and `!*/` takes back the folders `*` ignores."""
+    root = tmp_path.resolve()
+    for name in ("main.py", "sub/keep.py", "sub/drop.py", "gen/keep.py", "gen/drop.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_').replace('.', '_')} = 1\n")
+    for name, text in ignores.items():
+        (root / name).write_text(text)
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
