@@ -110,10 +110,16 @@ class _Ignores:
         self.specs: list[tuple[Path, object]] = []
 
     def add(self, folder: Path) -> None:
+        """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
+        below every .gitignore: the deepest is asked first)."""
+        self._read(folder, folder / ".git" / "info" / "exclude")
+        self._read(folder, folder / ".gitignore")
+
+    def _read(self, folder: Path, patterns: Path) -> None:
         try:
             import pathspec
 
-            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = patterns.read_text(encoding="utf-8", errors="replace").splitlines()
             self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
         except OSError:
             pass
@@ -235,7 +241,7 @@ class WorkspaceFiles:
         ignores = _Ignores()
         for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
-            if ".gitignore" in files:
+            if ".gitignore" in files or ".git" in dirs:
                 ignores.add(here)
             dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
                        and not ignores.ignored(here / d, is_dir=True)]

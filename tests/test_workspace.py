@@ -747,3 +747,21 @@ def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dic
     files = _index(root)
     assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
+
+
+def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
+    """.git/info/exclude holds the ignores a user keeps out of the repository's .gitignore; git reads it as the
+    least of them, so a .gitignore's `!` pattern takes a file back."""
+    root = tmp_path.resolve()
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "info" / "exclude").write_text("scratch.py\nlocal_*.py\n")
+    (root / ".gitignore").write_text("!local_kept.py\n")
+    for name in ("main.py", "scratch.py", "local_notes.py", "local_kept.py"):
+        (root / name).write_text(f"NAME_{name[:-3]} = 1\n")
+    files = _index(root)
+    kept = ["local_kept.py", "main.py"]
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.name for p in root.glob("*.py") if files.readable(p)) == kept
+    (root / "scratch.py").write_text("NAME_scratch = 2\n")
+    files.update(root / "scratch.py")
+    assert str(root / "scratch.py") not in files.index.files
