@@ -350,10 +350,11 @@ class WorkspaceFiles:
             return cached
 
         query = identifiers_above(before)
+        key = self._key(before)  # the index picked from: a change while the files are read makes the pick stale
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
         found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
-        self._memo[uri] = (self._key(before), found, frozenset(query))
+        self._memo[uri] = (key, found, frozenset(query))
         return found
 
     def names_elsewhere(self, path: Path | None) -> Callable[[str], bool]:

@@ -765,3 +765,23 @@ def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: 
     (root / "scratch.py").write_text("NAME_scratch = 2\n")
     files.update(root / "scratch.py")
     assert str(root / "scratch.py") not in files.index.files
+
+
+def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
+    """A pick is kept for the index it was made from: one stored under the generation after a change that came
+    while it read the files stood for the changed index, and the file that now holds the names was never offered."""
+    root = tmp_path.resolve()
+    (root / "a.py").write_text("def register_handler(registry):\n    return registry\n")
+    (root / "b.py").write_text("OTHER = 1\n")
+    files = _index(root)
+    before = "register_handler(registry)\n"
+
+    def open_text(name: str) -> None:  # b.py comes to hold the names while a.py is read
+        if name.endswith("a.py") and "OTHER" in (root / "b.py").read_text():
+            (root / "b.py").write_text("def register_handler(registry):\n    registry_b = registry\n")
+            files.update(root / "b.py")
+
+    assert [Path(s.path).name for s in files.snippets("file:///me.py", root / "me.py", before, open_text)] == ["a.py"]
+    assert files.cached("file:///me.py", before) is None
+    again = files.snippets("file:///me.py", root / "me.py", before, lambda _: None)
+    assert sorted(Path(s.path).name for s in again) == ["a.py", "b.py"]
