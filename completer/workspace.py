@@ -58,33 +58,46 @@ def identifiers(text: str) -> set[str]:
     return set(IDENTIFIER.findall(text)) - COMMON_WORDS
 
 
+class FileEntry(NamedTuple):
+    """What the index keeps of a file's text: its names and its lines' hashes."""
+
+    names: tuple[str, ...]
+    hashes: bytes
+
+
+def file_entry(text: str) -> FileEntry:
+    """A file's names (one string per name across files) and line hashes: the costly part of indexing it, tens of
+    milliseconds for a large file, which reads nothing of the index and so can run outside its lock."""
+    return FileEntry(tuple(sys.intern(name) for name in identifiers(text)), line_hashes(text))
+
+
 @dataclass
 class WorkspaceIndex:
     """Identifiers per file and files per identifier, within `budget_bytes`; files beyond it are not indexed."""
 
     budget_bytes: int
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a tuple: a third of a set's memory
-    costs: dict[str, int] = field(default_factory=dict)  # each file's bytes as counted when it came in
+    costs: dict[str, int] = field(default_factory=dict)  # each file's own bytes: path, entries, line hashes
     postings: dict[str, set[str]] = field(default_factory=dict)
     nbytes: int = 0
     skipped_for_budget: int = 0
     lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
     line_hashes: dict[str, bytes] = field(default_factory=dict)  # path -> each line's hash (`line_hashes`)
 
-    def add(self, path: str, text: str) -> bool:
-        """Index (or index again) `path`; False when the budget has no room for it (an older entry then stays).
-        A name no other file has costs about nine times a shared one: generated code is counted as it weighs."""
-        names = tuple(sys.intern(name) for name in identifiers(text))  # one string per name across files
-        hashes = line_hashes(text)
-        cost = FILE_BYTES + len(path) + BYTES_HEADER + len(hashes) \
-            + sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES for name in names)
-        if self.nbytes - self.costs.get(path, 0) + cost > self.budget_bytes:
+    def add(self, path: str, text: str | FileEntry) -> bool:
+        """Index (or index again) `path` from its text or its `file_entry`; False when the budget has no room for
+        it (an older entry then stays). A name no other file has costs about nine times a shared one: generated
+        code is counted as it weighs."""
+        names, hashes = text if isinstance(text, FileEntry) else file_entry(text)
+        own = FILE_BYTES + len(path) + BYTES_HEADER + len(hashes)
+        cost = own + self._names_cost(names, path)
+        if self.nbytes - self._cost(path) + cost > self.budget_bytes:
             self.skipped_for_budget += 1
             return False
         self.remove(path)
         self.files[path] = names
         self.line_hashes[path] = hashes
-        self.costs[path] = cost
+        self.costs[path] = own
         for name in names:
             self.postings.setdefault(name, set()).add(path)
         self.nbytes += cost
@@ -95,19 +108,31 @@ class WorkspaceIndex:
         holders = self.postings.get(name)
         return holders is not None and (len(holders) > 1 or path not in holders)
 
+    def _names_cost(self, names: Iterable[str], path: str) -> int:
+        """What `path` holding `names` weighs beside the other files: a name only it has costs its string and
+        postings set, one another file has a slot. Counted against the index as it is now, never as it was when
+        the file came in: the file that brought a name in may have left since, and the name's string with it."""
+        return sum(SHARED_NAME_BYTES if self._shared(name, path) else NEW_NAME_BYTES for name in names)
+
+    def _cost(self, path: str) -> int:
+        """The bytes that removing `path` would free (none when it is not indexed)."""
+        names = self.files.get(path)
+        return 0 if names is None else self.costs[path] + self._names_cost(names, path)
+
     def remove(self, path: str) -> bool:
         self.lines.pop(path, None)
         self.line_hashes.pop(path, None)
-        names = self.files.pop(path, None)
-        if names is None:
+        if path not in self.files:
             return False
+        self.nbytes -= self._cost(path)
+        del self.costs[path]
+        names = self.files.pop(path)
         for name in names:
             holders = self.postings.get(name)
             if holders is not None:
                 holders.discard(path)
                 if not holders:
                     del self.postings[name]
-        self.nbytes -= self.costs.pop(path)
         return True
 
     def uses(self, name: str, exclude: str | None) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pygls import uris
 
-from completer.workspace import Snippet, WorkspaceIndex, first_line_at, identifiers_above, lines_at
+from completer.workspace import Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, lines_at
 
 log = logging.getLogger(__name__)
 
@@ -103,29 +103,52 @@ def read_source(path: Path) -> str | None:
 
 
 class _Ignores:
-    """The .gitignore files met on the way down, each applying to its folder and below."""
+    """The .gitignore files met on the way down, each applying to its folder and below; as in git, the deepest
+    one with a pattern for a path decides (a subfolder's `!name` takes back what a folder above ignores)."""
 
     def __init__(self) -> None:
         self.specs: list[tuple[Path, object]] = []
 
     def add(self, folder: Path) -> None:
+        """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
+        below every .gitignore: the deepest is asked first)."""
+        self._read(folder, folder / ".git" / "info" / "exclude")
+        self._read(folder, folder / ".gitignore")
+
+    def _read(self, folder: Path, patterns: Path) -> None:
         try:
             import pathspec
 
-            lines = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = patterns.read_text(encoding="utf-8", errors="replace").splitlines()
             self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
         except OSError:
             pass
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
-        for folder, spec in self.specs:
+        for folder, spec in reversed(self.specs):  # added top down: the deepest first
             try:
                 relative = path.relative_to(folder).as_posix()
             except ValueError:
                 continue
-            if spec.match_file(relative + ("/" if is_dir else "")):  # type: ignore[attr-defined]
-                return True
+            verdict = _folder_verdict(spec, relative) if is_dir else spec.check_file(relative).include  # type: ignore
+            if verdict is not None:  # None: no pattern of this file names it
+                return verdict
         return False
+
+
+def _folder_verdict(spec: object, relative: str) -> bool | None:
+    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): as in git, the last
+    pattern naming the folder itself decides. pathspec's check of "folder/" also counts the patterns that name only
+    what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read) and, in pathspec 1.x,
+    lets `*` win over a later `!*/`."""
+    verdict = None
+    for pattern in spec.patterns:  # type: ignore[attr-defined]
+        if pattern.include is None:  # a comment or a blank line
+            continue
+        folders_only = str(pattern.pattern).rstrip().endswith("/")
+        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
+            verdict = pattern.include
+    return verdict
 
 
 class RequestsInFlight:
@@ -187,7 +210,7 @@ class WorkspaceFiles:
     def _build(self) -> None:
         started, count, refused = time.perf_counter(), 0, 0
         try:
-            for path in (path for root in self.roots for path in self._walk(root)):
+            for path in (path for root in self.roots for path in self._walk(root, root)):
                 while not self.requests.idle.wait(0.5):  # yield to requests: index between them
                     if self._stop.is_set():
                         return
@@ -212,11 +235,13 @@ class WorkspaceFiles:
         log.info("workspace index: %d files in %.1f s, %.1f MB%s", count, time.perf_counter() - started,
                  self.index.nbytes / 2**20, f"; {skipped} files left out for the memory budget" if skipped else "")
 
-    def _walk(self, root: Path):
+    def _walk(self, top: Path, root: Path):
+        """The files under `top` to index, by the .gitignore files at and below it; a symlink counts as pointing
+        out when it leaves the workspace folder `root`."""
         ignores = _Ignores()
-        for folder, dirs, files in os.walk(root, followlinks=False, onerror=lambda error: None):
+        for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
-            if ".gitignore" in files:
+            if ".gitignore" in files or ".git" in dirs:
                 ignores.add(here)
             dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
                        and not ignores.ignored(here / d, is_dir=True)]
@@ -240,12 +265,13 @@ class WorkspaceFiles:
                 log.warning("workspace index: skipping unreadable files, first %s (%s)", path, exc.strerror or exc)
                 self._unreadable_logged = True
             text = None
+        entry = file_entry(text) if text is not None else None  # outside the lock, which a request's lookup takes
         with self._lock:
             if building and str(path) in self._changed_while_building:
                 return 0
             if not building and self._building:
                 self._changed_while_building.add(str(path))
-            added = self.index.add(str(path), text) if text is not None else self.index.remove(str(path))
+            added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
             if not building:
                 self.generation += 1
         return int(bool(added))
@@ -301,8 +327,9 @@ class WorkspaceFiles:
                 if self._building:
                     self._changed_while_building.update(gone)
                 self.generation += bool(gone)
-            if path.is_dir() and self.root_of(path) is not None:
-                for found in self._walk(path):
+            root = self.root_of(path)
+            if root is not None and path.is_dir() and not path.is_symlink():  # the walk follows no link to a folder
+                for found in self._walk(path, root):
                     if self.readable(found):  # the .gitignore files above the folder count too
                         self._index_file(found)
             return
@@ -323,10 +350,11 @@ class WorkspaceFiles:
             return cached
 
         query = identifiers_above(before)
+        key = self._key(before)  # the index picked from: a change while the files are read makes the pick stale
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
         found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
-        self._memo[uri] = (self._key(before), found, frozenset(query))
+        self._memo[uri] = (key, found, frozenset(query))
         return found
 
     def names_elsewhere(self, path: Path | None) -> Callable[[str], bool]:

@@ -660,3 +660,128 @@ def test_snippets_are_picked_again_only_when_the_names_above_change_enough(tmp_p
     files.update(tmp_path / "other.py")
     files.snippets("file:///me.py", None, head + "".join(f"new_{i} = 1\n" for i in range(5)), lambda _: None)
     assert len(picks) == 3  # the index changed
+
+
+def test_the_budget_counts_the_index_as_it_is_after_any_updates():
+    """A name's string is counted once, on whichever file holds it now: every file indexed again (a branch switch)
+    and the files that brought names in removed leave the count where a fresh index of the same files puts it
+    (it fell to a third when a re-indexed file paid a shared name's slot for the string it still held)."""
+    texts = {f"m{i}.py": "".join(f"def shared_{i % 5}_{j}(arg): return unique_{i}_{j}\n" for j in range(50))
+             for i in range(20)}
+    index = WorkspaceIndex(1 << 30)
+    for _ in range(2):
+        for path, text in texts.items():
+            assert index.add(path, text)
+    for path in list(texts)[:7]:
+        index.remove(path)
+    fresh = WorkspaceIndex(1 << 30)
+    for path in list(texts)[7:]:
+        fresh.add(path, texts[path])
+    assert index.nbytes == fresh.nbytes
+    full = WorkspaceIndex(fresh.nbytes)
+    for path in list(texts)[7:]:
+        assert full.add(path, texts[path]) and full.add(path, texts[path])
+    assert not full.add("new.py", "def brand_new_name(): return another_new_name\n")
+    for path in list(texts):
+        index.remove(path)
+    assert index.nbytes == 0 and not index.postings
+
+
+def test_a_file_is_read_for_names_outside_the_lock_a_requests_lookup_takes(tmp_path: Path, monkeypatch):
+    """Finding a large file's names and hashing its lines takes tens of milliseconds; done under the index's lock,
+    the answer's name lookup on the event loop (names_elsewhere) waited for it: 80 ms behind a 1 MB file."""
+    import completer.workspace
+
+    (tmp_path / "a.py").write_text("def frobnicate(registry_thing):\n    return registry_thing\n")
+    files = _index(tmp_path)
+    held = []
+    real = completer.workspace.identifiers
+
+    def spy(text: str) -> set[str]:
+        held.append(files._lock.locked())
+        return real(text)
+
+    monkeypatch.setattr(completer.workspace, "identifiers", spy)
+    files.update(tmp_path / "a.py")
+    assert held == [False]
+    assert files.names_elsewhere(tmp_path / "b.py")("frobnicate")
+
+
+def test_an_event_for_a_linked_folder_reads_what_the_walk_reads(tmp_path: Path):
+    """The walk follows no symlink to a folder; an event naming one walked through it: a link out of the workspace
+    folder brought the outside's files in, a link to the folder itself a second copy of each file. A folder's event
+    judges links by the workspace folder, as the walk does, not by the folder it names."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.py").write_text("OUTSIDE_NAME = 1\n")
+    (root / "main.py").write_text("MAIN_NAME = 1\n")
+    (root / "out").symlink_to(outside)
+    (root / "again").symlink_to(root)
+    (root / "pkg" / "main_link.py").symlink_to(root / "main.py")  # stays inside the workspace folder: read
+    files = _index(root)
+    walked = sorted(files.index.files)
+    assert walked == [str(root.resolve() / "main.py"), str(root.resolve() / "pkg" / "main_link.py")]
+    for name in ("out", "again", "pkg"):
+        files.update(root / name)
+    assert sorted(files.index.files) == walked
+
+
+@pytest.mark.parametrize("ignores, kept", [
+    ({".gitignore": "*.py\n", "sub/.gitignore": "!keep.py\n"}, ["sub/keep.py"]),  # the deeper file decides
+    ({".gitignore": "gen/**\n!gen/keep.py\n"}, ["gen/keep.py", "main.py", "sub/drop.py", "sub/keep.py"]),
+    ({".gitignore": "*\n!*/\n!*.py\n"}, ["gen/drop.py", "gen/keep.py", "main.py", "sub/drop.py", "sub/keep.py"]),
+    ({".gitignore": "/sub/*\n!/sub/keep.py\n"}, ["gen/drop.py", "gen/keep.py", "main.py", "sub/keep.py"]),
+    ({".gitignore": "gen/\n!gen/keep.py\n"}, ["main.py", "sub/drop.py", "sub/keep.py"]),  # no way back in
+])
+def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dict[str, str], kept: list[str]):
+    """What `git status` lists, the walk and the events read: a `!` pattern in a subfolder's .gitignore takes back
+    what a folder above ignores, and `gen/**` or `sub/*` ignore what is in a folder, not the folder, so that a
+    `!` pattern for one file in it holds (each was left out), and `!*/` takes back the folders `*` ignores."""
+    root = tmp_path.resolve()
+    for name in ("main.py", "sub/keep.py", "sub/drop.py", "gen/keep.py", "gen/drop.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_').replace('.', '_')} = 1\n")
+    for name, text in ignores.items():
+        (root / name).write_text(text)
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
+
+
+def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
+    """.git/info/exclude holds the ignores a user keeps out of the repository's .gitignore; git reads it as the
+    least of them, so a .gitignore's `!` pattern takes a file back."""
+    root = tmp_path.resolve()
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "info" / "exclude").write_text("scratch.py\nlocal_*.py\n")
+    (root / ".gitignore").write_text("!local_kept.py\n")
+    for name in ("main.py", "scratch.py", "local_notes.py", "local_kept.py"):
+        (root / name).write_text(f"NAME_{name[:-3]} = 1\n")
+    files = _index(root)
+    kept = ["local_kept.py", "main.py"]
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.name for p in root.glob("*.py") if files.readable(p)) == kept
+    (root / "scratch.py").write_text("NAME_scratch = 2\n")
+    files.update(root / "scratch.py")
+    assert str(root / "scratch.py") not in files.index.files
+
+
+def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
+    """A pick is kept for the index it was made from: one stored under the generation after a change that came
+    while it read the files stood for the changed index, and the file that now holds the names was never offered."""
+    root = tmp_path.resolve()
+    (root / "a.py").write_text("def register_handler(registry):\n    return registry\n")
+    (root / "b.py").write_text("OTHER = 1\n")
+    files = _index(root)
+    before = "register_handler(registry)\n"
+
+    def open_text(name: str) -> None:  # b.py comes to hold the names while a.py is read
+        if name.endswith("a.py") and "OTHER" in (root / "b.py").read_text():
+            (root / "b.py").write_text("def register_handler(registry):\n    registry_b = registry\n")
+            files.update(root / "b.py")
+
+    assert [Path(s.path).name for s in files.snippets("file:///me.py", root / "me.py", before, open_text)] == ["a.py"]
+    assert files.cached("file:///me.py", before) is None
+    again = files.snippets("file:///me.py", root / "me.py", before, lambda _: None)
+    assert sorted(Path(s.path).name for s in again) == ["a.py", "b.py"]
