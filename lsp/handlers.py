@@ -42,6 +42,7 @@ def register(server: CompleterServer) -> None:
         ls.searches.document_changed(doc.uri)
         ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
         ls.prefill(doc.uri)  # the first keystroke in the file then pays for its own line only
+        ls.workspace_document_edited(doc.uri)  # its text may not be the disk's: new, or restored unsaved
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompleterServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -57,6 +58,7 @@ def register(server: CompleterServer) -> None:
         doc = ls.documents.change(uri, params.text_document.version, changes)
         if doc is not None and doc.in_sync:
             ls.skips_noted.discard((uri, SKIPPED_OUT_OF_SYNC))  # if it is lost again, say so again
+        ls.workspace_document_edited(uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:

@@ -48,6 +48,9 @@ READY_TIMEOUT = 20.0
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
 INFO_TIMEOUT = 0.5
+EDIT_INDEX_DELAY = 1.0
+"""How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
+never at each keystroke."""
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
 
@@ -102,6 +105,8 @@ class CompleterServer(LanguageServer):
         self.skips_noted: set[tuple[str, str]] = set()  # (uri, reason) logged once, forgotten on close
         self._config_lock: asyncio.Lock | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._edit_timers: dict[str, asyncio.TimerHandle] = {}  # per document: its unsaved text indexed when it fires
+        self._edit_reads: dict[str, asyncio.Future] = {}  # per document: its unsaved text being indexed
         self.lookups = RepositoryLookups(self)
         self.sources = ModelSources(self.spawn, self._model_converted,
                                     lambda message: self.show(message, types.MessageType.Info))
@@ -294,10 +299,47 @@ class CompleterServer(LanguageServer):
 
     def workspace_file_changed(self, uri: str) -> None:
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a
-        thread (it reads the disk)."""
+        thread (it reads the disk), after any unsaved text of it still being indexed, which would otherwise
+        stand in place of the disk's."""
         path = path_of(uri)
-        if self.repository is not None and path is not None:
-            self.spawn(asyncio.to_thread(self.repository.update, path))
+        if self.repository is None or path is None:
+            return
+        self._cancel_edit_index(uri)
+        repository, unsaved = self.repository, self._edit_reads.get(uri)
+
+        async def read_disk() -> None:
+            if unsaved is not None:
+                await asyncio.wait([unsaved])
+            await asyncio.to_thread(repository.update, path)
+        self.spawn(read_disk())
+
+    def workspace_document_edited(self, uri: str) -> None:
+        """A document changed: once it has not changed for EDIT_INDEX_DELAY, the workspace index reads its unsaved
+        text (`WorkspaceFiles.edited`), so the other documents' suggestions follow it before it is saved."""
+        if self.repository is None or path_of(uri) is None:
+            return
+        self._cancel_edit_index(uri)
+        self._edit_timers[uri] = asyncio.get_running_loop().call_later(EDIT_INDEX_DELAY, self._index_edited, uri)
+
+    def _cancel_edit_index(self, uri: str) -> None:
+        timer = self._edit_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _index_edited(self, uri: str) -> None:
+        self._edit_timers.pop(uri, None)
+        doc, path = self.documents.get(uri), path_of(uri)
+        if self.repository is None or doc is None or not doc.in_sync or path is None:
+            return
+        read = asyncio.ensure_future(asyncio.to_thread(self.repository.edited, path, doc.text()))
+        self._edit_reads[uri] = read
+        self._background.add(read)
+
+        def done(task: asyncio.Future) -> None:
+            self._background.discard(task)
+            if self._edit_reads.get(uri) is task:
+                del self._edit_reads[uri]
+        read.add_done_callback(done)
 
     async def boot_worker(self) -> None:
         assert self._config_lock is not None

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pygls import uris
 
-from completer.workspace import Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, lines_at
+from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
+    lines_at
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,11 @@ class WorkspaceFiles:
                 log.warning("workspace index: skipping unreadable files, first %s (%s)", path, exc.strerror or exc)
                 self._unreadable_logged = True
             text = None
-        entry = file_entry(text) if text is not None else None  # outside the lock, which a request's lookup takes
+        return self._put(path, file_entry(text) if text is not None else None, building)
+
+    def _put(self, path: Path, entry: FileEntry | None, building: bool = False) -> int:
+        """Put `path`'s names and line hashes in the index (`entry`, found outside the lock, which a request's
+        lookup takes), or take it out (None)."""
         with self._lock:
             if building and str(path) in self._changed_while_building:
                 return 0
@@ -339,6 +344,16 @@ class WorkspaceFiles:
             with self._lock:
                 self.index.remove(str(path))
                 self.generation += 1
+
+    def edited(self, path: Path, text: str) -> None:
+        """An open document's unsaved text: index it as the file would read once saved, so the other documents'
+        suggestions see a helper the user has just written there (didClose reads the disk again, which drops
+        edits never saved). Runs off the event loop."""
+        path = normal_path(Path(os.path.abspath(path)))
+        if not self.readable(path):
+            return
+        data = text.encode("utf-8", errors="replace")
+        self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None)
 
     # -- asking -----------------------------------------------------------------------------------
     def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None]

@@ -18,7 +18,7 @@ from completer.earlier_lines import header_line
 from completer.text import MAX_LINE_CHARS
 from completer.workspace import FIRST_LINE_FILES, FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
-from lsp.server import CompleterServer
+from lsp.server import EDIT_INDEX_DELAY, CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
     server_env
@@ -266,6 +266,32 @@ def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
         client.open(fresh, BESIDE_OTHER_FILE + "r")
         result = client.completion(fresh, *cursor)["result"]
         assert all("handle_zq_alright" not in item["textEdit"]["newText"] for item in result["items"]), result
+
+
+@pytest.mark.parametrize("how", ["typed", "restored"])
+def test_an_unsaved_file_open_in_the_editor_is_read_until_it_is_closed(tmp_path: Path, how: str):
+    """A file the editor holds but the disk does not (new, or with edits a restart restored) is indexed from the
+    editor's text once typing pauses; closed unsaved, it is gone. The document's repeats read no other open file
+    here (`openFiles` 0, as when more files are open than they read), so only the index can bring its line."""
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, workspaceContext=True, openFiles=0) as client:
+        time.sleep(0.5)
+        unsaved = (tmp_path / "registry.py").as_uri()  # not on disk
+        if how == "typed":
+            client.open(unsaved, "")
+            client.change(unsaved, 2, (0, 0), (0, 0), OTHER_FILE)
+        else:
+            client.open(unsaved, OTHER_FILE)
+        time.sleep(EDIT_INDEX_DELAY + 0.5)  # a pause in typing, then the index reads the editor's text on a thread
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+
+        client.notify("textDocument/didClose", {"textDocument": {"uri": unsaved}})
+        time.sleep(0.3)
+        fresh = (tmp_path / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE not in _lines(client, fresh)
 
 
 FOLLOWED = "    session = open_vault_session(vault_path)\n"
