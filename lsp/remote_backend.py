@@ -4,9 +4,9 @@ TGI, Ollama), in place of the local worker.
 It answers the same jobs as lsp.worker_client.WorkerClient, on the server's event loop: the prompt, the filters
 and typing through are completer/remote.py's; this module sends the prompt and reads the reply. Its rules:
 - one request in flight per document: a newer one cancels the older, whose HTTP call is closed;
-- an error (unreachable, a 4xx or 5xx, a timeout, a malformed or huge reply) answers empty, is logged once per
-  distinct kind, shows in completer/info's `remote.state`, and backs the backend off (no request is sent for a
-  while, doubling up to a limit) until one succeeds again;
+- an error (unreachable, a redirect, which is never followed, a 4xx or 5xx, a timeout, a malformed or huge reply)
+  answers empty, is logged once per distinct kind, shows in completer/info's `remote.state`, and backs the backend
+  off (no request is sent for a while, doubling up to a limit) until one succeeds again;
 - the API key is read from the environment variable the settings name, sent only in the Authorization header,
   and never logged.
 """
@@ -328,6 +328,8 @@ class OpenAIBackend:
         async def exchange() -> tuple[int, bytes]:
             async with self._client.stream("POST", url, content=content,
                                            headers={**headers, "Content-Type": "application/json"}) as reply:
+                if 300 <= reply.status_code < 400:  # no answer, and following it would send the code elsewhere
+                    raise EndpointError("redirect", self._said(_redirect_message(url, reply)))
                 return reply.status_code, await _read_capped(reply)
 
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
@@ -379,6 +381,13 @@ class OpenAIBackend:
         self._logged.clear()
         self.state, self.last_error = "ready", None
         self._refresh_info()
+
+
+def _redirect_message(url: str, reply: Any) -> str:
+    """Why a redirect is an error: the endpoint must be named where it answers, not reached through another URL."""
+    location = reply.headers.get("location") or "no Location"
+    return (f"{url} answered {reply.status_code}, a redirect to {location[:200]}; redirects are not followed (the "
+            "code goes only where completer.endpoint says): set the endpoint to the URL that answers")
 
 
 async def _read_capped(reply: Any) -> bytes:

@@ -192,6 +192,28 @@ def test_a_token_pasted_into_api_key_env_is_not_logged(endpoint, servers):
     assert token not in server.logged()
 
 
+def test_a_redirect_is_an_error_not_an_answer_and_is_not_followed(endpoint, servers):
+    """A 302 to another server, with a body shaped like completions: neither its body is shown nor the
+    redirect followed (the code and the key go only to the endpoint the settings name), and the error says
+    where it pointed."""
+    elsewhere = endpoint()
+
+    def redirect(conn: socket.socket, _request: bytes) -> None:
+        body = json.dumps({"choices": [{"index": 0, "text": "    return a + b", "finish_reason": "stop"}]}).encode()
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://localhost:%d/v1/completions\r\nContent-Length: %d\r\n"
+                     b"Connection: close\r\n\r\n" % (elsewhere.port, len(body)) + body)
+
+    server = servers(options(endpoint(redirect).url, apiKeyEnv="ADVERSARIAL_KEY"), ADVERSARIAL_KEY=SECRET)
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    state = server.info()["remote"]
+    assert state["state"] == "error" and "redirect" in state["last_error"], state
+    assert f"localhost:{elsewhere.port}" in state["last_error"]
+    assert elsewhere.requests == 0
+    _no_traceback(server)
+    assert SECRET not in server.logged()
+
+
 # -- a mistake is one log line, not a traceback ----------------------------------------------------------
 def test_a_key_that_is_not_ascii_is_one_error_not_a_traceback_per_request(endpoint, servers):
     """A header cannot carry it: one error of its own kind, with the back-off and remote.state "error"."""
