@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import time
+import zlib
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -391,16 +392,38 @@ def _redirect_message(url: str, reply: Any) -> str:
 
 
 async def _read_capped(reply: Any) -> bytes:
-    """The reply's body, refused past MAX_REPLY_BYTES (without reading the rest)."""
+    """The reply's body, refused past MAX_REPLY_BYTES (without reading the rest). The bytes are counted as they
+    arrive, before any decoding: httpx would unpack a gzip chunk of 64 KiB into 64 MiB before the count saw it."""
     declared = reply.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
         raise EndpointError("too large", f"the reply is {int(declared):,} bytes, over {MAX_REPLY_BYTES:,}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in reply.aiter_bytes():
+    async for chunk in reply.aiter_raw():
         size += len(chunk)
         if size > MAX_REPLY_BYTES:
             raise EndpointError("too large", f"the reply is over {MAX_REPLY_BYTES:,} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+    return _decoded(b"".join(chunks), reply.headers.get("content-encoding", ""))
 
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""zlib's window bits for each Content-Encoding an endpoint may use though it was asked for none."""
+
+
+def _decoded(data: bytes, encoding: str) -> bytes:
+    """`data` unpacked as its Content-Encoding says, to at most MAX_REPLY_BYTES: a body a thousand times smaller
+    than what it unpacks to is refused without unpacking it whole."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return data
+    if encoding not in _WBITS:
+        raise EndpointError("encoding", f"the reply is encoded as {_one_line(encoding)[:40]!r}, which was not "
+                                        "asked for (Accept-Encoding: identity)")
+    try:
+        body = zlib.decompressobj(_WBITS[encoding]).decompress(data, MAX_REPLY_BYTES + 1)
+    except zlib.error as exc:
+        raise EndpointError("malformed", f"the reply's {encoding} body cannot be unpacked ({exc})") from None
+    if len(body) > MAX_REPLY_BYTES:
+        raise EndpointError("too large", f"the reply unpacks to over {MAX_REPLY_BYTES:,} bytes")
+    return body
