@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .fim import fim_prompt
+from .fim import FIM_TEMPLATES, fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
 from .syntax import syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
@@ -57,6 +57,19 @@ def clip_prompt(before: str, limit: int) -> str:
 def clip_below(below: str) -> str:
     """The lines below the cursor a FIM prompt sends: at most BELOW_CHARS, cut at a line end."""
     return below[:below.rfind("\n", 0, BELOW_CHARS + 1) + 1] if len(below) > BELOW_CHARS else below
+
+
+def without_markers(text: str, template: str) -> str:
+    """`text` with the template's markers taken out: an inference server reads a marker in a prompt's text as its
+    special token (llama.cpp and vLLM parse them), so a document that holds one, such as code that builds FIM
+    prompts, would lay the prompt out wrong (the local engine reads them as text)."""
+    markers = [marker.strip() for marker in FIM_TEMPLATES[template]]
+    if template in REPOSITORY_FORMATS:
+        markers += REPOSITORY_FORMATS[template].markers
+    while any(marker in text for marker in markers):  # removing one may join the text around it into another
+        for marker in markers:
+            text = text.replace(marker, "")
+    return text
 
 
 def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) -> str:
@@ -114,11 +127,13 @@ class RemoteAnswers:
         context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [], syntax_for(language))
         if fim_template is not None and fim_template in REPOSITORY_FORMATS and repository is not None:
             prompt = repository_head(fim_template, repository) + fim_prompt(
-                fim_template, document_opening(fim_template, repository) + clip_prompt(before, prompt_chars),
-                clip_below(below))
+                fim_template, document_opening(fim_template, repository) +
+                without_markers(clip_prompt(before, prompt_chars), fim_template),
+                without_markers(clip_below(below), fim_template))
         elif fim_template is not None:
-            prompt = fim_prompt(fim_template, snippet_head(snippets, uri) + clip_prompt(before, prompt_chars),
-                                clip_below(below))
+            prompt = fim_prompt(fim_template, without_markers(snippet_head(snippets, uri) +
+                                                              clip_prompt(before, prompt_chars), fim_template),
+                                without_markers(clip_below(below), fim_template))
         else:
             prompt = snippet_head(snippets, uri) + clip_prompt(before, prompt_chars)
         return PromptRequest(prompt, before, typed_line, after, context)

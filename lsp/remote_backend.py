@@ -4,9 +4,9 @@ TGI, Ollama), in place of the local worker.
 It answers the same jobs as lsp.worker_client.WorkerClient, on the server's event loop: the prompt, the filters
 and typing through are completer/remote.py's; this module sends the prompt and reads the reply. Its rules:
 - one request in flight per document: a newer one cancels the older, whose HTTP call is closed;
-- an error (unreachable, a 4xx or 5xx, a timeout, a malformed or huge reply) answers empty, is logged once per
-  distinct kind, shows in completer/info's `remote.state`, and backs the backend off (no request is sent for a
-  while, doubling up to a limit) until one succeeds again;
+- an error (unreachable, a redirect, which is never followed, a 4xx or 5xx, a timeout, a malformed or huge reply)
+  answers empty, is logged once per distinct kind, shows in completer/info's `remote.state`, and backs the backend
+  off (no request is sent for a while, doubling up to a limit) until one succeeds again;
 - the API key is read from the environment variable the settings name, sent only in the Authorization header,
   and never logged.
 """
@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import time
+import zlib
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -328,6 +329,8 @@ class OpenAIBackend:
         async def exchange() -> tuple[int, bytes]:
             async with self._client.stream("POST", url, content=content,
                                            headers={**headers, "Content-Type": "application/json"}) as reply:
+                if 300 <= reply.status_code < 400:  # no answer, and following it would send the code elsewhere
+                    raise EndpointError("redirect", self._said(_redirect_message(url, reply)))
                 return reply.status_code, await _read_capped(reply)
 
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
@@ -381,17 +384,46 @@ class OpenAIBackend:
         self._refresh_info()
 
 
+def _redirect_message(url: str, reply: Any) -> str:
+    """Why a redirect is an error: the endpoint must be named where it answers, not reached through another URL."""
+    location = reply.headers.get("location") or "no Location"
+    return (f"{url} answered {reply.status_code}, a redirect to {location[:200]}; redirects are not followed (the "
+            "code goes only where completer.endpoint says): set the endpoint to the URL that answers")
+
+
 async def _read_capped(reply: Any) -> bytes:
-    """The reply's body, refused past MAX_REPLY_BYTES (without reading the rest)."""
+    """The reply's body, refused past MAX_REPLY_BYTES (without reading the rest). The bytes are counted as they
+    arrive, before any decoding: httpx would unpack a gzip chunk of 64 KiB into 64 MiB before the count saw it."""
     declared = reply.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
         raise EndpointError("too large", f"the reply is {int(declared):,} bytes, over {MAX_REPLY_BYTES:,}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in reply.aiter_bytes():
+    async for chunk in reply.aiter_raw():
         size += len(chunk)
         if size > MAX_REPLY_BYTES:
             raise EndpointError("too large", f"the reply is over {MAX_REPLY_BYTES:,} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+    return _decoded(b"".join(chunks), reply.headers.get("content-encoding", ""))
 
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""zlib's window bits for each Content-Encoding an endpoint may use though it was asked for none."""
+
+
+def _decoded(data: bytes, encoding: str) -> bytes:
+    """`data` unpacked as its Content-Encoding says, to at most MAX_REPLY_BYTES: a body a thousand times smaller
+    than what it unpacks to is refused without unpacking it whole."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return data
+    if encoding not in _WBITS:
+        raise EndpointError("encoding", f"the reply is encoded as {_one_line(encoding)[:40]!r}, which was not "
+                                        "asked for (Accept-Encoding: identity)")
+    try:
+        body = zlib.decompressobj(_WBITS[encoding]).decompress(data, MAX_REPLY_BYTES + 1)
+    except zlib.error as exc:
+        raise EndpointError("malformed", f"the reply's {encoding} body cannot be unpacked ({exc})") from None
+    if len(body) > MAX_REPLY_BYTES:
+        raise EndpointError("too large", f"the reply unpacks to over {MAX_REPLY_BYTES:,} bytes")
+    return body

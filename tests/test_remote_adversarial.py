@@ -7,6 +7,7 @@ mistake is one log line, not a traceback, and shows as an error (completer/info)
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -190,6 +191,59 @@ def test_a_token_pasted_into_api_key_env_is_not_logged(endpoint, servers):
     server.client.open(URI, DOC)
     server.inline(4, 0)
     assert token not in server.logged()
+
+
+def test_a_redirect_is_an_error_not_an_answer_and_is_not_followed(endpoint, servers):
+    """A 302 to another server, with a body shaped like completions: neither its body is shown nor the
+    redirect followed (the code and the key go only to the endpoint the settings name), and the error says
+    where it pointed."""
+    elsewhere = endpoint()
+
+    def redirect(conn: socket.socket, _request: bytes) -> None:
+        body = json.dumps({"choices": [{"index": 0, "text": "    return a + b", "finish_reason": "stop"}]}).encode()
+        conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://localhost:%d/v1/completions\r\nContent-Length: %d\r\n"
+                     b"Connection: close\r\n\r\n" % (elsewhere.port, len(body)) + body)
+
+    server = servers(options(endpoint(redirect).url, apiKeyEnv="ADVERSARIAL_KEY"), ADVERSARIAL_KEY=SECRET)
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    state = server.info()["remote"]
+    assert state["state"] == "error" and "redirect" in state["last_error"], state
+    assert f"localhost:{elsewhere.port}" in state["last_error"]
+    assert elsewhere.requests == 0
+    _no_traceback(server)
+    assert SECRET not in server.logged()
+
+
+def _peak_rss_kib(pid: int) -> int:
+    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmHWM:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's peak memory from /proc")
+def test_a_gzip_bomb_is_refused_without_unpacking_it(endpoint, servers):
+    """Asked for no encoding, an endpoint gzips 1 GiB of spaces into 1 MiB anyway: the 1 MiB cap counts the bytes
+    that arrive and unpacks at most 1 MiB of them (httpx would unpack each 64 KiB chunk into 64 MiB first), and a
+    small gzipped reply still answers."""
+    bomb = gzip.compress(b" " * (1 << 30))
+    answer = gzip.compress(json.dumps({"choices": [{"index": 0, "text": "    return a + b"}]}).encode())
+
+    def gzipped(conn: socket.socket, _request: bytes) -> None:
+        body = bomb if replies.requests == 1 else answer
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                     % len(body) + body)
+
+    replies = endpoint(gzipped)
+    server = servers(options(replies.url))
+    pid = server.info()["server"]["pid"]
+    server.client.open(URI, DOC)
+    before = _peak_rss_kib(pid)
+    assert server.inline(4, 0) == []
+    assert _peak_rss_kib(pid) - before < 32 << 10, "the server unpacked far more than the 1 MiB cap"
+    assert "over 1,048,576 bytes" in server.info()["remote"]["last_error"]
+    time.sleep(0.6)  # the back-off
+    assert server.inline(4, 0) == ["    return a + b"]
+    _no_traceback(server)
 
 
 # -- a mistake is one log line, not a traceback ----------------------------------------------------------

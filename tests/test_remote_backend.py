@@ -14,9 +14,9 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from completer.fim import fim_prompt, template_for_model
+from completer.fim import FIM_TEMPLATES, fim_prompt, template_for_model
 from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_head
-from completer.repository import SNIPPET_CHARS, RepositoryContext, repository_head
+from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.remote_backend import EndpointError, completion_texts
@@ -37,6 +37,30 @@ def test_fim_prompt_holds_the_text_before_and_the_lines_below():
     assert request.prompt == "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>print(add(1, 2))\n<|fim_middle|>"
     plain = answers.prepare(URI, "def add(a, b):\n    ", "", "print(add(1, 2))\n")
     assert not isinstance(plain, CompletionResult) and plain.prompt == "def add(a, b):\n    "
+
+
+@pytest.mark.parametrize("template", ["qwen", "starcoder2", "codellama"])
+def test_markers_in_the_document_do_not_lay_the_prompt_out_again(template):
+    """Code that builds FIM prompts holds the markers as text; the endpoint would read each as its special token,
+    so the prompt would have two prefixes, or a middle before the cursor: the document adds no marker to it."""
+    markers = [marker.strip() for marker in FIM_TEMPLATES[template]]
+    markers += REPOSITORY_FORMATS[template].markers if template in REPOSITORY_FORMATS else []
+    quoted = " + ".join(f'"{marker}"' for marker in markers)
+    before, below, snippet = f"PROMPT = {quoted}\n", f"MARKERS = [{quoted}]\n", f"x = 1\ny = 2\nz = {quoted}\n"
+    repository = RepositoryContext("shop", "shop/fim.py", (("shop/prices.py", "def total(items):\n    return 0\n"),))
+    for context in (None, repository):
+        def prompt(blank: bool) -> str:
+            def text(code: str) -> str:
+                return code.replace(quoted, '""') if blank else code
+
+            request = RemoteAnswers().prepare(URI, text(before), "", text(below), [text(snippet)],
+                                              fim_template=template, repository=context)
+            assert not isinstance(request, CompletionResult)
+            return request.prompt
+
+        held, plain = prompt(False), prompt(True)
+        assert [held.count(marker) for marker in markers] == [plain.count(marker) for marker in markers], held
+        assert "PROMPT = " in held and "MARKERS = " in held
 
 
 def test_templates_by_model_name():
