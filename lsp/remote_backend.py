@@ -36,6 +36,9 @@ MAX_REPLY_BYTES = 1 << 20
 """A completion of one line is a few hundred bytes; a reply past this is not one, and is not read further."""
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds without requests after the n-th failure in a row."""
+REQUEST_REFUSED = frozenset({"status 400", "status 413", "status 422"})
+"""Errors that say this one request was refused (a prompt past the model's context, a parameter it does not take),
+not that the endpoint is down: the other documents' requests go on without a back-off."""
 SAMPLING_TEMPERATURE = 0.2
 """With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
 INSTALL_HINT = "pip install 'completer[remote]'"
@@ -67,9 +70,13 @@ def completion_texts(body: bytes) -> list[str]:
 
 
 def completions_url(endpoint: str) -> str:
-    """`<endpoint>/completions`, keeping a query the endpoint needs (Azure's ?api-version=...) at the end."""
+    """`<endpoint>/completions`, keeping a query the endpoint needs (Azure's ?api-version=...) at the end. An
+    endpoint pasted whole, `.../v1/completions` or the chat API's `.../v1/chat/completions`, is the
+    `/completions` beside it, not `.../completions/completions`."""
     parts = urlsplit(endpoint)
-    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/completions"))
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/chat/completions").removesuffix("/completions")
+    return urlunsplit(parts._replace(path=path + "/completions"))
 
 
 def _one_line(text: str) -> str:
@@ -360,8 +367,17 @@ class OpenAIBackend:
 
     def _failed(self, error: EndpointError, sent_at: float) -> None:
         """A request failed. Requests that were in flight together fail together: only one sent after the
-        last failure makes the failures in a row one more, and the back-off twice as long."""
+        last failure makes the failures in a row one more, and the back-off twice as long. A request the
+        endpoint refused as such (REQUEST_REFUSED) backs nothing off."""
         self.requests_failed += 1
+        if error.kind in REQUEST_REFUSED:
+            self.state, self.last_error = "error", error.message
+            if error.kind not in self._logged:
+                self._logged.add(error.kind)
+                log.warning("remote completion failed: %s; the endpoint refused this request, and the next ones "
+                            "are sent as usual", error.message)
+            self._refresh_info()
+            return
         now = time.monotonic()
         if sent_at >= self._last_failure_at or not self._failures:
             self._failures += 1

@@ -19,7 +19,7 @@ from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_h
 from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
-from lsp.remote_backend import EndpointError, completion_texts
+from lsp.remote_backend import EndpointError, completion_texts, completions_url
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
 from lsp_support import LOG_DIR, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc, server_env
 
@@ -154,6 +154,14 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
     for bad in (b"not json", b'{"error": "x"}', b'{"choices": [{"text": 3}]}', b"[]"):
         with pytest.raises(EndpointError):
             completion_texts(bad)
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/",
+                                      "http://127.0.0.1:8080/v1/completions", "http://127.0.0.1:8080/v1/chat/completions/"])
+def test_an_endpoint_pasted_with_its_api_path_is_sent_to_that_api_once(endpoint):
+    assert completions_url(endpoint) == "http://127.0.0.1:8080/v1/completions"
+    assert completions_url("https://x.openai.azure.com/openai/deployments/c/completions?api-version=2024-02-01") == \
+        "https://x.openai.azure.com/openai/deployments/c/completions?api-version=2024-02-01"
 
 
 @pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.2:8000/v1", "ftp://127.0.0.1/v1",
@@ -315,6 +323,24 @@ async def test_errors_answer_empty_back_off_and_are_logged_once(client: Language
     warnings = [m.message for m in client.log_messages if "remote completion failed" in m.message]
     kinds = ("answered 500", "not JSON", "over 1,048,576", "within 1000 ms", "within 1000 ms")
     assert [next(kind for kind in kinds if kind in w) for w in warnings] == list(kinds)  # one line per failure
+
+
+async def test_a_request_the_endpoint_refuses_backs_nothing_off(client: LanguageClient, endpoint: FakeEndpoint):
+    """A 400 (a prompt past the model's context) is about that request: the next keystroke asks again at once."""
+    await _start(client, endpoint.url)
+    open_doc(client, URI, DOC)
+    endpoint.behaviour = Behaviour(mode="status", status=400)
+    for version, (column, typed) in enumerate(((0, "    q"), (5, "u"), (6, "o")), start=2):
+        change_doc(client, URI, version, (4, column), (4, column), typed)  # each keystroke a new request
+        await _answered_empty(client, column + len(typed), within=2.0)
+    assert len(endpoint.seen) == 3
+    state = (await info(client))["remote"]
+    assert state["state"] == "error" and "answered 400" in state["last_error"]
+    warnings = [m.message for m in client.log_messages if "remote completion failed" in m.message]
+    assert len(warnings) == 1 and "next ones are sent as usual" in warnings[0]
+    endpoint.behaviour = Behaviour()
+    change_doc(client, URI, 5, (4, 0), (4, 100), "")
+    assert await _inline(client, *CURSOR) == ["    return a + b"]
 
 
 async def test_unreachable_endpoint_answers_empty(client: LanguageClient):
