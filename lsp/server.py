@@ -107,6 +107,9 @@ class CompleterServer(LanguageServer):
         self._background: set[asyncio.Task[Any]] = set()
         self._edit_timers: dict[str, asyncio.TimerHandle] = {}  # per document: its unsaved text indexed when it fires
         self._edit_reads: dict[str, asyncio.Future] = {}  # per document: its unsaved text being indexed
+        self._disk_reads: dict[Path, None] = {}  # files events named, to read again from the disk, in order
+        self._edits_before_disk: list[asyncio.Future] = []  # unsaved texts being indexed: the disk's comes after
+        self._disk_reader: asyncio.Task[Any] | None = None
         self.lookups = RepositoryLookups(self)
         self.sources = ModelSources(self.spawn, self._model_converted,
                                     lambda message: self.show(message, types.MessageType.Info))
@@ -164,10 +167,11 @@ class CompleterServer(LanguageServer):
         await old.stop()
         await self._boot()
 
-    def spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     # -- lifecycle --------------------------------------------------------------------------------
     def on_initialize(self, params: types.InitializeParams) -> None:
@@ -305,13 +309,24 @@ class CompleterServer(LanguageServer):
         if self.repository is None or path is None:
             return
         self._cancel_edit_index(uri)
-        repository, unsaved = self.repository, self._edit_reads.get(uri)
+        unsaved = self._edit_reads.get(uri)
+        if unsaved is not None:
+            self._edits_before_disk.append(unsaved)
+        self._disk_reads[path] = None
+        if self._disk_reader is None or self._disk_reader.done():
+            self._disk_reader = self.spawn(self._read_disk())
 
-        async def read_disk() -> None:
-            if unsaved is not None:
-                await asyncio.wait([unsaved])
-            await asyncio.to_thread(repository.update, path)
-        self.spawn(read_disk())
+    async def _read_disk(self) -> None:
+        """Read again the files events named, all those waiting at once on one thread: a branch switch's thousands
+        of events cost the event loop a job, not one each (which held it for a quarter of a second)."""
+        while self._disk_reads:
+            if self._edits_before_disk:
+                edits, self._edits_before_disk = self._edits_before_disk, []
+                await asyncio.wait(edits)
+            paths = list(self._disk_reads)
+            self._disk_reads.clear()
+            if self.repository is not None:
+                await asyncio.to_thread(self.repository.update_all, paths)
 
     def workspace_document_edited(self, uri: str) -> None:
         """A document changed: once it has not changed for EDIT_INDEX_DELAY, the workspace index reads its unsaved

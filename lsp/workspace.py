@@ -345,6 +345,11 @@ class WorkspaceFiles:
                 self.index.remove(str(path))
                 self.generation += 1
 
+    def update_all(self, paths: list[Path]) -> None:
+        """`update` each of `paths`, in order."""
+        for path in paths:
+            self.update(path)
+
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'
         suggestions see a helper the user has just written there (didClose reads the disk again, which drops
