@@ -121,11 +121,16 @@ _BY_LANGUAGE = {
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
                           quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False),  # { and ( end no command
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
+    "json": Syntax("json", quotes='"'),
+    "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
+    "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False),  # `a { color: red;`
+    **{name: Syntax(name, **_C, not_comment=r"(?<=:)//", open_ends=False)  # not url(http://...)
+       for name in ("scss", "less")},
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),
 }
 """Languages whose comments and strings are read here; Perl (its quote-like operators and special variables),
-markup and data formats are not among them, and get no lexical rule."""
+markup and data formats other than JSON are not among them, and get no lexical rule."""
 
 
 def syntax_for(language: str | None) -> Syntax:
@@ -142,7 +147,8 @@ EXTENSION_LANGUAGES = {
     ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".cs": "csharp",
     ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".php": "php", ".lua": "lua",
     ".sh": "shellscript", ".bash": "shellscript", ".zsh": "shellscript", ".json": "json", ".toml": "toml",
-    ".yaml": "yaml", ".yml": "yaml", ".md": "markdown", ".html": "html", ".css": "css", ".sql": "sql",
+    ".jsonc": "jsonc", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown", ".html": "html", ".css": "css",
+    ".scss": "scss", ".less": "less", ".sql": "sql",
     ".swift": "swift", ".scala": "scala", ".r": "r", ".jl": "julia", ".txt": "plaintext",
 }
 """LSP's language id of a file, by its extension: for a client that sends none of LSP's ids, and the CLI."""

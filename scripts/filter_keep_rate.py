@@ -50,6 +50,8 @@ def corpora() -> dict[str, list[Path]]:
         "php": sorted(Path("/usr/lib/google-cloud-sdk").rglob("*.php")),
         "lua": sorted(Path("/usr/share/nvim/runtime").rglob("*.lua")),
         "sql": sorted(Path("/usr/share/postgresql").rglob("*.sql")),
+        "json": sorted(p for p in NODE_MODULES.rglob("*.json") if p.name != "package-lock.json"),
+        "css": sorted(Path("/usr").rglob("*.css")),
     }
     return {language: files for language, files in found.items() if files}
 
@@ -137,7 +139,8 @@ def table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--languages", nargs="+", default=["python", "javascript", "typescript", "c", "cpp",
-                                                           "shellscript", "php", "lua", "sql", "perl"])
+                                                           "shellscript", "php", "lua", "sql", "json", "css",
+                                                           "perl"])
     parser.add_argument("--positions", type=int, default=5000, help="lines judged per language")
     add_output_arguments(parser)
     return run_or_table(parser.parse_args(argv), run, table)

@@ -177,6 +177,20 @@ def test_a_here_document_ends_at_its_own_word_alone():
     assert scan("cat <<< \"$x\" (", syntax=SHELL).heredoc is None  # a here-string
 
 
+@pytest.mark.parametrize("line,above,language,keep", [
+    ('  "homepage": "https://example.com/a(b",', ["{"], "json", True),  # no comment in JSON: `//` is text
+    ('  "files": ["a", "b"}', ["{"], "json", False),
+    ('  // the tests (and more', ["{"], "jsonc", True),  # settings.json, tsconfig.json
+    ("div.note { background-color: #fffaf0;", [], "css", True),  # a block opened and filled on one line
+    ('.x::after { content: ")" }', [], "css", True),
+    (".x { color: red; ]", [], "css", False),
+    ("  background: url(http://example.com/a.png);", [".x {"], "scss", True),  # `//` in a URL opens no comment
+    ("  // widths (in rem", [".x {"], "scss", True),
+])
+def test_data_and_style_sheets_get_their_brackets_and_strings_checked(line, above, language, keep):
+    assert kept(line, above, syntax_for(language)) == keep
+
+
 def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():
     cpp = syntax_for("cpp")
     assert scan('auto s = R"x(a)" )x" + f(', syntax=cpp).stack == ["("]
