@@ -48,10 +48,10 @@ READY_TIMEOUT = 20.0
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
 INFO_TIMEOUT = 0.5
+"""completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
-"""completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 
 
 @dataclass

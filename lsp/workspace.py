@@ -346,9 +346,12 @@ class WorkspaceFiles:
                 self.generation += 1
 
     def update_all(self, paths: list[Path]) -> None:
-        """`update` each of `paths`, in order."""
+        """`update` each of `paths`, in order; one the system will not let be looked at costs itself alone."""
         for path in paths:
-            self.update(path)
+            try:
+                self.update(path)
+            except OSError as exc:
+                log.debug("workspace index: %s not read again (%s)", path, exc)
 
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'
