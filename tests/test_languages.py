@@ -356,3 +356,27 @@ def test_the_keep_rate_script_judges_real_files_by_both_rules(tmp_path):
     assert result["python"]["positions"] == 300 and result["python"]["kept"] == result["python"]["kept_by_python_rules"]
     javascript = result["javascript"]  # the extension's npm packages: scripts/test.sh installs them
     assert javascript["positions"] == 300 and javascript["kept"] > javascript["kept_by_python_rules"]
+
+
+def test_a_document_takes_workspace_lines_only_from_files_of_its_own_language(converted, tmp_path):
+    """The index reads Python files alone: a new JavaScript file must not be offered their `#` header first (nor
+    their snippets and following lines), while a new Python file still is."""
+    import os
+    import time
+
+    from lsp_support import SERVER_CMD, server_env
+
+    header = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+    for i in range(3):
+        (tmp_path / f"part{i}.py").write_text(f"{header}\n\n\ndef part_{i}():\n    return {i}\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"modelPath": str(converted),
+                                                                              "searchAhead": False}}})
+        client.notify("initialized", {})
+        time.sleep(1)  # the index is built on a thread
+        for name, language, offered in (("new.js", "javascript", False), ("new.py", "python", True)):
+            uri = (tmp_path / name).as_uri()
+            client.open(uri, "", language_id=language)
+            items = client.completion(uri, 0, 0)["result"]["items"]
+            assert (header in [item["textEdit"]["newText"] for item in items]) is offered, (language, items)
