@@ -240,6 +240,16 @@ def test_the_line_after_enter_is_searched_at_the_documents_own_indentation():
     assert next_line_indents("\tcall(a,", go_above, GO) == ["\t\t", "\t"]  # tabs align by a level, not a column
 
 
+def test_the_line_after_a_statement_over_several_lines_starts_at_the_statements_indentation():
+    """A line that closes brackets opened above ends a statement that began there: the next line starts at that
+    statement's indentation, as in Python, not under the closing line's alignment."""
+    above = "function f() {\n  const total = sum(first,"
+    assert next_line_indents("                    second);", above, JS) == ["  ", ""]
+    assert next_line_indents("      ready) {", "function f() {\n  if (loaded &&", JS) == ["    ", "      "]
+    assert next_line_indents("\t\tb int) {", "func f() {\n\tgo func(a int,", GO) == ["\t\t", "\t\t\t"]
+    assert next_line_indents("  });", "function f() {\n  run(() => {\n    go();", JS) == ["  ", ""]
+
+
 def test_a_file_names_its_language():
     assert language_of_path("src/app.tsx") == "typescriptreact" and language_of_path("x.unknown", "py") == "py"
 
