@@ -254,6 +254,18 @@ def test_a_file_names_its_language():
     assert language_of_path("src/app.tsx") == "typescriptreact" and language_of_path("x.unknown", "py") == "py"
 
 
+@pytest.mark.parametrize("uri,filetype,language", [
+    ("file:///src/configure", "sh", "shellscript"), ("file:///home/me/.bashrc", "bash", "shellscript"),
+    ("file:///home/me/.zshrc", "zsh", "shellscript"), ("file:///src/View.m", "objc", "objective-c"),
+    ("file:///src/kernel.cu", "cuda", "cuda-cpp"), ("file:///src/App.cs", "cs", "csharp"),
+])
+def test_a_neovim_filetype_gets_its_languages_rules_whatever_the_files_name(uri, filetype, language):
+    from lsp.documents import DocumentStore
+
+    doc = DocumentStore().open(uri, filetype, 1, "echo ok\n")
+    assert doc.language == language and syntax_for(doc.language) is syntax_for(language) is not NEUTRAL
+
+
 def test_a_converted_bundle_writes_every_language_and_ours_python(tmp_path):
     def bundle(manifest: dict) -> Bundle:
         return Bundle(tmp_path, manifest)
