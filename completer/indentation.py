@@ -51,7 +51,7 @@ def next_line_indent(line: str, syntax: Syntax = PYTHON, level: str = PYTHON_LEV
     indent = _indentation(line, syntax)
     code = line.strip()
     if not syntax.statements:
-        return indent
+        return indent + level if opens_block(line, syntax) else indent
     if code.endswith(":"):
         return indent + level
     if code.split(" ", 1)[0].rstrip(";") in DEDENTING:
@@ -78,6 +78,14 @@ def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON
         return [" " * (opened + 1), indent]
     indent = indent if hanging_from is None else hanging_from
     return [indent + level, indent + level * 2]
+
+
+def opens_block(line: str, syntax: Syntax) -> bool:
+    """Whether `line`'s code (outside its comment) ends with a keyword of `syntax` that opens a block (Lua's
+    `then`, the shell's `do`); Python's colon is read by `next_line_indent` itself."""
+    if syntax.opens_block is None:
+        return False
+    return syntax.opens_block.search(line[:scan(line, syntax=syntax).code_end].strip()) is not None
 
 
 STATEMENT_LINES = 40  # how far up a statement continued over several lines is looked for
@@ -118,5 +126,7 @@ def next_line_indents(line: str, above: str = "", syntax: Syntax = PYTHON) -> li
         return continued
     line = statement or statement_line(above, line, syntax)
     indent = next_line_indent(line, syntax, level)
-    opens_block = line.rstrip().endswith(":") and syntax.statements
-    return [indent] if opens_block or not indent else [indent, indent[:-len(level)]]
+    if opens_block(line, syntax):
+        return [indent, indent[:-len(level)]]  # a one-line block (`if a then b() end` read wrong): the same
+    block = line.rstrip().endswith(":") and syntax.statements
+    return [indent] if block or not indent else [indent, indent[:-len(level)]]

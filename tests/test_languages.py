@@ -250,6 +250,25 @@ def test_the_line_after_a_statement_over_several_lines_starts_at_the_statements_
     assert next_line_indents("  });", "function f() {\n  run(() => {\n    go();", JS) == ["  ", ""]
 
 
+@pytest.mark.parametrize("line,above,language,expected", [
+    ("  if ready then", "function f()\n  x = 1", "lua", ["    ", "  "]),
+    ("  for i = 1, #t do", "function f(t)\n  x = 1", "lua", ["    ", "  "]),
+    ("local function add(a, b)", "", "lua", ["    ", ""]),  # four spaces: no step above
+    ("  if a then b() end", "function f()\n  x = 1", "lua", ["  ", ""]),  # a block on one line
+    ("  for f in *.py; do", "main() {\n  x=1", "shellscript", ["    ", "  "]),
+    ("if [ -f x ]; then  # a note", "", "shellscript", ["    ", ""]),
+    ("echo done", "", "shellscript", [""]),
+    ("  items.each do |item|", "def f\n  x = 1", "ruby", ["    ", "  "]),
+    ("  def name", "class A\n  x = 1", "ruby", ["    ", "  "]),
+    ("  return if done", "def f\n  x = 1", "ruby", ["  ", ""]),  # a modifier, not a block
+    ("  def name; end", "class A\n  x = 1", "ruby", ["  ", ""]),
+])
+def test_the_line_after_a_keyword_that_opens_a_block_is_searched_one_level_deeper(line, above, language, expected):
+    """Editors indent after Lua's `then` and `do`, the shell's `then` and `do`, Ruby's `def` and `do |x|`, as
+    after `{`; the search ahead guessed the same indentation, so its answer served no keystroke."""
+    assert next_line_indents(line, above, syntax_for(language)) == expected
+
+
 def test_a_file_names_its_language():
     assert language_of_path("src/app.tsx") == "typescriptreact" and language_of_path("x.unknown", "py") == "py"
 
