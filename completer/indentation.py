@@ -51,7 +51,7 @@ def next_line_indent(line: str, syntax: Syntax = PYTHON, level: str = PYTHON_LEV
     indent = _indentation(line, syntax)
     code = line.strip()
     if not syntax.statements:
-        return indent
+        return indent + level if opens_block(line, syntax) else indent
     if code.endswith(":"):
         return indent + level
     if code.split(" ", 1)[0].rstrip(";") in DEDENTING:
@@ -59,12 +59,14 @@ def next_line_indent(line: str, syntax: Syntax = PYTHON, level: str = PYTHON_LEV
     return indent
 
 
-def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON_LEVEL) -> list[str]:
+def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON_LEVEL,
+                          hanging_from: str | None = None) -> list[str]:
     """Where the line after `line` starts when `line` leaves a bracket open (outside strings and comments),
     likeliest first; [] when it leaves none open. With code after the bracket, under that code's first
     character (PEP 8's aligned continuation line, the stdlib's usual style), else at `line`'s own
     indentation (an editor that does not align). With nothing after it, a hanging indent: one level deeper
-    (PEP 8), else two (Vim's default for an open bracket)."""
+    (PEP 8), else two (Vim's default for an open bracket), than `line`, or than `hanging_from` where given (the
+    indentation of the statement `line` ends: `    b) {` after `if (a &&`)."""
     state = scan(line, syntax=syntax)
     if state.triple or state.heredoc or not state.opened_at:  # a here-document's body is text
         return []
@@ -74,7 +76,16 @@ def continuation_indents(line: str, syntax: Syntax = PYTHON, level: str = PYTHON
         if "\t" in indent or level == "\t":  # tabs do not align under a column: one more level (gofmt's)
             return [indent + level, indent]
         return [" " * (opened + 1), indent]
+    indent = indent if hanging_from is None else hanging_from
     return [indent + level, indent + level * 2]
+
+
+def opens_block(line: str, syntax: Syntax) -> bool:
+    """Whether `line`'s code (outside its comment) ends with a keyword of `syntax` that opens a block (Lua's
+    `then`, the shell's `do`); Python's colon is read by `next_line_indent` itself."""
+    if syntax.opens_block is None:
+        return False
+    return syntax.opens_block.search(line[:scan(line, syntax=syntax).code_end].strip()) is not None
 
 
 STATEMENT_LINES = 40  # how far up a statement continued over several lines is looked for
@@ -83,13 +94,17 @@ STATEMENT_LINES = 40  # how far up a statement continued over several lines is l
 def statement_line(above: str, line: str, syntax: Syntax = PYTHON) -> str:
     """`line` as one line of the statement it ends: when it closes brackets opened on lines above (the
     `metavar=None):` that ends a long signature), the statement's first line (code only) joined to it, so
-    its indentation and first word are the statement's and its ending is `line`'s; else `line` itself."""
-    if not scan(line, syntax=syntax).broken:
+    its indentation and first word are the statement's and its ending is `line`'s; else `line` itself.
+    Outside Python a closer with nothing open is `overclosed`, not `broken`, and the statement may leave a
+    bracket open (`    b) {` after `if (a &&`)."""
+    closes_above = scan(line, syntax=syntax)
+    if not (closes_above.broken or closes_above.overclosed):
         return line
     lines = above.split("\n")[-STATEMENT_LINES:]
     for start in range(len(lines) - 1, -1, -1):
         state = scan("\n".join(lines[start:] + [line]), syntax=syntax)
-        if not state.broken and not state.stack and not state.triple:
+        if not state.broken and not state.overclosed and not state.triple and (
+                not state.stack or not syntax.statements):
             first = lines[start]
             return first[:scan(first, syntax=syntax).code_end].rstrip() + " " + line.strip()
     return line
@@ -104,10 +119,14 @@ def next_line_indents(line: str, above: str = "", syntax: Syntax = PYTHON) -> li
     if not syntax.lexical:
         return [_indentation(line, syntax)]  # the same indentation, which every editor gives
     level = PYTHON_LEVEL if syntax.statements else indent_unit(above, line)
-    continued = continuation_indents(line, syntax, level)
+    statement = None if syntax.statements else statement_line(above, line, syntax)  # Python's: after its brackets
+    hanging_from = None if statement is None else _indentation(statement, syntax)
+    continued = continuation_indents(line, syntax, level, hanging_from)
     if continued:
         return continued
-    line = statement_line(above, line, syntax)
+    line = statement or statement_line(above, line, syntax)
     indent = next_line_indent(line, syntax, level)
-    opens_block = line.rstrip().endswith(":") and syntax.statements
-    return [indent] if opens_block or not indent else [indent, indent[:-len(level)]]
+    if opens_block(line, syntax):
+        return [indent, indent[:-len(level)]]  # a one-line block (`if a then b() end` read wrong): the same
+    block = line.rstrip().endswith(":") and syntax.statements
+    return [indent] if block or not indent else [indent, indent[:-len(level)]]

@@ -46,9 +46,12 @@ class Syntax:
     open_ends: bool = True  # a line that leaves a bracket open ends as one that goes on does (an opener, a comma,
     # an operator); False where idiom leaves calls and clauses open otherwise (Lua's `f(t, function(a)`, SQL's
     # `(CASE`, Haskell's leading commas)
+    block_opener: str | None = None  # a pattern, searched in a line's code, of a keyword that opens a block
+    # (Lua's `then`, Ruby's `do |x|`): editors indent the line after it, as after `{`
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    opens_block: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     escaping_quotes: bool = field(init=False, repr=False, compare=False)  # no raw quote or prefix: a fast path
 
     def __post_init__(self) -> None:
@@ -68,6 +71,7 @@ class Syntax:
         object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
         object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
+        object.__setattr__(self, "opens_block", re.compile(self.block_opener) if self.block_opener else None)
         object.__setattr__(self, "escaping_quotes", not self.raw_quotes and not self.raw_prefixes)
 
 
@@ -90,6 +94,10 @@ _LUA_BRACKETS = tuple((f"[{'=' * level}[", f"]{'=' * level}]") for level in rang
 _SHELL_HEREDOC = r"(?<!<)<<-?[ \t]*\\?(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"  # <<EOF, <<-'EOF', <<\EOF
 _RUBY_HEREDOC = (r"(?<![\w)\]])<<(?:[~-]?(?P<quote>['\"`])(?P<word>[A-Za-z_]\w*)(?P=quote)|[~-](?P<dashed>[A-Za-z_]\w*)"
                  r"|(?P<bare>[A-Z_][A-Z0-9_]*)\b)")  # <<~EOS, <<-EOS, <<'EOS', <<EOS; not the shift 1<<BITS
+_LUA_BLOCK = r"(?:\b(?:then|do|else|repeat)|\bfunction\b[\w.: ]*\([^()]*\))$"  # not `if a then b() end`
+_SHELL_BLOCK = r"(?:^|[;&|\s])(?:then|do|else)$|^case\b.*\bin$"
+_RUBY_BLOCK = (r"^(?:def|class|module|if|unless|while|until|case|begin|else|elsif|when|rescue|ensure|for)\b(?!.*\bend$)"
+               r"|\bdo(?:\s*\|[^|]*\|)?$")  # not the modifier `x if y`, nor `def f; end`
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
@@ -110,16 +118,18 @@ _BY_LANGUAGE = {
     "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),
                    long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
                    raw_prefixes=("r", "br")),
-    "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC),
+    "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
+                   block_opener=_RUBY_BLOCK),
     "r": Syntax("r", line_comments=("#",)),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), long_strings=_same('"""'),
                     quotes='"', char_literals=True),
     "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
-                  long_strings=_LUA_BRACKETS, open_ends=False),
+                  long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
-                          quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False),  # { and ( end no command
+                          quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False,
+                          block_opener=_SHELL_BLOCK),  # { and ( end no command
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments

@@ -53,11 +53,20 @@ LANGUAGE_IDS = frozenset((
     "vb", "xml", "xsl", "yaml",
 ))
 """The language ids LSP lists (and VS Code sends): a document opened with one of these is taken at its word."""
+FILETYPES = {"sh": "shellscript", "bash": "shellscript", "zsh": "shellscript", "cs": "csharp",
+             "objc": "objective-c", "objcpp": "objective-cpp", "cuda": "cuda-cpp"}
+"""Neovim's filetypes whose LSP id differs, by that id: a script with no extension (`configure`, `.bashrc`)
+is no less a shell script, and gets the shell's rules (completer/syntax.py)."""
+
+
 def document_language(uri: str, language_id: str) -> str:
-    """`language_id` when LSP defines it; otherwise the language of the file's extension, if we know one (Neovim
-    sends its filetype, "sh" or "cs", or with filetype detection off an empty string)."""
+    """`language_id` when LSP defines it, or its LSP id when it is a Neovim filetype that names the language
+    otherwise (FILETYPES); otherwise the language of the file's extension, if we know one (Neovim sends its
+    filetype, or with filetype detection off an empty string)."""
     if language_id in LANGUAGE_IDS:
         return language_id
+    if language_id in FILETYPES:
+        return FILETYPES[language_id]
     return language_of_path(unquote(urlsplit(uri).path), language_id)
 
 

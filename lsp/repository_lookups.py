@@ -34,6 +34,13 @@ class RepositoryLookups:
         self._finding_followers: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (key, lookup)
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
 
+    def _repository(self, uri: str) -> WorkspaceFiles | None:
+        """The workspace index, when it is on and holds files of the document's language (`holds_language`)."""
+        repository, doc = self._server.repository, self._server.documents.get(uri)
+        if repository is None or not self._server.settings.workspace_context or doc is None:
+            return None
+        return repository if repository.holds_language(doc.language) else None
+
     def context(self, uri: str, snippets: list[Snippet]) -> RepositoryContext | None:
         """The snippets by their files' places in the workspace, for a model that reads a repository laid out as
         files (completer/repository.py); None for a document outside the workspace folders."""
@@ -53,8 +60,8 @@ class RepositoryLookups:
         the lines above have changed (a new line), the request does not wait for that: it takes the document's
         snippets of the line before, which differ from the new ones by one line of the 40 they are picked for,
         and the new ones serve the keystrokes after it. After a change to the index it waits."""
-        repository = self._server.repository
-        if repository is None or not self._server.settings.workspace_context:
+        repository = self._repository(uri)
+        if repository is None:
             return []
         cached = repository.cached(uri, before)
         if cached is not None:
@@ -102,8 +109,8 @@ class RepositoryLookups:
         files and the lines after them (None when the index is off), on a thread, as it reads the files that hold
         a copy. Kept per document while those lines and the index stay the same, so typing along a line asks
         once; a request that comes while the same lookup runs shares it."""
-        repository = self._server.repository
-        if repository is None or not self._server.settings.workspace_context:
+        repository = self._repository(uri)
+        if repository is None:
             return None
         cut = before.rfind("\n") + 1
         anchor = anchor_above(before[:cut], before[cut:])
@@ -128,8 +135,8 @@ class RepositoryLookups:
         """Start finding the line most of the workspace's other files start with (a licence header), for a
         cursor on a document's first line, on a thread (it may read a few files); None when the index is off.
         Kept while the index stays the same: then no thread is started."""
-        repository = self._server.repository
-        if repository is None or not self._server.settings.workspace_context:
+        repository = self._repository(uri)
+        if repository is None:
             return None
         path = path_of(uri)
         path = normal_path(path) if path else None

@@ -289,6 +289,11 @@ class WorkspaceFiles:
                 "megabytes": round(self.index.nbytes / 2**20, 2), "budget_mb": self.budget_mb,
                 "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
 
+    def holds_language(self, language: str) -> bool:
+        """Whether the index reads files of `language` (an LSP id): only they are context for its documents, as a
+        Python file's lines (its `#` header, its calls) are wrong in a JavaScript one."""
+        return bool(set(LANGUAGE_SUFFIXES.get(language, ())) & set(self.suffixes))
+
     def place(self, path: Path, indexed: bool = False) -> tuple[str, str] | None:
         """The workspace folder's name and `path`'s place in it (a POSIX path), for a prompt that lays out the
         repository's files; None outside every folder. `indexed`: `path` is one the index knows a file by (a

@@ -254,8 +254,49 @@ def test_the_line_after_enter_is_searched_at_the_documents_own_indentation():
     assert next_line_indents("\tcall(a,", go_above, GO) == ["\t\t", "\t"]  # tabs align by a level, not a column
 
 
+def test_the_line_after_a_statement_over_several_lines_starts_at_the_statements_indentation():
+    """A line that closes brackets opened above ends a statement that began there: the next line starts at that
+    statement's indentation, as in Python, not under the closing line's alignment."""
+    above = "function f() {\n  const total = sum(first,"
+    assert next_line_indents("                    second);", above, JS) == ["  ", ""]
+    assert next_line_indents("      ready) {", "function f() {\n  if (loaded &&", JS) == ["    ", "      "]
+    assert next_line_indents("\t\tb int) {", "func f() {\n\tgo func(a int,", GO) == ["\t\t", "\t\t\t"]
+    assert next_line_indents("  });", "function f() {\n  run(() => {\n    go();", JS) == ["  ", ""]
+
+
+@pytest.mark.parametrize("line,above,language,expected", [
+    ("  if ready then", "function f()\n  x = 1", "lua", ["    ", "  "]),
+    ("  for i = 1, #t do", "function f(t)\n  x = 1", "lua", ["    ", "  "]),
+    ("local function add(a, b)", "", "lua", ["    ", ""]),  # four spaces: no step above
+    ("  if a then b() end", "function f()\n  x = 1", "lua", ["  ", ""]),  # a block on one line
+    ("  for f in *.py; do", "main() {\n  x=1", "shellscript", ["    ", "  "]),
+    ("if [ -f x ]; then  # a note", "", "shellscript", ["    ", ""]),
+    ("echo done", "", "shellscript", [""]),
+    ("  items.each do |item|", "def f\n  x = 1", "ruby", ["    ", "  "]),
+    ("  def name", "class A\n  x = 1", "ruby", ["    ", "  "]),
+    ("  return if done", "def f\n  x = 1", "ruby", ["  ", ""]),  # a modifier, not a block
+    ("  def name; end", "class A\n  x = 1", "ruby", ["  ", ""]),
+])
+def test_the_line_after_a_keyword_that_opens_a_block_is_searched_one_level_deeper(line, above, language, expected):
+    """Editors indent after Lua's `then` and `do`, the shell's `then` and `do`, Ruby's `def` and `do |x|`, as
+    after `{`; the search ahead guessed the same indentation, so its answer served no keystroke."""
+    assert next_line_indents(line, above, syntax_for(language)) == expected
+
+
 def test_a_file_names_its_language():
     assert language_of_path("src/app.tsx") == "typescriptreact" and language_of_path("x.unknown", "py") == "py"
+
+
+@pytest.mark.parametrize("uri,filetype,language", [
+    ("file:///src/configure", "sh", "shellscript"), ("file:///home/me/.bashrc", "bash", "shellscript"),
+    ("file:///home/me/.zshrc", "zsh", "shellscript"), ("file:///src/View.m", "objc", "objective-c"),
+    ("file:///src/kernel.cu", "cuda", "cuda-cpp"), ("file:///src/App.cs", "cs", "csharp"),
+])
+def test_a_neovim_filetype_gets_its_languages_rules_whatever_the_files_name(uri, filetype, language):
+    from lsp.documents import DocumentStore
+
+    doc = DocumentStore().open(uri, filetype, 1, "echo ok\n")
+    assert doc.language == language and syntax_for(doc.language) is syntax_for(language) is not NEUTRAL
 
 
 def test_a_converted_bundle_writes_every_language_and_ours_python(tmp_path):
@@ -370,3 +411,27 @@ def test_the_keep_rate_script_judges_real_files_by_both_rules(tmp_path):
     assert result["python"]["positions"] == 300 and result["python"]["kept"] == result["python"]["kept_by_python_rules"]
     javascript = result["javascript"]  # the extension's npm packages: scripts/test.sh installs them
     assert javascript["positions"] == 300 and javascript["kept"] > javascript["kept_by_python_rules"]
+
+
+def test_a_document_takes_workspace_lines_only_from_files_of_its_own_language(converted, tmp_path):
+    """The index reads Python files alone: a new JavaScript file must not be offered their `#` header first (nor
+    their snippets and following lines), while a new Python file still is."""
+    import os
+    import time
+
+    from lsp_support import SERVER_CMD, server_env
+
+    header = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+    for i in range(3):
+        (tmp_path / f"part{i}.py").write_text(f"{header}\n\n\ndef part_{i}():\n    return {i}\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"modelPath": str(converted),
+                                                                              "searchAhead": False}}})
+        client.notify("initialized", {})
+        time.sleep(1)  # the index is built on a thread
+        for name, language, offered in (("new.js", "javascript", False), ("new.py", "python", True)):
+            uri = (tmp_path / name).as_uri()
+            client.open(uri, "", language_id=language)
+            items = client.completion(uri, 0, 0)["result"]["items"]
+            assert (header in [item["textEdit"]["newText"] for item in items]) is offered, (language, items)
