@@ -141,8 +141,10 @@ class WorkspaceIndex:
         holders = self.postings.get(name)
         return holders is not None and (len(holders) > 1 or exclude not in holders)
 
-    def best_files(self, query: Iterable[str], exclude: str | None, count: int) -> list[str]:
-        """The `count` files sharing the most query identifiers, each weighted by its rarity; best first."""
+    def best_files(self, query: Iterable[str], exclude: str | None, count: int,
+                   within: tuple[str, ...] | None = None) -> list[str]:
+        """The `count` files (of those whose names end in `within`, when given) sharing the most query
+        identifiers, each weighted by its rarity; best first."""
         total = max(1, len(self.files))
         scores: Counter[str] = Counter()
         for name in set(query):
@@ -151,7 +153,7 @@ class WorkspaceIndex:
                 continue
             weight = math.log(1 + (total - len(holders) + 0.5) / (len(holders) + 0.5))
             for path in holders:
-                if path != exclude:
+                if path != exclude and (within is None or path.endswith(within)):
                     scores[path] += weight
         return [path for path, _ in scores.most_common(count)]
 
@@ -191,14 +193,15 @@ class WorkspaceIndex:
         then `lines_at`."""
         return lines_at(self.follower_sites(anchor, exclude), anchor, read)
 
-    def follower_sites(self, anchor: Sequence[str], exclude: str | None) -> list[tuple[str, int]]:
+    def follower_sites(self, anchor: Sequence[str], exclude: str | None, within: tuple[str, ...] | None = None
+                       ) -> list[tuple[str, int]]:
         """Where the lines after a copy of `anchor` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER
         for each different line (it may stand at other depths there, or a file may have changed since); none
         when the anchor holds no name to find its files by, or when more than FOLLOWERS different lines follow
         it. Reads no file: the line hashes say where the copies are (consecutive hashes, for consecutive lines)."""
         needle = b"".join(packed_hash(line) for line in anchor)
         found: dict[bytes, list[tuple[str, int]]] = {}  # the follower's hash -> (file, line) where it follows
-        for path in self.files_holding(anchor, exclude):
+        for path in self.files_holding(anchor, exclude, within):
             hashes = self.line_hashes[path]
             at = hashes.find(needle)
             while 0 <= at <= len(hashes) - len(needle) - HASH_BYTES:  # a copy with a line after it
@@ -220,24 +223,28 @@ class WorkspaceIndex:
         or where it is blank: `first_line_holders`, then `first_line_at`."""
         return first_line_at(self.first_line_holders(exclude), read)
 
-    def first_line_holders(self, exclude: str | None) -> tuple[bytes, list[str]]:
+    def first_line_holders(self, exclude: str | None, within: tuple[str, ...] | None = None
+                           ) -> tuple[bytes, list[str]]:
         """The hash of the first line most files but `exclude` start with, and up to SITES_PER_FOLLOWER of those
         files (one may have changed since it was indexed); (b"", []) where no line is that common. Reads no
         file: it counts the first lines' hashes."""
+        def counted(path: str) -> bool:
+            return path != exclude and (within is None or path.endswith(within))
+
         counts: Counter[bytes] = Counter(hashes[:HASH_BYTES] for path, hashes in self.line_hashes.items()
-                                         if path != exclude)
+                                         if counted(path))
         if not counts:
             return b"", []
         first, count = counts.most_common(1)[0]
         if first in (packed_hash(""), b"") or count < FIRST_LINE_FILES or 2 * count <= sum(counts.values()):
             return b"", []
-        holders = (path for path, hashes in self.line_hashes.items()
-                   if path != exclude and hashes[:HASH_BYTES] == first)
+        holders = (path for path, hashes in self.line_hashes.items() if counted(path) and hashes[:HASH_BYTES] == first)
         return first, list(islice(holders, SITES_PER_FOLLOWER))
 
-    def files_holding(self, anchor: Sequence[str], exclude: str | None) -> list[str]:
-        """The indexed files but `exclude` that hold every name of the `anchor` lines (a copy has them all), in
-        a stable order."""
+    def files_holding(self, anchor: Sequence[str], exclude: str | None, within: tuple[str, ...] | None = None
+                      ) -> list[str]:
+        """The indexed files but `exclude` (of those whose names end in `within`, when given) that hold every name
+        of the `anchor` lines (a copy has them all), in a stable order."""
         if sum(map(len, anchor)) < MIN_FOLLOWED_CHARS:
             return []
         holders = sorted((self.postings.get(name) or set() for name in identifiers("\n".join(anchor))), key=len)
@@ -245,7 +252,7 @@ class WorkspaceIndex:
             return []
         paths = holders[0].intersection(*holders[1:])
         paths.discard(exclude)  # type: ignore[arg-type]
-        return sorted(paths)
+        return sorted(path for path in paths if within is None or path.endswith(within))
 
 
 def lines_at(sites: Iterable[tuple[str, int]], anchor: Sequence[str], read: Callable[[str], str | None]

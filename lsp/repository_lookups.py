@@ -14,7 +14,7 @@ from completer.repository import RepositoryContext
 from completer.workspace import Snippet
 from lsp.documents import Document, DocumentStore
 from lsp.settings import ServerSettings
-from lsp.workspace import WorkspaceFiles, normal_path, path_of
+from lsp.workspace import WorkspaceFiles, context_suffixes, normal_path, path_of
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,11 @@ class RepositoryLookups:
         if repository is None or not self._server.settings.workspace_context or doc is None:
             return None
         return repository if repository.holds_language(doc.language) else None
+
+    def _within(self, uri: str) -> tuple[str, ...] | None:
+        """The endings of the files that are context for the document (`context_suffixes` of its language)."""
+        doc = self._server.documents.get(uri)
+        return context_suffixes(doc.language) if doc is not None else None
 
     def context(self, uri: str, snippets: list[Snippet]) -> RepositoryContext | None:
         """The snippets by their files' places in the workspace, for a model that reads a repository laid out as
@@ -90,7 +95,7 @@ class RepositoryLookups:
         """Start picking `uri`'s snippets for the lines above `before` on a thread (it reads files)."""
         path = path_of(uri)
         task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri, normal_path(path) if path else None,
-                                                       before, self.open_text_reader()))
+                                                       before, self.open_text_reader(), self._within(uri)))
         picking = self._picking_snippets[uri] = (repository.key(before), task)
         task.add_done_callback(lambda done, uri=uri: self._picked_snippets(uri, done))
         return picking
@@ -126,7 +131,7 @@ class RepositoryLookups:
         path = path_of(uri)
         task = asyncio.ensure_future(self._on_thread("finding the lines after the lines above", [],
                                                      repository.followers, uri, normal_path(path) if path else None,
-                                                     anchor, self.open_text_reader()))
+                                                     anchor, self.open_text_reader(), self._within(uri)))
         self._finding_followers[uri] = (key, task)
         task.add_done_callback(lambda done, uri=uri: self._found_followers(uri, done))
         return task
@@ -140,13 +145,15 @@ class RepositoryLookups:
             return None
         path = path_of(uri)
         path = normal_path(path) if path else None
-        known, line = repository.cached_first_line(path)
+        within = self._within(uri)
+        known, line = repository.cached_first_line(path, within)
         if known:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             done.set_result(line)
             return done
         return asyncio.ensure_future(self._on_thread("finding the workspace's first line", None,
-                                                     repository.common_first_line, path, self.open_text_reader()))
+                                                     repository.common_first_line, path, self.open_text_reader(),
+                                                     within))
 
     @staticmethod
     async def _on_thread(what: str, failed: Any, call: Callable[..., Any], *args: Any) -> Any:

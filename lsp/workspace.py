@@ -22,12 +22,23 @@ from pathlib import Path
 
 from pygls import uris
 
+from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
 
 log = logging.getLogger(__name__)
 
-LANGUAGE_SUFFIXES = {"python": (".py", ".pyi")}
+LANGUAGE_SUFFIXES: dict[str, tuple[str, ...]] = {}
+"""The file name endings of each language's files (an LSP id's), as completer/syntax.py names files."""
+for _suffix, _language in sorted(EXTENSION_LANGUAGES.items()):
+    LANGUAGE_SUFFIXES[_language] = (*LANGUAGE_SUFFIXES.get(_language, ()), _suffix)
+NOT_READ_FOR_ALL = frozenset({"plaintext", "json", "yaml", "toml", "markdown", "html", "css"})
+"""Data, prose and markup: read when enabledLanguages names them, not for a model that writes every language,
+whose documents they would only crowd out of the memory budget."""
+LANGUAGE_FAMILIES = (frozenset({"javascript", "javascriptreact", "typescript", "typescriptreact"}),
+                     frozenset({"c", "cpp", "cuda-cpp", "objective-c", "objective-cpp"}))
+"""Languages whose files are context for one another: a TypeScript file calls JavaScript modules, C++ includes
+C headers (`.h` files are C's by their name)."""
 MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
@@ -47,10 +58,18 @@ def path_of(uri: str) -> Path | None:
 
 
 def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:
-    """The file name endings of the enabled languages' files, in a stable order ("*": every language known)."""
+    """The file name endings of the enabled languages' files, in a stable order ("*": every language known but
+    NOT_READ_FOR_ALL)."""
     if "*" in languages:
-        return tuple(sorted({s for suffixes in LANGUAGE_SUFFIXES.values() for s in suffixes}))
+        languages = tuple(language for language in LANGUAGE_SUFFIXES if language not in NOT_READ_FOR_ALL)
     return tuple(sorted({s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ())}))
+
+
+def context_suffixes(language: str) -> tuple[str, ...]:
+    """The endings of the files that are context for a document in `language`: its own language's and its
+    family's (LANGUAGE_FAMILIES). A Python file's lines (its `#` header, its calls) are wrong in a Go one."""
+    family = next((family for family in LANGUAGE_FAMILIES if language in family), (language,))
+    return tuple(sorted({s for lang in family for s in LANGUAGE_SUFFIXES.get(lang, ())}))
 
 
 def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
@@ -290,9 +309,8 @@ class WorkspaceFiles:
                 "left_out_for_budget": self.index.skipped_for_budget, "building": not self.done.is_set()}
 
     def holds_language(self, language: str) -> bool:
-        """Whether the index reads files of `language` (an LSP id): only they are context for its documents, as a
-        Python file's lines (its `#` header, its calls) are wrong in a JavaScript one."""
-        return bool(set(LANGUAGE_SUFFIXES.get(language, ())) & set(self.suffixes))
+        """Whether the index reads files that are context for a document in `language` (`context_suffixes`)."""
+        return bool(set(context_suffixes(language)) & set(self.suffixes))
 
     def place(self, path: Path, indexed: bool = False) -> tuple[str, str] | None:
         """The workspace folder's name and `path`'s place in it (a POSIX path), for a prompt that lays out the
@@ -369,10 +387,11 @@ class WorkspaceFiles:
         self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None)
 
     # -- asking -----------------------------------------------------------------------------------
-    def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None]
-                 ) -> list[Snippet]:
-        """Windows of other files most like the lines above the cursor, kept while those lines and the index
-        stay the same (typing on one line asks once)."""
+    def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None],
+                 within: tuple[str, ...] | None = None) -> list[Snippet]:
+        """Windows of other files (those whose names end in `within`, when given: `context_suffixes`) most like
+        the lines above the cursor, kept while those lines and the index stay the same (typing on one line asks
+        once)."""
         cached = self.cached(uri, before)
         if cached is not None:
             return cached
@@ -380,7 +399,7 @@ class WorkspaceFiles:
         query = identifiers_above(before)
         key = self._key(before)  # the index picked from: a change while the files are read makes the pick stale
         with self._lock:
-            best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS)
+            best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS, within)
         found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
         self._memo[uri] = (key, found, frozenset(query))
         return found
@@ -401,7 +420,8 @@ class WorkspaceFiles:
         return uses
 
     def followers(self, uri: str, path: Path | None, anchor: tuple[str, ...],
-                  open_text: Callable[[str], str | None]) -> list[tuple[str, str]]:
+                  open_text: Callable[[str], str | None], within: tuple[str, ...] | None = None
+                  ) -> list[tuple[str, str]]:
         """The copies of the lines above the cursor (`anchor`, completer/earlier_lines.py `anchor_above`) in the
         other files and the lines after them (`WorkspaceIndex.followers`), kept while those lines and the index
         stay the same. Reads files: run it on a thread."""
@@ -410,33 +430,37 @@ class WorkspaceFiles:
             return cached
         key = (anchor, self.generation)
         with self._lock:
-            sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None)
+            sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None, within)
         found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
         self._followers[uri] = (key, found)
         return found
 
-    def common_first_line(self, path: Path | None, open_text: Callable[[str], str | None]) -> str | None:
-        """The line most of the files but the document's (`path`, as `normal_path` gives it) start with
-        (`WorkspaceIndex.common_first_line`), kept while the index stays the same. Reads files: run it on a
-        thread."""
-        known, line = self.cached_first_line(path)
+    def common_first_line(self, path: Path | None, open_text: Callable[[str], str | None],
+                          within: tuple[str, ...] | None = None) -> str | None:
+        """The line most of the files (those whose names end in `within`, when given) but the document's (`path`,
+        as `normal_path` gives it) start with (`WorkspaceIndex.common_first_line`), kept while the index stays the
+        same. Reads files: run it on a thread."""
+        known, line = self.cached_first_line(path, within)
         if known:
             return line
-        key = self._first_line_key(path)
+        key = self._first_line_key(path, within)
         with self._lock:
-            holders = self.index.first_line_holders(key[0])
+            holders = self.index.first_line_holders(key[0], within)
         found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
         self._first_line = (key, found)
         return found
 
-    def cached_first_line(self, path: Path | None) -> tuple[bool, str | None]:
-        """Whether `common_first_line` was found for this document's path (`normal_path`'s) and this index, and
-        what it was."""
-        return (True, self._first_line[1]) if self._first_line[0] == self._first_line_key(path) else (False, None)
+    def cached_first_line(self, path: Path | None, within: tuple[str, ...] | None = None
+                          ) -> tuple[bool, str | None]:
+        """Whether `common_first_line` was found for this document's path (`normal_path`'s), these files and this
+        index, and what it was."""
+        known = self._first_line[0] == self._first_line_key(path, within)
+        return (True, self._first_line[1]) if known else (False, None)
 
-    def _first_line_key(self, path: Path | None) -> tuple[str | None, int]:
-        """What a found first line holds for: the excluded document's path, as the index names it, and the index."""
-        return (str(path) if path else None, self.generation)
+    def _first_line_key(self, path: Path | None, within: tuple[str, ...] | None) -> tuple:
+        """What a found first line holds for: the excluded document's path, as the index names it, the files it
+        was counted among, and the index."""
+        return (str(path) if path else None, within, self.generation)
 
     def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:
         """`followers` for these lines above and this index, if they were found (no work)."""

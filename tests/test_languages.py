@@ -414,24 +414,30 @@ def test_the_keep_rate_script_judges_real_files_by_both_rules(tmp_path):
 
 
 def test_a_document_takes_workspace_lines_only_from_files_of_its_own_language(converted, tmp_path):
-    """The index reads Python files alone: a new JavaScript file must not be offered their `#` header first (nor
-    their snippets and following lines), while a new Python file still is."""
+    """A model that writes every language gets the workspace's files of every language indexed, and a document
+    its context from those of its own language and family alone: a new JavaScript file is offered the JavaScript
+    files' header, never the Python files' `#` one, and a new Python file the Python one; a Go file, whose
+    language no file of the workspace is in, neither."""
     import os
     import time
 
     from lsp_support import SERVER_CMD, server_env
 
     header = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+    script_header = "// SPDX-License-Identifier: Apache-2.0 OR MIT"
     for i in range(3):
         (tmp_path / f"part{i}.py").write_text(f"{header}\n\n\ndef part_{i}():\n    return {i}\n")
+        (tmp_path / f"part{i}.{'ts' if i else 'js'}").write_text(f"{script_header}\n\nexport const part{i} = {i};\n")
     with RawClient(SERVER_CMD, env=server_env()) as client:
         client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
                                       "initializationOptions": {"completer": {"modelPath": str(converted),
                                                                               "searchAhead": False}}})
         client.notify("initialized", {})
         time.sleep(1)  # the index is built on a thread
-        for name, language, offered in (("new.js", "javascript", False), ("new.py", "python", True)):
+        for name, language, first in (("new.js", "javascript", script_header), ("new.py", "python", header),
+                                       ("new.go", "go", None)):
             uri = (tmp_path / name).as_uri()
             client.open(uri, "", language_id=language)
-            items = client.completion(uri, 0, 0)["result"]["items"]
-            assert (header in [item["textEdit"]["newText"] for item in items]) is offered, (language, items)
+            lines = [item["textEdit"]["newText"] for item in client.completion(uri, 0, 0)["result"]["items"]]
+            assert header not in lines[1:] and script_header not in lines[1:], (language, lines)
+            assert (lines[:1] == [first]) if first else not {header, script_header} & set(lines), (language, lines)

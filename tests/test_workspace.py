@@ -451,7 +451,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
         registration = next(r for r in client.server_requests
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
-        assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi"}
+        assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -467,7 +467,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw"}
     finally:
         client.close()
 
@@ -663,9 +663,9 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     await asyncio.gather(first, server.watch_workspace_files())
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
-    assert {w.glob_pattern for w in last.register_options.watchers} == {"**/*.py", "**/*.pyi"}
+    assert {w.glob_pattern for w in last.register_options.watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
-    assert server._watching == (last.id, (".py", ".pyi"))
+    assert server._watching == (last.id, (".py", ".pyi", ".pyw"))
 
 
 def test_snippets_are_picked_again_only_when_the_names_above_change_enough(tmp_path: Path):
