@@ -135,11 +135,15 @@ class WorkspaceIndex:
                     del self.postings[name]
         return True
 
-    def uses(self, name: str, exclude: str | None) -> bool:
-        """Whether a file other than `exclude` holds `name` (names of three characters or more, past the
-        commonest words of the language, are indexed)."""
+    def uses(self, name: str, exclude: str | None, within: tuple[str, ...] | None = None) -> bool:
+        """Whether a file other than `exclude` (and whose name ends in `within`, when given) holds `name` (names
+        of three characters or more, past the commonest words of the language, are indexed)."""
         holders = self.postings.get(name)
-        return holders is not None and (len(holders) > 1 or exclude not in holders)
+        if holders is None:
+            return False
+        if within is None:
+            return len(holders) > 1 or exclude not in holders
+        return any(path != exclude and path.endswith(within) for path in holders)
 
     def best_files(self, query: Iterable[str], exclude: str | None, count: int,
                    within: tuple[str, ...] | None = None) -> list[str]:

@@ -37,7 +37,7 @@ from lsp.searches import ContentModified, SearchScheduler
 from lsp.settings import SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import RequestsInFlight, WorkspaceFiles, language_suffixes, path_of
+from lsp.workspace import RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes, path_of
 
 log = logging.getLogger(__name__)
 
@@ -604,7 +604,8 @@ class CompleterServer(LanguageServer):
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions)
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
-            in_workspace = self.repository.names_elsewhere(path_of(target.uri)) if self.repository is not None else None
+            in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
+                if self.repository is not None else None
             lines = known_names_first(lines, target, doc.lines, in_workspace)
         if puts_following and not engine.get("skipped"):
             most = self.settings.engine.max_suggestions

@@ -404,9 +404,10 @@ class WorkspaceFiles:
         self._memo[uri] = (key, found, frozenset(query))
         return found
 
-    def names_elsewhere(self, path: Path | None) -> Callable[[str], bool]:
-        """Whether a file of the workspace other than `path` holds a name (`WorkspaceIndex.uses`); `path` is
-        resolved as the index knows it once, at the first name asked about."""
+    def names_elsewhere(self, path: Path | None, within: tuple[str, ...] | None = None) -> Callable[[str], bool]:
+        """Whether a file of the workspace other than `path` (and whose name ends in `within`, when given) holds a
+        name (`WorkspaceIndex.uses`); `path` is resolved as the index knows it once, at the first name asked
+        about."""
         excluded: str | None = None
         resolved = False
 
@@ -415,7 +416,7 @@ class WorkspaceFiles:
             if not resolved:
                 excluded, resolved = (str(normal_path(path)) if path else None), True
             with self._lock:
-                return self.index.uses(name, excluded)
+                return self.index.uses(name, excluded, within)
 
         return uses
 

@@ -811,3 +811,21 @@ def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
     assert files.cached("file:///me.py", before) is None
     again = files.snippets("file:///me.py", root / "me.py", before, lambda _: None)
     assert sorted(Path(s.path).name for s in again) == ["a.py", "b.py"]
+
+
+def test_files_of_other_languages_are_no_context_for_a_document():
+    """A converted model's index holds every language; a Python document's names, snippets, followers and first
+    line come from Python files alone (lsp/workspace.py, `context_suffixes`)."""
+    from lsp.workspace import context_suffixes
+
+    index = WorkspaceIndex(8 << 20)
+    index.add("/w/app.js", "// header line of the scripts\nconst fetchWidgetTotals = () => renderWidgetPanel();\n")
+    index.add("/w/util.ts", "// header line of the scripts\nexport const fetchWidgetTotals = 1;\n")
+    index.add("/w/app.py", "# header line of the modules\ndef summarize_totals(rows):\n    return rows\n")
+    python, script = context_suffixes("python"), context_suffixes("typescript")
+    assert index.uses("fetchWidgetTotals", "/w/new.py") and not index.uses("fetchWidgetTotals", "/w/new.py", python)
+    assert index.best_files({"fetchWidgetTotals"}, "/w/new.py", 8, python) == []
+    assert sorted(index.best_files({"fetchWidgetTotals"}, "/w/new.ts", 8, script)) == ["/w/app.js", "/w/util.ts"]
+    assert index.follower_sites(["// header line of the scripts"], "/w/new.py", python) == []
+    assert index.follower_sites(["// header line of the scripts"], "/w/new.ts", script)
+    assert ".js" in script and ".tsx" in script and context_suffixes("cpp") == context_suffixes("c")
