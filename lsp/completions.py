@@ -6,7 +6,7 @@ accepting yields exactly that line whatever the client's notion of a "word" is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from lsprotocol import types
 
@@ -51,20 +51,25 @@ def detail(suggestion: LineSuggestion) -> str:
 
 
 def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, Any]],
-                    limit: int) -> list[LineSuggestion]:
+                    limit: int, indents_with_tabs: Callable[[], bool] = lambda: False) -> list[LineSuggestion]:
     """Whole resulting lines, best first, without duplicates or no-op suggestions.
 
     The line is rebuilt as the user's own text before the cursor plus the inserted text, so
     accepting never rewrites what the user typed (the engine sees a normalised copy: tabs
-    expanded, NULs removed)."""
+    expanded, NULs removed). Indentation the engine wrote (the cursor in a line's indentation) is
+    given back as tabs where the document indents with them (`indents_with_tabs`, asked only then)."""
     prefix = current[:column]
     seen: set[str] = set()
     out: list[LineSuggestion] = []
+    tabs: bool | None = None
     for s in suggestions:
         text = s.get("text")
         if not isinstance(text, str):
             continue
         text = text.rstrip("\r\n")
+        if text.startswith(TAB_WIDTH) and not prefix.strip(" \t") and not prefix.endswith(" "):
+            tabs = indents_with_tabs() if tabs is None else tabs
+            text = with_tabs(text) if tabs else text
         line = prefix + text
         if not text.strip() or line == current or line in seen:
             continue
@@ -76,6 +81,16 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
         if len(out) >= limit:
             break
     return out
+
+
+TAB_WIDTH = "    "
+"""What the engine's text has for a tab (completer/text.py's `clean`)."""
+
+
+def with_tabs(text: str) -> str:
+    """`text` with each TAB_WIDTH of the spaces it starts with as a tab."""
+    spaces = len(text) - len(text.lstrip(" "))
+    return "\t" * (spaces // len(TAB_WIDTH)) + text[spaces - spaces % len(TAB_WIDTH):]
 
 
 def line_range(line_no: int, end_units: int) -> types.Range:

@@ -19,6 +19,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
+from completer.indentation import UNIT_LINES, indent_unit
 from completer.syntax import PYTHON_NAME, syntax_for
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
@@ -602,7 +603,8 @@ class CompleterServer(LanguageServer):
             return []
         engine = result.get("result") or {}
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
-                                self.settings.engine.max_suggestions)
+                                self.settings.engine.max_suggestions, lambda: indent_unit(
+                                    "\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t")
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
                 if self.repository is not None else None

@@ -333,6 +333,21 @@ def test_the_server_follows_a_javascript_documents_rules(tmp_path):
         assert info["languages"] == ["python"] and info["server"]["enabled_languages"] == ["javascript"]
 
 
+def test_a_line_the_model_indents_in_a_document_indented_with_tabs_is_indented_with_tabs(tmp_path):
+    """The engine reads a tab as four spaces (as its corpus was cleaned); what it indents at a line's start goes
+    back to the document as tabs (gofmt's Go, a Makefile, a tab-indented Python file)."""
+    from lsp_support import SERVER_CMD, server_env
+
+    uri = (tmp_path / "total.py").as_uri()
+    document = "import os\n\n\ndef total(rows):\n\tcount = 0\n\tfor row in rows:\n\t\tcount += row\n\n"
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize({"searchAhead": False})
+        client.open(uri, document)
+        lines = [item["textEdit"]["newText"] for item in client.completion(uri, 7, 0)["result"]["items"]]
+        indentations = [line[:len(line) - len(line.lstrip())] for line in lines]
+        assert any(indentations) and not any(" " in indentation for indentation in indentations), lines
+
+
 def test_a_python_file_opened_while_the_worker_starts_is_prefilled(tmp_path):
     """With enabledLanguages unset the languages are the model's, unknown until the worker is up; Python, which
     every model writes, is not kept waiting for it."""

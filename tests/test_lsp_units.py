@@ -216,6 +216,15 @@ def test_settings_sections_and_languages():
                                                 "completionItems", "inlineCompletions", "documentRepeats"}
 
 
+def test_indentation_the_engine_wrote_is_given_back_as_tabs_in_a_document_indented_with_them():
+    raw = [{"text": "        return total", "score": -1.0}, {"text": "      x = 1  # two", "score": -2.0}]
+    assert [s.line for s in suggested_lines("", 0, raw, 5, lambda: True)] == ["\t\treturn total", "\t  x = 1  # two"]
+    assert [s.line for s in suggested_lines("", 0, raw, 5, lambda: False)] == [r["text"] for r in raw]
+    asked = []
+    typed = suggested_lines("\tre", 3, [{"text": "turn total", "score": -1.0}], 5, lambda: asked.append(1) or True)
+    assert [s.line for s in typed] == ["\treturn total"] and not asked  # no indentation written: never asked
+
+
 def test_suggested_lines_keep_the_users_prefix_and_drop_noise():
     current = "\tx = fo"  # a tab: the engine saw it expanded, our line must keep it
     raw = [
