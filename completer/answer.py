@@ -82,7 +82,8 @@ def answer(hypotheses: Sequence[Hypothesis], offer: LineOffer, settings: EngineS
 def offer_partial_line(suggestions: list[Suggestion], hypotheses: Sequence[Hypothesis], offer: LineOffer) -> None:
     """No whole line was found: offer the start of the likeliest beam the search cut off, if enough is left."""
     cut_off = next((hyp for hyp in hypotheses if not hyp.finished), None)  # best first
-    text = partial_line(offer.tokens, cut_off.tokens, offer.healed, offer.typed_line) if cut_off is not None else None
+    text = partial_line(offer.tokens, cut_off.tokens, offer.healed, offer.typed_line, offer.context.syntax) \
+        if cut_off is not None else None
     if text is not None:
         suggestions.append(at_cursor(offer.typed_line, text, offer.after, cut_off.score, SOURCE_PARTIAL_LINE))
 

@@ -10,21 +10,29 @@ only when the cursor ends its line: replacing text after the cursor with half a 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .filters import only_indentation
+from .syntax import PYTHON, Syntax
 from .tokens import Tokens
 
 LOOP_TOKENS = 3  # one token this many times in a row at a beam's end: the beam loops there
-_WORD_END = re.compile(r"\w+$")
 
 
-def partial_line(tokens: Tokens, generated: list[int], healed: bytes, typed_line: str) -> str | None:
+@lru_cache(maxsize=None)
+def _word_end(name_chars: str) -> re.Pattern[str]:
+    """The name or number a text ends with, in a language whose names also hold `name_chars` ($name, --gap)."""
+    return re.compile(r"[\w" + re.escape(name_chars) + r"]+$")
+
+
+def partial_line(tokens: Tokens, generated: list[int], healed: bytes, typed_line: str,
+                 syntax: Syntax = PYTHON) -> str | None:
     """What to insert from a beam cut off at `max_tokens` (`generated`, re-spelling the `healed` typed bytes
     first), or None when too little of it is left."""
     text = tokens.after_healed(_without_loop(generated), healed)
     if text is None:
         return None
-    text = _WORD_END.sub("", text).rstrip()  # a name or number the beam had not finished
+    text = _word_end(syntax.name_chars).sub("", text).rstrip()  # a name or number the beam had not finished
     if not text.strip():
         return None
     if only_indentation(typed_line) and text[:1] in (" ", "\t"):

@@ -46,6 +46,7 @@ class Syntax:
     open_ends: bool = True  # a line that leaves a bracket open ends as one that goes on does (an opener, a comma,
     # an operator); False where idiom leaves calls and clauses open otherwise (Lua's `f(t, function(a)`, SQL's
     # `(CASE`, Haskell's leading commas)
+    name_chars: str = ""  # characters a name may hold besides letters, digits and _ (JavaScript's $, CSS's -)
     block_opener: str | None = None  # a pattern, searched in a line's code, of a keyword that opens a block
     # (Lua's `then`, Ruby's `do |x|`): editors indent the line after it, as after `{`
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
@@ -100,7 +101,7 @@ _RUBY_BLOCK = (r"^(?:def|class|module|if|unless|while|until|case|begin|else|elsi
                r"|\bdo(?:\s*\|[^|]*\|)?$")  # not the modifier `x if y`, nor `def f; end`
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
-    **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True)
+    **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
     **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "swift", "groovy")},
@@ -114,7 +115,7 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
-                  heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+                  name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),
                    long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
                    raw_prefixes=("r", "br")),
@@ -129,12 +130,12 @@ _BY_LANGUAGE = {
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
                           quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False,
-                          block_opener=_SHELL_BLOCK),  # { and ( end no command
+                          name_chars="$", block_opener=_SHELL_BLOCK),  # { and ( end no command
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
-    "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False),  # `a { color: red;`
-    **{name: Syntax(name, **_C, not_comment=r"(?<=:)//", open_ends=False)  # not url(http://...)
+    "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`
+    **{name: Syntax(name, **_C, not_comment=r"(?<=:)//", open_ends=False, name_chars="-$")  # not url(http://...)
        for name in ("scss", "less")},
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),

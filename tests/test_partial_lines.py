@@ -8,6 +8,7 @@ import pytest
 
 from completer.engine import Engine
 from completer.partial_lines import LOOP_TOKENS, partial_line
+from completer.syntax import syntax_for
 from completer.types import SOURCE_MODEL, SOURCE_PARTIAL_LINE
 from lsp_support import NAMES_LIST
 
@@ -26,6 +27,17 @@ def ids(engine: Engine, text: str) -> list[int]:
 ])
 def test_a_cut_off_beam_is_offered_up_to_its_last_whole_word(engine: Engine, generated: str, expected: str | None):
     assert partial_line(engine.tokens, ids(engine, generated), b"", "    ") == expected
+
+
+@pytest.mark.parametrize("generated, language, expected", [
+    ("echo $HOME_DI", "shellscript", "echo"),  # not `echo $`: the shell's $ begins the name
+    ("const el = $contai", "javascript", "const el ="),
+    ("  background: var(--main-bg-col", "css", "  background: var("),  # CSS's names hold hyphens
+    ("total = count-dif", "python", "total = count-"),  # in Python, a minus
+])
+def test_a_cut_off_beam_ends_where_its_languages_last_whole_name_does(engine: Engine, generated: str, language: str,
+                                                                       expected: str):
+    assert partial_line(engine.tokens, ids(engine, generated), b"", "", syntax_for(language)) == expected
 
 
 def test_a_beam_that_loops_is_cut_before_the_loop(engine: Engine):
