@@ -28,13 +28,19 @@ from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, 
 
 log = logging.getLogger(__name__)
 
-LANGUAGE_SUFFIXES: dict[str, tuple[str, ...]] = {}
+
+def _suffixes_by_language() -> dict[str, tuple[str, ...]]:
+    suffixes: dict[str, tuple[str, ...]] = {}
+    for suffix, language in sorted(EXTENSION_LANGUAGES.items()):
+        suffixes[language] = (*suffixes.get(language, ()), suffix)
+    return suffixes
+
+
+LANGUAGE_SUFFIXES = _suffixes_by_language()
 """The file name endings of each language's files (an LSP id's), as completer/syntax.py names files."""
-for _suffix, _language in sorted(EXTENSION_LANGUAGES.items()):
-    LANGUAGE_SUFFIXES[_language] = (*LANGUAGE_SUFFIXES.get(_language, ()), _suffix)
-NOT_READ_FOR_ALL = frozenset({"plaintext", "json", "yaml", "toml", "markdown", "html", "css"})
-"""Data, prose and markup: read when enabledLanguages names them, not for a model that writes every language,
-whose documents they would only crowd out of the memory budget."""
+NOT_READ_FOR_ALL = frozenset({"plaintext", "json", "yaml", "toml", "markdown", "html", "css", "scss", "less"})
+"""Data, prose, markup and style sheets: read when enabledLanguages names them, not for a model that writes every
+language, whose documents they would only crowd out of the memory budget."""
 LANGUAGE_FAMILIES = (frozenset({"javascript", "javascriptreact", "typescript", "typescriptreact"}),
                      frozenset({"c", "cpp", "cuda-cpp", "objective-c", "objective-cpp"}))
 """Languages whose files are context for one another: a TypeScript file calls JavaScript modules, C++ includes
