@@ -56,11 +56,16 @@ def test_neovim_completion_and_inline_completion(tmp_path):
     assert report["stopped"] is True
 
 
-def test_the_readmes_neovim_07_setup_attaches_once_sets_omnifunc_and_completes(tmp_path):
-    """The README's own snippet for Neovim 0.7 to 0.9, as written, on Debian's Neovim: one server for two
-    Python buffers, omnifunc set on each, and whole-line items at the end of a typed line."""
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("### Neovim 0.7 – 0.9\n\n```lua\n", 1)[1].split("```", 1)[0]
+@pytest.mark.parametrize(("doc", "heading", "clients"), [
+    ("README.md", "### Neovim 0.7 – 0.9", 1),  # keeps the client's id: one server for both buffers
+    ("docs/editors.md", "## Neovim 0.7 – 0.9", 2),  # start_client per buffer, as its text says
+])
+def test_the_docs_neovim_07_setup_sets_omnifunc_and_completes(tmp_path, doc, heading, clients):
+    """A doc's own snippet for Neovim 0.7 to 0.9, as written, on Debian's Neovim: it loads (no event or API
+    newer than 0.7), omnifunc is set on each of two Python buffers, and whole-line items come at the end of a
+    typed line."""
+    text = (REPO / doc).read_text()
+    block = text.split(heading + "\n\n```lua\n", 1)[1].split("```", 1)[0]
     command = "{ " + ", ".join(json.dumps(part) for part in (sys.executable, "-m", "lsp")) + " }"
     assert '{ "completer", "serve" }' in block  # run as `python -m lsp`: the same server, from this checkout
     (tmp_path / "init.lua").write_text(block.replace('{ "completer", "serve" }', command))
@@ -88,5 +93,5 @@ vim.cmd("qa!")
     report_path = tmp_path / "report.json"
     assert report_path.exists(), f"nvim wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}"
     report = json.loads(report_path.read_text())
-    assert report["omnifunc"] == ["v:lua.vim.lsp.omnifunc"] * 2 and report["clients"] == 1, report
+    assert report["omnifunc"] == ["v:lua.vim.lsp.omnifunc"] * 2 and report["clients"] == clients, report
     assert report["texts"] and all(text.startswith("os.pa") for text in report["texts"]), report
