@@ -212,6 +212,8 @@ class CompleterServer(LanguageServer):
                                              self.completions_in_flight)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+            for uri in self.documents.uris():  # the new index walks the disk: the open documents' unsaved text again
+                self.workspace_document_edited(uri)
 
     def _drop_index(self, why: str) -> None:
         if self.repository is not None:

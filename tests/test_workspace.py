@@ -294,6 +294,22 @@ def test_an_unsaved_file_open_in_the_editor_is_read_until_it_is_closed(tmp_path:
         assert FROM_OTHER_FILE not in _lines(client, fresh)
 
 
+def test_an_index_built_anew_reads_the_open_documents_unsaved_text_again(tmp_path: Path):
+    """A settings change (the memory budget, the languages a newly loaded model writes) builds the index anew from
+    the disk: a file open unsaved was left out of it until typed in again."""
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, workspaceContext=True, openFiles=0) as client:
+        time.sleep(0.5)
+        client.open((tmp_path / "registry.py").as_uri(), OTHER_FILE)  # not on disk
+        time.sleep(EDIT_INDEX_DELAY + 0.5)
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
+            "workspaceContext": True, "openFiles": 0, "workspaceMemoryMb": 64}}})
+        time.sleep(EDIT_INDEX_DELAY + 0.5)
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+
+
 FOLLOWED = "    session = open_vault_session(vault_path)\n"
 FOLLOWING = "    session.unseal_with_quorum(keyholders, threshold=3)"
 
