@@ -346,6 +346,9 @@ class CompleterServer(LanguageServer):
 
     def _index_edited(self, uri: str) -> None:
         self._edit_timers.pop(uri, None)
+        if uri in self._edit_reads:  # one read per document at a time: one started now might end first, and the
+            self.workspace_document_edited(uri)  # older text, put in last, would stay; this one waits its turn
+            return
         doc, path = self.documents.get(uri), path_of(uri)
         if self.repository is None or doc is None or not doc.in_sync or path is None:
             return
