@@ -607,9 +607,11 @@ class CompleterServer(LanguageServer):
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}
+        def indents_with_tabs() -> bool:
+            return indent_unit("\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t"
+
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
-                                self.settings.engine.max_suggestions, lambda: indent_unit(
-                                    "\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t")
+                                self.settings.engine.max_suggestions, indents_with_tabs)
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
                 if self.repository is not None else None
@@ -617,9 +619,10 @@ class CompleterServer(LanguageServer):
         if puts_following and not engine.get("skipped"):
             most = self.settings.engine.max_suggestions
             syntax = syntax_for(doc.language)
-            lines = await following_first(following, lines, target, before, doc.lines, most, syntax)
+            lines = await following_first(following, lines, target, before, doc.lines, most, syntax,
+                                          indents_with_tabs)
             if header is not None:
-                lines = await header_first(header, lines, target, doc.lines, most, syntax)
+                lines = await header_first(header, lines, target, doc.lines, most, syntax, indents_with_tabs)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")

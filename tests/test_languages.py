@@ -348,6 +348,22 @@ def test_a_line_the_model_indents_in_a_document_indented_with_tabs_is_indented_w
         assert any(indentations) and not any(" " in indentation for indentation in indentations), lines
 
 
+def test_the_line_that_follows_a_copy_above_is_indented_with_tabs_in_a_tab_indented_document(tmp_path):
+    """The line after the copy of the lines above is read from the document with tabs as spaces, as the engine
+    reads it: put first on an empty line, it came back in spaces, beside the same line in tabs."""
+    from lsp_support import SERVER_CMD, server_env
+
+    uri = (tmp_path / "widgets.py").as_uri()
+    document = ("def load(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\t\tregister_zq_widget(blob, priority=7)"
+                "\n\treturn blob\n\n\ndef save(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize({"searchAhead": False})
+        client.open(uri, document)
+        items = client.completion(uri, 10, 0)["result"]["items"]
+        assert items[0]["textEdit"]["newText"] == "\t\tregister_zq_widget(blob, priority=7)", items
+        assert not any(item["textEdit"]["newText"].startswith(" ") for item in items), items
+
+
 def test_a_python_file_opened_while_the_worker_starts_is_prefilled(tmp_path):
     """With enabledLanguages unset the languages are the model's, unknown until the worker is up; Python, which
     every model writes, is not kept waiting for it."""
