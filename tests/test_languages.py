@@ -186,6 +186,8 @@ def test_a_here_document_ends_at_its_own_word_alone():
     (".x { color: red; ]", [], "css", False),
     ("  background: url(http://example.com/a.png);", [".x {"], "scss", True),  # `//` in a URL opens no comment
     ("  // widths (in rem", [".x {"], "scss", True),
+    ("}", [".x {", "  background: url(//cdn.example.com/a.png);"], "scss", True),  # protocol-relative: no comment
+    ("}", [".x {", "  background: url(//cdn.example.com/a.png);"], "less", True),
 ])
 def test_data_and_style_sheets_get_their_brackets_and_strings_checked(line, above, language, keep):
     assert kept(line, above, syntax_for(language)) == keep
