@@ -35,11 +35,11 @@ WORD = re.compile(r"\w+")
 HEREDOC = "\0"
 """Scan.triple's first character when what it holds is the word that ends a here-document (the shell's <<EOF)."""
 HEREDOC_AFTER = ");,."
+"""What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
+`EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
 QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
 """Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
 closes each; closed, the double-quoted string goes on."""
-"""What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
-`EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -200,9 +200,9 @@ def _closing(text: str, at: int, closer: str, escapes: bool, doubled: bool = Fal
 
 
 def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
-    """In double quotes from `at`: the stack entry of a `$(` or backquote that opens a command before the
-    string's closing quote, and the index of its `(` or backquote, unescaped (`\$(` and `\``  are the characters); None when the string closes or
-    the text ends first."""
+    r"""In double quotes from `at`: the stack entry of a `$(` or backquote that opens a command before the
+    string's closing quote, and the index of its `(` or backquote, unescaped (`\$(` and `\`` are the characters);
+    None when the string closes or the text ends first."""
     j = at
     while j < len(text):
         ch = text[j]

@@ -135,8 +135,8 @@ _BY_LANGUAGE = {
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
     "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`
-    **{name: Syntax(name, **_C, not_comment=r"(?<=:)//", open_ends=False, name_chars="-$")  # not url(http://...)
-       for name in ("scss", "less")},
+    **{name: Syntax(name, **_C, not_comment=r"(?:(?<=:)|(?<=url\()|(?<=URL\())//", open_ends=False, name_chars="-$")
+       for name in ("scss", "less")},  # not url(http://...) nor the protocol-relative url(//cdn...)
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),
 }

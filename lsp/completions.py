@@ -67,7 +67,7 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
         if not isinstance(text, str):
             continue
         text = text.rstrip("\r\n")
-        if text.startswith(TAB_WIDTH) and not prefix.strip(" \t") and not prefix.endswith(" "):
+        if writes_indentation(prefix, text):
             tabs = indents_with_tabs() if tabs is None else tabs
             text = with_tabs(text) if tabs else text
         line = prefix + text
@@ -85,6 +85,12 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
 
 TAB_WIDTH = "    "
 """What the engine's text has for a tab (completer/text.py's `clean`)."""
+
+
+def writes_indentation(prefix: str, text: str) -> bool:
+    """Whether `text`, put after the user's `prefix`, starts with indentation the engine wrote (in spaces, as it
+    reads tabs): the cursor is in the line's indentation, after no space the user typed."""
+    return text.startswith(TAB_WIDTH) and not prefix.strip(" \t") and not prefix.endswith(" ")
 
 
 def with_tabs(text: str) -> str:

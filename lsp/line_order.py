@@ -11,7 +11,7 @@ from completer.earlier_lines import following_line, header_line
 from completer.known_names import known_word_first, used_in
 from completer.syntax import PYTHON, Syntax
 from completer.text import clean
-from lsp.completions import LineSuggestion, Target
+from lsp.completions import LineSuggestion, Target, with_tabs, writes_indentation
 
 FOLLOWERS_WAIT = 0.05
 """How long an answer waits, after its search, for the lines after the lines above to be found in the repository."""
@@ -40,11 +40,12 @@ def known_names_first(lines: list[LineSuggestion], target: Target, document: lis
 
 
 async def following_first(following: asyncio.Future | None, lines: list[LineSuggestion], target: Target,
-                          before: str, document: list[str], most: int, syntax: Syntax = PYTHON
-                          ) -> list[LineSuggestion]:
+                          before: str, document: list[str], most: int, syntax: Syntax = PYTHON,
+                          indents_with_tabs: Callable[[], bool] = lambda: False) -> list[LineSuggestion]:
     """`lines` with the one line that follows the lines above the cursor in the file and the repository
     (completer/earlier_lines.py, `following_line`) first, when there is one. A lookup of the repository
-    still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time."""
+    still running FOLLOWERS_WAIT after the search (a slow disk) puts nothing first this time. Its indentation
+    is given back as the engine's is (`put_first`)."""
     followers: list[tuple[str, str]] = []
     if following is not None:
         try:
@@ -57,11 +58,12 @@ async def following_first(following: asyncio.Future | None, lines: list[LineSugg
     found = following_line(before[:cut], before[cut:], followers, clean(next_line), syntax)
     if found is None:
         return lines
-    return put_first(lines, target, found[0][len(before) - cut:], found[1], most)
+    return put_first(lines, target, found[0][len(before) - cut:], found[1], most, indents_with_tabs)
 
 
 async def header_first(header: asyncio.Future, lines: list[LineSuggestion], target: Target,
-                       document: list[str], most: int, syntax: Syntax = PYTHON) -> list[LineSuggestion]:
+                       document: list[str], most: int, syntax: Syntax = PYTHON,
+                       indents_with_tabs: Callable[[], bool] = lambda: False) -> list[LineSuggestion]:
     """`lines` with the line most of the workspace's files start with first (completer/earlier_lines.py,
     `header_line`), on a document's first line, when it begins with the typed text. A lookup still running
     FOLLOWERS_WAIT after the search puts nothing first this time."""
@@ -74,14 +76,18 @@ async def header_first(header: asyncio.Future, lines: list[LineSuggestion], targ
     found = header_line("", typed, common, clean(next_line), syntax)
     if found is None:
         return lines
-    return put_first(lines, target, found[len(typed):], True, most)
+    return put_first(lines, target, found[len(typed):], True, most, indents_with_tabs)
 
 
-def put_first(lines: list[LineSuggestion], target: Target, rest: str, workspace: bool, most: int
-              ) -> list[LineSuggestion]:
+def put_first(lines: list[LineSuggestion], target: Target, rest: str, workspace: bool, most: int,
+              indents_with_tabs: Callable[[], bool] = lambda: False) -> list[LineSuggestion]:
     """`lines` with the user's typed text and `rest` first (at most `most` lines), unless that is the line as
-    it stands."""
-    line = target.current[:target.column] + rest  # the user's own typed text
+    it stands. `rest` is read from text with tabs as spaces (completer/text.py's `clean`): indentation it starts
+    with goes back as tabs where the document indents with them, as the engine's does (`suggested_lines`)."""
+    typed = target.current[:target.column]
+    if writes_indentation(typed, rest) and indents_with_tabs():
+        rest = with_tabs(rest)
+    line = typed + rest  # the user's own typed text
     if line == target.current:
         return lines
     first = LineSuggestion(line, None, workspace=workspace)

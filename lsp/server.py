@@ -212,6 +212,8 @@ class CompleterServer(LanguageServer):
                                              self.completions_in_flight)
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
+            for uri in self.documents.uris():  # the new index walks the disk: the open documents' unsaved text again
+                self.workspace_document_edited(uri)
 
     def _drop_index(self, why: str) -> None:
         if self.repository is not None:
@@ -344,6 +346,9 @@ class CompleterServer(LanguageServer):
 
     def _index_edited(self, uri: str) -> None:
         self._edit_timers.pop(uri, None)
+        if uri in self._edit_reads:  # one read per document at a time: one started now might end first, and the
+            self.workspace_document_edited(uri)  # older text, put in last, would stay; this one waits its turn
+            return
         doc, path = self.documents.get(uri), path_of(uri)
         if self.repository is None or doc is None or not doc.in_sync or path is None:
             return
@@ -602,9 +607,11 @@ class CompleterServer(LanguageServer):
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}
+        def indents_with_tabs() -> bool:
+            return indent_unit("\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t"
+
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
-                                self.settings.engine.max_suggestions, lambda: indent_unit(
-                                    "\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t")
+                                self.settings.engine.max_suggestions, indents_with_tabs)
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
                 if self.repository is not None else None
@@ -612,9 +619,10 @@ class CompleterServer(LanguageServer):
         if puts_following and not engine.get("skipped"):
             most = self.settings.engine.max_suggestions
             syntax = syntax_for(doc.language)
-            lines = await following_first(following, lines, target, before, doc.lines, most, syntax)
+            lines = await following_first(following, lines, target, before, doc.lines, most, syntax,
+                                          indents_with_tabs)
             if header is not None:
-                lines = await header_first(header, lines, target, doc.lines, most, syntax)
+                lines = await header_first(header, lines, target, doc.lines, most, syntax, indents_with_tabs)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")

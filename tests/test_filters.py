@@ -97,3 +97,17 @@ def test_typed_indentation_is_not_deepened():
     assert keep_suggestion("    return x", "return x", "", below_a_def)
     assert keep_suggestion("        return x", "        return x", "", below_a_def)  # nothing typed: indent freely
     assert keep_suggestion("    x = 1", " 1", "", below_a_def)  # mid-line, a leading space is just a space
+
+
+def test_the_filters_source_compiles_without_a_warning():
+    """An invalid escape in a docstring (`\\$(`) is a DeprecationWarning, a SyntaxWarning from Python 3.12 on, and
+    meant to become an error."""
+    import warnings
+    from pathlib import Path
+
+    import completer.filters
+
+    source = Path(completer.filters.__file__).read_text(encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile(source, completer.filters.__file__, "exec")

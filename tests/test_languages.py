@@ -186,6 +186,8 @@ def test_a_here_document_ends_at_its_own_word_alone():
     (".x { color: red; ]", [], "css", False),
     ("  background: url(http://example.com/a.png);", [".x {"], "scss", True),  # `//` in a URL opens no comment
     ("  // widths (in rem", [".x {"], "scss", True),
+    ("}", [".x {", "  background: url(//cdn.example.com/a.png);"], "scss", True),  # protocol-relative: no comment
+    ("}", [".x {", "  background: url(//cdn.example.com/a.png);"], "less", True),
 ])
 def test_data_and_style_sheets_get_their_brackets_and_strings_checked(line, above, language, keep):
     assert kept(line, above, syntax_for(language)) == keep
@@ -346,6 +348,22 @@ def test_a_line_the_model_indents_in_a_document_indented_with_tabs_is_indented_w
         lines = [item["textEdit"]["newText"] for item in client.completion(uri, 7, 0)["result"]["items"]]
         indentations = [line[:len(line) - len(line.lstrip())] for line in lines]
         assert any(indentations) and not any(" " in indentation for indentation in indentations), lines
+
+
+def test_the_line_that_follows_a_copy_above_is_indented_with_tabs_in_a_tab_indented_document(tmp_path):
+    """The line after the copy of the lines above is read from the document with tabs as spaces, as the engine
+    reads it: put first on an empty line, it came back in spaces, beside the same line in tabs."""
+    from lsp_support import SERVER_CMD, server_env
+
+    uri = (tmp_path / "widgets.py").as_uri()
+    document = ("def load(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\t\tregister_zq_widget(blob, priority=7)"
+                "\n\treturn blob\n\n\ndef save(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize({"searchAhead": False})
+        client.open(uri, document)
+        items = client.completion(uri, 10, 0)["result"]["items"]
+        assert items[0]["textEdit"]["newText"] == "\t\tregister_zq_widget(blob, priority=7)", items
+        assert not any(item["textEdit"]["newText"].startswith(" ") for item in items), items
 
 
 def test_a_python_file_opened_while_the_worker_starts_is_prefilled(tmp_path):

@@ -294,6 +294,51 @@ def test_an_unsaved_file_open_in_the_editor_is_read_until_it_is_closed(tmp_path:
         assert FROM_OTHER_FILE not in _lines(client, fresh)
 
 
+def test_an_index_built_anew_reads_the_open_documents_unsaved_text_again(tmp_path: Path):
+    """A settings change (the memory budget, the languages a newly loaded model writes) builds the index anew from
+    the disk: a file open unsaved was left out of it until typed in again."""
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, workspaceContext=True, openFiles=0) as client:
+        time.sleep(0.5)
+        client.open((tmp_path / "registry.py").as_uri(), OTHER_FILE)  # not on disk
+        time.sleep(EDIT_INDEX_DELAY + 0.5)
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
+            "workspaceContext": True, "openFiles": 0, "workspaceMemoryMb": 64}}})
+        time.sleep(EDIT_INDEX_DELAY + 0.5)
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+
+
+async def test_a_documents_unsaved_texts_reach_the_index_in_the_order_typed(tmp_path: Path, monkeypatch):
+    """A read of a document's unsaved text still running at the next pause in typing (a large file, a busy thread
+    pool) is not raced by the next one: it ended last, and put the older text back in the index."""
+    import lsp.server
+
+    monkeypatch.setattr(lsp.server, "EDIT_INDEX_DELAY", 0.01)
+    root = tmp_path.resolve()
+    server = CompleterServer()
+    server.repository = files = _index(root)
+    edited = files.edited
+
+    def slow_for_the_older(path: Path, text: str) -> None:
+        if "older_unsaved_name" in text:
+            time.sleep(0.3)
+        edited(path, text)
+
+    files.edited = slow_for_the_older  # type: ignore[method-assign]
+    uri = (root / "doc.py").as_uri()
+    server.documents.open(uri, "python", 1, "older_unsaved_name = 1\n")
+    server.workspace_document_edited(uri)
+    await asyncio.sleep(0.05)  # its read runs
+    server.documents.change(uri, 2, [(None, "newer_unsaved_name = 2\n")])
+    server.workspace_document_edited(uri)
+    await asyncio.sleep(0.6)
+    names = files.names_elsewhere(root / "other.py")
+    assert names("newer_unsaved_name") and not names("older_unsaved_name")
+    files.stop()
+
+
 FOLLOWED = "    session = open_vault_session(vault_path)\n"
 FOLLOWING = "    session.unseal_with_quorum(keyholders, threshold=3)"
 
