@@ -161,6 +161,9 @@ EXTENSION_LANGUAGES = {
     ".jsonc": "jsonc", ".yaml": "yaml", ".yml": "yaml", ".md": "markdown", ".html": "html", ".css": "css",
     ".scss": "scss", ".less": "less", ".sql": "sql",
     ".swift": "swift", ".scala": "scala", ".r": "r", ".jl": "julia", ".txt": "plaintext",
+    ".mts": "typescript", ".cts": "typescript", ".hh": "cpp", ".hxx": "cpp", ".cu": "cuda-cpp", ".cuh": "cuda-cpp",
+    ".m": "objective-c", ".mm": "objective-cpp", ".kts": "kotlin", ".groovy": "groovy", ".dart": "dart",
+    ".ex": "elixir", ".exs": "elixir", ".hs": "haskell", ".elm": "elm", ".pl": "perl", ".pm": "perl",
 }
 """LSP's language id of a file, by its extension: for a client that sends none of LSP's ids, and the CLI."""
 

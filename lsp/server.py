@@ -607,6 +607,7 @@ class CompleterServer(LanguageServer):
         if not isinstance(result, dict):
             return []
         engine = result.get("result") or {}
+
         def indents_with_tabs() -> bool:
             return indent_unit("\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t"
 

@@ -287,6 +287,7 @@ def test_the_line_after_a_keyword_that_opens_a_block_is_searched_one_level_deepe
 
 def test_a_file_names_its_language():
     assert language_of_path("src/app.tsx") == "typescriptreact" and language_of_path("x.unknown", "py") == "py"
+    assert language_of_path("lib/util.mts") == "typescript" and language_of_path("k/reduce.cuh") == "cuda-cpp"
 
 
 @pytest.mark.parametrize("uri,filetype,language", [
