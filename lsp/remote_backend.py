@@ -39,6 +39,9 @@ BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 REQUEST_REFUSED = frozenset({"status 400", "status 413", "status 422"})
 """Errors that say this one request was refused (a prompt past the model's context, a parameter it does not take),
 not that the endpoint is down: the other documents' requests go on without a back-off."""
+REFUSALS_IN_A_ROW = 4
+"""Refused requests in a row, none answered between them, after which the endpoint refuses them all (a model name
+it does not serve): they back off as other failures do."""
 SAMPLING_TEMPERATURE = 0.2
 """With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
 INSTALL_HINT = "pip install 'completer[remote]'"
@@ -106,6 +109,7 @@ class OpenAIBackend:
         self._in_flight: dict[str, asyncio.Task[Any]] = {}  # the request of each document, at most one
         self._ready: asyncio.Event | None = None
         self._failures = 0
+        self._refusals = 0  # REQUEST_REFUSED errors since the last answer
         self._retry_at = 0.0
         self._logged: set[str] = set()  # error kinds logged since the last success
         self._missing_key_noted = False
@@ -368,9 +372,10 @@ class OpenAIBackend:
     def _failed(self, error: EndpointError, sent_at: float) -> None:
         """A request failed. Requests that were in flight together fail together: only one sent after the
         last failure makes the failures in a row one more, and the back-off twice as long. A request the
-        endpoint refused as such (REQUEST_REFUSED) backs nothing off."""
+        endpoint refused as such (REQUEST_REFUSED) backs nothing off, unless it refused REFUSALS_IN_A_ROW."""
         self.requests_failed += 1
-        if error.kind in REQUEST_REFUSED:
+        self._refusals = self._refusals + 1 if error.kind in REQUEST_REFUSED else 0
+        if 0 < self._refusals < REFUSALS_IN_A_ROW:
             self.state, self.last_error = "error", error.message
             if error.kind not in self._logged:
                 self._logged.add(error.kind)
@@ -385,16 +390,21 @@ class OpenAIBackend:
         delay = BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1]
         self._retry_at = now + delay
         self.state, self.last_error = "error", error.message
-        if error.kind not in self._logged:
-            self._logged.add(error.kind)
-            log.warning("remote completion failed: %s; no requests for %.1f s, then trying again", error.message,
-                        delay)
+        kind = "refused in a row" if self._refusals else error.kind
+        if kind not in self._logged:
+            self._logged.add(kind)
+            if self._refusals:
+                log.warning("the endpoint refused %d requests in a row (the last: %s); no requests for %.1f s, then "
+                            "trying again", self._refusals, error.message, delay)
+            else:
+                log.warning("remote completion failed: %s; no requests for %.1f s, then trying again",
+                            error.message, delay)
         self._refresh_info()
 
     def _succeeded(self) -> None:
         if self._failures:
             log.info("the endpoint answers again after %d failed request(s)", self._failures)
-        self._failures, self._retry_at = 0, 0.0
+        self._failures, self._retry_at, self._refusals = 0, 0.0, 0
         self._logged.clear()
         self.state, self.last_error = "ready", None
         self._refresh_info()

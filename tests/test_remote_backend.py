@@ -19,7 +19,7 @@ from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_h
 from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
-from lsp.remote_backend import EndpointError, completion_texts, completions_url
+from lsp.remote_backend import REFUSALS_IN_A_ROW, EndpointError, completion_texts, completions_url
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
 from lsp_support import LOG_DIR, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc, server_env
 
@@ -341,6 +341,24 @@ async def test_a_request_the_endpoint_refuses_backs_nothing_off(client: Language
     endpoint.behaviour = Behaviour()
     change_doc(client, URI, 5, (4, 0), (4, 100), "")
     assert await _inline(client, *CURSOR) == ["    return a + b"]
+
+
+async def test_an_endpoint_that_refuses_every_request_is_backed_off(client: LanguageClient, endpoint: FakeEndpoint):
+    """A wrong model name gets a 400 for every request: after REFUSALS_IN_A_ROW of them the backend backs off."""
+    await _start(client, endpoint.url)
+    open_doc(client, URI, DOC)
+    endpoint.behaviour = Behaviour(mode="status", status=400)
+    typed = ["    q", *"uotient"]
+    column = 0
+    for version, text in enumerate(typed[:REFUSALS_IN_A_ROW], start=2):
+        change_doc(client, URI, version, (4, column), (4, column), text)
+        column += len(text)
+        await _answered_empty(client, column, within=2.0)
+    assert len(endpoint.seen) == REFUSALS_IN_A_ROW
+    change_doc(client, URI, REFUSALS_IN_A_ROW + 2, (4, column), (4, column), typed[REFUSALS_IN_A_ROW])
+    await _answered_empty(client, column + 1, within=0.5)  # backing off: not sent
+    assert len(endpoint.seen) == REFUSALS_IN_A_ROW
+    assert any(f"refused {REFUSALS_IN_A_ROW} requests in a row" in m.message for m in client.log_messages)
 
 
 async def test_unreachable_endpoint_answers_empty(client: LanguageClient):
