@@ -124,7 +124,7 @@ class RepositoryLookups:
             done: asyncio.Future = asyncio.get_running_loop().create_future()
             done.set_result(cached)
             return done
-        key = (repository.serial, repository.generation, anchor)
+        key = (repository.serial, repository.generation, repository.edits, anchor)
         finding = self._finding_followers.get(uri)
         if finding is not None and finding[0] == key:
             return finding[1]

@@ -219,7 +219,8 @@ class WorkspaceFiles:
         self._first_line: tuple[tuple, str | None] = ((), None)  # (excluded path, generation), the line
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
-        self.generation = 0  # moves with every change of the index: memoized snippets are then stale
+        self.generation = 0  # moves with every change of the index from the disk: memoized snippets are then stale
+        self.edits = 0  # moves with every open document's unsaved text indexed: snippets are picked again, unwaited
         self.requests = requests or RequestsInFlight()  # the build waits while any is in flight
 
     # -- building -----------------------------------------------------------------------------------
@@ -293,16 +294,21 @@ class WorkspaceFiles:
             text = None
         return self._put(path, file_entry(text) if text is not None else None, building)
 
-    def _put(self, path: Path, entry: FileEntry | None, building: bool = False) -> int:
+    def _put(self, path: Path, entry: FileEntry | None, building: bool = False, edit: bool = False) -> int:
         """Put `path`'s names and line hashes in the index (`entry`, found outside the lock, which a request's
-        lookup takes), or take it out (None)."""
+        lookup takes), or take it out (None). An `edit` (an open document's unsaved text) moves `edits`, not the
+        generation: a request then takes the snippets picked before, and new ones are picked after its search
+        (lsp/repository_lookups.py), where a new generation would make it wait for them after every pause in
+        typing."""
         with self._lock:
             if building and str(path) in self._changed_while_building:
                 return 0
             if not building and self._building:
                 self._changed_while_building.add(str(path))
             added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
-            if not building:
+            if edit:
+                self.edits += 1
+            elif not building:
                 self.generation += 1
         return int(bool(added))
 
@@ -390,7 +396,8 @@ class WorkspaceFiles:
         if not self.readable(path):
             return
         data = text.encode("utf-8", errors="replace")
-        self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None)
+        self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None,
+                  edit=True)
 
     # -- asking -----------------------------------------------------------------------------------
     def snippets(self, uri: str, path: Path | None, before: str, open_text: Callable[[str], str | None],
@@ -435,7 +442,7 @@ class WorkspaceFiles:
         cached = self.cached_followers(uri, anchor)
         if cached is not None:
             return cached
-        key = (anchor, self.generation)
+        key = (anchor, self.generation, self.edits)
         with self._lock:
             sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None, within)
         found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
@@ -467,12 +474,12 @@ class WorkspaceFiles:
     def _first_line_key(self, path: Path | None, within: tuple[str, ...] | None) -> tuple:
         """What a found first line holds for: the excluded document's path, as the index names it, the files it
         was counted among, and the index."""
-        return (str(path) if path else None, within, self.generation)
+        return (str(path) if path else None, within, self.generation, self.edits)
 
     def cached_followers(self, uri: str, anchor: tuple[str, ...]) -> list[tuple[str, str]] | None:
         """`followers` for these lines above and this index, if they were found (no work)."""
         memo = self._followers.get(uri)
-        return memo[1] if memo is not None and memo[0] == (anchor, self.generation) else None
+        return memo[1] if memo is not None and memo[0] == (anchor, self.generation, self.edits) else None
 
     def forget(self, uri: str) -> None:
         """A document closed: its snippets and followers are not kept."""
@@ -484,7 +491,7 @@ class WorkspaceFiles:
         lines above whose names are nearly the same (SAME_QUERY), as after a new line that brings no new name:
         picking them again would take milliseconds of a core from the search for nearly nothing."""
         memo = self._memo.get(uri)
-        if memo is None or memo[0][1] != self.generation:
+        if memo is None or memo[0][1:] != (self.generation, self.edits):
             return None
         key = self._key(before)
         if memo[0] == key:
@@ -496,15 +503,15 @@ class WorkspaceFiles:
         return memo[1]
 
     def latest(self, uri: str) -> list[Snippet] | None:
-        """The snippets picked last for the document from the index as it is (whatever the lines above were then;
-        none once a file changed)."""
+        """The snippets picked last for the document from the index as it is on disk (whatever the lines above
+        and the open documents' unsaved texts were then; none once a file changed)."""
         memo = self._memo.get(uri)
         return memo[1] if memo is not None and memo[0][1] == self.generation else None
 
     def key(self, before: str) -> tuple:
-        """What the snippets for a cursor depend on: the lines above it, and the index's generation."""
+        """What the snippets for a cursor depend on: the lines above it, and the index's generation and edits."""
         return self._key(before)
 
     def _key(self, before: str) -> tuple:
         head = before[:before.rfind("\n") + 1]
-        return head[-4000:], self.generation
+        return head[-4000:], self.generation, self.edits

@@ -874,3 +874,19 @@ def test_files_of_other_languages_are_no_context_for_a_document():
     assert index.follower_sites(["// header line of the scripts"], "/w/new.py", python) == []
     assert index.follower_sites(["// header line of the scripts"], "/w/new.ts", script)
     assert ".js" in script and ".tsx" in script and context_suffixes("cpp") == context_suffixes("c")
+
+
+def test_an_unsaved_edit_has_the_snippets_picked_again_without_making_a_request_wait(tmp_path: Path):
+    """After a pause in typing the index reads the document's unsaved text; the next request takes the snippets
+    picked before (`latest`) and has new ones picked after its search, instead of waiting for them."""
+    (tmp_path / "registry.py").write_text(OTHER_FILE)
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    files = _index(tmp_path)
+    uri, before = (tmp_path / "install.py").as_uri(), BESIDE_OTHER_FILE
+    picked = files.snippets(uri, tmp_path / "install.py", before, lambda path: None)
+    assert picked and files.cached(uri, before) == picked
+    files.edited(tmp_path / "registry.py", OTHER_FILE + "\n\ndef handle_zq_gamma():\n    pass\n")
+    assert files.cached(uri, before) is None and files.latest(uri) == picked  # stale, but served unwaited
+    (tmp_path / "registry.py").write_text(OTHER_FILE + "\n# saved\n")
+    files.update(tmp_path / "registry.py")
+    assert files.latest(uri) is None  # the disk changed: a request waits for the new pick
