@@ -357,8 +357,9 @@ def test_the_line_that_follows_a_copy_above_is_indented_with_tabs_in_a_tab_inden
     from lsp_support import SERVER_CMD, server_env
 
     uri = (tmp_path / "widgets.py").as_uri()
-    document = ("def load(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\t\tregister_zq_widget(blob, priority=7)"
-                "\n\treturn blob\n\n\ndef save(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\n")
+    document = ("def load(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n"
+                "\t\tregister_zq_widget(blob, priority=7)\n\treturn blob\n\n\n"
+                "def save(path):\n\tblob = frobnicate_payload(path)\n\tif blob:\n\n")
     with RawClient(SERVER_CMD, env=server_env()) as client:
         client.initialize({"searchAhead": False})
         client.open(uri, document)

@@ -157,7 +157,8 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
 
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/",
-                                      "http://127.0.0.1:8080/v1/completions", "http://127.0.0.1:8080/v1/chat/completions/"])
+                                      "http://127.0.0.1:8080/v1/completions",
+                                      "http://127.0.0.1:8080/v1/chat/completions/"])
 def test_an_endpoint_pasted_with_its_api_path_is_sent_to_that_api_once(endpoint):
     assert completions_url(endpoint) == "http://127.0.0.1:8080/v1/completions"
     assert completions_url("https://x.openai.azure.com/openai/deployments/c/completions?api-version=2024-02-01") == \

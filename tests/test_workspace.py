@@ -496,7 +496,8 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
         registration = next(r for r in client.server_requests
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
-        assert {w["globPattern"] for w in registration["registerOptions"]["watchers"]} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
+        watchers = registration["registerOptions"]["watchers"]
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
