@@ -132,8 +132,30 @@ class _Ignores:
     """The .gitignore files met on the way down, each applying to its folder and below; as in git, the deepest
     one with a pattern for a path decides (a subfolder's `!name` takes back what a folder above ignores)."""
 
-    def __init__(self) -> None:
-        self.specs: list[tuple[Path, object]] = []
+    def __init__(self, specs: list[tuple[Path, object]] | None = None) -> None:
+        self.specs: list[tuple[Path, object]] = list(specs or ())
+
+    @classmethod
+    def above(cls, root: Path) -> "_Ignores":
+        """The .gitignore files from the top of the git repository that holds the workspace folder `root` (one
+        opened on a subfolder of a repository) down to `root`'s parent, as git reads them there; none when `root`
+        tops its own repository, is in none, or is itself ignored by them (a home folder kept in git with `*`
+        ignored, whose projects are not its files)."""
+        if (root / ".git").exists():
+            return cls()
+        between: list[Path] = []
+        for folder in root.parents:
+            between.append(folder)
+            if (folder / ".git").exists():
+                break
+        else:
+            return cls()
+        ignores = cls()
+        for folder in reversed(between):
+            ignores.add(folder)
+        if any(ignores.ignored(folder, is_dir=True) for folder in (*between[:-1], root)):
+            return cls()
+        return ignores
 
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
@@ -214,6 +236,7 @@ class WorkspaceFiles:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._unreadable_logged = False
+        self._above: dict[Path, _Ignores] = {}  # per workspace folder: the .gitignore files above it (`_Ignores.above`)
         self._memo: dict[str, tuple[tuple, list[Snippet], frozenset[str]]] = {}  # per document: key, snippets, names
         self._followers: dict[str, tuple[tuple, list[tuple[str, str]]]] = {}  # per document: (key, pairs)
         self._first_line: tuple[tuple, str | None] = ((), None)  # (excluded path, generation), the line
@@ -263,9 +286,10 @@ class WorkspaceFiles:
                  self.index.nbytes / 2**20, f"; {skipped} files left out for the memory budget" if skipped else "")
 
     def _walk(self, top: Path, root: Path):
-        """The files under `top` to index, by the .gitignore files at and below it; a symlink counts as pointing
-        out when it leaves the workspace folder `root`."""
-        ignores = _Ignores()
+        """The files under `top` to index, by the .gitignore files above the workspace folder `root` in its
+        repository (`_Ignores.above`) and those at and below `top`; a symlink counts as pointing out when it leaves
+        `root`."""
+        ignores = _Ignores(self._ignores_above(root).specs)
         for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
             if ".gitignore" in files or ".git" in dirs:
@@ -336,16 +360,24 @@ class WorkspaceFiles:
     def root_of(self, path: Path) -> Path | None:
         return next((root for root in self.roots if path.is_relative_to(root)), None)
 
+    def _ignores_above(self, root: Path) -> _Ignores:
+        """`_Ignores.above(root)`, read once per workspace folder (an index built anew reads them again)."""
+        found = self._above.get(root)
+        if found is None:
+            found = self._above[root] = _Ignores.above(root)
+        return found
+
     def readable(self, path: Path) -> bool:
         """Whether the walk would read `path`: under a root, in an enabled language, in no skipped folder, not
-        ignored by a .gitignore between the root and it, and no symlink out of the root."""
+        ignored by a .gitignore between its repository's top (`_Ignores.above`) and it, and no symlink out of the
+        root."""
         root = self.root_of(path)
         if root is None or not path.name.endswith(self.suffixes):
             return False
         relative = path.relative_to(root).parts
         if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative[:-1]):
             return False
-        ignores = _Ignores()
+        ignores = _Ignores(self._ignores_above(root).specs)
         folder = root
         for part in (None, *relative[:-1]):
             folder = folder if part is None else folder / part

@@ -891,3 +891,33 @@ def test_an_unsaved_edit_has_the_snippets_picked_again_without_making_a_request_
     (tmp_path / "registry.py").write_text(OTHER_FILE + "\n# saved\n")
     files.update(tmp_path / "registry.py")
     assert files.latest(uri) is None  # the disk changed: a request waits for the new pick
+
+
+def test_a_folder_inside_a_repository_follows_the_gitignore_files_above_it(tmp_path: Path):
+    """A workspace opened on a subfolder of a repository (a package of a monorepo) leaves out what the
+    repository's .gitignore files above it ignore, as git does there."""
+    repo = tmp_path / "repo"
+    app = repo / "packages" / "app"
+    (repo / ".git").mkdir(parents=True)
+    app.mkdir(parents=True)
+    (repo / ".gitignore").write_text("generated/\n*.gen.py\n")
+    (repo / "packages" / ".gitignore").write_text("!keep.gen.py\n")
+    for name in ("main.py", "generated/schema.py", "model.gen.py", "keep.gen.py"):
+        (app / name).parent.mkdir(parents=True, exist_ok=True)
+        (app / name).write_text("def helper_zq():\n    return 1\n")
+    files = _index(app)
+    indexed = sorted(Path(p).relative_to(app.resolve()).as_posix() for p in files.index.files)
+    assert indexed == ["keep.gen.py", "main.py"]
+    assert not files.readable(app.resolve() / "generated" / "later.py")
+
+
+def test_a_repository_that_ignores_the_workspace_folder_itself_says_nothing_of_its_files(tmp_path: Path):
+    """A home folder kept in git with `*` ignored: the projects under it are not its files, and are read."""
+    home = tmp_path / "home"
+    (home / ".git").mkdir(parents=True)
+    (home / ".gitignore").write_text("*\n!.bashrc\n")
+    project = home / "projects" / "tool"
+    project.mkdir(parents=True)
+    (project / "cli.py").write_text("def main_zq():\n    return 0\n")
+    files = _index(project)
+    assert [Path(p).name for p in files.index.files] == ["cli.py"]
