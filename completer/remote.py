@@ -31,8 +31,12 @@ _HASH_COMMENTS = {".py", ".pyi", ".rb", ".sh", ".bash", ".zsh", ".yaml", ".yml",
 _DASH_COMMENTS = {".lua", ".sql", ".hs", ".elm", ".ada", ".vhd"}
 
 
-def line_comment(uri: str) -> str:
-    """The line-comment marker of a document's language, from its file name: snippets go in commented out."""
+def line_comment(uri: str, language: str | None = None) -> str:
+    """The line-comment marker of a document's language (an LSP id, when the client named one whose comments
+    syntax.py knows: a shell script with no extension), else of its file name: snippets go in commented out."""
+    known = syntax_for(language).line_comments if language else ()
+    if known:
+        return known[0] + " "
     suffix = PurePosixPath(uri).suffix.lower()
     if suffix in _HASH_COMMENTS:
         return "# "
@@ -72,10 +76,10 @@ def without_markers(text: str, template: str) -> str:
     return text
 
 
-def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS) -> str:
+def snippet_head(snippets: Sequence[str], uri: str, limit: int = SNIPPET_CHARS, language: str | None = None) -> str:
     """The repository's snippets most like the code at the cursor, commented out in the document's language,
     each under a line that says what it is, within `limit` characters (each cut to the lines that fit)."""
-    comment = line_comment(uri)
+    comment = line_comment(uri, language)
     parts: list[str] = []
     size = 0
     for snippet in snippets:
@@ -131,11 +135,11 @@ class RemoteAnswers:
                 without_markers(clip_prompt(before, prompt_chars), fim_template),
                 without_markers(clip_below(below), fim_template))
         elif fim_template is not None:
-            prompt = fim_prompt(fim_template, without_markers(snippet_head(snippets, uri) +
+            prompt = fim_prompt(fim_template, without_markers(snippet_head(snippets, uri, language=language) +
                                                               clip_prompt(before, prompt_chars), fim_template),
                                 without_markers(clip_below(below), fim_template))
         else:
-            prompt = snippet_head(snippets, uri) + clip_prompt(before, prompt_chars)
+            prompt = snippet_head(snippets, uri, language=language) + clip_prompt(before, prompt_chars)
         return PromptRequest(prompt, before, typed_line, after, context)
 
     def answer(self, uri: str, request: PromptRequest, texts: Sequence[str], limit: int) -> CompletionResult:

@@ -88,6 +88,11 @@ def test_snippets_go_in_commented_out():
     head = snippet_head(["def helper(x):\n    return x * 2\n"], "file:///w/a.py")
     assert head == ("# A similar part of the repository:\n# def helper(x):\n#     return x * 2\n")
     assert line_comment("file:///w/a.ts") == "// " and line_comment("file:///w/q.sql") == "-- "
+    assert line_comment("file:///w/configure", "shellscript") == "# "  # no extension: the client's language
+    assert line_comment("file:///w/a.py", "markdown") == "# "  # a language with no line comment: the file's
+    request = RemoteAnswers().prepare("file:///w/configure", "set -e\n", "", snippets=["run_all() {\n"],
+                                      language="shellscript")
+    assert request.prompt.startswith("# A similar part of the repository:\n# run_all() {\n")
     assert snippet_head(["x" * 5000], "file:///w/a.py") == ""  # over the budget: left out
     cut = snippet_head(["a = 1\n" * 1000, "b = 2\n"], "file:///w/a.py")  # a long window: its first lines that fit
     assert cut.startswith("# A similar part of the repository:\n# a = 1\n") and len(cut) <= SNIPPET_CHARS
