@@ -236,7 +236,13 @@ export class ServerManager {
                 } catch (err) {
                     this.deps.log.error(`Could not send settings: ${errorText(err)}`);
                 }
-                if (before.modelPath !== after.modelPath || before.device !== after.device) {
+                if (
+                    before.modelPath !== after.modelPath ||
+                    before.device !== after.device ||
+                    before.backend !== after.backend ||
+                    before.endpoint !== after.endpoint ||
+                    before.model !== after.model
+                ) {
                     this.modelKnown = false;
                     await this.refreshInfo();
                 }

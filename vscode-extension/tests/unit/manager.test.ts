@@ -244,6 +244,21 @@ describe('server manager', () => {
         assert.equal(status.model, 'other-model');
     });
 
+    test('switching to a remote backend shows its endpoint at once, and switching back forgets it', async () => {
+        const { manager, clients, change, status } = setup();
+        await manager.start();
+        assert.equal(status.endpoint, undefined);
+        const remote = { model: 'qwen2.5-coder-1.5b', remote: { endpoint: 'https://gpu.example.com/v1', state: 'ready' } };
+        clients[0].info = remote;
+        await change({ backend: 'openai', endpoint: 'https://gpu.example.com/v1', model: 'qwen2.5-coder-1.5b' });
+        assert.equal(status.endpoint, 'https://gpu.example.com/v1', 'the cloud shows before any suggestion is asked');
+        assert.equal(status.model, 'qwen2.5-coder-1.5b');
+        clients[0].info = { model: '/models/py-small-v1' };
+        await change({ backend: 'local' });
+        assert.equal(status.endpoint, undefined);
+        assert.equal(status.model, 'py-small-v1');
+    });
+
     test('restarts when pythonPath or the languages change', async () => {
         const { manager, clients, change } = setup();
         await manager.start();
