@@ -240,7 +240,11 @@ async function convertInto(deps: ChooseDeps, python: string, id: string, folder:
         return false;
     }
     if (result.code !== 0 || !isBundleFolder(folder)) {
-        const detail = lastLine(result).replace(/^completer convert: /, '');
+        removeLeftovers(path.dirname(folder), before); // a converter killed (out of memory) could not remove them
+        const killed = result.code === null && !result.spawnError && !(result.stderr || result.stdout).trim();
+        const detail = killed
+            ? 'the converter was killed before its end (out of memory?)'
+            : lastLine(result).replace(/^completer convert: /, '');
         deps.log.error(`Converting ${id} failed: ${detail}`);
         void deps.showError(`Completer: could not convert ${id}: ${detail}`);
         return false;

@@ -201,6 +201,20 @@ describe('choosing a model', () => {
         assert.deepEqual(fs.readdirSync(models), ['other-bundle']);
     });
 
+    test('a conversion killed halfway (out of memory) removes what it left, and says it was killed', async () => {
+        const dir = storage();
+        const models = path.join(dir, 'models');
+        const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), async () => {
+            fs.mkdirSync(path.join(models, '.acme-tiny-coder.converting-k9'));  // the OOM killer gives no chance to clean
+            return { code: null, stdout: '', stderr: '' };
+        });
+        assert.equal(await chooseModel(d), undefined);
+        assert.deepEqual(seen.modelPaths, []);
+        assert.deepEqual(fs.readdirSync(models), []);
+        assert.equal(seen.errors.length, 1);
+        assert.doesNotMatch(seen.errors[0], /exit code null/);
+    });
+
     test('without the convert extra, the install command is offered instead of a conversion', async () => {
         const { deps: d, seen } = deps(storage(), byLabel('ollama:qwen2.5-coder:1.5b'), async () => assert.fail('no conversion'));
         d.run = async () => ({ code: 0, stdout: JSON.stringify({ ...ROWS, convert_extra: false }), stderr: '' });
