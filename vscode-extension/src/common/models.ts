@@ -22,7 +22,9 @@ export interface LocalModel {
 }
 
 /** The models, and whether this interpreter has the convert extra `completer convert` needs. */
-export type ListResult = { ok: true; models: LocalModel[]; canConvert: boolean } | { ok: false; detail: string };
+export type ListResult =
+    | { ok: true; models: LocalModel[]; canConvert: boolean; unreadable: string[] }
+    | { ok: false; detail: string };
 
 /** The last line of a failed command's output: the CLI's one-line reason. */
 function lastLine(result: RunResult): string {
@@ -38,10 +40,14 @@ export async function listLocalModels(python: string, run: Runner = execFileRunn
     }
     let rows: unknown;
     let canConvert = true;
+    let unreadable: string[] = [];
     try {
-        const listed = JSON.parse(result.stdout) as { models?: unknown; convert_extra?: unknown };
+        const listed = JSON.parse(result.stdout) as { models?: unknown; convert_extra?: unknown; unreadable?: unknown };
         rows = listed.models;
         canConvert = listed.convert_extra !== false;
+        if (Array.isArray(listed.unreadable)) {
+            unreadable = listed.unreadable.filter((folder): folder is string => typeof folder === 'string');
+        }
     } catch (err) {
         return { ok: false, detail: `completer models printed no JSON (${String(err)})` };
     }
@@ -58,7 +64,7 @@ export async function listLocalModels(python: string, run: Runner = execFileRunn
             whyNot: typeof row.why_not === 'string' ? row.why_not : null,
             size: typeof row.size === 'string' ? row.size : null,
         }));
-    return { ok: true, models, canConvert };
+    return { ok: true, models, canConvert, unreadable };
 }
 
 /** The folder a model is converted into: one per model, named after it, under the extension's storage. */
@@ -187,7 +193,11 @@ export async function chooseModel(deps: ChooseDeps): Promise<string | null | und
         items.length > 2
             ? 'A model to complete with (models other tools downloaded are converted once)'
             : 'No model another tool downloaded converts here (Hugging Face cache, Ollama, Tabby, LM Studio); the embedded ones';
-    const more = refused.length ? `; ${refused.length} more cannot be converted (see the log)` : '';
+    // a store this user cannot list (Linux's Ollama service keeps its own group-only): its models are missing here
+    listed.unreadable.forEach((folder) => deps.log.warn(`Cannot read ${folder}; its models are not listed`));
+    const more =
+        (refused.length ? `; ${refused.length} more cannot be converted (see the log)` : '') +
+        (listed.unreadable.length ? `; ${listed.unreadable.length} folder(s) could not be read (see the log)` : '');
     const chosen = await deps.pick(items, placeholder + more);
     if (!chosen) {
         return undefined;

@@ -215,6 +215,17 @@ describe('choosing a model', () => {
         assert.doesNotMatch(seen.errors[0], /exit code null/);
     });
 
+    test('a store that cannot be read is named in the log and the picker, not shown as having no models', async () => {
+        const { deps: d, seen } = deps(storage(), () => undefined, async () => assert.fail('no conversion'));
+        const warned: string[] = [];
+        d.log = { ...d.log, warn: (message) => void warned.push(message) };
+        const unreadable = ['/usr/share/ollama/.ollama/models (Permission denied)'];
+        d.run = async () => ({ code: 0, stdout: JSON.stringify({ places: {}, models: [], unreadable }), stderr: '' });
+        assert.equal(await chooseModel(d), undefined);
+        assert.match(seen.placeholders[0], /1 folder\(s\) could not be read/);
+        assert.deepEqual(warned, ['Cannot read /usr/share/ollama/.ollama/models (Permission denied); its models are not listed']);
+    });
+
     test('without the convert extra, the install command is offered instead of a conversion', async () => {
         const { deps: d, seen } = deps(storage(), byLabel('ollama:qwen2.5-coder:1.5b'), async () => assert.fail('no conversion'));
         d.run = async () => ({ code: 0, stdout: JSON.stringify({ ...ROWS, convert_extra: false }), stderr: '' });
