@@ -31,6 +31,10 @@ def looks_binary(before: str) -> bool:
     return len(_NON_TEXT.findall(sample)) > BINARY_SHARE * len(sample)
 
 
+TAB_SPACES = "    "
+"""What `clean` puts for a tab, as the training corpus was cleaned."""
+
+
 def clean(text: str) -> str:
     """Replace what the tokenizer and model cannot use: NULs, lone surrogates, tabs, CR."""
     if "\x00" in text:
@@ -39,7 +43,7 @@ def clean(text: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
-    return text.replace("\t", "    ")
+    return text.replace("\t", TAB_SPACES)
 
 
 def split_lines(text: str) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 
 from lsprotocol import types
 
+from completer.text import TAB_SPACES
 from completer.types import SOURCE_PARTIAL_LINE, SOURCE_REMOTE, SOURCE_WORKSPACE_LINE
 
 TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
@@ -83,20 +84,16 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
     return out
 
 
-TAB_WIDTH = "    "
-"""What the engine's text has for a tab (completer/text.py's `clean`)."""
-
-
 def writes_indentation(prefix: str, text: str) -> bool:
     """Whether `text`, put after the user's `prefix`, starts with indentation the engine wrote (in spaces, as it
     reads tabs): the cursor is in the line's indentation, after no space the user typed."""
-    return text.startswith(TAB_WIDTH) and not prefix.strip(" \t") and not prefix.endswith(" ")
+    return text.startswith(TAB_SPACES) and not prefix.strip(" \t") and not prefix.endswith(" ")
 
 
 def with_tabs(text: str) -> str:
-    """`text` with each TAB_WIDTH of the spaces it starts with as a tab."""
+    """`text` with each TAB_SPACES of the spaces it starts with as a tab."""
     spaces = len(text) - len(text.lstrip(" "))
-    return "\t" * (spaces // len(TAB_WIDTH)) + text[spaces - spaces % len(TAB_WIDTH):]
+    return "\t" * (spaces // len(TAB_SPACES)) + text[spaces - spaces % len(TAB_SPACES):]
 
 
 def line_range(line_no: int, end_units: int) -> types.Range:

@@ -18,6 +18,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from pygls import uris
@@ -71,6 +72,7 @@ def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted({s for lang in languages for s in LANGUAGE_SUFFIXES.get(lang, ())}))
 
 
+@lru_cache(maxsize=None)
 def context_suffixes(language: str) -> tuple[str, ...]:
     """The endings of the files that are context for a document in `language`: its own language's and its
     family's (LANGUAGE_FAMILIES). A Python file's lines (its `#` header, its calls) are wrong in a Go one."""

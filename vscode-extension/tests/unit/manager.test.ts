@@ -144,6 +144,14 @@ function setup(options: SetupOptions = {}) {
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
+/** completer/info while acme/tiny converts, and once its converted model answers in every language. */
+const acmeConverting = {
+    model: 'python-small',
+    model_conversion: { source: 'acme/tiny', state: 'converting' },
+    server: { enabled_languages: ['python'] },
+};
+const acmeDone = { model: 'acme-tiny-0123', server: { enabled_languages: ['*'] } };
+
 async function until(condition: () => boolean, what: string): Promise<void> {
     for (let i = 0; i < 200 && !condition(); i++) {
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -387,13 +395,7 @@ describe('server manager', () => {
 
     test('while a model converts, the server is asked again without waiting for a suggestion', async () => {
         // A file in a language the old model does not write asks for no suggestion, so none would bring the news.
-        const converting = {
-            model: 'python-small',
-            model_conversion: { source: 'acme/tiny', state: 'converting' },
-            server: { enabled_languages: ['python'] },
-        };
-        const done = { model: 'acme-tiny-0123', server: { enabled_languages: ['*'] } };
-        const { manager, clients, status } = setup({ loading: [converting, converting], info: done, conversionInfoIntervalMs: 5 });
+        const { manager, clients, status } = setup({ loading: [acmeConverting, acmeConverting], info: acmeDone, conversionInfoIntervalMs: 5 });
         await manager.start();
         assert.deepEqual(status.languages, ['python']);
         await until(() => status.model === 'acme-tiny-0123', 'the converted model, with no completion answered');
@@ -417,16 +419,10 @@ describe('server manager', () => {
     });
 
     test('a restart while a model converts keeps the new server asked after', async () => {
-        const converting = {
-            model: 'python-small',
-            model_conversion: { source: 'acme/tiny', state: 'converting' },
-            server: { enabled_languages: ['python'] },
-        };
-        const done = { model: 'acme-tiny-0123', server: { enabled_languages: ['*'] } };
-        const { manager, clients, status } = setup({ info: converting, conversionInfoIntervalMs: 20 });
+        const { manager, clients, status } = setup({ info: acmeConverting, conversionInfoIntervalMs: 20 });
         await manager.start();
         await manager.restart(); // before the first client's poll is due
-        clients[1].info = done;
+        clients[1].info = acmeDone;
         await until(() => status.model === 'acme-tiny-0123', "the new server's converted model, with no completion");
         assert.deepEqual(status.languages, ['*']);
     });
