@@ -241,8 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "alone)")
     convert.add_argument("--name", default=None, help="the bundle's name (default: the --out folder's name)")
     convert.add_argument("--force", action="store_true", help="replace --out if it is a bundle")
-    convert.add_argument("--no-fim", action="store_true",
-                         help="no fill-in-the-middle even if the tokenizer has FIM markers (a model not trained for it)")
+    fim = convert.add_mutually_exclusive_group()
+    fim.add_argument("--fim", action="store_true",
+                     help="fill-in-the-middle even where the model's names say it is a general model (Qwen2.5, not "
+                          "Qwen2.5-Coder), whose tokenizer has the markers without training to fill in")
+    fim.add_argument("--no-fim", action="store_true",
+                     help="no fill-in-the-middle even if the tokenizer has FIM markers (a model not trained for it)")
     convert.add_argument("--progress", action="store_true",
                          help="say each step on stderr even when it is not a terminal (as the VS Code command shows "
                               "it)")

@@ -29,7 +29,7 @@ from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
 from .converted import STOP_WITH_PARENT_ENV
 from .convertible import convert_extra_install, convert_extra_missing, is_gguf_file
-from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES
+from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES, general_model_name
 from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
@@ -91,17 +91,60 @@ def _fim(tokenizer) -> dict | None:
     return None
 
 
+def _model_card_text(folder: Path) -> str | None:
+    try:
+        return (folder / "README.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _front_matter(text: str) -> list[str]:
+    return text.split("\n---", 1)[0].splitlines()[1:] if text.startswith("---") else []
+
+
 def _license(folder: Path) -> str:
     """The license named in the model card's front matter (README.md), as the source declares it."""
-    try:
-        text = (folder / "README.md").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = _model_card_text(folder)
+    if text is None:
         return "unknown (no README.md; see the source's model card)"
-    if text.startswith("---"):
-        for line in text.split("\n---", 1)[0].splitlines():
-            if line.startswith("license:"):
-                return line.split(":", 1)[1].strip().strip("'\"") or "unknown"
+    for line in _front_matter(text):
+        if line.startswith("license:"):
+            return line.split(":", 1)[1].strip().strip("'\"") or "unknown"
     return "unknown (not declared in README.md; see the source's model card)"
+
+
+def _model_names(source: Path, config: dict, origin: Origin | None) -> list[str]:
+    """What the model is called wherever the checkpoint says: the name it is converted by (a folder, a Hugging
+    Face id, an Ollama or Tabby name, a GGUF file), config.json's `_name_or_path`, a GGUF file's `general.name`,
+    and its model card's title and tags. Not the card's `base_model`, which names a code model's general parent."""
+    names = [origin.name if origin else source.name, config.get("_name_or_path"),
+             (origin.record.get("gguf_name") if origin else None)]
+    text = _model_card_text(source) or ""
+    in_tags = False
+    for line in _front_matter(text):
+        if not line.startswith((" ", "-")):
+            in_tags = line.startswith("tags:")
+        elif in_tags and line.strip().startswith("- "):
+            names.append(line.strip()[2:].strip().strip("'\""))
+    body = text.split("\n---", 1)[1] if text.startswith("---") and "\n---" in text else text
+    names.append(next((line[2:] for line in body.splitlines() if line.startswith("# ")), None))
+    return [name.strip() for name in names if isinstance(name, str) and name.strip()]
+
+
+def _fim_choice(tokenizer, asked: bool | None, names: list[str]) -> tuple[dict | None, str | None]:
+    """The FIM template the bundle records, and why a template the tokenizer has is left out when no flag asked
+    (`asked` None): the model's names say it is its family's general model, not trained to fill in."""
+    found = _fim(tokenizer) if asked is not False else None
+    if asked and found is None:
+        raise ConvertError("--fim: the tokenizer has no fill-in-the-middle markers of a template the engine knows "
+                           f"({', '.join(FIM_TEMPLATES)})")
+    if found is None or asked:
+        return found, None
+    general = general_model_name(found["template"], names)
+    if general is None:
+        return found, None
+    return None, (f"{general} is a general model, not one trained to fill in the middle, though its tokenizer has "
+                  f"the markers: it completes from the text before the cursor (--fim turns fill-in-the-middle on)")
 
 
 class _ReadOnce(dict):
@@ -158,11 +201,12 @@ def _position_limit(config: dict) -> int:
 
 
 def convert(source: Path, out: Path, int8: bool = True, context: int | None = None, name: str | None = None,
-            force: bool = False, progress: bool | None = None, fim: bool = True, slots: int = 1,
+            force: bool = False, progress: bool | None = None, fim: bool | None = None, slots: int = 1,
             window: int | None = None, beams: int = DEFAULT_BEAMS, origin: Origin | None = None,
             languages: tuple[str, ...] | None = None) -> dict:
     """Convert the checkpoint folder `source` into the bundle `out`; returns the manifest. `fim=False` leaves
-    out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in.
+    out the FIM template for a model whose tokenizer has the markers but that was not trained to fill in, and
+    `fim=True` keeps it even where the model's names say it is a general model (None: the names decide, `_fim_choice`).
     `origin` names a folder that stands for something else (a Hugging Face cache snapshot, an unpacked GGUF file:
     `checkpoint_folder`).
     `slots` > 1 builds the one graph with that many search slots, so that many searches share each call
@@ -206,6 +250,9 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     if own_vocab > arch.vocab_size:
         raise ConvertError(f"tokenizer.json has {own_vocab:,} tokens, more than the model's {arch.vocab_size:,}")
     end_of_text = _end_of_text(source, config, tokenizer.get_vocab())
+    fim_template, fim_declined = _fim_choice(tokenizer, fim, _model_names(source, config, origin))
+    if fim_declined:
+        print(f"no fill-in-the-middle: {fim_declined}", file=sys.stderr)
     try:
         tokens = Tokens(source / "tokenizer.json", vocab_size=arch.vocab_size, end_of_text=end_of_text)
     except ModelError as exc:
@@ -227,8 +274,9 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         del model
         shutil.copyfile(source / "tokenizer.json", staging / "tokenizer.json")
         defaults = {"beams": beams, "context_tokens": window, **({"languages": list(languages)} if languages else {})}
+        fim_record = {"template": fim_template, "asked": fim, "declined": fim_declined}
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
-                             _fim(tokenizer) if fim else None, int8, fusions, slots, defaults, origin)
+                             fim_record, int8, fusions, slots, defaults, origin)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
@@ -240,9 +288,10 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
-              end_of_text: str, fim: dict | None, int8: bool, fusions: dict, slots: int, defaults: dict,
+              end_of_text: str, fim: dict, int8: bool, fusions: dict, slots: int, defaults: dict,
               origin: Origin | None) -> dict:
-    """The bundle's manifest; a folder that stands for something else is named by its `origin`."""
+    """The bundle's manifest; a folder that stands for something else is named by its `origin`. `fim`: the
+    template found (or None), the flag that asked (None: none did) and why a template found was left out."""
     from .graph import kv_layout
 
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
@@ -252,7 +301,7 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
                         f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []) +
                        ([f"--languages {shlex.quote(','.join(defaults['languages']))}"] if "languages" in defaults
-                        else []))
+                        else []) + ({True: ["--fim"], False: ["--no-fim"]}.get(fim["asked"], [])))
     manifest = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -277,8 +326,10 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
     }
     if origin:
         manifest["source"].update(origin.record)
-    if fim is not None:
-        manifest["fim"] = fim
+    if fim["template"] is not None:
+        manifest["fim"] = fim["template"]
+    elif fim["declined"]:
+        manifest["fim_declined"] = fim["declined"]
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
@@ -319,7 +370,8 @@ def _model_card(manifest: dict) -> str:
         f"{manifest['defaults']['context_tokens']:,} tokens, {manifest['defaults']['beams']} beams, suggestions "
         f"in {', '.join(manifest['defaults'].get('languages', ['every language']))}.",
         f"- Weights: {manifest['quantization']}.",
-        f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}.",
+        f"- Fill-in-the-middle: {fim['template'] + ' template, prompted prefix-suffix-middle' if fim else 'none'}"
+        + (f" ({manifest['fim_declined']})." if "fim_declined" in manifest else "."),
         f"- Command: `{manifest['conversion']['command']}`",
         (f"- Configuration and tokenizer: read from the GGUF file's metadata, as the config.json (sha256 "
          f"`{source['config_sha256']}`) and tokenizer.json (sha256 `{source['tokenizer_sha256']}`) they make."
@@ -478,7 +530,8 @@ def main(args) -> int:
         with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):
             manifest = convert(source, out, origin=origin, int8=not args.fp32, context=args.context,
                                progress=True if args.progress else None,
-                               name=args.name, force=args.force, fim=not args.no_fim, slots=args.batch_slots,
+                               name=args.name, force=args.force,
+                               fim=False if args.no_fim else (True if args.fim else None), slots=args.batch_slots,
                                window=args.default_context,
                                beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams,
                                languages=_languages(args.languages))

@@ -32,6 +32,22 @@ _NAME_PATTERNS = (
 )
 
 
+GENERAL_FAMILIES: dict[str, re.Pattern] = {"qwen": re.compile(r"qwen", re.IGNORECASE)}
+"""Templates whose markers the same family's general models carry in their tokenizer without having been trained to
+fill in: Qwen2 and Qwen2.5's general, math and instruct models share Qwen2.5-Coder's vocabulary, FIM markers and
+all, and answer a FIM prompt with noise."""
+
+
+def general_model_name(template: str, names: list[str]) -> str | None:
+    """The name that says a model whose tokenizer holds `template`'s markers is its family's general model, not
+    the code model trained to fill in: one of `names` is of the family and none of them is of its code model. None
+    when a name says it is the code model, or no name says anything (the markers are then taken at their word)."""
+    code, family = dict(_NAME_PATTERNS).get(template), GENERAL_FAMILIES.get(template)
+    if family is None or any(code is not None and code.search(name) for name in names):
+        return None
+    return next((name for name in names if family.search(name)), None)
+
+
 def template_for_model(name: str) -> str | None:
     """The FIM template a served model most likely knows, from its name; None when the name says nothing (the
     prompt is then the text before the cursor alone)."""

@@ -89,7 +89,7 @@ def unpack(path: Path, folder: Path) -> dict:
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
     license_name = meta.text("general.license", "unknown (not named in the GGUF file)")
     (folder / "README.md").write_text(f"---\nlicense: {license_name}\n---\n", encoding="utf-8")
-    return {"gguf": path.name, "gguf_architecture": arch,
+    return {"gguf": path.name, "gguf_architecture": arch, "gguf_name": meta.text("general.name", ""),
             "gguf_pre_tokenizer": meta.text("tokenizer.ggml.pre", "default"),
             "gguf_types": sorted({t.tensor_type.name for t in reader.tensors})}
 

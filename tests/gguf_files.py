@@ -28,7 +28,7 @@ def write_gguf(source: Path, out: Path, family: str, quantized: bool) -> Path:
     weights = load_file(str(source / "model.safetensors"))
     architecture = "starcoder" if family == "gpt_bigcode" else family
     writer = gguf.GGUFWriter(str(out), architecture)
-    writer.add_name(f"tiny {family}")
+    writer.add_name(f"tiny {family} coder")  # a Qwen2.5 file named for a general model converts without FIM
     writer.add_license("apache-2.0")
     heads, kv_heads = _hyperparameters(writer, config, family)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if quantized else gguf.LlamaFileType.ALL_F32)

@@ -771,6 +771,45 @@ def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generat
     assert "fim" not in json.loads((tmp_path / "plain" / "manifest.json").read_text())
 
 
+@pytest.mark.parametrize("card, folder, fills_in", [
+    ("---\nlicense: apache-2.0\n---\n# Qwen2.5-0.5B-Instruct\n", "src", False),
+    ("---\nlicense: apache-2.0\n---\n", "Qwen2.5-1.5B", False),
+    ("---\nlicense: apache-2.0\nbase_model:\n- Qwen/Qwen2.5-0.5B\ntags:\n- code\n- qwen-coder\n---\n# q\n", "qwen", True),
+    ("---\nlicense: apache-2.0\n---\n# Qwen2.5-Coder-0.5B\n", "qwen-0.5b", True),
+    ("---\nlicense: apache-2.0\n---\n# tiny test model\n", "my-model", True),
+])
+def test_a_general_qwen_model_whose_tokenizer_has_the_fim_markers_completes_without_them(tmp_path, capsys, card, folder,
+                                                                                        fills_in):
+    """Qwen2.5's general models carry Qwen2.5-Coder's FIM markers untrained: their names (the folder, the model
+    card's title and tags, never its base_model, which names a Coder model's general parent) turn FIM off unless
+    --fim asks; a name saying nothing leaves the markers their word."""
+    src = tmp_path / folder
+    checkpoint(src, "qwen2", tied=True)
+    (src / "README.md").write_text(card)
+    assert cli_main(["convert", str(src), "--out", str(tmp_path / "bundle"), "--context", "64"]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    card_text = (tmp_path / "bundle" / "MODEL.md").read_text()
+    assert ("fim" in manifest) == fills_in and ("fim_declined" in manifest) != fills_in
+    assert ("no fill-in-the-middle: Qwen2.5-" in capsys.readouterr().err) != fills_in
+    assert ("is a general model, not one trained to fill in" in card_text) != fills_in
+    engine = Engine(EngineSettings(model_path=str(tmp_path / "bundle"), fill_in_the_middle=True, device="cpu"))
+    assert (engine.bundle.fim_ids is not None) == fills_in
+    if not fills_in:
+        assert cli_main(["convert", str(src), "--out", str(tmp_path / "asked"), "--context", "64", "--fim"]) == 0
+        asked = json.loads((tmp_path / "asked" / "manifest.json").read_text())
+        assert asked["fim"]["template"] == "qwen" and "--fim" in asked["conversion"]["command"].split()
+
+
+def test_fim_asked_of_a_tokenizer_without_markers_is_refused_and_no_fim_is_kept_in_the_command(tmp_path, capsys):
+    checkpoint(tmp_path / "src", "qwen2", tied=True, fim=False)
+    assert cli_main(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "b"), "--context", "64", "--fim"]) == 2
+    assert "--fim: the tokenizer has no fill-in-the-middle markers" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    checkpoint(tmp_path / "fim", "qwen2", tied=True)
+    assert cli_main(["convert", str(tmp_path / "fim"), "--out", str(tmp_path / "c"), "--context", "64", "--no-fim"]) == 0
+    assert "--no-fim" in json.loads((tmp_path / "c" / "manifest.json").read_text())["conversion"]["command"].split()
+
+
 def test_a_form_feed_line_is_no_place_to_split_and_a_carriage_return_ends_the_text(converted):
     from completer.prompt import code_line_start
 

@@ -95,6 +95,17 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
         past = out.carried(np.zeros(1, np.int64))
 
 
+def test_a_gguf_file_of_a_general_qwen_model_by_its_general_name_converts_without_fim(tmp_path):
+    """llama.cpp names a file's model in general.name: a general Qwen2.5's file keeps the markers untrained."""
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    base = write_gguf(tmp_path / "src", tmp_path / "base.gguf", "qwen2", quantized=False)
+    path = rewritten(base, tmp_path / "model.gguf", **{"general.name": "Qwen2.5 0.5B Instruct"})
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--context", str(CONTEXT)]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert "fim" not in manifest and manifest["fim_declined"].startswith("Qwen2.5 0.5B Instruct is a general model")
+    assert manifest["source"]["gguf_name"] == "Qwen2.5 0.5B Instruct"
+
+
 def test_quantized_blocks_are_read_as_llama_cpp_reads_them(written, tmp_path):
     """A Q8_0 file: the converted fp32 graph's next tokens are llama.cpp's on the same file."""
     from tokenizers import Tokenizer
