@@ -774,7 +774,8 @@ def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generat
 @pytest.mark.parametrize("card, folder, fills_in", [
     ("---\nlicense: apache-2.0\n---\n# Qwen2.5-0.5B-Instruct\n", "src", False),
     ("---\nlicense: apache-2.0\n---\n", "Qwen2.5-1.5B", False),
-    ("---\nlicense: apache-2.0\nbase_model:\n- Qwen/Qwen2.5-0.5B\ntags:\n- code\n- qwen-coder\n---\n# q\n", "qwen", True),
+    ("---\nlicense: apache-2.0\nbase_model:\n- Qwen/Qwen2.5-0.5B\ntags:\n- code\n- qwen-coder\n---\n# q\n", "qwen",
+     True),
     ("---\nlicense: apache-2.0\n---\n# Qwen2.5-Coder-0.5B\n", "qwen-0.5b", True),
     ("---\nlicense: apache-2.0\n---\n# tiny test model\n", "my-model", True),
 ])
@@ -806,7 +807,8 @@ def test_fim_asked_of_a_tokenizer_without_markers_is_refused_and_no_fim_is_kept_
     assert "--fim: the tokenizer has no fill-in-the-middle markers" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
     checkpoint(tmp_path / "fim", "qwen2", tied=True)
-    assert cli_main(["convert", str(tmp_path / "fim"), "--out", str(tmp_path / "c"), "--context", "64", "--no-fim"]) == 0
+    assert cli_main(["convert", str(tmp_path / "fim"), "--out", str(tmp_path / "c"), "--context", "64",
+                     "--no-fim"]) == 0
     assert "--no-fim" in json.loads((tmp_path / "c" / "manifest.json").read_text())["conversion"]["command"].split()
 
 
