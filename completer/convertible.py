@@ -5,8 +5,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-LLAMA_TYPES = ("llama", "mistral", "qwen2")
-"""config.json model_types of the LLaMA family: RMSNorm, rotary positions, a gated MLP."""
+LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+"""config.json model_types of the LLaMA family: RMSNorm, rotary positions, a gated MLP (Qwen3's query and key heads
+each normalized too)."""
 SUPPORTED_TYPES = ("gpt2", "gpt_bigcode", *LLAMA_TYPES, "starcoder2")
 """Every config.json model_type the graph builder implements (completer/graph/huggingface.py)."""
 

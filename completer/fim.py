@@ -34,8 +34,8 @@ _NAME_PATTERNS = (
 
 GENERAL_FAMILIES: dict[str, re.Pattern] = {"qwen": re.compile(r"qwen", re.IGNORECASE)}
 """Templates whose markers the same family's general models carry in their tokenizer without having been trained to
-fill in: Qwen2 and Qwen2.5's general, math and instruct models share Qwen2.5-Coder's vocabulary, FIM markers and
-all, and answer a FIM prompt with noise."""
+fill in: Qwen2, Qwen2.5 and Qwen3's general, math and instruct models share Qwen2.5-Coder's vocabulary, FIM markers
+and all, and answer a FIM prompt with noise."""
 
 
 def general_model_name(template: str, names: list[str]) -> str | None:

@@ -7,8 +7,8 @@ tensors in fp32 under their Hugging Face names (every quantized block dequantize
 llama.cpp's own reader), when the converter asks for them. What llama.cpp's converter changed is undone:
 LLaMA's query and key rows are permuted back to the Hugging Face rotary layout, GPT-2's weights transposed back.
 
-Only what the graph runs is accepted: the llama, qwen2, starcoder2, starcoder and gpt2 architectures, byte-level BPE
-vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
+Only what the graph runs is accepted: the llama, qwen2, qwen3, starcoder2, starcoder and gpt2 architectures,
+byte-level BPE vocabularies ("gpt2" in GGUF) whose pre-tokenizer is known here. Anything else is one line naming it.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from .types import ModelError
 
-ARCHITECTURES = ("llama", "qwen2", "starcoder2", "starcoder", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "qwen3", "starcoder2", "starcoder", "gpt2")
 """general.architecture values unpacked, each to the config.json model_type of the same name but `starcoder`:
 StarCoder and StarCoderBase, transformers' gpt_bigcode."""
 LEARNED_POSITIONS = ("starcoder", "gpt2")  # GPT-2's tensor names and layout; StarCoder's has one key/value head
@@ -61,6 +61,7 @@ LAYER_TENSORS = {
     "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm", "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
     "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",  # qwen3
 }
 STARCODER2_MLP = {"ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
 GPT2_TENSORS = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",

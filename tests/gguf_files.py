@@ -83,6 +83,9 @@ def _hyperparameters(writer, config: dict, family: str) -> tuple[int, int]:
     writer.add_head_count(heads)
     writer.add_head_count_kv(kv_heads)
     writer.add_rope_freq_base(float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]))
+    if config.get("head_dim"):  # Qwen3's head size of its own, as conversion/qwen.py writes it
+        writer.add_key_length(config["head_dim"])
+        writer.add_value_length(config["head_dim"])
     if family == "starcoder2":
         writer.add_layer_norm_eps(config["norm_epsilon"])
     else:
@@ -98,6 +101,7 @@ LAYER_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_
                "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
                "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
                "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
+               "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
                "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm"}
 
 

@@ -59,7 +59,7 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
     """A random checkpoint of `family` saved with save_pretrained; returns the transformers model."""
     import torch
     from transformers import (AutoModelForCausalLM, GPT2Config, GPTBigCodeConfig, LlamaConfig, Qwen2Config,
-                              Starcoder2Config)
+                              Qwen3Config, Starcoder2Config)
 
     torch.manual_seed(seed)
     if family == "gpt2":
@@ -82,6 +82,10 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
                                   num_key_value_heads=2, vocab_size=vocab_size, max_position_embeddings=512,
                                   rope_theta=999999.0, sliding_window=4096, tie_word_embeddings=tied,
                                   use_bias=family != "starcoder2_no_bias", bos_token_id=0, eos_token_id=0)
+    elif family == "qwen3":  # each query and key head RMS-normalized; a head size of its own (not 64 / 4)
+        config = Qwen3Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=24, vocab_size=vocab_size, max_position_embeddings=512,
+                             tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
     else:  # qwen2: q/k/v biases, one key/value head
         config = Qwen2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=1, vocab_size=vocab_size, max_position_embeddings=512,

@@ -26,7 +26,7 @@ from completer.runtime import KV_INPUTS, Runtime, with_group_axis, without_group
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
-FAMILIES = [("gpt2", True), ("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen2", False),
+FAMILIES = [("gpt2", True), ("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen2", False), ("qwen3", True),
             ("gpt_bigcode", True), ("gpt_bigcode_mha", False), ("starcoder2", True), ("starcoder2_no_bias", False)]
 CONTEXT = 128
 
@@ -150,7 +150,18 @@ def converted_bigcode(tmp_path_factory) -> tuple[Path, Path, object]:
     return root / "src", root / "bundle", model
 
 
-@pytest.mark.parametrize("which", ["converted", "converted_starcoder2", "converted_bigcode"])
+@pytest.fixture(scope="module")
+def converted_qwen3(tmp_path_factory) -> tuple[Path, Path, object]:
+    """A tiny Qwen3-shaped checkpoint (each query and key head normalized) and its INT8 bundle."""
+    root = tmp_path_factory.mktemp("qwen3")
+    model = checkpoint(root / "src", "qwen3", tied=True)
+    assert cli_main(["convert", str(root / "src"), "--out", str(root / "bundle"), "--context", str(CONTEXT)]) == 0
+    fusions = json.loads((root / "bundle" / "manifest.json").read_text())["graph_fusions"]
+    assert fusions["SimplifiedLayerNormalization"] >= 2  # each layer's query and key norm, fused with weights of one
+    return root / "src", root / "bundle", model
+
+
+@pytest.mark.parametrize("which", ["converted", "converted_starcoder2", "converted_bigcode", "converted_qwen3"])
 def test_the_int8_bundle_agrees_with_transformers_on_most_next_tokens(which, request):
     from completer.bundle import load_bundle
 

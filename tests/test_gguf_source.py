@@ -34,8 +34,8 @@ def llama_cpp(path: Path):
                  n_threads_batch=2, verbose=False)
 
 
-FAMILIES = [("llama", False), ("llama_bias", True), ("qwen2", True), ("starcoder2", True), ("gpt_bigcode", True),
-            ("gpt2", True)]
+FAMILIES = [("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen3", True), ("starcoder2", True),
+            ("gpt_bigcode", True), ("gpt2", True)]
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=[family for family, _ in FAMILIES])

@@ -2,12 +2,14 @@
 
 Three families cover the models users have: "gpt2" (learned positions, LayerNorm with bias, GELU MLP; GPT-2,
 our own models, and StarCoder's gpt_bigcode with one key/value head), "llama" (rotary positions, RMSNorm, SwiGLU
-MLP, grouped-query attention; Mistral and Qwen2 are this family with or without q/k/v biases) and "starcoder2"
+MLP, grouped-query attention; Mistral and Qwen2 are this family with or without q/k/v biases, Qwen3 with each
+query and key head RMS-normalized before its rotation) and "starcoder2"
 (rotary positions and grouped-query attention, with GPT-2's LayerNorm and GELU MLP, biases everywhere). Weights
 come in one canonical layout, matrices as [in, out]:
 
     embed [V, C]                        positions [N, C] (gpt2 only)
     layers.{i}.norm1.weight / .bias     layers.{i}.qkv.weight [C, (H + 2 KV) D] / .bias
+    layers.{i}.q_norm.weight [D] and layers.{i}.k_norm.weight [D]                          (qk_norm)
     layers.{i}.o.weight [H D, C] / .bias
     layers.{i}.norm2.weight / .bias
     layers.{i}.fc.weight [C, F] / .bias and layers.{i}.out.weight [F, C] / .bias          (gpt2, starcoder2)
@@ -42,6 +44,7 @@ class Architecture:
     activation: str = "gelu"
     rope_theta: float = 10000.0
     rope_scaling: dict = field(default_factory=dict)  # {} or {"rope_type": "linear" | "llama3", ...}
+    qk_norm: bool = False  # each query and key head RMS-normalized before its rotation (Qwen3)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES or self.activation not in ACTIVATIONS:
@@ -50,6 +53,8 @@ class Architecture:
             raise ValueError(f"{self.n_head} attention heads cannot share {self.n_kv_head} key/value heads")
         if self.head_dim % 2 and self.rotary:
             raise ValueError(f"rotary positions need an even head size, not {self.head_dim}")
+        if self.qk_norm and not self.rotary:
+            raise ValueError("normalized query and key heads are built only with rotary positions")
 
     @property
     def rotary(self) -> bool:

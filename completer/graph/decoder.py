@@ -86,17 +86,18 @@ def _grouped_columns(arch: Architecture) -> np.ndarray:
 def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str, cos: str, sin: str
            ) -> tuple[str, str, str]:
     """The fused q/k/v product, laid out by KV head: q [B, KV, G, S, D], k and v [B, KV, 1, S, D]. The queries
-    carry 1/sqrt(D), folded into their weights."""
+    carry 1/sqrt(D), folded into their weights (or, where each head is normalized, into its norm's weights)."""
     n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
-    i64, q_width = g.i64, arch.n_head * dim
+    i64 = g.i64
+    query_scale = 1.0 if arch.qk_norm else 1.0 / np.sqrt(dim)
     w = np.asarray(weights[f"{p}.qkv.weight"], np.float32).copy()  # [C, (H + 2 KV) D]
-    w[:, :q_width] *= 1.0 / np.sqrt(dim)
+    w[:, :arch.n_head * dim] *= query_scale
     order = _grouped_columns(arch)
     fused = {f"{p}.qkv.weight": w[:, order]}
     bias = weights.get(f"{p}.qkv.bias")
     if bias is not None:
         bias = np.asarray(bias, np.float32).copy()
-        bias[:q_width] *= 1.0 / np.sqrt(dim)
+        bias[:arch.n_head * dim] *= query_scale
         fused[f"{p}.qkv.bias"] = bias[order]
     qkv = _linear(g, h, fused, f"{p}.qkv")  # [B, S, (H + 2 KV) D], grouped
     by_kv = [0, 2, 3, 1, 4]  # [B, S, KV, n, D] -> [B, KV, n, S, D]
@@ -106,6 +107,8 @@ def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.nd
         return q, k, v
     qk, v = g.op("Split", [qkv, i64("qk_v", [(arch.n_head + n_kv) * dim, n_kv * dim])], f"{p}_qk_v", outputs=2,
                  axis=2)  # [B, S, (H + KV) D], [B, S, KV D]
+    if arch.qk_norm:
+        qk = _head_norms(g, arch, qk, weights, p)
     # rotary positions, HF's rotate-half convention (not interleaved), on the queries and keys at once
     qk = g.op("RotaryEmbedding", [qk, "position_ids", cos, sin], f"{p}_qk_rot", domain="com.microsoft",
               interleaved=0, num_heads=arch.n_head + n_kv)
@@ -113,6 +116,24 @@ def _heads(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.nd
     q, k = g.op("Split", [heads, i64("qk_heads", [group, 1])], f"{p}_qk", outputs=2, axis=2)
     v = g.op("Transpose", [g.op("Reshape", [v, i64("v5", [0, 0, n_kv, 1, dim])])], f"{p}_v", perm=by_kv)
     return q, k, v
+
+
+def _head_norms(g: GraphBuilder, arch: Architecture, qk: str, weights: dict[str, np.ndarray], p: str) -> str:
+    """Qwen3's RMSNorm of each query and key head over its D values, before the rotation. The queries' 1/sqrt(D)
+    goes into their norm's weights: the norm would undo it in the product before. The norm is built with weights of
+    one, which onnxruntime's fusion takes into SimplifiedLayerNormalization (a norm's weights must be [D] there), and
+    the heads' own weights multiply after it."""
+    n_kv, group, dim = arch.n_kv_head, arch.n_head // arch.n_kv_head, arch.head_dim
+    query = np.asarray(weights[f"{p}.q_norm.weight"], np.float32) / np.sqrt(dim)  # [D]
+    key = np.asarray(weights[f"{p}.k_norm.weight"], np.float32)  # [D]
+    rows = np.tile(np.stack([query] * group + [key]), (n_kv, 1)).astype(np.float32)  # [(G + 1) KV, D], grouped
+    heads = g.op("Reshape", [qk, g.i64("qk_by_head", [0, 0, (group + 1) * n_kv, dim])])  # [B, S, H + KV, D]
+    square = g.op("Pow", [heads, g.const("two", np.array(2.0, np.float32))])
+    mean = g.op("ReduceMean", [square], axes=[-1], keepdims=1)  # [B, S, H + KV, 1]
+    root = g.op("Sqrt", [g.op("Add", [mean, g.const("eps", np.array(arch.norm_eps, np.float32))])])
+    unit = g.op("Mul", [g.op("Div", [heads, root]), g.const("ones", np.ones(dim, np.float32))])
+    normed = g.op("Mul", [unit, g.const(f"{p}.qk_norm.weight", rows)], f"{p}_qk_normed")
+    return g.op("Reshape", [normed, g.i64("qk_flat", [0, 0, (group + 1) * n_kv * dim])])  # [B, S, (H + KV) D]
 
 
 def _mlp(g: GraphBuilder, arch: Architecture, h: str, weights: dict[str, np.ndarray], p: str) -> str:

@@ -146,7 +146,7 @@ def _llama(config: dict, context: int) -> Architecture:
                         mlp_hidden=int(config["intermediate_size"]), vocab_size=int(config["vocab_size"]),
                         max_positions=int(config.get("max_position_embeddings", context)),
                         norm_eps=float(config.get("rms_norm_eps", 1e-6)), activation="silu", rope_theta=theta,
-                        rope_scaling=scaling)
+                        rope_scaling=scaling, qk_norm=config.get("model_type") == "qwen3")
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -326,6 +326,9 @@ def _llama_weights(taker: _Taker, arch: Architecture) -> dict[str, Lazy]:
         out[f"{q}.norm1.weight"] = taker.take(f"{p}.input_layernorm.weight", (c,))
         out[f"{q}.norm2.weight"] = taker.take(f"{p}.post_attention_layernorm.weight", (c,))
         _attention(out, taker, p, q, arch)
+        if arch.qk_norm:
+            for name in ("q_norm", "k_norm"):
+                out[f"{q}.{name}.weight"] = taker.take(f"{p}.self_attn.{name}.weight", (arch.head_dim,))
         gate = taker.take(f"{p}.mlp.gate_proj.weight", (f, c))
         up = taker.take(f"{p}.mlp.up_proj.weight", (f, c))
         out[f"{q}.gate_up.weight"] = lazy.concatenate([gate, up]).transposed()  # [C, 2F]
