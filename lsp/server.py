@@ -109,6 +109,7 @@ class CompleterServer(LanguageServer):
         self._edit_timers: dict[str, asyncio.TimerHandle] = {}  # per document: its unsaved text indexed when it fires
         self._edit_reads: dict[str, asyncio.Future] = {}  # per document: its unsaved text being indexed
         self._disk_reads: dict[Path, None] = {}  # files events named, to read again from the disk, in order
+        self._disk_reading: frozenset[Path] = frozenset()  # those being read now, on a thread
         self._edits_before_disk: list[asyncio.Future] = []  # unsaved texts being indexed: the disk's comes after
         self._disk_reader: asyncio.Task[Any] | None = None
         self.lookups = RepositoryLookups(self)
@@ -307,9 +308,10 @@ class CompleterServer(LanguageServer):
     def workspace_file_changed(self, uri: str) -> None:
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a
         thread (it reads the disk), after any unsaved text of it still being indexed, which would otherwise
-        stand in place of the disk's."""
+        stand in place of the disk's. A document the editor holds keeps its text in the index: the disk's is
+        older, or the same just saved."""
         path = path_of(uri)
-        if self.repository is None or path is None:
+        if self.repository is None or path is None or self._editor_holds(uri):
             return
         self._cancel_edit_index(uri)
         unsaved = self._edit_reads.get(uri)
@@ -328,8 +330,22 @@ class CompleterServer(LanguageServer):
                 await asyncio.wait(edits)
             paths = list(self._disk_reads)
             self._disk_reads.clear()
-            if self.repository is not None:
-                await asyncio.to_thread(self.repository.update_all, paths)
+            self._disk_reading = frozenset(paths)
+            try:
+                if self.repository is not None:
+                    await asyncio.to_thread(self.repository.update_all, paths)
+            finally:
+                self._disk_reading = frozenset()
+
+    def _editor_holds(self, uri: str) -> bool:
+        """Whether the document is open and in sync: its text, indexed after each pause in typing, is the file's."""
+        doc = self.documents.get(uri)
+        return doc is not None and doc.in_sync
+
+    def _disk_read_due(self, path: Path) -> bool:
+        """Whether the disk's text of `path` is waiting to be read or being read: a read of a document's unsaved
+        text started now might end first, and the disk's would stay in its place."""
+        return path in self._disk_reads or path in self._disk_reading
 
     def workspace_document_edited(self, uri: str) -> None:
         """A document changed: once it has not changed for EDIT_INDEX_DELAY, the workspace index reads its unsaved
@@ -346,10 +362,10 @@ class CompleterServer(LanguageServer):
 
     def _index_edited(self, uri: str) -> None:
         self._edit_timers.pop(uri, None)
-        if uri in self._edit_reads:  # one read per document at a time: one started now might end first, and the
-            self.workspace_document_edited(uri)  # older text, put in last, would stay; this one waits its turn
-            return
         doc, path = self.documents.get(uri), path_of(uri)
+        if uri in self._edit_reads or (path is not None and self._disk_read_due(path)):
+            self.workspace_document_edited(uri)  # one read of a file at a time: one started now might end first, and
+            return  # the older text, put in last, would stay; this one waits its turn
         if self.repository is None or doc is None or not doc.in_sync or path is None:
             return
         read = asyncio.ensure_future(asyncio.to_thread(self.repository.edited, path, doc.text()))

@@ -339,6 +339,71 @@ async def test_a_documents_unsaved_texts_reach_the_index_in_the_order_typed(tmp_
     files.stop()
 
 
+async def _settled(server: CompleterServer) -> None:
+    """Wait until no disk read, pause in typing or read of unsaved text is left to the server."""
+    for _ in range(1000):
+        reader = server._disk_reader
+        if (reader is None or reader.done()) and not server._edit_timers and not server._edit_reads:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the server's reads of the workspace never settled")
+
+
+@pytest.mark.parametrize("event", ["saved", "closed and opened again"])
+async def test_a_disk_read_that_ends_last_never_replaces_the_editors_newer_text(tmp_path: Path, monkeypatch,
+                                                                                event: str):
+    """A disk read of a file (didSave of the open document, or didClose before it is opened again) held up on its
+    thread while the editor's newer text is read for the index: once both ended, the index holds the editor's text;
+    once the document closes, the disk's."""
+    import lsp.server
+
+    monkeypatch.setattr(lsp.server, "EDIT_INDEX_DELAY", 0.01)
+    root = tmp_path.resolve()
+    (root / "doc.py").write_text("disk_saved_name = 1\n")
+    server = CompleterServer()
+    server.repository = files = _index(root)
+    disk_read_may_end, update_all = threading.Event(), files.update_all
+
+    def held_up(paths: list[Path]) -> None:
+        assert disk_read_may_end.wait(10)
+        update_all(paths)
+
+    files.update_all = held_up  # type: ignore[method-assign]
+    pause_noticed = asyncio.Event()
+    index_edited = server._index_edited
+
+    def noticing(uri: str) -> None:
+        pause_noticed.set()
+        index_edited(uri)
+
+    server._index_edited = noticing  # type: ignore[method-assign]
+    uri = (root / "doc.py").as_uri()
+    server.documents.open(uri, "python", 1, "disk_saved_name = 1\n")
+    if event == "saved":
+        server.workspace_file_changed(uri)
+        server.documents.change(uri, 2, [(None, "newer_unsaved_name = 2\n")])
+    else:
+        server.documents.close(uri)
+        server.workspace_file_changed(uri)
+        server.documents.open(uri, "python", 3, "newer_unsaved_name = 2\n")
+    try:
+        server.workspace_document_edited(uri)
+        await asyncio.wait_for(pause_noticed.wait(), 10)
+        if uri in server._edit_reads:  # a read of the editor's text that does not wait for the disk's ends first
+            await server._edit_reads[uri]
+    finally:
+        disk_read_may_end.set()
+    await _settled(server)
+    names = files.names_elsewhere(root / "other.py")
+    assert names("newer_unsaved_name") and not names("disk_saved_name")
+
+    server.documents.close(uri)
+    server.workspace_file_changed(uri)
+    await _settled(server)
+    assert names("disk_saved_name") and not names("newer_unsaved_name")
+    files.stop()
+
+
 FOLLOWED = "    session = open_vault_session(vault_path)\n"
 FOLLOWING = "    session.unseal_with_quorum(keyholders, threshold=3)"
 

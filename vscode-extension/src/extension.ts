@@ -115,14 +115,19 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
     return serverManager;
 }
 
-/** Restart when the Python extension's active interpreter changes (used when completer.pythonPath is unset). */
+/** Restart when the Python extension's active interpreter changes (used when completer.pythonPath is unset). Not
+ *  once the manager is disposed (the extension deactivated while the server started): the context's subscriptions
+ *  were disposed with it, and one pushed now would never be. */
 async function watchPythonInterpreter(
     context: ExtensionContext,
     serverManager: ServerManager,
     log: { warn(message: string): void },
 ): Promise<void> {
     try {
-        const api = await getPythonApi();
+        const api = serverManager.isDisposed ? undefined : await getPythonApi();
+        if (serverManager.isDisposed) {
+            return;
+        }
         const subscription = api?.environments.onDidChangeActiveEnvironmentPath?.(() => {
             void serverManager.onInterpreterChanged();
         });

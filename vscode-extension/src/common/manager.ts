@@ -165,6 +165,11 @@ export class ServerManager {
         return this.client !== undefined;
     }
 
+    /** Disposed, or being disposed: it starts no server again, and whatever still follows it should let go. */
+    get isDisposed(): boolean {
+        return this.disposed;
+    }
+
     start(): Promise<void> {
         return this.enqueue(() => this.startSafely());
     }
@@ -259,9 +264,10 @@ export class ServerManager {
         return this.restart();
     }
 
+    /** Marked disposed at once, so a start queued before the stop, or a listener asking while it runs, finds it so. */
     async dispose(): Promise<void> {
-        await this.stop();
         this.disposed = true;
+        await this.stop();
     }
 
     private enqueue<T>(operation: () => Promise<T>): Promise<T> {

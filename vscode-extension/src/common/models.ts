@@ -225,13 +225,58 @@ export async function chooseModel(deps: ChooseDeps): Promise<string | null | und
     return chosen.modelPath;
 }
 
+/**
+ * Converts `id` into `folder`, unless a conversion into it is under way (in this window or another: they share the
+ * storage folder), which is then said instead of starting a second one.
+ */
 async function convertInto(deps: ChooseDeps, python: string, id: string, folder: string): Promise<boolean> {
-    const run = deps.convert ?? spawnRunner;
-    const args = ['-m', 'completer', 'convert', id, '--out', folder, '--progress'];
-    deps.log.info(`Running ${python} ${args.join(' ')}`);
     fs.mkdirSync(path.dirname(folder), { recursive: true });
+    if (!claimConversion(folder)) {
+        deps.log.info(`Not converting ${id}: a conversion into ${folder} is under way`);
+        void deps.showInfo(`Completer: ${id} is being converted already; pick it again once that conversion ends.`);
+        return false;
+    }
+    try {
+        if (isBundleFolder(folder)) {
+            return true; // converted by another window since the models were listed
+        }
+        return await convertInWorkFolder(deps, python, id, folder);
+    } finally {
+        releaseConversion(folder);
+    }
+}
+
+/** The conversion itself, under the lock on `folder`: the converter writes in a work folder of its own, removed
+ *  afterwards with whatever a converter killed before its end left there. */
+async function convertInWorkFolder(deps: ChooseDeps, python: string, id: string, folder: string): Promise<boolean> {
+    const work = workFolderOf(folder);
+    fs.rmSync(work, { recursive: true, force: true }); // a window closed mid-conversion left it; none runs now
+    fs.mkdirSync(work);
+    try {
+        const made = path.join(work, path.basename(folder));
+        const result = await runConverter(deps, python, id, made);
+        if (result === undefined) {
+            deps.log.info(`Converting ${id} was cancelled`);
+            return false;
+        }
+        if (result.code !== 0 || !isBundleFolder(made)) {
+            reportFailure(deps, id, result);
+            return false;
+        }
+        putInPlace(made, folder);
+    } finally {
+        fs.rmSync(work, { recursive: true, force: true });
+    }
+    void deps.showInfo(`Completer: ${id} converted into ${folder}; suggestions now come from it.`);
+    return true;
+}
+
+/** `completer convert` of `id` into `out` under a cancellable progress notification; undefined when cancelled. */
+async function runConverter(deps: ChooseDeps, python: string, id: string, out: string): Promise<RunResult | undefined> {
+    const run = deps.convert ?? spawnRunner;
+    const args = ['-m', 'completer', 'convert', id, '--out', out, '--progress'];
+    deps.log.info(`Running ${python} ${args.join(' ')}`);
     let cancelled = false;
-    const before = new Set(entriesOf(path.dirname(folder)));
     const result = await deps.withProgress(`Completer: converting ${id}`, (report, signal) => {
         signal.addEventListener('abort', () => (cancelled = true), { once: true });
         return run(
@@ -244,41 +289,103 @@ async function convertInto(deps: ChooseDeps, python: string, id: string, folder:
             signal,
         );
     });
-    if (cancelled) {
-        removeLeftovers(path.dirname(folder), before);
-        deps.log.info(`Converting ${id} was cancelled`);
-        return false;
-    }
-    if (result.code !== 0 || !isBundleFolder(folder)) {
-        removeLeftovers(path.dirname(folder), before); // a converter killed (out of memory) could not remove them
-        const killed = result.code === null && !result.spawnError && !(result.stderr || result.stdout).trim();
-        const detail = killed
-            ? 'the converter was killed before its end (out of memory?)'
-            : lastLine(result).replace(/^completer convert: /, '');
-        deps.log.error(`Converting ${id} failed: ${detail}`);
-        void deps.showError(`Completer: could not convert ${id}: ${detail}`);
-        return false;
-    }
-    void deps.showInfo(`Completer: ${id} converted into ${folder}; suggestions now come from it.`);
-    return true;
+    return cancelled ? undefined : result;
 }
 
-function entriesOf(folder: string): string[] {
+/** The converter's one-line reason, or that it was killed where it gave none (the OOM killer gives no chance). */
+function reportFailure(deps: ChooseDeps, id: string, result: RunResult): void {
+    const killed = result.code === null && !result.spawnError && !(result.stderr || result.stdout).trim();
+    const detail = killed
+        ? 'the converter was killed before its end (out of memory?)'
+        : lastLine(result).replace(/^completer convert: /, '');
+    deps.log.error(`Converting ${id} failed: ${detail}`);
+    void deps.showError(`Completer: could not convert ${id}: ${detail}`);
+}
+
+/**
+ * The folder a conversion into `folder` writes in, beside it: the converter stages the bundle and unpacks a GGUF
+ * file beside its --out, so what one killed before its end leaves is there, and no other conversion's is
+ * (completer/converted.py's `work_folder`, which the server converts in).
+ */
+function workFolderOf(folder: string): string {
+    return path.join(path.dirname(folder), `.${path.basename(folder)}.work`);
+}
+
+/** The file whose presence says a conversion into `folder` is under way; it names the process that runs it. */
+function lockFileOf(folder: string): string {
+    return path.join(path.dirname(folder), `.${path.basename(folder)}.lock`);
+}
+
+/** Takes the lock on conversions into `folder`, unless a live process holds it; one left by a process that is gone
+ *  (a window closed mid-conversion) is taken over. */
+function claimConversion(folder: string): boolean {
+    const lock = lockFileOf(folder);
+    if (createLock(lock)) {
+        return true;
+    }
+    if (holderAlive(lock)) {
+        return false;
+    }
+    fs.rmSync(lock, { force: true });
+    return createLock(lock);
+}
+
+function releaseConversion(folder: string): void {
+    fs.rmSync(lockFileOf(folder), { force: true });
+}
+
+/** Creates `lock` naming this process; false when it exists. */
+function createLock(lock: string): boolean {
     try {
-        return fs.readdirSync(folder);
-    } catch {
-        return [];
+        fs.writeFileSync(lock, String(process.pid), { flag: 'wx' });
+        return true;
+    } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EEXIST') {
+            return false;
+        }
+        throw err;
+    }
+}
+
+/** Whether the process `lock` names still runs. An empty lock is being written (held); one unreadable for another
+ *  reason than its removal counts as held too, so that a conversion is never run twice at once. */
+function holderAlive(lock: string): boolean {
+    let text: string;
+    try {
+        text = fs.readFileSync(lock, 'utf8').trim();
+    } catch (err) {
+        return (err as NodeJS.ErrnoException).code !== 'ENOENT';
+    }
+    if (text === '') {
+        return true;
+    }
+    const pid = Number(text);
+    if (!Number.isInteger(pid) || pid <= 0) {
+        return false;
+    }
+    try {
+        process.kill(pid, 0); // signal 0: whether it exists, sending nothing
+        return true;
+    } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'EPERM'; // another user's process
     }
 }
 
 /**
- * What a conversion killed before its end leaves in the models folder (its staging and unpacking folders, which
- * `completer convert` removes itself when it is interrupted): those that appeared while it ran.
+ * The bundle `made` in the work folder becomes `folder`. Its manifest and model card record the command that made
+ * it: they now name `folder`, not the work folder (neither file is among those the manifest checksums), as
+ * completer/converted.py's `put_in_place` does.
  */
-function removeLeftovers(modelsDir: string, before: Set<string>): void {
-    for (const entry of entriesOf(modelsDir)) {
-        if (!before.has(entry) && (entry.includes('.converting-') || entry.startsWith('.gguf-'))) {
-            fs.rmSync(path.join(modelsDir, entry), { recursive: true, force: true });
+function putInPlace(made: string, folder: string): void {
+    fs.renameSync(made, folder);
+    for (const name of ['manifest.json', 'MODEL.md']) {
+        const file = path.join(folder, name);
+        try {
+            const text = fs.readFileSync(file, 'utf8');
+            const escaped = (p: string) => JSON.stringify(p).slice(1, -1); // as manifest.json spells a path
+            fs.writeFileSync(file, text.split(escaped(made)).join(escaped(folder)).split(made).join(folder));
+        } catch {
+            // a file this converter did not write: nothing in it names the work folder
         }
     }
 }

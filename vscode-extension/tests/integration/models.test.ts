@@ -85,6 +85,9 @@ describe('choosing a model with the real completer CLI', () => {
         const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'));
         assert.equal(manifest.source.folder, 'acme/tiny-coder');
         assert.equal(manifest.source.revision, COMMIT);
+        // the command that made it names the folder it lies in, not the work folder it was made in
+        assert.ok(manifest.conversion.command.includes(`--out ${folder} `), manifest.conversion.command);
+        assert.deepEqual(fs.readdirSync(path.dirname(folder)), [path.basename(folder)]); // no work folder, no lock
         const sample = path.join(root, 'sample.py');
         fs.writeFileSync(sample, 'def total(items):\n    return sum(items)\n');
         const answer = JSON.parse(execFileSync(python, ['-m', 'completer', 'complete', `${sample}:2:5`, '--model', folder,

@@ -205,4 +205,37 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         changeListeners[0]();
         await until(() => created.length === 2, 'restart on interpreter change');
     });
+
+    test("follows no interpreter change once deactivated while the server was starting", async () => {
+        const listening: { disposed: boolean }[] = [];
+        let letActivate = () => {};
+        const activated = new Promise<void>((resolve) => (letActivate = resolve));
+        mock.extensions.set('ms-python.python', {
+            isActive: false,
+            exports: {
+                environments: {
+                    getActiveEnvironmentPath: () => ({ id: 'venv', path: '/venv' }),
+                    resolveEnvironment: async () => ({ executable: { uri: { fsPath: goodPython } } }),
+                    onDidChangeActiveEnvironmentPath: () => {
+                        const subscription = { disposed: false, dispose: () => (subscription.disposed = true) };
+                        listening.push(subscription);
+                        return subscription;
+                    },
+                },
+            },
+            async activate() {
+                await activated; // the start waits on the Python extension, as on a slow machine
+                this.isActive = true;
+                return this.exports;
+            },
+        });
+        const ctx = context();
+        await extension.activate(ctx);
+        const deactivated = extension.deactivate(); // VS Code deactivates it, then disposes its subscriptions
+        ctx.subscriptions.forEach((subscription: { dispose(): unknown }) => subscription.dispose());
+        letActivate();
+        await deactivated;
+        await new Promise((resolve) => setImmediate(resolve)); // what follows the start is promise callbacks only
+        assert.deepEqual(listening.filter((subscription) => !subscription.disposed), []);
+    });
 });

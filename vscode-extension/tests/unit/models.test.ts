@@ -1,5 +1,6 @@
 // The "Use a Model Already on This Machine" flow with fake processes and a fake UI.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -158,7 +159,10 @@ describe('choosing a model', () => {
             return { code: 0, stdout: 'wrote it', stderr: '' };
         });
         assert.equal(await chooseModel(d), folder);
-        assert.deepEqual(seen.converts, [['/py', '-m', 'completer', 'convert', 'ollama:qwen2.5-coder:1.5b', '--out', folder, '--progress']]);
+        const made = path.join(path.dirname(folder), '.ollama-qwen2.5-coder-1.5b.work', 'ollama-qwen2.5-coder-1.5b');
+        assert.deepEqual(seen.converts,
+                         [['/py', '-m', 'completer', 'convert', 'ollama:qwen2.5-coder:1.5b', '--out', made, '--progress']]);
+        assert.deepEqual(fs.readdirSync(path.dirname(folder)), ['ollama-qwen2.5-coder-1.5b']); // no work folder or lock
         assert.deepEqual(seen.modelPaths, [folder]);
         assert.deepEqual(seen.progress, ['Completer: converting ollama:qwen2.5-coder:1.5b',
                                          "reading Ollama's qwen2.5-coder:1.5b: checking its digest"]);
@@ -191,8 +195,9 @@ describe('choosing a model', () => {
         fs.mkdirSync(path.join(models, 'other-bundle'), { recursive: true });
         const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), (_c, args, _l, signal) =>
             new Promise((resolve) => {
-                fs.mkdirSync(path.join(models, '.acme-tiny-coder.converting-x1'));  // what a killed convert leaves
-                fs.mkdirSync(path.join(models, '.gguf-y2'));
+                const beside = path.dirname(args[args.indexOf('--out') + 1]); // where completer convert stages
+                fs.mkdirSync(path.join(beside, '.acme-tiny-coder.converting-x1'));  // what a killed convert leaves
+                fs.mkdirSync(path.join(beside, '.gguf-y2'));
                 signal.addEventListener('abort', () => resolve({ code: null, stdout: '', stderr: 'interrupted' }));
             }), true);
         assert.equal(await chooseModel(d), undefined);
@@ -204,8 +209,9 @@ describe('choosing a model', () => {
     test('a conversion killed halfway (out of memory) removes what it left, and says it was killed', async () => {
         const dir = storage();
         const models = path.join(dir, 'models');
-        const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), async () => {
-            fs.mkdirSync(path.join(models, '.acme-tiny-coder.converting-k9'));  // the OOM killer gives no chance to clean
+        const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), async (_c, args) => {
+            const beside = path.dirname(args[args.indexOf('--out') + 1]); // where completer convert stages
+            fs.mkdirSync(path.join(beside, '.acme-tiny-coder.converting-k9')); // the OOM killer gives no chance to clean
             return { code: null, stdout: '', stderr: '' };
         });
         assert.equal(await chooseModel(d), undefined);
@@ -213,6 +219,103 @@ describe('choosing a model', () => {
         assert.deepEqual(fs.readdirSync(models), []);
         assert.equal(seen.errors.length, 1);
         assert.doesNotMatch(seen.errors[0], /exit code null/);
+    });
+
+    test('two conversions at once: one killed halfway removes only what it made, and the other ends well', async () => {
+        const dir = storage();
+        let killedRuns = () => {};
+        const killedRunning = new Promise<void>((resolve) => (killedRuns = resolve));
+        let otherStages = () => {};
+        const otherStaged = new Promise<void>((resolve) => (otherStages = resolve));
+        const killed = deps(dir, byLabel('acme/tiny-coder'), async (_c, args) => {
+            const out = args[args.indexOf('--out') + 1];
+            fs.mkdirSync(path.join(path.dirname(out), '.gguf-k9'));
+            fs.mkdirSync(path.join(path.dirname(out), '.acme-tiny-coder.converting-k9'));
+            killedRuns();
+            await otherStaged;
+            return { code: null, stdout: '', stderr: '' }; // the OOM killer: it removed nothing
+        });
+        const other = deps(dir, byLabel('ollama:qwen2.5-coder:1.5b'), async (_c, args) => {
+            const out = args[args.indexOf('--out') + 1];
+            const unpacked = path.join(path.dirname(out), '.gguf-q4');
+            const staging = path.join(path.dirname(out), '.ollama-qwen2.5-coder-1.5b.converting-q4');
+            fs.mkdirSync(unpacked);
+            fs.mkdirSync(staging);
+            fs.writeFileSync(path.join(staging, 'manifest.json'), '{}');
+            otherStages();
+            await killedConversion;
+            try {
+                fs.renameSync(staging, out); // as completer convert puts its staging folder in place
+            } catch (err) {
+                return { code: 2, stdout: '', stderr: `completer convert: ${String(err)}\n` };
+            } finally {
+                fs.rmSync(unpacked, { recursive: true, force: true });
+            }
+            return { code: 0, stdout: 'wrote it', stderr: '' };
+        });
+        const killedConversion = chooseModel(killed.deps);
+        await killedRunning;
+        const folder = bundleFolder(dir, 'ollama:qwen2.5-coder:1.5b');
+        assert.equal(await chooseModel(other.deps), folder);
+        assert.equal(await killedConversion, undefined);
+        assert.deepEqual(other.seen.errors, []);
+        assert.deepEqual(fs.readdirSync(path.join(dir, 'models')), [path.basename(folder)]);
+    });
+
+    test('a model picked again while it converts is converted once; the second pick says it is under way', async () => {
+        const dir = storage();
+        let mayEnd = () => {};
+        const ending = new Promise<void>((resolve) => (mayEnd = resolve));
+        const writing = async (_c: string, args: string[]) => {
+            const out = args[args.indexOf('--out') + 1];
+            fs.mkdirSync(out, { recursive: true });
+            await ending;
+            fs.writeFileSync(path.join(out, 'manifest.json'), '{}');
+            return { code: 0, stdout: 'wrote it', stderr: '' };
+        };
+        const first = deps(dir, byLabel('acme/tiny-coder'), writing);
+        const second = deps(dir, byLabel('acme/tiny-coder'), async () => assert.fail('converted twice at once'));
+        const converting = chooseModel(first.deps);
+        await new Promise((resolve) => setImmediate(resolve)); // the first's converter runs
+        assert.equal(first.seen.converts.length, 1);
+        assert.equal(await chooseModel(second.deps), undefined);
+        assert.deepEqual(second.seen.converts, []);
+        assert.deepEqual(second.seen.modelPaths, []);
+        assert.match(second.seen.infos.join('\n'), /acme\/tiny-coder is being converted already/);
+        mayEnd();
+        const folder = bundleFolder(dir, 'acme/tiny-coder');
+        assert.equal(await converting, folder);
+        assert.deepEqual(fs.readdirSync(path.join(dir, 'models')), [path.basename(folder)]);
+        // picked again once it ended: it is converted, and used as it is
+        assert.equal(await chooseModel(second.deps), folder);
+        assert.deepEqual(second.seen.converts, []);
+    });
+
+    test("a lock left by a window that ended mid-conversion is taken over, its work folder cleared", async () => {
+        const dir = storage();
+        const models = path.join(dir, 'models');
+        const gone = spawnSync(process.execPath, ['-e', '']).pid; // a process that ran, and is no more
+        fs.mkdirSync(path.join(models, '.acme-tiny-coder.work', '.gguf-left'), { recursive: true });
+        fs.writeFileSync(path.join(models, '.acme-tiny-coder.lock'), String(gone));
+        const { deps: d, seen } = deps(dir, byLabel('acme/tiny-coder'), async (_c, args) => {
+            const out = args[args.indexOf('--out') + 1];
+            assert.deepEqual(fs.readdirSync(path.dirname(out)), []);
+            fs.mkdirSync(out);
+            const manifest = { conversion: { command: `completer convert acme/tiny-coder --out ${out}` } };
+            fs.writeFileSync(path.join(out, 'manifest.json'), JSON.stringify(manifest));
+            const card = `- Command: \`completer convert acme/tiny-coder --out ${out}\`\n`;
+            fs.writeFileSync(path.join(out, 'MODEL.md'), card);
+            return { code: 0, stdout: 'wrote it', stderr: '' };
+        });
+        const folder = bundleFolder(dir, 'acme/tiny-coder');
+        assert.equal(await chooseModel(d), folder);
+        assert.equal(seen.converts.length, 1);
+        assert.deepEqual(fs.readdirSync(models), ['acme-tiny-coder']);
+        // what the bundle says made it names the folder it lies in, not the work folder
+        const manifest = JSON.parse(fs.readFileSync(path.join(folder, 'manifest.json'), 'utf8'));
+        assert.equal(manifest.conversion.command, `completer convert acme/tiny-coder --out ${folder}`);
+        assert.equal(fs.readFileSync(path.join(folder, 'MODEL.md'), 'utf8'),
+                     `- Command: \`completer convert acme/tiny-coder --out ${folder}\`\n`);
     });
 
     test('a store that cannot be read is named in the log and the picker, not shown as having no models', async () => {
