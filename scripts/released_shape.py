@@ -42,6 +42,11 @@ SHAPES = {  # from each model's published config.json
                            "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936},
     "qwen2.5-coder-3b": {**_QWEN2, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
                          "num_attention_heads": 16, "num_key_value_heads": 2, "vocab_size": 151936},
+    "qwen3-0.6b": {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_act": "silu",
+                   "tie_word_embeddings": True, "use_sliding_window": False, "rope_theta": 1000000.0,
+                   "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "hidden_size": 1024,
+                   "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+                   "num_key_value_heads": 8, "head_dim": 128, "attention_bias": False, "vocab_size": 151936},
     "tiny-starcoder-py": {"model_type": "gpt_bigcode", "architectures": ["GPTBigCodeForCausalLM"], "n_embd": 768,
                           "n_head": 12, "n_inner": 3072, "n_layer": 20, "n_positions": 8192, "multi_query": True,
                           "activation_function": "gelu_pytorch_tanh", "layer_norm_epsilon": 1e-5,
@@ -96,7 +101,7 @@ def weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
         return bigcode_weights(config, seed)
     generator = torch.Generator().manual_seed(seed)
     c, f, v = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    d = c // config["num_attention_heads"]
+    d = config.get("head_dim") or c // config["num_attention_heads"]  # Qwen3's heads are wider than C / H
     q, kv = config["num_attention_heads"] * d, config["num_key_value_heads"] * d
 
     def rand(*shape: int) -> torch.Tensor:
@@ -111,6 +116,9 @@ def weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
                     f"{p}.self_attn.v_proj.weight": rand(kv, c), f"{p}.self_attn.o_proj.weight": rand(c, q),
                     f"{p}.mlp.gate_proj.weight": rand(f, c), f"{p}.mlp.up_proj.weight": rand(f, c),
                     f"{p}.mlp.down_proj.weight": rand(c, f)})
+        if config["model_type"] == "qwen3":  # Qwen3 normalizes each query and key head
+            out.update({f"{p}.self_attn.q_norm.weight": torch.ones(d, dtype=torch.bfloat16),
+                        f"{p}.self_attn.k_norm.weight": torch.ones(d, dtype=torch.bfloat16)})
         if config["model_type"] == "qwen2":  # Qwen2's q/k/v projections carry biases
             out.update({f"{p}.self_attn.q_proj.bias": rand(q), f"{p}.self_attn.k_proj.bias": rand(kv),
                         f"{p}.self_attn.v_proj.bias": rand(kv)})

@@ -26,8 +26,8 @@ from completer.runtime import KV_INPUTS, Runtime, with_group_axis, without_group
 from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
-FAMILIES = [("gpt2", True), ("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen2", False), ("qwen3", True),
-            ("gpt_bigcode", True), ("gpt_bigcode_mha", False), ("starcoder2", True), ("starcoder2_no_bias", False)]
+FAMILIES = [("gpt2", True), ("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen2", False),
+            ("qwen3", True), ("gpt_bigcode", True), ("gpt_bigcode_mha", False), ("starcoder2", True), ("starcoder2_no_bias", False)]
 CONTEXT = 128
 
 
