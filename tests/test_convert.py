@@ -27,7 +27,8 @@ from completer.types import EngineSettings  # noqa: E402
 from lsp.rawclient import RawClient  # noqa: E402
 
 FAMILIES = [("gpt2", True), ("llama", False), ("llama_bias", True), ("qwen2", True), ("qwen2", False),
-            ("qwen3", True), ("gpt_bigcode", True), ("gpt_bigcode_mha", False), ("starcoder2", True), ("starcoder2_no_bias", False)]
+            ("qwen3", True), ("gpt_bigcode", True), ("gpt_bigcode_mha", False), ("starcoder2", True),
+            ("starcoder2_no_bias", False)]
 CONTEXT = 128
 
 
