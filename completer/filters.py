@@ -37,6 +37,14 @@ HEREDOC = "\0"
 HEREDOC_AFTER = ");,."
 """What may follow a here-document's word on its last line: the rest of the statement it began (PHP's `EOT;`,
 `EOT, $x);`; the shell's `EOF)` closing a command substitution)."""
+QUOTED = "\1"
+"""Scan.triple's first character inside the text of a quote-like operator (Perl's qw(...), s{...}{...}); then how
+many parts follow this one, the part's opening and closing delimiters and how deep they nest (QUOTED + "0()1"
+inside `qw(a b`), or, between two parts, the count alone (QUOTED + "1" after `s{a}`)."""
+BLOCK = "\2"
+"""Scan.triple's first character inside a block that a line starting with the word after it ends (Perl's POD, to
+`=cut`); alone, nothing ends it (the data after Perl's __END__)."""
+BRACKETING = {"(": ")", "[": "]", "{": "}", "<": ">"}  # delimiters of quoted text that nest
 QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
 """Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
 closes each; closed, the double-quoted string goes on."""
@@ -70,10 +78,18 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     i, n = 0, len(text)
     s.code_end = n
     block_comments = syntax.block_comments
+    if syntax.line_blocks and not s.triple:
+        i = _past_block_start(text, 0, s, syntax)
     while i < n:
         if s.triple:
             if s.triple[0] == HEREDOC:
                 i = _past_heredoc(text, i, s)
+                continue
+            if s.triple[0] == QUOTED:
+                i = _past_quoted(text, i, s)
+                continue
+            if s.triple[0] == BLOCK:
+                i = _past_block(text, i, s)
                 continue
             if s.triple == '"' and syntax.quoted_commands and (command := _quoted_command(text, i)) is not None:
                 s.stack.append(command[0])
@@ -97,6 +113,18 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             s.code_end = n
             if s.heredoc:  # its body starts on the next line
                 s.triple, s.heredoc = HEREDOC + s.heredoc, None
+            elif syntax.line_blocks:
+                i = _past_block_start(text, i + 1, s, syntax)
+                continue
+        elif syntax.quote_like and ch.isalpha():  # found at a quote-like operator, its delimiter last
+            delimiter = text[found.end() - 1]
+            parts = int(found.group("twice") is not None)
+            s.triple = f"{QUOTED}{parts}{delimiter}{BRACKETING.get(delimiter, delimiter)}1"
+            i = found.end()
+            continue
+        elif ch == "$" and syntax.variable_at and (variable := syntax.variable_at.match(text, i)):
+            i = variable.end()  # Perl's $", $], $#array
+            continue
         elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i) and (
                 pair[0][0] != "=" or i == 0 or text[i - 1] == "\n")), None)):  # Ruby's =begin: first on its line
             s.triple = block[1]  # before line comments: Lua's `--[[`, Julia's `#=`
@@ -142,7 +170,14 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i = j + 1
             continue
         elif ch == "/" and syntax.regex_literals:
-            i = _regex_end(text, i)
+            before = text[max(0, i - 40):i].rstrip(" \t") if syntax.regex_follows else ""
+            if before and before[-1] != "\n":  # Perl's, not first on its line
+                if syntax.regex_follows.search(before):  # type: ignore[union-attr]
+                    s.triple = f"{QUOTED}0//1"  # m/.../, which may go on over lines
+                i += 1
+                continue
+            end = _regex_end(text, i)
+            i = _past_name(text, end) if syntax.quote_like and end > i + 1 else end  # Perl's flags: /x/s ? a : b
             continue
         elif ch in OPENERS:
             s.stack.append(ch)
@@ -235,6 +270,88 @@ def _past_heredoc(text: str, at: int, s: Scan) -> int:
             return start + len(word)
         at = end + 1
     return len(text)
+
+
+def _past_quoted(text: str, at: int, s: Scan) -> int:
+    """Where scanning goes on in `text` from `at`, inside a quote-like operator's text (`s.triple`, QUOTED): right
+    after its last part's closing delimiter (`s.triple` is then cleared), or the text's end. Bracketing delimiters
+    nest (q{a {b} c}); a backslash escapes the character after it; a second part starts at the delimiter that
+    ends the first (s/a/b/), or after bracketing ones at the next character that is not a space (s{a} {b})."""
+    state, n = s.triple, len(text)  # type: ignore[assignment]
+    parts = int(state[1])
+    if len(state) == 2:  # between two parts
+        while at < n and text[at].isspace():
+            at += 1
+        if at == n:
+            return n
+        opener, closer, depth = text[at], BRACKETING.get(text[at], text[at]), 1
+        at += 1
+    else:
+        opener, closer, depth = state[2], state[3], int(state[4:])
+    while at < n:
+        ch = text[at]
+        if ch == "\\":
+            at += 2
+            continue
+        at += 1
+        if ch == closer:
+            depth -= 1
+            if depth:
+                continue
+            if not parts:
+                s.triple = None
+                return _past_name(text, at)  # and its flags: m/x/s ? a : b
+            parts -= 1
+            if opener != closer:
+                s.triple = f"{QUOTED}{parts}"
+                return _past_quoted(text, at, s)
+            depth = 1
+        elif ch == opener:
+            depth += 1
+    s.triple = f"{QUOTED}{parts}{opener}{closer}{depth}"
+    return n
+
+
+def _past_block_start(text: str, at: int, s: Scan, syntax: Syntax) -> int:
+    """Where scanning goes on from `at`, a line's start outside strings: past the line, when it opens a block
+    (Perl's `=head1`, which `s.triple` then holds, to the line's end) or ends the code (`__END__`); else `at`."""
+    if text.startswith("=", at) and syntax.pod and text[at + 1:at + 2].isalpha():
+        s.triple = BLOCK + "=cut"
+    elif any(text.startswith(marker, at) and not _is_name(text, at + len(marker)) for marker in syntax.end_of_code):
+        s.triple = BLOCK
+    else:
+        return at
+    newline = text.find("\n", at)
+    return len(text) if newline == -1 else newline
+
+
+def _past_block(text: str, at: int, s: Scan) -> int:
+    """Where scanning goes on in `text` from `at`, inside a block (`s.triple`, BLOCK): at the end of the line
+    that starts with its word alone or followed by no name (`=cut`; `s.triple` is then cleared), or the text's end
+    (`at` mid-line is the line that opened it, or a part of it)."""
+    word, n = s.triple[1:], len(text)  # type: ignore[index]
+    while word:
+        if (at == 0 or text[at - 1] == "\n") and text.startswith(word, at) and not _is_name(text, at + len(word)):
+            s.triple = None
+            newline = text.find("\n", at)
+            return n if newline == -1 else newline
+        newline = text.find("\n", at)
+        if newline == -1:
+            break
+        at = newline + 1
+    return n
+
+
+def _past_name(text: str, at: int) -> int:
+    """Past the letters, digits and underscores from `at`."""
+    while _is_name(text, at):
+        at += 1
+    return at
+
+
+def _is_name(text: str, at: int) -> bool:
+    """Whether a letter, digit or underscore stands at `at`."""
+    return at < len(text) and (text[at].isalnum() or text[at] == "_")
 
 
 def _in_expansion(text: str, s: Scan) -> bool:
@@ -340,17 +457,31 @@ def well_formed(line: str, context: LineContext) -> bool:
     end = scan(line, start, syntax)
     if end.broken or (end.overclosed and context.whole_file):
         return False
+    if end.triple and syntax.forgotten_quotes and line.rstrip().endswith(";") and end.triple[0] != BLOCK:
+        return False  # a string that goes on over lines, opened on a line that ends as a statement: `die "no;`
     if end.triple or end.heredoc:
         return True  # opens a multi-line string or a here-document
     code = line[:end.code_end].rstrip()
     if not code:
         return any(ch.isalnum() for ch in line)  # a comment line, if it says something
     if len(end.stack) > end.min_depth:  # opened brackets it leaves open: must look like it goes on
-        return not syntax.open_ends or code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS) or (
-            code.split()[-1] in DANGLING_KEYWORDS if syntax.statements else code.endswith("?"))  # `a ?`, `a ??`
+        return not syntax.open_ends or _goes_on(code, end.stack[-1], syntax)
     if end.stack or start.stack or context.continued or not syntax.statements:
         return True  # inside, or closing, a construct that began above; no statement rules known
     return statement_can_start(code) and statement_can_end(code, end.top_colon)
+
+
+def _goes_on(code: str, innermost: str, syntax: Syntax) -> bool:
+    """Whether a line's `code` that leaves brackets open (`innermost` last) ends as a construct that goes on below
+    does: an opener, a comma, an operator, Python's `and`; elsewhere `a ?`, `a ??`, the language's word operators
+    (Perl's `or`), and where a block may hold statements on its first line, a `;` inside a `{`."""
+    if code.endswith(CONTINUES) or code.endswith(DANGLING_OPERATORS):
+        return True
+    last = code.split()[-1]
+    if syntax.statements:
+        return last in DANGLING_KEYWORDS
+    return code.endswith("?") or last in syntax.dangling_words or (
+        syntax.braced_statements and innermost == "{" and code.endswith(";"))
 
 
 def only_indentation(typed: str) -> bool:

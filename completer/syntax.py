@@ -46,13 +46,31 @@ class Syntax:
     open_ends: bool = True  # a line that leaves a bracket open ends as one that goes on does (an opener, a comma,
     # an operator); False where idiom leaves calls and clauses open otherwise (Lua's `f(t, function(a)`, SQL's
     # `(CASE`, Haskell's leading commas)
+    forgotten_quotes: bool = False  # a line ending in `;` inside a string that it opened and that may go on over
+    # lines forgot the string's closing quote (Perl's `die "no such file;`): such a string's first line rarely does
+    dangling_words: tuple[str, ...] = ()  # words a line that leaves a bracket open may end with (Perl's `and`)
+    braced_statements: bool = False  # a line that leaves a `{` innermost may end with a `;` (Perl's `{ my $x = 1;`)
     name_chars: str = ""  # characters a name may hold besides letters, digits and _ (JavaScript's $, CSS's -)
     block_opener: str | None = None  # a pattern, searched in a line's code, of a keyword that opens a block
     # (Lua's `then`, Ruby's `do |x|`): editors indent the line after it, as after `{`
+    regex_after: str | None = None  # with regex_literals, a pattern, searched in the code before a `/`, of what a
+    # regular expression may follow (Perl's `=~`, `split`), where it is read as a quote-like m/.../ (first on its
+    # line, only if it ends there: not the division of `/ $n` continuing a line); None: JavaScript's rules
+    quote_like: str | None = None  # a pattern, at a word's start, of an operator and the delimiter after it that
+    # quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}); its group `twice`,
+    # of an operator whose text has two parts (s/a/b/, s{a} {b})
+    variable: str | None = None  # a pattern, at `$`, of a variable whose name is a quote, bracket or `#` (Perl's
+    # $", $], $#array): no string, bracket or comment
+    pod: bool = False  # Perl's documentation: a line starting `=` and a letter opens it, a line starting `=cut`
+    # closes it
+    end_of_code: tuple[str, ...] = ()  # lines after which the file holds no code (Perl's __END__, __DATA__)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     opens_block: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    regex_follows: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    variable_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    line_blocks: bool = field(init=False, repr=False, compare=False)  # pod or end_of_code: line starts are read
     escaping_quotes: bool = field(init=False, repr=False, compare=False)  # no raw quote or prefix: a fast path
 
     def __post_init__(self) -> None:
@@ -69,10 +87,18 @@ class Syntax:
             starts.add("/")
         if self.char_literals:
             starts.add("'")
-        object.__setattr__(self, "special", re.compile("[" + "".join(map(re.escape, sorted(starts))) + "]"))
+        if self.variable:
+            starts.add("$")
+        special = "[" + "".join(map(re.escape, sorted(starts))) + "]"
+        if self.quote_like:
+            special += "|" + self.quote_like  # found at the operator's first letter
+        object.__setattr__(self, "special", re.compile(special))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
         object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
         object.__setattr__(self, "opens_block", re.compile(self.block_opener) if self.block_opener else None)
+        object.__setattr__(self, "regex_follows", re.compile(self.regex_after) if self.regex_after else None)
+        object.__setattr__(self, "variable_at", re.compile(self.variable) if self.variable else None)
+        object.__setattr__(self, "line_blocks", self.pod or bool(self.end_of_code))
         object.__setattr__(self, "escaping_quotes", not self.raw_quotes and not self.raw_prefixes)
 
 
@@ -99,6 +125,14 @@ _LUA_BLOCK = r"(?:\b(?:then|do|else|repeat)|\bfunction\b[\w.: ]*\([^()]*\))$"  #
 _SHELL_BLOCK = r"(?:^|[;&|\s])(?:then|do|else)$|^case\b.*\bin$"
 _RUBY_BLOCK = (r"^(?:def|class|module|if|unless|while|until|case|begin|else|elsif|when|rescue|ensure|for)\b(?!.*\bend$)"
                r"|\bdo(?:\s*\|[^|]*\|)?$")  # not the modifier `x if y`, nor `def f; end`
+_PERL_HEREDOC = (r"(?<![\w)\]}$@%])<<(?:~?[ \t]*(?P<quote>['\"`])[ \t]*(?P<word>[^'\"`\n]+)(?P=quote)"
+                 r"|~?\\?(?P<bare>[A-Za-z_]\w*))")  # <<"EOF", <<'EOF', <<~EOF, <<EOF; not the shift 1<<BITS
+_PERL_QUOTE_LIKE = (r"(?<![\w$@%&*#\\-])(?<!->)(?<!::)(?:(?P<twice>s|tr|y)|q[qwrx]?|m)"
+                    r"(?:[^\w\s=;)\]}>]|[ \t]+[^\w\s#=,;)\]}>])")  # not $s, -s $file, ->s(, $h{s}, y => 1
+_PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;+\-*%^<>.]|(?<![\w$@%>:])(?:split|grep|map|and|or|not|if|unless|while"
+                     r"|until|return|when))$")  # an operator, a keyword: not `}`, whose `$h{n} / 2` divides
+_PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
+_PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
@@ -131,6 +165,10 @@ _BY_LANGUAGE = {
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
                           quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False,
                           name_chars="$", block_opener=_SHELL_BLOCK),  # { and ( end no command
+    "perl": Syntax("perl", line_comments=("#",), quotes="", long_strings=_same('"', "'", "`"), forgotten_quotes=True,
+                   quote_like=_PERL_QUOTE_LIKE, regex_literals=True, regex_after=_PERL_REGEX_AFTER,
+                   variable=_PERL_VARIABLE, heredoc=_PERL_HEREDOC, pod=True, end_of_code=("__END__", "__DATA__"),
+                   dangling_words=_PERL_OPERATORS, braced_statements=True, name_chars="$@%"),  # all strings go on
     "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
@@ -140,8 +178,8 @@ _BY_LANGUAGE = {
     "haskell": Syntax("haskell", **_ML),
     "elm": Syntax("elm", **_ML),
 }
-"""Languages whose comments and strings are read here; Perl (its quote-like operators and special variables),
-markup and data formats other than JSON are not among them, and get no lexical rule."""
+"""Languages whose comments and strings are read here; markup and data formats other than JSON are not among
+them, and get no lexical rule."""
 
 
 def syntax_for(language: str | None) -> Syntax:

@@ -135,6 +135,99 @@ def test_broken_brackets_are_refused_in_shell_scripts(line, above):
     assert not kept(line, above, SHELL)
 
 
+PERL = syntax_for("perl")
+
+
+@pytest.mark.parametrize("line,above", [
+    ("for my $i (0..$#array) {", []),  # `$#`, `$#{`: an array's last index, not a comment
+    ("my @indexes = (0 .. $#{$self->{items}});  # each (", []),
+    ('print "a # b (", \'#\';', []),  # a `#` inside strings
+    ("my @paths = map { s#/+#/#gr } @given;  # squeezed (", []),  # `#` as a delimiter, then a comment
+    ("my @notes = grep { /TODO #[({]/ } @lines;", []),  # ... and inside a regular expression
+    ("it's ( prose", ["=head1 NAME"]),  # POD, to its `=cut`
+    ("}", ["sub f {", "", "=pod", "", "it's (", "", "=cut", "", "  return 1;"]),
+    ("it's ( prose", ["1;", "__END__", "data"]),  # no code after __END__ or __DATA__
+    ("a ( b", ["__DATA__"]),
+    ("my $s = 'C:\\\\';  my $q = \"say \\\"hi\\\" (\";", []),  # escapes in single and double quotes
+    ("my $out = `ls -l (`;", []),  # backquotes
+    ('my $usage = "Usage: $0 [options]', []),  # every Perl string may go on over lines
+    ("  it's ( prose", ['my $usage = "Usage: $0 [options]']),
+    ("my @names = qw(", []),  # a list of words over lines
+    ("our @EXPORT_OK = qw(first second", []),  # ... its first words on the opening line
+    ("}", ["sub f {", "  my @a = qw(", "    a ( b", "  );"]),  # ... closed, the code after it is read
+    ("my $q = q{a {nested} ( text};", []),  # bracketing delimiters nest
+    ("my $cmd = qx(ls -l) . qq<a <b> (> . qr!a(!i;", []),
+    ("$s =~ s{(a)}{)}g;", []),  # a substitution's two parts
+    ("$s =~ s{(a)} {)}gx; $t =~ s/(/)/;", []),
+    ("$s =~ tr/a-z{/A-Z[/; $t =~ y/(//d;", []),
+    ("if ($s =~ m{", []),  # a pattern that goes on over lines
+    ("}", ["sub f {", "  if ($s =~ m{", "    [(] a }x) {", "  }"]),
+    ("my @w = split /[(,]/, $line;", []),  # regular expressions where an operand stands
+    ("my @hits = grep { /[(]/ } @lines;", []),
+    ("print 1 if $x =~ /(\\w+)[(]/ and $y !~ /[)]/;", []),
+    ("my $ok = $s ? /a(/ : /b[/;", []),  # the flags, a ternary's
+    ("print <<\"EOF\";", []),  # here-documents
+    ("it's ( prose", ["print <<\"EOF\";"]),
+    ("}", ["sub f {", "  print <<'EOF';", "it's (", "EOF"]),
+    ("}", ["sub f {", "  print $fh <<EOF . \"(\";", "body (", "EOF"]),
+    ("}", ["sub f {", "  my $t = <<~EOT;", "    body (", "    EOT"]),  # indented
+    ("}", ["sub f {", '  warn(<<"  ERR");', "body (", "  ERR"]),  # a word that holds spaces
+    ("if ($] >= 5.008) {", []),  # punctuation variables: $], $", $(, $)
+    ('local $" = ", ";', []),
+    ("my $gid = $(;", []),
+    ("my $egid = $);", []),
+    ("sub max2 ($$) {", []),  # a prototype's `$)` closes its bracket
+    ("my %point = (x => 1, y => 2, s => $p->{s}, q => $h{q});", []),  # words, not quote-like operators
+    ("my $size = -s $file; $obj->y(1);", []),
+    ("{   my $self = shift;", []),  # a block whose first statement stands on its line
+    ("string => sub { my ($text) = @_;", []),
+    ("if (defined $x and", []),  # word operators go on below
+    ("my $bytes = 1 << 2;", []),  # a shift, not a here-document
+])
+def test_perl_is_read_as_perl_reads_it(line, above):
+    """Perl's comments, POD, quotes, quote-like operators, regular expressions, here-documents and punctuation
+    variables hide brackets and quotes that would otherwise read as broken; and words that only look like its
+    operators (`y =>`, `-s $file`) open nothing."""
+    assert kept(line, above, PERL)
+
+
+@pytest.mark.parametrize("line,above", [
+    ("my $x = foo(1, 2;", []),  # a call left open by a statement's end
+    ("my $x = foo(1, 2", []),  # ... or ending as no line that goes on does
+    ("my %h = (a => 1];", []),  # a bracket closed with the wrong one
+    ("}", ["my $x = 1;"]),  # closes nothing, at the top of the file
+    ('die "Cannot open $file: $!;', []),  # a string that goes on over lines, opened by a statement that ends
+    ("use POSIX qw(floor ceil;", []),  # ... a list of words too
+    ("}", ["my @a = qw(", "  a b", ");"]),  # the list closed: the code after it is checked
+    ("foo(;", ["=head1 NAME", "", "=cut"]),  # ... and after POD
+    ("foo(;", ["print <<EOF;", "body (", "EOF"]),  # ... and after a here-document
+    ("my $n = $#a + foo(;", []),  # `$#` opens no comment
+    ("$p =~ s#a#b#; foo(;", []),  # nor does `#` as a delimiter
+    ("my $r = $h{total} / $n; foo(;", []),  # a division opens no regular expression
+    ("local $/ = undef; foo(;", []),  # nor does $/
+    ("my $v = $]; foo(;", []),  # $] closes no bracket
+    ("$s =~ s{a}{b}g; foo(;", []),  # the substitution ends at its second part
+    ("my %point = (y => 1); foo(;", []),  # `y =>` opens no transliteration
+])
+def test_broken_perl_lines_are_dropped(line, above):
+    """With Perl's rules the brackets and strings are checked: a bracket left open by a statement's end, a string
+    opened on a line that ends as a statement (every Perl string may go on over lines, but the first line of a real
+    one almost never ends in `;`), and code after what only looks like a comment, string or regex."""
+    assert not kept(line, above, PERL)
+
+
+def test_perl_quoted_text_nests_and_goes_on_over_lines():
+    """The scan carries a quote-like operator's nesting, a substitution's second part and POD over lines, so the
+    code after them is read as code."""
+    assert scan("my @a = qw(\n  a b\n);\n(", syntax=PERL).stack == ["("]
+    assert scan("q{a {b}\n} (", syntax=PERL).stack == ["("]  # nested braces over lines
+    assert scan("s{a}\n  {b}x; (", syntax=PERL).stack == ["("]  # the second part on the next line
+    assert scan("$x =~ /a\n b/x; (", syntax=PERL).stack == ["("]  # m/.../ after =~ goes on too
+    assert scan("=head1 A\n(\n=cut\n(", syntax=PERL).stack == ["("]
+    assert scan("=head1 A\n  =cut\n(", syntax=PERL).triple  # `=cut` ends POD only first on its line
+    assert scan("__END__\n)", syntax=PERL).stack == [] and scan("__END__X\n(", syntax=PERL).stack == ["("]
+
+
 @pytest.mark.parametrize("line,above,language", [
     ("}", ["fn f() {", '    let json = r#"{"a": "\\"}"#;'], "rust"),  # a raw string, quotes and backslashes in it
     ("}", ["fn f() {", '    let s = r##"a"# ("##;'], "rust"),

@@ -31,6 +31,8 @@ def test_a_cut_off_beam_is_offered_up_to_its_last_whole_word(engine: Engine, gen
 
 @pytest.mark.parametrize("generated, language, expected", [
     ("echo $HOME_DI", "shellscript", "echo"),  # not `echo $`: the shell's $ begins the name
+    ("my @sorted = sort { $a <=> $b } @item", "perl", "my @sorted = sort { $a <=> $b }"),  # Perl's sigils too
+    ("while (my ($k, $v) = each %opti", "perl", "while (my ($k, $v) = each"),
     ("const el = $contai", "javascript", "const el ="),
     ("  background: var(--main-bg-col", "css", "  background: var("),  # CSS's names hold hyphens
     ("total = count-dif", "python", "total = count-"),  # in Python, a minus
