@@ -156,9 +156,12 @@ def _check_out(source: Path, out: Path, force: bool) -> None:
 
 
 def _check_reachable(out: Path) -> None:
-    """Refuse an --out no bundle can be moved to, before the conversion rather than after it: a symbolic link to
-    nothing (or a loop of links), or a path through something that is not a folder."""
-    if os.path.islink(out) and not out.exists():
+    """Refuse an --out no bundle can be moved to, before the conversion rather than after it: a symbolic link (the
+    bundle would take the place of the link, not of the folder it names), or a path through something that is not
+    a folder."""
+    if os.path.islink(out) and out.exists():
+        raise ConvertError(f"--out {out} is a symbolic link; give the folder it names, {os.path.realpath(out)}")
+    if os.path.islink(out):
         raise ConvertError(f"--out {out} is a symbolic link to nothing (or a loop of links); choose a new folder "
                            "for the bundle")
     for above in out.parents:  # the nearest that is there must be a folder

@@ -597,13 +597,17 @@ def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_pa
 
 
 def test_an_out_no_bundle_can_be_moved_to_is_refused_before_converting(source, tmp_path, capsys):
-    """A symbolic link to nothing, a loop of links, or a path through a file: refused at once by name, not after
-    the whole conversion with the errno of a hidden staging folder."""
+    """A symbolic link (to nothing, in a loop, or to a folder, which the bundle could not take the place of), or a
+    path through a file: refused at once by name, not after the whole conversion with the errno of a hidden
+    staging folder or "Cannot call rmtree on a symbolic link"."""
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     (tmp_path / "a-file").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "to-empty").symlink_to(tmp_path / "empty")
     for out, says in (("dangling", "is a symbolic link to nothing"), ("loop", "is a symbolic link to nothing"),
-                      ("a-file/bundle", "a-file is not a folder"), ("loop/bundle", "loop is not a folder")):
+                      ("a-file/bundle", "a-file is not a folder"), ("loop/bundle", "loop is not a folder"),
+                      ("to-empty", f"is a symbolic link; give the folder it names, {tmp_path / 'empty'}")):
         assert says in _refused(["convert", str(source), "--out", str(tmp_path / out), "--context", "64"], capsys)
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
 
