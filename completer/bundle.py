@@ -196,6 +196,9 @@ def _manifest_problem(manifest: object) -> str | None:
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(isinstance(meta, dict) for meta in files.values()):
         return '"files" must map each file name to its {"sha256", "bytes"}'
+    strays = [name for name in files if name in ("", ".", "..") or Path(name).name != name]
+    if strays:  # a path elsewhere would have this machine's other files read, hashed and loaded as the model's
+        return f'"files" must name files in the bundle\'s folder, not {json.dumps(strays[0])}'
     for key in ("format_version", "context_length", "newline_token_id"):
         value = manifest.get(key)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -204,7 +207,21 @@ def _manifest_problem(manifest: object) -> str | None:
         return f'"context_length" must be at least 2, not {manifest["context_length"]}'
     if not isinstance(manifest.get("architecture"), dict):
         return '"architecture" must be an object'
-    return _defaults_problem(manifest.get("defaults", {}), manifest["context_length"])
+    return (_architecture_problem(manifest["architecture"], manifest.get("tokenizer_vocab_size"))
+            or _defaults_problem(manifest.get("defaults", {}), manifest["context_length"]))
+
+
+def _architecture_problem(arch: dict, tokenizer_vocab_size: object) -> str | None:
+    """What is wrong with the sizes the runtime shapes the model's caches and vocabulary by, or None."""
+    keys = ["n_layer", "n_head", "vocab_size", "head_dim" if "head_dim" in arch else "n_embd"]  # else n_embd // n_head
+    keys += ["n_kv_head"] if "n_kv_head" in arch else []  # else n_head
+    sizes = {f'"architecture"."{key}"': arch.get(key) for key in keys}
+    if tokenizer_vocab_size is not None:
+        sizes['"tokenizer_vocab_size"'] = tokenizer_vocab_size
+    for key, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f"{key} must be a whole number above 0, not {json.dumps(value)}"
+    return None
 
 
 def _defaults_problem(defaults: object, context_length: int) -> str | None:
@@ -249,7 +266,7 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
         manifest = json.loads(manifest_path.read_bytes())
     except OSError as exc:
         raise ModelError(f"{manifest_path}: cannot be read ({exc.strerror or exc})") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
         raise ModelError(f"{manifest_path}: unreadable manifest, not JSON ({exc})") from exc
     problem = _manifest_problem(manifest)
     if problem:

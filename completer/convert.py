@@ -63,9 +63,10 @@ def _end_of_text(folder: Path, config: dict, vocab: dict[str, int]) -> str:
     """The token that separates documents: <|endoftext|> where the vocabulary has it, else the model's EOS."""
     if "<|endoftext|>" in vocab:
         return "<|endoftext|>"
-    try:
-        eos = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("eos_token")
-    except (OSError, ValueError, AttributeError):
+    path = folder / "tokenizer_config.json"
+    try:  # a regular file only: a FIFO would block the read forever
+        eos = json.loads(path.read_text(encoding="utf-8")).get("eos_token") if path.is_file() else None
+    except (OSError, ValueError, AttributeError, RecursionError):
         eos = None
     eos = eos.get("content") if isinstance(eos, dict) else eos
     if isinstance(eos, str) and eos in vocab:
@@ -92,8 +93,9 @@ def _fim(tokenizer) -> dict | None:
 
 
 def _model_card_text(folder: Path) -> str | None:
-    try:
-        return (folder / "README.md").read_text(encoding="utf-8", errors="replace")
+    card = folder / "README.md"
+    try:  # a regular file only: a FIFO would block the read forever
+        return card.read_text(encoding="utf-8", errors="replace") if card.is_file() else None
     except OSError:
         return None
 
@@ -185,12 +187,29 @@ def _check_out(source: Path, out: Path, force: bool) -> None:
                            (Path(os.path.realpath(Path.cwd())), "the working directory")):
         if target == precious or target in precious.parents:
             raise ConvertError(f"--out {out} is or holds {what}; choose a new folder for the bundle")
+    _check_reachable(out)
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
     if not force:
         raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
     if not (out.is_dir() and (out / "manifest.json").is_file()):
         raise ConvertError(f"{out} is not a bundle (no manifest.json); --force replaces only a bundle")
+
+
+def _check_reachable(out: Path) -> None:
+    """Refuse an --out no bundle can be moved to, before the conversion rather than after it: a symbolic link (the
+    bundle would take the place of the link, not of the folder it names), or a path through something that is not
+    a folder."""
+    if os.path.islink(out) and out.exists():
+        raise ConvertError(f"--out {out} is a symbolic link; give the folder it names, {os.path.realpath(out)}")
+    if os.path.islink(out):
+        raise ConvertError(f"--out {out} is a symbolic link to nothing (or a loop of links); choose a new folder "
+                           "for the bundle")
+    for above in out.parents:  # the nearest that is there must be a folder
+        if os.path.lexists(above):
+            if not above.is_dir():
+                raise ConvertError(f"--out {out}: {above} is not a folder")
+            return
 
 
 def _position_limit(config: dict) -> int:
@@ -253,14 +272,14 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     fim_template, fim_declined = _fim_choice(tokenizer, fim, _model_names(source, config, origin))
     if fim_declined:
         print(f"no fill-in-the-middle: {fim_declined}", file=sys.stderr)
-    try:
-        tokens = Tokens(source / "tokenizer.json", vocab_size=arch.vocab_size, end_of_text=end_of_text)
-    except ModelError as exc:
-        raise ConvertError(str(exc)) from exc
     read = origin.read_weights if origin is not None and origin.read_weights else partial(load_weights, source)
     report = _Progress(arch.n_layer, sys.stderr.isatty() if progress is None else progress)
     report.step(f"reading the weights ({arch.n_layer} layers)")
     weights = _ReadOnce(canonical_weights(read(), arch, config))
+    try:  # after the weights' shapes are checked: it holds a row per id of the config's vocabulary
+        tokens = Tokens(source / "tokenizer.json", vocab_size=arch.vocab_size, end_of_text=end_of_text)
+    except ModelError as exc:
+        raise ConvertError(str(exc)) from exc
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
     try:
@@ -297,7 +316,8 @@ def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: 
     files = {f.name: {"sha256": sha256_file(f), "bytes": f.stat().st_size}
              for f in sorted(staging.iterdir()) if f.name.startswith(("model.onnx", "tokenizer.json"))}
     named = origin.command if origin else [str(source)]
-    command = " ".join(["completer convert", *named, "--out", str(out)] + ([] if int8 else ["--fp32"]) +
+    words = [shlex.quote(word) for word in (*named, "--out", str(out))]  # a path with spaces stays one word
+    command = " ".join(["completer convert", *words] + ([] if int8 else ["--fp32"]) +
                        [f"--context {context}", f"--default-context {defaults['context_tokens']}",
                         f"--default-beams {defaults['beams']}"] + ([f"--batch-slots {slots}"] if slots > 1 else []) +
                        ([f"--languages {shlex.quote(','.join(defaults['languages']))}"] if "languages" in defaults
@@ -556,5 +576,5 @@ def main(args) -> int:
     size = sum(meta["bytes"] for meta in manifest["files"].values())
     print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"
           f"{', fill-in-the-middle (' + manifest['fim']['template'] + ')' if 'fim' in manifest else ''}; "
-          f"use it with --model {args.out} or the modelPath setting")
+          f"use it with --model {shlex.quote(args.out)} or the modelPath setting")
     return 0

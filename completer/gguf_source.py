@@ -301,8 +301,8 @@ class _Metadata:
 
     def number(self, key: str, default: float | None = None) -> float:
         found = self.value(key, default)
-        if isinstance(found, bool) or not isinstance(found, (int, float)):
-            raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a number")
+        if isinstance(found, bool) or not isinstance(found, (int, float)) or not math.isfinite(found):
+            raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a number")  # inf, NaN: no size
         return found
 
     def texts(self, key: str) -> list[str]:

@@ -117,8 +117,9 @@ def cached_models(cache: Path | None = None) -> list[CachedModel]:
 
 
 def _model_type(snapshot: Path) -> str | None:
-    try:
-        config = json.loads((snapshot / "config.json").read_text(encoding="utf-8"))
+    path = snapshot / "config.json"
+    try:  # a regular file only: a FIFO would block the read forever
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError, RecursionError):
         return None
     kind = config.get("model_type") if isinstance(config, dict) else None

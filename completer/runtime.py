@@ -86,6 +86,7 @@ class Runtime:
         self._graph_io: weakref.WeakKeyDictionary[ort.InferenceSession, tuple[list[str], bool]] = \
             weakref.WeakKeyDictionary()  # each session's output names, and whether its KV has the axis of 1
         self.session = self._session(bundle.model_path)
+        self._check_graph(bundle)
         self.batched_model = bundle.batched_model  # (path, slots) of the graph batched calls run, if any
         self._checksums = {name: meta.get("sha256") for name, meta in bundle.manifest.get("files", {}).items()}
         self._batched: ort.InferenceSession | None = None  # loaded when two searches first share a call
@@ -108,6 +109,20 @@ class Runtime:
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
         self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
         self._no_prefix = self.empty_prefix()
+
+    def _check_graph(self, bundle: Bundle) -> None:
+        """Refuse a manifest whose architecture does not describe the graph (another model's, or edited): the
+        caches and masks sized by it would fail every call once the model was taken up, or fill the memory."""
+        inputs = {i.name: i.shape for i in self.session.get_inputs()}
+        kv = inputs.get("past_key_0") or [None, None]  # [B, KV, (1,) T, D]
+        graph = {"n_layer": sum(name.startswith("past_key_") for name in inputs), "n_kv_head": kv[1],
+                 "head_dim": kv[-1], "vocab_size": (inputs.get("allowed_tokens") or [None])[-1]}
+        said = {"n_layer": self.n_layer, "n_kv_head": self.n_kv_head, "head_dim": self.head_dim,
+                "vocab_size": self.vocab_size}
+        for key, size in graph.items():
+            if isinstance(size, int) and size != said[key]:
+                raise ModelError(f"{bundle.path / 'manifest.json'}: its architecture says {key} {said[key]}, but "
+                                 f"{bundle.model_path.name} has {size} (a manifest of another model?)")
 
     def _session(self, path) -> ort.InferenceSession:
         try:

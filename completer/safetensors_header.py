@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import struct
 from pathlib import Path
 
@@ -21,6 +23,8 @@ class SafetensorsError(ValueError):
 def read_header(path: Path) -> tuple[dict, int]:
     """The tensors' descriptions and where the data starts."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block open() forever
+            raise SafetensorsError(f"{path}: not a regular file")
         with open(path, "rb") as handle:
             head = handle.read(8)
             if len(head) < 8:
@@ -28,8 +32,12 @@ def read_header(path: Path) -> tuple[dict, int]:
             (size,) = struct.unpack("<Q", head)
             if size > MAX_HEADER_BYTES:
                 raise SafetensorsError(f"{path}: header of {size:,} bytes; not a safetensors file")
-            header = json.loads(handle.read(size))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+            text = handle.read(size)
+            if len(text) < size:
+                raise SafetensorsError(f"{path}: its header of {size:,} bytes runs past the end of the file "
+                                       "(truncated or corrupt)")
+            header = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # arrays nested thousands deep
         if isinstance(exc, SafetensorsError):
             raise
         raise SafetensorsError(f"{path}: unreadable safetensors header ({exc})") from exc

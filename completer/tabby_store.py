@@ -80,8 +80,8 @@ def _read(folder: Path, model_id: str) -> TabbyModel:
 
 def _recorded_sha256(info: Path) -> str | None:
     """The entry file's sha256 as tabby.json records it: `sha256`, or the first of `partition_urls`."""
-    try:
-        entry = json.loads(info.read_text(encoding="utf-8"))
+    try:  # a regular file only: a FIFO would block the read forever
+        entry = json.loads(info.read_text(encoding="utf-8")) if info.is_file() else None
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(entry, dict):

@@ -37,6 +37,15 @@ def _after_all_starting_with(prefix: bytes) -> bytes | None:
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
 
 
+def _check_ids(path: Path, vocab: dict[str, int], size: int) -> None:
+    """Refuse a vocabulary with an id past the model's `size` ids: the model has no row for it, so its
+    encoding would fail in the model's first call (the tokenizers library counts tokens, not ids)."""
+    token, idx = max(vocab.items(), key=lambda item: item[1], default=("", -1))
+    if idx >= size:
+        raise ModelError(f"{path}: token {token!r} has id {idx:,}, past the model's {size:,} tokens "
+                         "(a damaged tokenizer.json?)")
+
+
 class Tokens:
     """Encoding, decoding and the prefix queries token healing asks of the vocabulary."""
 
@@ -64,8 +73,10 @@ class Tokens:
         self._added = set(added)
         self._path = path
         specials = {token.content: idx for idx, token in added.items() if token.special}
+        vocab = self.tokenizer.get_vocab()
+        _check_ids(path, vocab, self.vocab_size)
         self.token_bytes: list[bytes] = [b""] * self.vocab_size
-        for token, idx in self.tokenizer.get_vocab().items():
+        for token, idx in vocab.items():
             if token == end_of_text or token in specials:  # markers, not text: they spell nothing
                 continue
             if idx in added:  # an added token is stored as its text, not in the byte-level alphabet

@@ -127,9 +127,11 @@ def finish(writer) -> None:
 
 
 def rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict | None = None,
-               numbers: dict | None = None, drop: tuple[str, ...] = (), **changes) -> Path:
+               numbers: dict | None = None, drop: tuple[str, ...] = (), floats: dict | None = None,
+               **changes) -> Path:
     """The GGUF file at `source` written again: under another `architecture` (its keys renamed), with some
-    metadata values changed, keys in `drop` left out, new whole-number keys (`numbers`), and `extra` tensors."""
+    metadata values changed, keys in `drop` left out, new whole-number keys (`numbers`) and float32 keys
+    (`floats`), and `extra` tensors."""
     reader = gguf.GGUFReader(str(source))
     writer = gguf.GGUFWriter(str(out), architecture)
     for field in reader.fields.values():
@@ -143,6 +145,8 @@ def rewritten(source: Path, out: Path, architecture: str = "qwen2", extra: dict 
         writer.add_tensor(tensor.name, np.asarray(tensor.data).reshape(shape))
     for name, number in (numbers or {}).items():
         writer.add_uint32(name, number)
+    for name, number in (floats or {}).items():
+        writer.add_float32(name, number)
     for name, value in (extra or {}).items():
         writer.add_tensor(name, value)
     finish(writer)

@@ -58,6 +58,9 @@ def test_missing_file_and_manifest(copy: Path, tmp_path: Path):
     (copy / "manifest.json").write_text("{not json")
     with pytest.raises(ModelError, match="manifest"):
         load_bundle(copy)
+    (copy / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)  # Python's parser recurses: RecursionError
+    with pytest.raises(ModelError, match="unreadable manifest, not JSON"):
+        load_bundle(copy)
 
 
 def test_engine_refuses_corrupt_model_and_keeps_old_one(copy: Path, engine: Engine):
@@ -95,6 +98,15 @@ def test_a_wheel_installs_every_file_the_manifest_lists(model_dir: Path):
     ({"defaults": {"beams": 0}}, '"defaults"."beams" must be an integer from 1 to 16, not 0'),
     ({"defaults": {"beams": True}}, '"defaults"."beams" must be an integer'),
     ({"defaults": {"context_tokens": 1025}}, '"defaults"."context_tokens" must be an integer from 2 to 1024'),
+    ({"architecture": {}}, '"architecture"."n_layer" must be a whole number above 0, not null'),
+    ({"architecture": {"n_layer": 8, "n_head": 0, "n_embd": 192, "vocab_size": 8192}}, '"architecture"."n_head"'),
+    ({"architecture": {"n_layer": 8, "n_head": 6, "n_embd": 192, "vocab_size": None}}, '"architecture"."vocab_size"'),
+    ({"architecture": {"n_layer": 8, "n_head": 6, "n_embd": 192, "vocab_size": 8192, "n_kv_head": 0}},
+     '"architecture"."n_kv_head" must be a whole number above 0, not 0'),
+    ({"tokenizer_vocab_size": "8192"}, '"tokenizer_vocab_size" must be a whole number above 0, not "8192"'),
+    ({"files": {"model.onnx": {}, "tokenizer.json": {}, "/etc/hostname": {}}},
+     '"files" must name files in the bundle\'s folder, not "/etc/hostname"'),
+    ({"files": {"model.onnx": {}, "tokenizer.json": {}, "../model.onnx": {}}}, 'folder, not "../model.onnx"'),
 ])
 def test_a_manifest_of_the_wrong_shape_is_refused_naming_the_field(copy: Path, change: dict, says: str):
     manifest = json.loads((copy / "manifest.json").read_text())
@@ -102,6 +114,21 @@ def test_a_manifest_of_the_wrong_shape_is_refused_naming_the_field(copy: Path, c
     with pytest.raises(ModelError, match="manifest.json: incomplete or malformed manifest") as refused:
         load_bundle(copy)
     assert says in str(refused.value)
+
+
+@pytest.mark.parametrize("key, value", [("n_layer", 10**12), ("vocab_size", 10**12), ("n_kv_head", 3),
+                                        ("n_layer", 4)])
+def test_a_manifest_whose_architecture_is_not_the_graphs_is_refused_and_the_old_model_kept(
+        copy: Path, engine: Engine, key: str, value: int):
+    """The manifest is not checksummed: edited, or another model's, the sizes it gives would shape caches and masks
+    that fail every call once the model is taken up, or fill the memory before (a trillion layers or ids)."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["architecture"][key] = value
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    before = engine.bundle.path
+    with pytest.raises(ModelError, match=f"manifest.json: its architecture says {key} {value}, but model.onnx has"):
+        engine.configure(EngineSettings(model_path=str(copy)))
+    assert engine.bundle.path == before and engine.settings.model_path is None
 
 
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):

@@ -3,6 +3,9 @@ converted and checked against transformers' own logits; a vocabulary that merges
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import struct
 import subprocess
 import sys
 import time
@@ -460,11 +463,24 @@ def source(tmp_path) -> Path:
     ("missing_key", "config.json has no 'intermediate_size'"),
     ("rope_no_factor", "rope scaling 'linear' needs factor"),
     ("unreadable_tokenizer", "the tokenizers library cannot read it"),
+    ("header_past_end", "runs past the end of the file"),
+    ("shared_bytes", "share bytes (corrupt header)"),
+    ("fifo_weights", "model.safetensors: not a regular file"),  # opening it would wait for a writer forever
+    ("stale_shard", "is in both model.safetensors and zz-old.safetensors"),
+    ("infinite_size", "config.json has a value a llama model cannot have (cannot convert float infinity"),
+    ("nan_epsilon", "the norms' epsilon must be a finite number, not negative: nan"),
+    ("zero_rope_factor", "rope scaling's factor must be a finite number above 0, not 0"),
+    ("huge_vocabulary", "the config implies [1000000000000, 64]"),  # checked before a row per id is made
+    ("id_past_vocabulary", "has id 100,000, past the model's"),
+    ("nested_config", "config.json: not readable JSON (maximum recursion depth"),  # Python's parser recurses
+    ("nested_header", "unreadable safetensors header (maximum recursion depth"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsys, breakage, expected):
     from safetensors.numpy import load_file, save_file
 
     weights = source / "model.safetensors"
+    _break_weights(source, breakage)
+    _break_config_or_tokenizer(source, breakage)
     if breakage == "model_type":
         json_edit(source / "config.json", model_type="bert")
     elif breakage == "no_config":
@@ -509,6 +525,50 @@ def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsy
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
 
 
+def _break_weights(source: Path, breakage: str) -> None:
+    """The safetensors file damaged as `breakage` names, where it names a damage of the weights."""
+    from safetensors.numpy import load_file, save_file
+
+    weights = source / "model.safetensors"
+    if breakage == "header_past_end":
+        weights.write_bytes(struct.pack("<Q", weights.stat().st_size) + weights.read_bytes()[8:])
+    elif breakage == "shared_bytes":  # the output head described as the embeddings' bytes
+        data = weights.read_bytes()
+        size = struct.unpack("<Q", data[:8])[0]
+        header = json.loads(data[8:8 + size])
+        header["lm_head.weight"]["data_offsets"] = header["model.embed_tokens.weight"]["data_offsets"]
+        text = json.dumps(header).encode()
+        weights.write_bytes(struct.pack("<Q", len(text)) + text + data[8 + size:])
+    elif breakage == "fifo_weights":
+        weights.unlink()
+        os.mkfifo(weights)
+    elif breakage == "nested_header":
+        text = b"[" * 100_000 + b"]" * 100_000
+        weights.write_bytes(struct.pack("<Q", len(text)) + text)
+    elif breakage == "stale_shard":  # a file of another download beside the checkpoint's, which sorts after it
+        head = load_file(str(weights))["lm_head.weight"]
+        save_file({"lm_head.weight": np.zeros_like(head)}, str(source / "zz-old.safetensors"))
+
+
+def _break_config_or_tokenizer(source: Path, breakage: str) -> None:
+    """config.json or tokenizer.json damaged as `breakage` names, where it names a damage of those."""
+    config = source / "config.json"
+    if breakage == "nested_config":
+        config.write_text("[" * 100_000 + "]" * 100_000)
+    elif breakage == "infinite_size":  # Python's json reads 1e999 as infinity
+        config.write_text(config.read_text().replace('"hidden_size": 64', '"hidden_size": 1e999'))
+    elif breakage == "nan_epsilon":
+        json_edit(config, rms_norm_eps=float("nan"))
+    elif breakage == "zero_rope_factor":
+        json_edit(config, rope_parameters={"rope_theta": 10000.0, "rope_type": "linear", "factor": 0})
+    elif breakage == "huge_vocabulary":
+        json_edit(config, vocab_size=10**12)
+    elif breakage == "id_past_vocabulary":
+        spec = json.loads((source / "tokenizer.json").read_text())
+        spec["model"]["vocab"]["ĠĠzz"] = 100_000  # the tokenizers library counts it as one more token
+        (source / "tokenizer.json").write_text(json.dumps(spec))
+
+
 @pytest.mark.parametrize("family,change,says", [
     ("starcoder2", {"sliding_window": 64}, "sliding-window attention (64 tokens)"),
     ("starcoder2", {"sliding_window": 64, "use_sliding_window": False}, "sliding-window attention (64 tokens)"),
@@ -546,6 +606,40 @@ def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_pa
     monkeypatch.chdir(source / "..")
     assert "holds" in _refused(["convert", str(source), "--out", ".", "--force"], capsys)
     assert (source / "config.json").is_file()
+
+
+def test_an_out_no_bundle_can_be_moved_to_is_refused_before_converting(source, tmp_path, capsys):
+    """A symbolic link (to nothing, in a loop, or to a folder, which the bundle could not take the place of), or a
+    path through a file: refused at once by name, not after the whole conversion with the errno of a hidden
+    staging folder or "Cannot call rmtree on a symbolic link"."""
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "a-file").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "to-empty").symlink_to(tmp_path / "empty")
+    for out, says in (("dangling", "is a symbolic link to nothing"), ("loop", "is a symbolic link to nothing"),
+                      ("a-file/bundle", "a-file is not a folder"), ("loop/bundle", "loop is not a folder"),
+                      ("to-empty", f"is a symbolic link; give the folder it names, {tmp_path / 'empty'}")):
+        assert says in _refused(["convert", str(source), "--out", str(tmp_path / out), "--context", "64"], capsys)
+    assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
+
+
+def test_fifos_beside_the_checkpoint_are_passed_over_and_paths_are_quoted(source, tmp_path, capsys):
+    """A FIFO blocks whoever opens it until a writer comes: the model card and tokenizer_config.json are read only
+    when they are regular files. A bundle's path with a space is one shell word in the commands it is named in."""
+    (source / "README.md").unlink()
+    os.mkfifo(source / "README.md")
+    os.mkfifo(source / "tokenizer_config.json")  # read for the end-of-text token: the vocabulary has no <|endoftext|>
+    spec = json.loads((source / "tokenizer.json").read_text())
+    for token in spec["added_tokens"]:
+        token["content"] = "</s>" if token["content"] == "<|endoftext|>" else token["content"]
+    (source / "tokenizer.json").write_text(json.dumps(spec).replace('"<|endoftext|>"', '"</s>"'))
+    out = tmp_path / "my bundles" / "tiny"
+    assert cli_main(["convert", str(source), "--out", str(out), "--context", "64"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["end_of_text_token"] == "</s>" and manifest["source"]["license"].startswith("unknown (no README")
+    assert f"--out {shlex.quote(str(out))} " in manifest["conversion"]["command"]
+    assert f"use it with --model {shlex.quote(str(out))} " in capsys.readouterr().out
 
 
 def test_the_bundles_default_window_and_beams_apply_unless_the_user_sets_them(source, tmp_path, capsys):

@@ -174,6 +174,8 @@ def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, ca
     ("pre", "pre-tokenizer 'chatglm-bpe' is not supported"),
     ("truncated", "not a GGUF file gguf can read"),
     ("extra_tensor", "does not use: rope_freqs.weight"),
+    ("infinite_width", "metadata 'qwen2.embedding_length' is missing or not a number"),  # int(inf) would raise
+    ("nan_layers", "metadata 'qwen2.block_count' is missing or not a number"),
 ])
 def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
     """Written with the gguf package's own writer, then broken one way each."""
@@ -184,7 +186,11 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
     else:
         broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
                   "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
-                  "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}}}[breakage]
+                  "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}},
+                  "infinite_width": {"drop": ("qwen2.embedding_length",),
+                                     "floats": {"qwen2.embedding_length": float("inf")}},
+                  "nan_layers": {"drop": ("qwen2.block_count",), "floats": {"qwen2.block_count": float("nan")}}
+                  }[breakage]
         path = rewritten(path, tmp_path / "broken.gguf", **broken)
     capsys.readouterr()
     assert cli_main(["convert", str(path), "--out", str(tmp_path / "out"), "--context", str(CONTEXT)]) == 2

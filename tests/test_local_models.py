@@ -415,6 +415,26 @@ def test_what_an_adversarial_review_found_on_real_disks(files, isolated, capsys)
     assert rows["acme/Fifo-GGUF"]["why_not"] == "no config.json and no GGUF model file"
 
 
+def test_models_lists_past_fifos_where_a_checkpoints_files_or_tabbys_entry_would_be(files, isolated, capsys):
+    """A FIFO blocks whoever opens it until a writer comes: a cached checkpoint's config.json and safetensors
+    files, and Tabby's tabby.json, are read only when they are regular files, so `completer models` returns."""
+    for repository, fifo in (("acme/fifo-config", "config.json"), ("acme/fifo-weights", "model.safetensors")):
+        snapshot = gguf_repository(isolated / "hub", repository, [])
+        for name in ("config.json", "model.safetensors"):
+            if name == fifo:
+                os.mkfifo(snapshot / name)
+            else:
+                (snapshot / name).write_text(json.dumps({"model_type": "qwen2"}) if name == "config.json" else "")
+        (snapshot / "tokenizer.json").write_text("{}")
+    tabby_model(isolated / "tabby", "TabbyML/Fifo", files["q8_0"])
+    (isolated / "tabby" / "models" / "TabbyML" / "Fifo" / "tabby.json").unlink()
+    os.mkfifo(isolated / "tabby" / "models" / "TabbyML" / "Fifo" / "tabby.json")
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert rows["acme/fifo-config"]["model_type"] is None and rows["acme/fifo-weights"]["parameters"] is None
+    assert rows["tabby:TabbyML/Fifo"]["convertible"]  # its file is there; no sha256 to check it against
+
+
 def test_a_file_that_names_no_pre_tokenizer_is_split_as_llama_cpp_splits_it_with_a_warning(files, isolated, capsys):
     """Files converted before llama.cpp recorded a pre-tokenizer: llama.cpp runs them with its default splits
     and warns; so does the converter, and the model card says so."""

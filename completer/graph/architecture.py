@@ -27,6 +27,7 @@ import numpy as np
 
 FAMILIES = ("gpt2", "llama", "starcoder2")
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
+ROPE_SCALING_NUMBERS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,19 @@ class Architecture:
             raise ValueError(f"rotary positions need an even head size, not {self.head_dim}")
         if self.qk_norm and not self.rotary:
             raise ValueError("normalized query and key heads are built only with rotary positions")
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
+        """Refuse the epsilon, rope_theta and rope scaling numbers that make every output NaN or infinite: a
+        model that converts and never suggests anything is worse than a refusal."""
+        if not (math.isfinite(self.norm_eps) and self.norm_eps >= 0):
+            raise ValueError(f"the norms' epsilon must be a finite number, not negative: {self.norm_eps}")
+        if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
+            raise ValueError(f"rope_theta must be a finite number above 0, not {self.rope_theta}")
+        for key in ROPE_SCALING_NUMBERS:
+            value = self.rope_scaling.get(key)
+            if isinstance(value, (int, float)) and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"rope scaling's {key} must be a finite number above 0, not {value}")
 
     @property
     def rotary(self) -> bool:

@@ -33,7 +33,7 @@ def read_json(folder: Path, name: str, missing: str) -> object:
         raise Unsupported(f"{folder}: no {name} ({missing})")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
         raise Unsupported(f"{path}: not readable JSON ({exc})") from exc
 
 
@@ -55,7 +55,7 @@ def architecture(config: dict, context: int) -> Architecture:
         return read(config, context)
     except KeyError as exc:
         raise Unsupported(f"config.json has no {exc.args[0]!r}, which a {kind} model needs") from exc
-    except (TypeError, ValueError, AttributeError, ZeroDivisionError) as exc:
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:  # OverflowError: int(1e999)
         if isinstance(exc, Unsupported):
             raise
         raise Unsupported(f"config.json has a value a {kind} model cannot have ({exc})") from exc
@@ -157,7 +157,7 @@ def weight_files(folder: Path) -> list[Path]:
             names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
             if not all(isinstance(name, str) and "/" not in name for name in names):
                 raise ValueError("its weight_map must name files in this folder")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise Unsupported(f"{index}: unreadable shard index ({exc})") from exc
         files = [folder / name for name in names]
         missing = [f.name for f in files if not f.is_file()]
@@ -174,10 +174,17 @@ def weight_files(folder: Path) -> list[Path]:
 
 
 def load_weights(folder: Path) -> dict[str, Lazy]:
-    """The checkpoint's tensors by name, each read when the graph builder takes it (lazy.py)."""
+    """The checkpoint's tensors by name, each read when the graph builder takes it (lazy.py). A name in two files
+    is refused: which copy a loader keeps is an accident of order, and a stale file beside the shards would be
+    silently read instead of them."""
     tensors: dict[str, Lazy] = {}
+    found_in: dict[str, Path] = {}
     for path in weight_files(folder):
-        tensors.update(safetensors_reader.tensors(path))
+        for name, tensor in safetensors_reader.tensors(path).items():
+            if name in found_in:
+                raise Unsupported(f"{folder}: tensor {name!r} is in both {found_in[name].name} and {path.name}; "
+                                  "remove the file that does not belong to the checkpoint")
+            tensors[name], found_in[name] = tensor, path
     return tensors
 
 

@@ -34,7 +34,7 @@ def tensors(path: Path) -> dict[str, Lazy]:
     resident memory once touched, the whole model's worth by the end."""
     header, start = read_header(path)
     data_size = max(0, path.stat().st_size - start)
-    found = {}
+    found, ranges = {}, []
     for name, meta in header.items():
         try:
             dtype, shape, (begin, end) = meta["dtype"], [int(n) for n in meta["shape"]], meta["data_offsets"]
@@ -50,11 +50,22 @@ def tensors(path: Path) -> dict[str, Lazy]:
         if not 0 <= begin <= end <= data_size or end - begin != int(np.prod(shape)) * itemsize:
             raise SafetensorsError(f"{path}: tensor {name!r} lies outside the file or has the wrong size "
                                    "(truncated or corrupt)")
+        ranges.append((begin, end, name))
         stored = np.dtype(DTYPES[dtype])
         read = partial(_rows, path, name, start + begin, stored, tuple(shape), WIDEN.get(dtype))
         found[name] = Lazy(shape, np.float32 if dtype in WIDEN else stored, partial(read, 0, shape[0] if shape else 1),
                            rows=read)
+    _check_apart(path, ranges)
     return found
+
+
+def _check_apart(path: Path, ranges: list[tuple[int, int, str]]) -> None:
+    """Refuse tensors whose bytes overlap: each tensor has bytes of its own (the safetensors library refuses such
+    a file too), so two that share some are a corrupt header, whose weights would be silently wrong."""
+    filled = sorted(r for r in ranges if r[0] < r[1])  # an empty tensor owns no bytes
+    for (_, end, name), (begin, _, other) in zip(filled, filled[1:]):
+        if begin < end:
+            raise SafetensorsError(f"{path}: tensors {name!r} and {other!r} share bytes (corrupt header)")
 
 
 def _rows(path: Path, name: str, offset: int, stored: np.dtype, shape: tuple[int, ...], widen, first: int,
