@@ -790,6 +790,12 @@ def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generat
      True),
     ("---\nlicense: apache-2.0\n---\n# Qwen2.5-Coder-0.5B\n", "qwen-0.5b", True),
     ("---\nlicense: apache-2.0\n---\n# tiny test model\n", "my-model", True),
+    # Unsloth's card for a Qwen2.5-Coder fine-tune: `qwen2` is the architecture's tag (config.json's model_type),
+    # no name of a model
+    ("---\nbase_model: unsloth/qwen2.5-coder-1.5b-bnb-4bit\ntags:\n- text-generation-inference\n- transformers\n"
+     "- unsloth\n- qwen2\n- trl\nlicense: apache-2.0\n---\n\n# Uploaded  model\n", "merged", True),
+    ("---\nlicense: apache-2.0\ntags: [code, 'qwen-coder']\n---\n# Qwen2.5-1.5B-autocomplete\n", "ft", True),  # inline
+    ("\ufeff---\r\nlicense: apache-2.0\r\ntags:\r\n  - qwen-coder\r\n---\r\n# Qwen2.5-1.5B-sft\r\n", "ft", True),
 ])
 def test_a_general_qwen_model_whose_tokenizer_has_the_fim_markers_completes_without_them(tmp_path, capsys, card, folder,
                                                                                         fills_in):
@@ -811,6 +817,17 @@ def test_a_general_qwen_model_whose_tokenizer_has_the_fim_markers_completes_with
         assert cli_main(["convert", str(src), "--out", str(tmp_path / "asked"), "--context", "64", "--fim"]) == 0
         asked = json.loads((tmp_path / "asked" / "manifest.json").read_text())
         assert asked["fim"]["template"] == "qwen" and "--fim" in asked["conversion"]["command"].split()
+
+
+def test_a_folder_converted_as_dot_is_named_by_its_own_name(tmp_path, monkeypatch):
+    """`completer convert .` inside Qwen2.5-0.5B/: the folder's name is still one of the model's names."""
+    src = tmp_path / "Qwen2.5-0.5B"
+    checkpoint(src, "qwen2", tied=True)
+    (src / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
+    monkeypatch.chdir(src)
+    assert cli_main(["convert", ".", "--out", str(tmp_path / "bundle"), "--context", "64"]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert "fim" not in manifest and manifest["fim_declined"].startswith("Qwen2.5-0.5B is a general model")
 
 
 def test_fim_asked_of_a_tokenizer_without_markers_is_refused_and_no_fim_is_kept_in_the_command(tmp_path, capsys):
