@@ -91,6 +91,32 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
         past = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in layers]
 
 
+def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_path):
+    """transformers' Qwen3Config reads a config.json that names no head_dim as heads 128 wide (its default), not
+    hidden_size / num_attention_heads as LLaMA's does: the graph reads it so too."""
+    import onnxruntime as ort
+    from transformers import AutoModelForCausalLM
+
+    checkpoint(tmp_path, "qwen3", tied=True, head_dim=128)  # 4 heads of 128 in a model 64 wide
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert model.config.head_dim == 128
+    config = read_config(tmp_path)
+    arch = architecture(config, CONTEXT)
+    graph = decoder_model(arch, canonical_weights(load_weights(tmp_path), arch, config), CONTEXT, logits_only=True)
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, 12)
+    empty = [(np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
+              np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32)) for _ in range(arch.n_layer)]
+    past = [(np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32),) * 2 for _ in range(arch.n_layer)]
+    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, _feed(arch, prompt[None, :], 0, empty,
+                                                                                      past))))
+    expected = logits(model, prompt.tolist())
+    np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, np.abs(expected).max()))
+
+
 def test_own_model_graph_equals_its_pytorch_forward_on_the_shipped_weights():
     import onnxruntime as ort
     import torch
