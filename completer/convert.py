@@ -95,7 +95,7 @@ def _fim(tokenizer) -> dict | None:
 def _model_card_text(folder: Path) -> str | None:
     card = folder / "README.md"
     try:  # a regular file only: a FIFO would block the read forever
-        return card.read_text(encoding="utf-8", errors="replace") if card.is_file() else None
+        return card.read_text(encoding="utf-8", errors="replace").removeprefix("\ufeff") if card.is_file() else None
     except OSError:
         return None
 
@@ -118,19 +118,25 @@ def _license(folder: Path) -> str:
 def _model_names(source: Path, config: dict, origin: Origin | None) -> list[str]:
     """What the model is called wherever the checkpoint says: the name it is converted by (a folder, a Hugging
     Face id, an Ollama or Tabby name, a GGUF file), config.json's `_name_or_path`, a GGUF file's `general.name`,
-    and its model card's title and tags. Not the card's `base_model`, which names a code model's general parent."""
-    names = [origin.name if origin else source.name, config.get("_name_or_path"),
-             (origin.record.get("gguf_name") if origin else None)]
+    and its model card's title and tags. Not the card's `base_model`, which names a code model's general parent, nor
+    a tag that is the architecture's name (config.json's model_type: Unsloth tags every Qwen2.5 fine-tune `qwen2`,
+    Coder's too). A folder is named by its own name even when given as `.`."""
+    names = [origin.name if origin else source.name, None if origin else source.resolve().name,
+             config.get("_name_or_path"), (origin.record.get("gguf_name") if origin else None)]
     text = _model_card_text(source) or ""
-    in_tags = False
+    tags, in_tags = [], False
     for line in _front_matter(text):
         if not line.startswith((" ", "-")):
             in_tags = line.startswith("tags:")
+            inline = line[len("tags:"):].strip() if in_tags else ""
+            tags += inline.strip("[]").split(",") if inline.startswith("[") else [inline]  # tags: [a, b]
         elif in_tags and line.strip().startswith("- "):
-            names.append(line.strip()[2:].strip().strip("'\""))
+            tags.append(line.strip()[2:])
+    architecture = str(config.get("model_type", "")).lower()
+    names += [tag for tag in (tag.strip().strip("'\"") for tag in tags) if tag.lower() != architecture]
     body = text.split("\n---", 1)[1] if text.startswith("---") and "\n---" in text else text
     names.append(next((line[2:] for line in body.splitlines() if line.startswith("# ")), None))
-    return [name.strip() for name in names if isinstance(name, str) and name.strip()]
+    return list(dict.fromkeys(name.strip() for name in names if isinstance(name, str) and name.strip()))
 
 
 def _fim_choice(tokenizer, asked: bool | None, names: list[str]) -> tuple[dict | None, str | None]:

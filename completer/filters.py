@@ -197,7 +197,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             s.top_colon = True
         elif ch == "<" and syntax.heredoc_at is not None:
             found = syntax.heredoc_at.match(text, i)
-            if found is None or s.stack[-2:] == ["(", "("]:  # a shift, as in the shell's (( x << 2 ))
+            if found is None or s.stack[-2:] == ["(", "("] and s.opened_at[-1] == s.opened_at[-2] + 1:
+                # a shift, as in the shell's (( x << 2 )); not Perl's is(f(<<EOF)) nor Ruby's expect(f(<<~EOS))
                 i += 1
                 continue
             s.heredoc = next(word for name, word in found.groupdict().items() if word and name != "quote")

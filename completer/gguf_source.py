@@ -329,7 +329,9 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
         "vocab_size": vocab_size, "tie_word_embeddings": tied,
     }
     key_length = meta.value(f"{arch}.attention.key_length")
-    if isinstance(key_length, int) and key_length != config["hidden_size"] // heads:
+    if not isinstance(key_length, int):
+        key_length = config["hidden_size"] // heads  # llama.cpp's head size where the file names none
+    if key_length != config["hidden_size"] // heads or arch == "qwen3":  # Qwen3's config.json without it: 128
         config["head_dim"] = key_length
     scaling = meta.value(f"{arch}.rope.scaling.type")
     if scaling not in (None, "none"):

@@ -127,10 +127,10 @@ _RUBY_BLOCK = (r"^(?:def|class|module|if|unless|while|until|case|begin|else|elsi
                r"|\bdo(?:\s*\|[^|]*\|)?$")  # not the modifier `x if y`, nor `def f; end`
 _PERL_HEREDOC = (r"(?<![\w)\]}$@%])<<(?:~?[ \t]*(?P<quote>['\"`])[ \t]*(?P<word>[^'\"`\n]+)(?P=quote)"
                  r"|~?\\?(?P<bare>[A-Za-z_]\w*))")  # <<"EOF", <<'EOF', <<~EOF, <<EOF; not the shift 1<<BITS
-_PERL_QUOTE_LIKE = (r"(?<![\w$@%&*#\\-])(?<!->)(?<!::)(?:(?P<twice>s|tr|y)|q[qwrx]?|m)"
-                    r"(?:[^\w\s=;)\]}>]|[ \t]+[^\w\s#=,;)\]}>])")  # not $s, -s $file, ->s(, $h{s}, y => 1
-_PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;+\-*%^<>.]|(?<![\w$@%>:])(?:split|grep|map|and|or|not|if|unless|while"
-                     r"|until|return|when))$")  # an operator, a keyword: not `}`, whose `$h{n} / 2` divides
+_PERL_QUOTE_LIKE = (r"(?<![\w$@%&*#\\-])(?<!->)(?<!::)(?<!\bsub\s)(?:(?P<twice>s|tr|y)|q[qwrx]?|m)"
+                    r"(?:[^\w\s=;)\]}>]|=(?!>)|[ \t]+[^\w\s#=,;)\]}>])")  # not $s, -s $file, ->s(, $h{s}, y=>1, sub y
+_PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>.]|(?<![+-])[+-]|(?<![\w$@%>:])(?:split|grep|map|and|or|not|if|unless"
+                     r"|while|until|return|when))$")  # an operator, a keyword: not `}` (`$h{n} / 2`) nor `$i++`
 _PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
 _PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#

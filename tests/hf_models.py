@@ -55,8 +55,9 @@ def perturb(model, seed: int = 0, scale: float = 0.3) -> None:
             param.copy_(1.0 + noise * 0.3 if norm else noise)
 
 
-def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, seed: int = 0):
-    """A random checkpoint of `family` saved with save_pretrained; returns the transformers model."""
+def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, seed: int = 0, head_dim: int = 24):
+    """A random checkpoint of `family` saved with save_pretrained; returns the transformers model (`head_dim`:
+    Qwen3's head size)."""
     import torch
     from transformers import (AutoModelForCausalLM, GPT2Config, GPTBigCodeConfig, LlamaConfig, Qwen2Config,
                               Qwen3Config, Starcoder2Config)
@@ -84,8 +85,8 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
                                   use_bias=family != "starcoder2_no_bias", bos_token_id=0, eos_token_id=0)
     elif family == "qwen3":  # each query and key head RMS-normalized; a head size of its own (not 64 / 4)
         config = Qwen3Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                             num_key_value_heads=2, head_dim=24, vocab_size=vocab_size, max_position_embeddings=512,
-                             tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+                             num_key_value_heads=2, head_dim=head_dim, vocab_size=vocab_size,
+                             max_position_embeddings=512, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
     else:  # qwen2: q/k/v biases, one key/value head
         config = Qwen2Config(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=1, vocab_size=vocab_size, max_position_embeddings=512,
@@ -99,14 +100,14 @@ def build_model(folder: Path, family: str, vocab_size: int, tied: bool = True, s
 
 
 def checkpoint(folder: Path, family: str, tied: bool = True, fim: bool = True, pad: int = 8, seed: int = 0,
-               specials: list[str] = SPECIALS):
+               specials: list[str] = SPECIALS, head_dim: int = 24):
     """A whole checkpoint folder: tokenizer.json, config.json, model.safetensors, a model card; the model's
     vocabulary padded `pad` ids past the tokenizer's, as released models pad theirs."""
     from tokenizers import Tokenizer
 
     tokenizer = build_tokenizer(folder, fim=fim, specials=specials)
     size = Tokenizer.from_file(str(tokenizer)).get_vocab_size()
-    model = build_model(folder, family, size + pad, tied=tied, seed=seed)
+    model = build_model(folder, family, size + pad, tied=tied, seed=seed, head_dim=head_dim)
     (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\n# tiny test model\n")
     return model
 

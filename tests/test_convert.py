@@ -94,6 +94,32 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
         past = [(out[f"present_key_{i}"], out[f"present_value_{i}"]) for i in layers]
 
 
+def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_path):
+    """transformers' Qwen3Config reads a config.json that names no head_dim as heads 128 wide (its default), not
+    hidden_size / num_attention_heads as LLaMA's does: the graph reads it so too."""
+    import onnxruntime as ort
+    from transformers import AutoModelForCausalLM
+
+    checkpoint(tmp_path, "qwen3", tied=True, head_dim=128)  # 4 heads of 128 in a model 64 wide
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert model.config.head_dim == 128
+    config = read_config(tmp_path)
+    arch = architecture(config, CONTEXT)
+    graph = decoder_model(arch, canonical_weights(load_weights(tmp_path), arch, config), CONTEXT, logits_only=True)
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, 12)
+    empty = [(np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
+              np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32)) for _ in range(arch.n_layer)]
+    past = [(np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32),) * 2 for _ in range(arch.n_layer)]
+    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, _feed(arch, prompt[None, :], 0, empty,
+                                                                                      past))))
+    expected = logits(model, prompt.tolist())
+    np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, np.abs(expected).max()))
+
+
 def test_own_model_graph_equals_its_pytorch_forward_on_the_shipped_weights():
     import onnxruntime as ort
     import torch
@@ -884,6 +910,12 @@ def test_markers_the_tokenizer_does_not_call_special_are_found_and_never_generat
      True),
     ("---\nlicense: apache-2.0\n---\n# Qwen2.5-Coder-0.5B\n", "qwen-0.5b", True),
     ("---\nlicense: apache-2.0\n---\n# tiny test model\n", "my-model", True),
+    # Unsloth's card for a Qwen2.5-Coder fine-tune: `qwen2` is the architecture's tag (config.json's model_type),
+    # no name of a model
+    ("---\nbase_model: unsloth/qwen2.5-coder-1.5b-bnb-4bit\ntags:\n- text-generation-inference\n- transformers\n"
+     "- unsloth\n- qwen2\n- trl\nlicense: apache-2.0\n---\n\n# Uploaded  model\n", "merged", True),
+    ("---\nlicense: apache-2.0\ntags: [code, 'qwen-coder']\n---\n# Qwen2.5-1.5B-autocomplete\n", "ft", True),  # inline
+    ("\ufeff---\r\nlicense: apache-2.0\r\ntags:\r\n  - qwen-coder\r\n---\r\n# Qwen2.5-1.5B-sft\r\n", "ft", True),
 ])
 def test_a_general_qwen_model_whose_tokenizer_has_the_fim_markers_completes_without_them(tmp_path, capsys, card, folder,
                                                                                         fills_in):
@@ -905,6 +937,17 @@ def test_a_general_qwen_model_whose_tokenizer_has_the_fim_markers_completes_with
         assert cli_main(["convert", str(src), "--out", str(tmp_path / "asked"), "--context", "64", "--fim"]) == 0
         asked = json.loads((tmp_path / "asked" / "manifest.json").read_text())
         assert asked["fim"]["template"] == "qwen" and "--fim" in asked["conversion"]["command"].split()
+
+
+def test_a_folder_converted_as_dot_is_named_by_its_own_name(tmp_path, monkeypatch):
+    """`completer convert .` inside Qwen2.5-0.5B/: the folder's name is still one of the model's names."""
+    src = tmp_path / "Qwen2.5-0.5B"
+    checkpoint(src, "qwen2", tied=True)
+    (src / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
+    monkeypatch.chdir(src)
+    assert cli_main(["convert", ".", "--out", str(tmp_path / "bundle"), "--context", "64"]) == 0
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert "fim" not in manifest and manifest["fim_declined"].startswith("Qwen2.5-0.5B is a general model")
 
 
 def test_fim_asked_of_a_tokenizer_without_markers_is_refused_and_no_fim_is_kept_in_the_command(tmp_path, capsys):

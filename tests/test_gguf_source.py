@@ -95,6 +95,24 @@ def test_a_converted_gguf_file_computes_the_checkpoints_logits_and_tokenizes_as_
         past = out.carried(np.zeros(1, np.int64))
 
 
+def test_a_qwen3_file_whose_heads_are_hidden_size_over_heads_wide_keeps_that_head_size(tmp_path):
+    """llama.cpp writes Qwen3's key_length; where it is hidden_size / heads, the unpacked config.json still names
+    it: transformers' Qwen3 reads a config.json without head_dim as heads 128 wide."""
+    from tokenizers import Tokenizer
+
+    model = checkpoint(tmp_path / "src", "qwen3", tied=True, head_dim=16)  # 64 / 4 heads
+    path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen3", quantized=False)
+    assert cli_main(["convert", str(path), "--out", str(tmp_path / "bundle"), "--fp32", "--context", str(CONTEXT)]) == 0
+    runtime = Runtime(load_bundle(tmp_path / "bundle"), device="cpu")
+    ids = Tokenizer.from_file(str(tmp_path / "src" / "tokenizer.json")).encode(CODE).ids[:20]
+    expected = logits(model, ids)
+    prefix, past = runtime.empty_prefix(), runtime.empty_past(1)
+    for position, token in enumerate(ids):
+        out = runtime.run(np.asarray([[token]]), position, prefix, past, num_beams=1)
+        assert out.tokens[0] == expected[position].argmax(), position
+        past = out.carried(np.zeros(1, np.int64))
+
+
 def test_a_gguf_file_of_a_general_qwen_model_by_its_general_name_converts_without_fim(tmp_path):
     """llama.cpp names a file's model in general.name: a general Qwen2.5's file keeps the markers untrained."""
     checkpoint(tmp_path / "src", "qwen2", tied=True)

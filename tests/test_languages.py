@@ -102,6 +102,7 @@ SHELL = syntax_for("shellscript")
     ("it's ( prose", ["cat <<-'END' > out"]),
     ("  END", ["cat <<-'END' > out", "(", "  END"]),  # ... over, and an indented line repeated
     ("x=$(( n << 2 ))", []),  # a shift, not a here-document
+    ("x=$(( n << bits ))", []),
     ("test_expect_success 'merges' '", []),  # a string that goes on over lines
     ("  git merge topic (", ["test_expect_success 'merges' '"]),  # inside it: anything
     ("sed 's/\\/\\\\/g' \"$f\"", []),  # no escape in single quotes
@@ -183,6 +184,10 @@ PERL = syntax_for("perl")
     ("string => sub { my ($text) = @_;", []),
     ("if (defined $x and", []),  # word operators go on below
     ("my $bytes = 1 << 2;", []),  # a shift, not a here-document
+    ("}", ["sub f {", "  is(render(<<'EOF'), 'x');", "a (", "EOF"]),  # a here-document in a call's call
+    ("}", ["sub y {", "    return $_[0]{y};", "}", "sub clear {", "    my $self = shift;"]),  # a sub named y
+    ("$dir =~ s=\\\\=/=g;", []),  # `=` as the delimiter (not `s => 1`)
+    ("my $mid = $i++ / 2;", []),  # a division after a postfix ++, no regular expression
 ])
 def test_perl_is_read_as_perl_reads_it(line, above):
     """Perl's comments, POD, quotes, quote-like operators, regular expressions, here-documents and punctuation
@@ -208,6 +213,7 @@ def test_perl_is_read_as_perl_reads_it(line, above):
     ("my $v = $]; foo(;", []),  # $] closes no bracket
     ("$s =~ s{a}{b}g; foo(;", []),  # the substitution ends at its second part
     ("my %point = (y => 1); foo(;", []),  # `y =>` opens no transliteration
+    ("my %point = (y=>1, s=>2); foo(;", []),
 ])
 def test_broken_perl_lines_are_dropped(line, above):
     """With Perl's rules the brackets and strings are checked: a bracket left open by a statement's end, a string
@@ -226,6 +232,8 @@ def test_perl_quoted_text_nests_and_goes_on_over_lines():
     assert scan("=head1 A\n(\n=cut\n(", syntax=PERL).stack == ["("]
     assert scan("=head1 A\n  =cut\n(", syntax=PERL).triple  # `=cut` ends POD only first on its line
     assert scan("__END__\n)", syntax=PERL).stack == [] and scan("__END__X\n(", syntax=PERL).stack == ["("]
+    assert scan("ok(f(<<EOF));\n) [\nEOF\n(", syntax=PERL).stack == ["("]  # a here-document two calls deep
+    assert scan("sub y { $_[0]{y} }\n(", syntax=PERL).stack == ["("]  # `sub y` names a sub
 
 
 @pytest.mark.parametrize("line,above,language", [

@@ -140,13 +140,14 @@ def _llama(config: dict, context: int) -> Architecture:
     _check_window(config, context, active=config.get("model_type") == "mistral")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     theta, scaling = _rope(config)
+    qwen3 = config.get("model_type") == "qwen3"  # transformers' Qwen3Config: heads 128 wide where none is named
     return Architecture(family="llama", n_layer=int(config["num_hidden_layers"]), n_head=heads,
                         n_kv_head=int(config.get("num_key_value_heads") or heads),
-                        head_dim=int(config.get("head_dim") or hidden // heads), hidden=hidden,
+                        head_dim=int(config.get("head_dim") or (128 if qwen3 else hidden // heads)), hidden=hidden,
                         mlp_hidden=int(config["intermediate_size"]), vocab_size=int(config["vocab_size"]),
                         max_positions=int(config.get("max_position_embeddings", context)),
                         norm_eps=float(config.get("rms_norm_eps", 1e-6)), activation="silu", rope_theta=theta,
-                        rope_scaling=scaling, qk_norm=config.get("model_type") == "qwen3")
+                        rope_scaling=scaling, qk_norm=qwen3)
 
 
 def weight_files(folder: Path) -> list[Path]:
