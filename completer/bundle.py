@@ -204,7 +204,24 @@ def _manifest_problem(manifest: object) -> str | None:
         return f'"context_length" must be at least 2, not {manifest["context_length"]}'
     if not isinstance(manifest.get("architecture"), dict):
         return '"architecture" must be an object'
-    return _defaults_problem(manifest.get("defaults", {}), manifest["context_length"])
+    return _architecture_problem(manifest["architecture"]) or \
+        _defaults_problem(manifest.get("defaults", {}), manifest["context_length"])
+
+
+ARCHITECTURE_SIZES = ("n_layer", "n_head", "n_embd", "vocab_size")
+"""The sizes the runtime makes its arrays by (with "n_kv_head" and "head_dim" where a bundle names them)."""
+
+
+def _architecture_problem(architecture: dict) -> str | None:
+    """What is wrong with the manifest's "architecture" sizes, or None: each a positive integer (a zero divided
+    the head width by zero, a negative one was a numpy error at load)."""
+    for key in (*ARCHITECTURE_SIZES, "n_kv_head", "head_dim"):
+        if key not in architecture and key not in ARCHITECTURE_SIZES:
+            continue
+        value = architecture.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return f'"architecture"."{key}" must be a positive integer, not {json.dumps(value)}'
+    return None
 
 
 def _defaults_problem(defaults: object, context_length: int) -> str | None:
@@ -249,7 +266,7 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
         manifest = json.loads(manifest_path.read_bytes())
     except OSError as exc:
         raise ModelError(f"{manifest_path}: cannot be read ({exc.strerror or exc})") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise ModelError(f"{manifest_path}: unreadable manifest, not JSON ({exc})") from exc
     problem = _manifest_problem(manifest)
     if problem:

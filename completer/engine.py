@@ -72,6 +72,7 @@ class Engine:
     def _load(settings: EngineSettings) -> tuple[Bundle, Tokens, Runtime]:
         bundle = load_bundle(settings.model_path)
         Engine._check_fits(settings, bundle)
+        runtime = Runtime(bundle, device=settings.device, threads=settings.threads)  # checks the manifest's sizes
         model_vocab = int(bundle.architecture["vocab_size"]) if "vocab_size" in bundle.architecture else None
         tokens = Tokens(bundle.tokenizer_path, vocab_size=model_vocab, end_of_text=bundle.end_of_text_token)
         own = tokens.tokenizer.get_vocab_size()
@@ -80,7 +81,6 @@ class Engine:
             raise ModelError(f"{bundle.tokenizer_path}: {own:,} tokens, but the model's vocabulary is "
                              f"{expected:,} (a tokenizer from another bundle?)")
         tokens.ban_markers(bundle.fim_ids or ())
-        runtime = Runtime(bundle, device=settings.device, threads=settings.threads)
         return bundle, tokens, runtime
 
     @property

@@ -86,6 +86,7 @@ class Runtime:
         self._graph_io: weakref.WeakKeyDictionary[ort.InferenceSession, tuple[list[str], bool]] = \
             weakref.WeakKeyDictionary()  # each session's output names, and whether its KV has the axis of 1
         self.session = self._session(bundle.model_path)
+        _check_graph(self.session, bundle, self.n_layer, self.vocab_size)  # before any array is made by those sizes
         self.batched_model = bundle.batched_model  # (path, slots) of the graph batched calls run, if any
         self._checksums = {name: meta.get("sha256") for name, meta in bundle.manifest.get("files", {}).items()}
         self._batched: ort.InferenceSession | None = None  # loaded when two searches first share a call
@@ -324,6 +325,21 @@ class Runtime:
 
 KV_INPUTS = ("prefix_key_", "prefix_value_", "past_key_", "past_value_")
 """The names the graph's KV inputs start with."""
+
+
+def _check_graph(session: ort.InferenceSession, bundle: Bundle, n_layer: int, vocab_size: int) -> None:
+    """Raise ModelError where the manifest's layers or vocabulary are not the graph's: the sha256 checks cover the
+    model's files but not the manifest, and a damaged n_layer of 10**9 made that many arrays (tens of gigabytes)
+    before the first call could fail, one of 7 failed every call."""
+    inputs = {i.name: i.shape for i in session.get_inputs()}
+    layers = sum(1 for name in inputs if name.startswith("past_key_"))
+    if layers and layers != n_layer:
+        raise ModelError(f"{bundle.path / 'manifest.json'}: its architecture has {n_layer:,} layers, the model's "
+                         f"graph {layers} (a damaged or edited manifest?)")
+    graph_vocab = (inputs.get("allowed_tokens") or [None])[-1]
+    if isinstance(graph_vocab, int) and graph_vocab != vocab_size:
+        raise ModelError(f"{bundle.path / 'manifest.json'}: its architecture has a vocabulary of {vocab_size:,}, the "
+                         f"model's graph {graph_vocab:,} (a damaged or edited manifest?)")
 
 
 def _keeps_group_axis(session: ort.InferenceSession) -> bool:

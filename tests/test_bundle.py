@@ -104,6 +104,43 @@ def test_a_manifest_of_the_wrong_shape_is_refused_naming_the_field(copy: Path, c
     assert says in str(refused.value)
 
 
+def _edit_manifest(copy: Path, **architecture: object) -> None:
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["architecture"].update(architecture)
+    if "vocab_size" in architecture:  # the tokenizer's own size, as a bundle whose model pads its vocabulary says
+        manifest["tokenizer_vocab_size"] = manifest["vocab_size"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("key, value", [("n_layer", 0), ("n_head", 0), ("n_embd", -5), ("vocab_size", "8192"),
+                                        ("n_kv_head", 0), ("head_dim", None)])
+def test_an_architecture_size_that_is_not_a_positive_integer_is_refused_naming_it(copy: Path, key: str, value):
+    """A zero n_head divided the head width by zero when the runtime sized its arrays; a negative size was a numpy
+    error; a zero n_kv_head an onnxruntime error at every call."""
+    _edit_manifest(copy, **{key: value})
+    with pytest.raises(ModelError, match=f'"architecture"."{key}" must be a positive integer'):
+        load_bundle(copy)
+
+
+@pytest.mark.parametrize("sizes, says", [({"n_layer": 7}, "7 layers, the model's graph 8"),
+                                         ({"n_layer": 100_000}, "100,000 layers, the model's graph 8"),
+                                         ({"vocab_size": 8193}, "vocabulary of 8,193, the model's graph 8,192")])
+def test_an_architecture_the_graph_does_not_have_is_refused_before_anything_is_sized_by_it(copy: Path, sizes: dict,
+                                                                                            says: str):
+    """The checksums cover the model's files, not the manifest: a damaged n_layer of 7 (or a vocabulary) loaded and
+    then failed every call, and one of 10**9 made that many arrays, tens of gigabytes, before the first call."""
+    _edit_manifest(copy, **sizes)
+    with pytest.raises(ModelError, match="damaged or edited manifest") as refused:
+        Engine(EngineSettings(model_path=str(copy)))
+    assert says in str(refused.value)
+
+
+def test_a_manifest_nested_past_the_parsers_depth_is_unreadable_not_a_recursion_error(copy: Path):
+    (copy / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelError, match="unreadable manifest"):
+        load_bundle(copy)
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")
