@@ -861,3 +861,22 @@ def test_a_client_gone_right_after_initialize_leaves_a_server_that_exits_quietly
                     proc.kill()
                     proc.wait()
         _logged_lines(tmp_path / f"stderr-{attempt}")
+
+
+@pytest.mark.parametrize("model_path", ["ollama:\ud800", "ollama:code\x00llama"], ids=["lone-surrogate", "nul"])
+def test_a_model_path_no_file_can_have_is_an_invalid_setting(tmp_path, model_path: str):
+    """It named a model to convert, whose converter could not be given it as an argument: the conversion's task died
+    of a UnicodeEncodeError (or ValueError) with a traceback, and completer/info said "converting" ever after."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": model_path}}})
+            time.sleep(0.5)  # a conversion would have started and failed by now
+            info = client.request("completer/info")["result"]
+            assert info["server"]["settings"]["modelPath"] is None and info["model_conversion"] is None, info
+            _still_completing(client)
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "Ignoring invalid setting completer.modelPath")) == 1
