@@ -337,6 +337,14 @@ class CompleterProtocol(LanguageServerProtocol):
             result.capabilities.completion_provider = None  # no suggest widget on every character
         return result
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """Shut down from the moment the request is received, as LSP words it: pygls marked it once the handler had
+        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile."""
+        self._shutdown = True
+        result = yield from super().lsp_shutdown(*args)
+        return result
+
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Any:

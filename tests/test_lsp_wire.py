@@ -842,7 +842,8 @@ def test_a_client_gone_right_after_initialize_leaves_a_server_that_exits_quietly
     """The worker's process was still starting when the client left: the loop's teardown cancelled its start, and
     Python 3.11's asyncio then waited forever for a process whose pipes it had not connected (the server never
     exited); a `shutdown` stopped the worker while it loaded the model, and its start logged two errors, "no model
-    loaded, completions are off"."""
+    loaded, completions are off"; and an `exit` right behind the `shutdown` could arrive before the worker was
+    stopped, which pygls took for an exit without shutdown (code 1)."""
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                   "params": {"processId": None, "rootUri": None, "capabilities": {}}}
     after = [{"jsonrpc": "2.0", "id": 2, "method": "shutdown"}, {"jsonrpc": "2.0", "method": "exit"}] \
