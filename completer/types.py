@@ -42,6 +42,9 @@ class Suggestion:
 
 MIN_CONTEXT_TOKENS = 64
 """A window must hold the generated line plus some context; fewer tokens would only guess."""
+MAX_CONTEXT_TOKENS = 1 << 24
+"""Far above any model's context (a larger window reads the whole of it), and a number the worker's msgpack
+frames carry: past 64 bits it arrived as a string."""
 
 SKIPPED_LONG_LINE = f"the cursor's line is longer than {MAX_LINE_CHARS:,} characters (minified code or data)"
 SKIPPED_OUTSIDE = "the position is outside the document"
@@ -118,6 +121,8 @@ class EngineSettings:
         if self.context_tokens and self.context_tokens < self.max_tokens + MIN_CONTEXT_TOKENS:
             raise ValueError(f"context_tokens must be 0 (the model's default window) or at least "
                              f"max_tokens + {MIN_CONTEXT_TOKENS} = {self.max_tokens + MIN_CONTEXT_TOKENS}")
+        if self.context_tokens > MAX_CONTEXT_TOKENS:
+            raise ValueError(f"context_tokens must be at most {MAX_CONTEXT_TOKENS:,}")
 
     @classmethod
     def field_names(cls) -> list[str]:

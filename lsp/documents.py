@@ -67,7 +67,11 @@ def document_language(uri: str, language_id: str) -> str:
         return language_id
     if language_id in FILETYPES:
         return FILETYPES[language_id]
-    return language_of_path(unquote(urlsplit(uri).path), language_id)
+    try:
+        path = urlsplit(uri).path
+    except ValueError:  # an unclosed "[" in its host: the name still ends in its extension
+        path = uri
+    return language_of_path(unquote(path), language_id)
 
 
 class PositionCodec:

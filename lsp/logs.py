@@ -33,7 +33,8 @@ def log_dir() -> Path:
 def _file_handler(path: Path) -> logging.Handler | None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8")
+        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8",
+                                                       errors="backslashreplace")  # a client's lone surrogate
     except OSError as exc:  # read-only home, full disk: keep serving, log to stderr only
         print(f"completer: cannot write log file {path}: {exc}", file=sys.stderr)
         return None

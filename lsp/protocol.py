@@ -18,6 +18,7 @@ import uuid
 from concurrent.futures import Future
 from functools import partial
 from typing import Any, Callable, Optional, Union
+from urllib.parse import urlsplit
 
 import attrs
 from cattrs.errors import ClassValidationError
@@ -136,6 +137,15 @@ def _valid_id(value: Any) -> int | str | None:
     return value if isinstance(value, (int, str)) else None
 
 
+def _readable_uri(uri: str) -> bool:
+    """Whether urllib can split `uri`: it refuses an unclosed `[` in the host ("Invalid IPv6 URL")."""
+    try:
+        urlsplit(uri)
+    except ValueError:
+        return False
+    return True
+
+
 def _document_uri(params: Any) -> str | None:
     """params.textDocument.uri, if the params hold a string there."""
     document = params.get("textDocument") if isinstance(params, dict) else None
@@ -159,6 +169,7 @@ class CompleterProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sent_requests: dict[Any, Future[Any]] = {}  # ours to the client, by id; apart from the client's
+        self._notebooks_noted = False
 
     # -- deserialization ---------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -315,12 +326,23 @@ class CompleterProtocol(LanguageServerProtocol):
     # -- initialize: pick the position encoding we prefer among those offered --------------------
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        if params.root_uri is not None and not _readable_uri(params.root_uri):  # pygls' workspace would raise
+            log.warning("ignoring a rootUri that is not a URI: %.200r", params.root_uri)
+            params.root_uri = None
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = prefer_encodings(list(general.position_encodings))
         result = yield from super().lsp_initialize(params)
         if self._server.completion_items_registered_later():  # type: ignore[attr-defined]
             result.capabilities.completion_provider = None  # no suggest widget on every character
+        return result
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """Shut down from the moment the request is received, as LSP words it: pygls marked it once the handler had
+        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile."""
+        self._shutdown = True
+        result = yield from super().lsp_shutdown(*args)
         return result
 
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
@@ -338,6 +360,26 @@ class CompleterProtocol(LanguageServerProtocol):
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> Any:
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
+
+    # -- notebooks: not synced (the capabilities offer no notebookDocumentSync) ----------------------------------
+    def _notebook_ignored(self, method: str) -> None:
+        """pygls kept the notebooks a client sent anyway, which nothing here reads, and raised for a change to one
+        never opened (a KeyError logged as an error). Said once per session."""
+        if not self._notebooks_noted:
+            self._notebooks_noted = True
+            log.warning("ignoring %s and any notebook sync after it: this server does not offer it", method)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams) -> None:
+        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams) -> None:
+        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+
+    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams) -> None:
+        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
 
 
 def is_parse_error(exc: BaseException) -> bool:

@@ -204,6 +204,12 @@ def _coerce(key: str, value: Any) -> Any:
             return None
         if not isinstance(value, str):
             raise ValueError(f"modelPath must be a string or null, got {value!r}")
+        try:
+            os.fsencode(value)  # a lone surrogate (a JSON escape) names no file, nor a model to convert
+        except UnicodeEncodeError:
+            raise ValueError(f"modelPath must be a path, got {value!r} (a lone surrogate)") from None
+        if "\0" in value:
+            raise ValueError(f"modelPath must be a path, got {value!r} (a NUL character)")
         return os.path.expanduser(value)
     if key == "device":
         if not isinstance(value, str):

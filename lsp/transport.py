@@ -23,6 +23,30 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 
 
+class StdoutOnce(StdoutWriter):
+    """pygls' stdout writer, writing nothing once the output is closed (by `exit`) or the client's end of it is
+    gone. pygls logged a traceback for each message it could not write: the log lines of the teardown after an
+    `exit` without `shutdown` (the worker exited), and every answer to a client that had stopped reading. The
+    first write that fails is one log line."""
+
+    def __init__(self, stdout: BinaryIO) -> None:
+        super().__init__(stdout)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            super().write(data)
+        except (OSError, ValueError) as exc:  # BrokenPipeError; ValueError: the file was closed
+            self.closed = True
+            log.warning("the client's end of stdio is gone (%s); nothing more is sent", exc)
+
+
 async def read_until_done(server: LanguageServer, reader: AsyncReader) -> None:
     """The client's messages until `exit` or the end of its input. Either way the worker is stopped while
     the loop still runs: left to asyncio.run's teardown, a client gone without `exit` had its worker
@@ -53,6 +77,8 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
             await read_until_done(server, reader)
         except SystemExit:  # `exit`: the session is over; raised here it would be logged as a crash
             pass
+        except ConnectionError as exc:  # reset by a client that crashed: its input ended, not the server
+            log.warning("the TCP client's connection was lost (%s)", exc)
         finally:
             if not finished.done():
                 finished.set_result(None)
@@ -85,7 +111,7 @@ def serve_stdio(server: LanguageServer, stdin: BinaryIO, stdout: BinaryIO) -> No
     """Serve the client on `stdin`/`stdout` until it says exit or closes its end (pygls' `start_io`, with
     our reader)."""
     server._stop_event = threading.Event()
-    server.protocol.set_writer(StdoutWriter(stdout))  # type: ignore[arg-type]
+    server.protocol.set_writer(StdoutOnce(stdout))  # type: ignore[arg-type]
     reader = StdinAsyncReader(stdin, server.thread_pool)
     try:
         asyncio.run(read_until_done(server, reader))

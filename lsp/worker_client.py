@@ -33,6 +33,9 @@ WORKER_BOOT = "import sys; sys.path[0] = {root!r}; from lsp.worker import main; 
 first on the import path, and a project with its own `lsp/` or `completer/` would run instead."""
 CONNECT_ATTEMPTS = 4
 """Tries to reach the shared engine before a private worker is started instead."""
+SPAWN_TIMEOUT = 10.0
+"""How long `stop` waits for a private worker's process being started (forking and connecting its pipes takes
+milliseconds): the loop cannot be torn down while it is."""
 INIT_TIMEOUT = 120.0
 """Loading a model takes well under a second on the CPU; a worker silent this long is hung (a driver,
 a disk) and is killed, so it cannot hold the settings lock forever. Its replacement backs off."""
@@ -168,6 +171,7 @@ class WorkerClient:
         self._ids = itertools.count(1)
         self._ready: asyncio.Event | None = None
         self._stopping = False
+        self._spawning: asyncio.Future[PipeChannel] | None = None  # a private worker's process being started
         self._deaths: collections.deque[float] = collections.deque(maxlen=len(RESTART_DELAYS))
         self._tasks: set[asyncio.Task[Any]] = set()
         self.info: dict[str, Any] = {}
@@ -211,6 +215,15 @@ class WorkerClient:
             except (OSError, asyncio.TimeoutError, framing.FrameError, ValueError) as exc:
                 log.warning("cannot reach the shared engine (%s): running a private worker until the next restart",
                             exc)
+        self._spawning = asyncio.ensure_future(self._spawn_private())
+        channel = await asyncio.shield(self._spawning)
+        self._spawning = None
+        return channel
+
+    async def _spawn_private(self) -> PipeChannel:
+        """A private worker's process. Started under a shield, and waited for by `stop`: cancelled while the process
+        starts (the loop torn down when the client left right after initialize), Python 3.11's asyncio waits
+        forever for a process whose pipes it had not connected yet, and the server never exited."""
         proc = await asyncio.create_subprocess_exec(
             *self._worker_command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             limit=framing.MAX_FRAME_BYTES, env=worker_environment(),
@@ -251,6 +264,8 @@ class WorkerClient:
             if not self._stopping:
                 self._spawn(self._start_later())
             return self.model_error
+        if self._stopping:  # stopped while its process started: `stop` closed it; this start is abandoned
+            raise asyncio.CancelledError
         self._channel = channel
         self.started_at = time.monotonic()
         self._spawn(self._read_loop(channel))
@@ -266,6 +281,8 @@ class WorkerClient:
             channel.kill()  # its reader sees the end and starts a replacement, with back-off
             return self.model_error
         except WorkerError as exc:
+            if self._stopping:  # `shutdown` while the model loaded: no error, the start is abandoned
+                raise asyncio.CancelledError from None
             self.info = {}
             self.model_error = exc.message
             if exc.kind != "died":
@@ -306,8 +323,15 @@ class WorkerClient:
         self.model_error = None
 
     async def stop(self, grace: float = 1.0) -> None:
-        """Leave the worker: a private one exits (it is killed after `grace` s); the shared engine goes on."""
+        """Leave the worker: a private one exits (it is killed after `grace` s); the shared engine goes on. A
+        private worker's process still being started is waited for, and closed too."""
         self._stopping = True
+        spawning = self._spawning
+        if spawning is not None:
+            await asyncio.wait([spawning], timeout=SPAWN_TIMEOUT)
+            if spawning.done() and not spawning.cancelled() and spawning.exception() is None \
+                    and spawning.result() is not self._channel:
+                await spawning.result().close(grace)
         if self._channel is not None:
             await self._channel.close(grace)
 

@@ -56,11 +56,16 @@ FULL_AFTER_REFUSALS = 50  # files in a row the memory budget refused: the build 
 
 
 def path_of(uri: str) -> Path | None:
-    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones) and for a path
-    no file can have (a NUL in it, which every file system call refuses)."""
+    """The file a `file:` URI names, or None for other schemes (untitled documents, remote ones), for a URI that
+    cannot be read (an unclosed `[` in its host), and for a path no file can have (a NUL in it, or a lone surrogate
+    from a JSON escape, which every file system call refuses)."""
     if not uri.startswith("file:"):
         return None
-    path = uris.to_fs_path(uri)
+    try:
+        path = uris.to_fs_path(uri)
+        os.fsencode(path or "")
+    except ValueError:  # urllib's "Invalid IPv6 URL", and the UnicodeEncodeError of a lone surrogate
+        return None
     return Path(path) if path and "\0" not in path else None
 
 
@@ -128,6 +133,15 @@ def read_source(path: Path) -> str | None:
     if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
         return None
     return data.decode("utf-8", errors="replace")
+
+
+def _folder(root: Path) -> Path | None:
+    """`root` resolved, when it is a folder the system lets be looked at: a name longer than it takes raised
+    OSError from is_dir(), out of initialize."""
+    try:
+        return root.resolve() if root.is_dir() else None
+    except (OSError, ValueError):
+        return None
 
 
 class _Ignores:
@@ -250,7 +264,7 @@ class WorkspaceFiles:
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
-        resolved = sorted({root.resolve() for root in roots if root.is_dir()}, key=lambda r: len(r.parts))
+        resolved = sorted({folder for folder in map(_folder, roots) if folder is not None}, key=lambda r: len(r.parts))
         self.roots = [root for i, root in enumerate(resolved)
                       if not any(root.is_relative_to(outer) for outer in resolved[:i])]  # a nested root once
         self._building = True
@@ -425,9 +439,14 @@ class WorkspaceFiles:
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'
         suggestions see a helper the user has just written there (didClose reads the disk again, which drops
-        edits never saved). Runs off the event loop."""
-        path = normal_path(Path(os.path.abspath(path)))
-        if not self.readable(path):
+        edits never saved). Runs off the event loop; a document whose name the system refuses (too long) is not
+        indexed."""
+        try:
+            path = normal_path(Path(os.path.abspath(path)))
+            if not self.readable(path):
+                return
+        except OSError as exc:
+            log.debug("workspace index: %s not indexed (%s)", path, exc)
             return
         data = text.encode("utf-8", errors="replace")
         self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -625,3 +626,258 @@ def test_completion_items_keep_their_static_provider_where_the_client_cannot_reg
     could not be given it later."""
     result = raw.initialize({"completer": {"completionItems": False}}, capabilities={})["result"]
     assert result["capabilities"]["completionProvider"]["triggerCharacters"]
+
+
+def _still_completing(client: RawClient, uri: str = "file:///work/after.py") -> None:
+    """A normal completion after the bad input: answered, with lines that begin as the cursor's line does."""
+    client.open(uri, "import os\nos.pa")
+    items = client.completion(uri, 1, 5, timeout=30)["result"]["items"]
+    assert items and all(item["textEdit"]["newText"].startswith("os.pa") for item in items), items
+
+
+def test_a_context_window_too_large_to_send_to_the_worker_is_an_invalid_setting(tmp_path):
+    """contextTokens had no upper bound: a number past 64 bits reached the worker as a string (msgpack's fallback
+    for it), whose own check failed with a TypeError, logged with a traceback for each change."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            for huge in (10**30, 2**64, 1e300):
+                client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"contextTokens": huge}}})
+            assert client.request("completer/info")["result"]["server"]["settings"]["contextTokens"] == 0
+            _still_completing(client)
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "Ignoring invalid setting completer.contextTokens")) == 3
+
+
+UNREADABLE_URI = "file://[::1/work/x.py"
+"""urllib refuses it ("Invalid IPv6 URL")."""
+TOO_LONG_FOLDER = "file:///tmp/" + "a" * 5000
+"""A name every look at the disk refuses (ENAMETOOLONG), which pathlib's is_dir() raises for."""
+
+
+@pytest.mark.parametrize("root", [UNREADABLE_URI, TOO_LONG_FOLDER], ids=["unreadable", "too-long"])
+def test_a_workspace_root_that_names_no_folder_is_left_out_and_initialize_answers(tmp_path, root: str):
+    """pygls' workspace (for an unreadable rootUri) and the index's look at the folder (for a name too long) raised
+    in initialize: the client got an internal error with a traceback, and the worker was never started."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            response = client.request("initialize", {"processId": None, "rootUri": root, "capabilities": {},
+                                                     "workspaceFolders": [{"uri": root, "name": "x"}]})
+            assert "capabilities" in response["result"], response
+            client.notify("initialized", {})
+            _ready(client)
+            _still_completing(client)
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
+
+
+def test_documents_and_folders_whose_uris_name_no_file_are_served_without_errors(tmp_path):
+    """A document or an event whose URI urllib cannot read, or whose path is too long for the system or holds a
+    lone surrogate: the completion for the document failed with an internal error (the workspace lookups read its
+    path), indexing its unsaved text or the folder raised on a thread, and a path with a lone surrogate made the
+    log file's handler print a traceback."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.py").write_text("import os\n\n\ndef f():\n    return os.path.join('a', 'b')\n")
+    uris = [UNREADABLE_URI, TOO_LONG_FOLDER + ".py", "file:///tmp/\ud800/x.py"]
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize(capabilities={"workspace": {"workspaceFolders": True}})
+            _ready(client)
+            client.change("file:///work/never-opened-\ud800.py", 2, (0, 0), (0, 0), "x")  # logged, with its URI
+            for uri in uris:
+                client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [{"uri": uri, "name": "x"}],
+                                                                                "removed": []}})
+            client.notify("workspace/didChangeWorkspaceFolders", {"event": {"removed": [], "added": [
+                {"uri": (tmp_path / "ws").as_uri(), "name": "ws"}]}})
+            for uri in uris:
+                client.open(uri, "import os\nos.pa", language_id="")
+                client.change(uri, 2, (1, 5), (1, 5), "t")
+                items = client.completion(uri, 1, 6)["result"]["items"]
+                assert items and all(item["textEdit"]["newText"].startswith("os.pat") for item in items), items
+                client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+                client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": uri, "type": 2}]})
+            time.sleep(1.5)  # the unsaved texts are indexed a second after the last edit
+            for uri in uris:
+                client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+            _still_completing(client)
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
+
+
+def test_exit_without_shutdown_logs_no_error(tmp_path):
+    """`exit` closed the output, and the lines logged while the server tore down (the worker it killed had exited)
+    went on to the client as window/logMessage: pygls logged "write to closed file" with a traceback."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.notify("exit")
+            assert client.proc.wait(10) == 1
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
+
+
+def test_a_client_that_stops_reading_costs_one_log_line(tmp_path):
+    """Its end of the server's output closed while it still sends requests: pygls logged a traceback for each
+    answer it could not write (tens of lines per request)."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        proc = subprocess.Popen(SERVER_CMD, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                env=server_env())
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"processId": None, "rootUri": None, "capabilities": {}}}]
+            messages += [{"jsonrpc": "2.0", "id": n, "method": "completer/info"} for n in range(2, 12)]
+            proc.stdout.close()
+            for message in messages:
+                body = json.dumps(message).encode()
+                proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                proc.stdin.flush()
+                time.sleep(0.05)
+            time.sleep(1)
+            proc.stdin.close()
+            assert proc.wait(10) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert len(_logged_lines(tmp_path / "stderr", "gone")) == 1
+
+
+def test_notebook_sync_the_server_does_not_offer_is_ignored_with_one_log_line(tmp_path):
+    """pygls kept the notebooks a client sent anyway, and a change to one never opened raised a KeyError, logged
+    as an error."""
+    cell = "file:///work/cell1.py"
+    notebook = {"uri": "file:///work/n.ipynb", "notebookType": "jupyter-notebook", "version": 1,
+                "cells": [{"kind": 2, "document": cell}]}
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.notify("notebookDocument/didChange", {"notebookDocument": {"uri": "file:///work/other.ipynb",
+                                                                              "version": 2}, "change": {}})
+            client.notify("notebookDocument/didOpen", {"notebookDocument": notebook, "cellTextDocuments": [
+                {"uri": cell, "languageId": "python", "version": 1, "text": "import os\nos.pa"}]})
+            client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": notebook["uri"]},
+                                                        "cellTextDocuments": [{"uri": cell}]})
+            _still_completing(client)
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "notebook")) == 1
+
+
+def test_a_bundle_whose_manifest_the_graph_contradicts_is_refused_and_the_loaded_model_answers(tmp_path):
+    """The checksums cover the model's files, not the manifest: one saying 7 layers where the graph has 8 loaded,
+    and every completion after it failed in the worker, with a traceback each, until the user changed modelPath."""
+    source = REPO / "models" / "python-small"
+    bundle = tmp_path / "damaged"
+    bundle.mkdir()
+    manifest = json.loads((source / "manifest.json").read_text())
+    for name in manifest["files"]:
+        (bundle / name).write_bytes((source / name).read_bytes())
+    manifest["architecture"]["n_layer"] = 7
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": str(bundle)}}})
+            assert client.request("completer/info")["result"]["server"]["settings"]["modelPath"] is None
+            _still_completing(client)
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "its architecture says n_layer 7, but model.onnx has 8")) == 1
+
+
+def test_a_tcp_client_that_resets_its_connection_is_one_log_line(tmp_path):
+    """A client that crashed resets the connection: the ConnectionResetError out of the reader reached asyncio,
+    which logged it with a traceback as an unhandled exception."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with open(tmp_path / "stderr", "wb") as stderr:
+        proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+                    time.sleep(0.1)
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            assert _read_message(sock)["id"] == 1
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+            sock.close()
+            assert proc.wait(20) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert len(_logged_lines(tmp_path / "stderr", "connection was lost")) == 1
+
+
+def _frames(*messages: dict) -> bytes:
+    bodies = [json.dumps(message).encode() for message in messages]
+    return b"".join(b"Content-Length: %d\r\n\r\n" % len(body) + body for body in bodies)
+
+
+@pytest.mark.parametrize("ending, code", [("end of input", 1), ("shutdown", 0)])
+def test_a_client_gone_right_after_initialize_leaves_a_server_that_exits_quietly(tmp_path, ending: str, code: int):
+    """The worker's process was still starting when the client left: the loop's teardown cancelled its start, and
+    Python 3.11's asyncio then waited forever for a process whose pipes it had not connected (the server never
+    exited); a `shutdown` stopped the worker while it loaded the model, and its start logged two errors, "no model
+    loaded, completions are off"; and an `exit` right behind the `shutdown` could arrive before the worker was
+    stopped, which pygls took for an exit without shutdown (code 1)."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    after = [{"jsonrpc": "2.0", "id": 2, "method": "shutdown"}, {"jsonrpc": "2.0", "method": "exit"}] \
+        if ending == "shutdown" else []
+    for attempt in range(4):
+        with open(tmp_path / f"stderr-{attempt}", "wb") as stderr:
+            proc = subprocess.Popen(SERVER_CMD, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    env=server_env())
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(_frames(initialize, *after))
+                proc.stdin.close()
+                assert proc.wait(15) == code
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        _logged_lines(tmp_path / f"stderr-{attempt}")
+
+
+@pytest.mark.parametrize("model_path", ["ollama:\ud800", "ollama:code\x00llama"], ids=["lone-surrogate", "nul"])
+def test_a_model_path_no_file_can_have_is_an_invalid_setting(tmp_path, model_path: str):
+    """It named a model to convert, whose converter could not be given it as an argument: the conversion's task died
+    of a UnicodeEncodeError (or ValueError) with a traceback, and completer/info said "converting" ever after."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"modelPath": model_path}}})
+            time.sleep(0.5)  # a conversion would have started and failed by now
+            info = client.request("completer/info")["result"]
+            assert info["server"]["settings"]["modelPath"] is None and info["model_conversion"] is None, info
+            _still_completing(client)
+        finally:
+            client.close()
+    assert len(_logged_lines(tmp_path / "stderr", "Ignoring invalid setting completer.modelPath")) == 1
