@@ -182,12 +182,16 @@ def converted_bigcode(tmp_path_factory) -> tuple[Path, Path, object]:
 
 @pytest.fixture(scope="module")
 def converted_qwen3(tmp_path_factory) -> tuple[Path, Path, object]:
-    """A tiny Qwen3-shaped checkpoint (each query and key head normalized) and its INT8 bundle."""
+    """A tiny Qwen3-shaped checkpoint (each query and key head normalized) and its INT8 bundle. Its heads are 48
+    wide, so the norms' weights of every head together (6 x 48 floats) are a matrix the size the builder writes
+    apart from the graph: onnxruntime's shape inference, which the residual norms' fusion needs, reads them."""
     root = tmp_path_factory.mktemp("qwen3")
-    model = checkpoint(root / "src", "qwen3", tied=True)
+    model = checkpoint(root / "src", "qwen3", tied=True, head_dim=48)
     assert cli_main(["convert", str(root / "src"), "--out", str(root / "bundle"), "--context", str(CONTEXT)]) == 0
-    fusions = json.loads((root / "bundle" / "manifest.json").read_text())["graph_fusions"]
-    assert fusions["SimplifiedLayerNormalization"] >= 2  # each layer's query and key norm, fused with weights of one
+    manifest = json.loads((root / "bundle" / "manifest.json").read_text())
+    layers, fusions = manifest["architecture"]["n_layer"], manifest["graph_fusions"]
+    assert fusions["SimplifiedLayerNormalization"] >= layers  # each layer's query and key norm, with weights of one
+    assert fusions["SkipSimplifiedLayerNormalization"] >= layers  # the residual Adds with the norms after them
     return root / "src", root / "bundle", model
 
 

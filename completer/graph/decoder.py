@@ -132,7 +132,9 @@ def _head_norms(g: GraphBuilder, arch: Architecture, qk: str, weights: dict[str,
     mean = g.op("ReduceMean", [square], axes=[-1], keepdims=1)  # [B, S, H + KV, 1]
     root = g.op("Sqrt", [g.op("Add", [mean, g.const("eps", np.array(arch.norm_eps, np.float32))])])
     unit = g.op("Mul", [g.op("Div", [heads, root]), g.const("ones", np.ones(dim, np.float32))])
-    normed = g.op("Mul", [unit, g.const(f"{p}.qk_norm.weight", rows)], f"{p}_qk_normed")
+    flat = g.const(f"{p}.qk_norm.weight", rows.reshape(-1))  # a vector stays in the graph, where the fusions' shape
+    weight = g.op("Reshape", [flat, g.i64("qk_norm_rows", list(rows.shape))])  # inference reads it by value
+    normed = g.op("Mul", [unit, weight], f"{p}_qk_normed")
     return g.op("Reshape", [normed, g.i64("qk_flat", [0, 0, (group + 1) * n_kv * dim])])  # [B, S, (H + KV) D]
 
 
