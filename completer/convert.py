@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any, TextIO
 
 from . import ollama_store, tabby_store
 from .bundle import DEFAULT_BEAMS, MAX_BEAMS, sha256_file
@@ -287,8 +288,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     except ModelError as exc:
         raise ConvertError(str(exc)) from exc
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.converting-", dir=out.parent))
-    try:
+    with _scratch_folder(f".{out.name}.converting-", out.parent) as staging:  # becomes `out` when whole
         report.step("building the graph, its weights in INT8" if int8 else "building the graph")
         model = decoder_model(arch, weights, context, slots=slots, on_layer=report, quantized=int8,
                               weights_file=staging / "model.onnx.data")  # the weights are written as made
@@ -306,10 +306,42 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return manifest
+
+
+@contextlib.contextmanager
+def _scratch_folder(prefix: str, beside: Path | None) -> Iterator[Path]:
+    """A new folder, removed afterwards however the conversion ends, unless it was moved (the bundle made). Made
+    and removed with interrupts held off: one landing half-way would leave the folder, or what the removal had
+    not reached yet, where nothing removes it (a converter whose parent was killed stops by an interrupt)."""
+    folder = None
+    try:
+        with _interrupts_held():
+            folder = Path(tempfile.mkdtemp(prefix=prefix, dir=beside))
+        yield folder
+    finally:
+        if folder is not None:
+            with _interrupts_held():
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C, and the interrupt that stops a converter whose parent is gone (`_stop_when_stdin_closes`), held
+    off until the block is done, then raised. Only the main thread is interrupted, and only while SIGINT has a
+    Python handler (not ignored): elsewhere the block just runs."""
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(handler):
+        yield
+        return
+    came: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if came:
+            handler(signal.SIGINT, None)
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
@@ -499,13 +531,13 @@ def _gguf_folder(path: Path, origin: Origin, beside: Path | None) -> Iterator[tu
     """The GGUF file at `path` unpacked into a temporary folder, and `origin` completed with what reads it."""
     from .gguf_source import read_tensors, unpack
 
-    with tempfile.TemporaryDirectory(prefix=".gguf-", dir=beside) as folder:
-        record = {**unpack(path, Path(folder)), **origin.record}
+    with _scratch_folder(".gguf-", beside) as folder:
+        record = {**unpack(path, folder), **origin.record}
         if record["gguf_pre_tokenizer"] == "default":
             print(f"warning: {path.name} names no pre-tokenizer (a file converted before llama.cpp recorded one); "
                   "its text is split as llama.cpp then splits it, which llama.cpp warns degrades the model's "
                   "suggestions: a newer conversion of the model is better", file=sys.stderr)
-        yield Path(folder), Origin(origin.name, origin.command, record, partial(read_tensors, path), path)
+        yield folder, Origin(origin.name, origin.command, record, partial(read_tensors, path), path)
 
 
 def _check_blob(file: Path) -> None:
@@ -534,6 +566,31 @@ def _languages(listed: str | None) -> tuple[str, ...] | None:
     return names
 
 
+class _ParentsStderr:
+    """stderr of a converter that stops with its parent, which reads it: a line written once the parent is gone
+    is dropped, not raised, since its death also closes stdin, and the interrupt that follows stops the conversion
+    (`_stop_when_stdin_closes`). Raised, the broken pipe would be a second way out, racing that interrupt, which
+    then landed in the removal of what was begun and left it behind."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _stop_when_stdin_closes() -> None:
     """Wait for stdin to close, then stop the conversion as Ctrl-C would: the process that started it and holds
     the other end (a server, lsp/model_sources.py, or the CLI, completer/converted.py) is gone, killed or not,
@@ -548,6 +605,7 @@ def main(args) -> int:
     if os.environ.get(STOP_WITH_PARENT_ENV):
         # a parent run in the background may have left SIGINT ignored, which interrupt_main would then be too
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.stderr = _ParentsStderr(sys.stderr)  # type: ignore[assignment]
         threading.Thread(target=_stop_when_stdin_closes, name="stop-with-parent", daemon=True).start()
     try:
         out = Path(args.out)

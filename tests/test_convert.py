@@ -2,6 +2,7 @@
 converted and checked against transformers' own logits; a vocabulary that merges newlines; FIM; bad input."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -652,6 +653,67 @@ def test_an_out_no_bundle_can_be_moved_to_is_refused_before_converting(source, t
                       ("to-empty", f"is a symbolic link; give the folder it names, {tmp_path / 'empty'}")):
         assert says in _refused(["convert", str(source), "--out", str(tmp_path / out), "--context", "64"], capsys)
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
+
+
+def _interrupt() -> None:
+    """Interrupt the main thread as the converter's stop-with-parent thread does, and give the interrupt a place
+    to land at once unless it is held off."""
+    import _thread
+
+    _thread.interrupt_main()
+    for _ in range(1000):  # backward jumps: where the main thread takes a pending interrupt
+        pass
+
+
+def test_an_interrupt_while_the_scratch_folder_is_made_or_removed_leaves_nothing_behind(tmp_path, monkeypatch):
+    """An interrupt that comes while the staging folder is made (the stop-with-parent thread's, at any moment), or
+    while it is removed after a failure or a first interrupt (Ctrl-C reaches the CLI's converter from the terminal,
+    then from the CLI stopping it): the folder is removed all the same, then the interrupt stops the converter."""
+    import shutil
+    import tempfile
+
+    from completer.convert import _scratch_folder
+
+    real_mkdtemp, real_rmtree = tempfile.mkdtemp, shutil.rmtree
+
+    def made_then_interrupted(**kwargs) -> str:
+        made = real_mkdtemp(**kwargs)
+        _interrupt()
+        return made
+
+    def interrupted_then_removed(path, **kwargs) -> None:
+        _interrupt()
+        real_rmtree(path, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with _scratch_folder(".made-", tmp_path):
+            pytest.fail("an interrupt held off while the folder was made came after the block began")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(tempfile, "mkdtemp", real_mkdtemp)
+    monkeypatch.setattr(shutil, "rmtree", interrupted_then_removed)
+    with pytest.raises(KeyboardInterrupt):
+        with _scratch_folder(".removed-", tmp_path) as folder:
+            (folder / "model.onnx.data").write_bytes(b"weights")
+            raise RuntimeError("the conversion failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_stderr_of_a_converter_whose_parent_is_gone_drops_lines_rather_than_raise():
+    """The parent's death closes the converter's stdin, whose interrupt stops it: a broken pipe raised by the next
+    line of progress would be a second way out, racing the interrupt into the removal of what was begun."""
+    from completer.convert import _ParentsStderr
+
+    read, write = os.pipe()
+    os.close(read)  # the parent is gone
+    pipe = open(write, "w", buffering=1)
+    stderr = _ParentsStderr(pipe)
+    print("layers [###...] 3/24", file=stderr, flush=True)
+    assert stderr.write("optimizing the graph\n") == len("optimizing the graph\n")
+    with pytest.raises(BrokenPipeError):  # as the pipe itself does
+        print("optimizing the graph", file=pipe, flush=True)
+    with contextlib.suppress(BrokenPipeError):  # what is left in its buffer cannot be written as it closes
+        pipe.close()
 
 
 def test_fifos_beside_the_checkpoint_are_passed_over_and_paths_are_quoted(source, tmp_path, capsys):

@@ -215,7 +215,8 @@ def test_a_conversion_whose_server_is_killed_stops_and_removes_what_it_began(sto
     deadline = time.monotonic() + 30
     work = [path for path in (tmp_path / "converted").glob(".*.work")]
     while any(any(folder.iterdir()) for folder in work if folder.exists()) or _converters(tmp_path):
-        assert time.monotonic() < deadline, (work, _converters(tmp_path))
+        assert time.monotonic() < deadline, ([str(path) for folder in work for path in folder.rglob("*")],
+                                             _converters(tmp_path))  # what was left, and who still runs
         time.sleep(0.2)
 
 
