@@ -739,8 +739,7 @@ def test_a_client_that_stops_reading_costs_one_log_line(tmp_path):
             messages += [{"jsonrpc": "2.0", "id": n, "method": "completer/info"} for n in range(2, 12)]
             proc.stdout.close()
             for message in messages:
-                body = json.dumps(message).encode()
-                proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                proc.stdin.write(_frames(message))
                 proc.stdin.flush()
                 time.sleep(0.05)
             time.sleep(1)
@@ -818,9 +817,8 @@ def test_a_tcp_client_that_resets_its_connection_is_one_log_line(tmp_path):
                 except OSError:
                     assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
                     time.sleep(0.1)
-            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                               "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
-            sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
             assert _read_message(sock)["id"] == 1
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
             sock.close()

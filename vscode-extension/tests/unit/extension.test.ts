@@ -73,6 +73,26 @@ async function until(condition: () => boolean, what: string): Promise<void> {
     assert.fail(`timed out waiting for ${what}`);
 }
 
+/** The Python extension, whose active interpreter is `goodPython`; `subscribe` answers its interpreter-change event,
+ * and its activation waits for `activated`. */
+function pythonExtension(subscribe: (listener: () => void) => { dispose(): unknown }, activated = Promise.resolve()) {
+    mock.extensions.set('ms-python.python', {
+        isActive: false,
+        exports: {
+            environments: {
+                getActiveEnvironmentPath: () => ({ id: 'venv', path: '/venv' }),
+                resolveEnvironment: async () => ({ executable: { uri: { fsPath: goodPython } } }),
+                onDidChangeActiveEnvironmentPath: subscribe,
+            },
+        },
+        async activate() {
+            await activated;
+            this.isActive = true;
+            return this.exports;
+        },
+    });
+}
+
 describe('extension activation (mocked VS Code)', { skip: process.platform === 'win32' }, () => {
     beforeEach(async () => {
         await extension.deactivate();
@@ -182,22 +202,9 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
 
     test("uses the Python extension's interpreter when completer.pythonPath is unset", async () => {
         const changeListeners: (() => void)[] = [];
-        mock.extensions.set('ms-python.python', {
-            isActive: false,
-            exports: {
-                environments: {
-                    getActiveEnvironmentPath: () => ({ id: 'venv', path: '/venv' }),
-                    resolveEnvironment: async () => ({ executable: { uri: { fsPath: goodPython } } }),
-                    onDidChangeActiveEnvironmentPath: (listener: () => void) => {
-                        changeListeners.push(listener);
-                        return { dispose() {} };
-                    },
-                },
-            },
-            async activate() {
-                this.isActive = true;
-                return this.exports;
-            },
+        pythonExtension((listener) => {
+            changeListeners.push(listener);
+            return { dispose() {} };
         });
         await extension.activate(context());
         await until(() => created.length === 1 && changeListeners.length === 1, 'start with the Python extension');
@@ -210,25 +217,11 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         const listening: { disposed: boolean }[] = [];
         let letActivate = () => {};
         const activated = new Promise<void>((resolve) => (letActivate = resolve));
-        mock.extensions.set('ms-python.python', {
-            isActive: false,
-            exports: {
-                environments: {
-                    getActiveEnvironmentPath: () => ({ id: 'venv', path: '/venv' }),
-                    resolveEnvironment: async () => ({ executable: { uri: { fsPath: goodPython } } }),
-                    onDidChangeActiveEnvironmentPath: () => {
-                        const subscription = { disposed: false, dispose: () => (subscription.disposed = true) };
-                        listening.push(subscription);
-                        return subscription;
-                    },
-                },
-            },
-            async activate() {
-                await activated; // the start waits on the Python extension, as on a slow machine
-                this.isActive = true;
-                return this.exports;
-            },
-        });
+        pythonExtension(() => {
+            const subscription = { disposed: false, dispose: () => (subscription.disposed = true) };
+            listening.push(subscription);
+            return subscription;
+        }, activated); // the start waits on the Python extension, as on a slow machine
         const ctx = context();
         await extension.activate(ctx);
         const deactivated = extension.deactivate(); // VS Code deactivates it, then disposes its subscriptions
