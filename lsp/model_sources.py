@@ -51,6 +51,8 @@ class Conversion:
     process: asyncio.subprocess.Process | None = None
     cancelled: bool = False
     step: str = ""
+    _spawning: asyncio.Future[asyncio.subprocess.Process] | None = None
+    _interrupted: bool = False
 
     async def run(self) -> str | None:
         """Convert; None when the bundle is there (made here, or by another window meanwhile), else why not."""
@@ -69,10 +71,21 @@ class Conversion:
                 return error
 
     async def _convert(self, out: Path) -> str | None:
-        self.process = await asyncio.create_subprocess_exec(
+        if self.cancelled:
+            return "stopped"
+        # Started under a shield, and waited for by `stop`: a task cancelled while the process starts leaves
+        # Python 3.11's asyncio waiting forever for pipes it had not connected, and a stop that came meanwhile
+        # found no process to stop and let the converter run to its end.
+        self._spawning = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *converter_command(self.source, out, progress=True),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, STOP_WITH_PARENT_ENV: "1"})  # its stdin closing (this server gone) stops it
+            env={**os.environ, STOP_WITH_PARENT_ENV: "1"}))  # its stdin closing (this server gone) stops it
+        try:
+            self.process = await asyncio.shield(self._spawning)
+        except asyncio.CancelledError:
+            self.cancelled = True
+            self._spawning.add_done_callback(self._interrupt_once_started)
+            raise
         assert self.process.stderr is not None
         reason = ""
         traceback: list[str] = []  # a converter that failed unexpectedly: one line for the editor, not fifty
@@ -112,16 +125,32 @@ class Conversion:
     async def stop(self) -> None:
         """Stop the conversion: SIGINT, so the converter removes what it began, then a kill if it lingers."""
         self.cancelled = True
-        process = self.process
-        if process is None or process.returncode is not None:
+        if self._spawning is None:
             return
-        interrupt(process)
+        try:
+            process = await asyncio.shield(self._spawning)
+        except (asyncio.CancelledError, OSError):  # the converter never started
+            return
+        if process.returncode is not None:
+            return
+        self._interrupt(process)
         try:
             await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+
+    def _interrupt(self, process: asyncio.subprocess.Process) -> None:
+        """SIGINT once: a second one could land in the converter's removal of what it began."""
+        if not self._interrupted:
+            self._interrupted = True
+            interrupt(process)
+
+    def _interrupt_once_started(self, spawning: asyncio.Future[asyncio.subprocess.Process]) -> None:
+        """A converter whose conversion was cancelled while it started: stopped as soon as it exists."""
+        if not spawning.cancelled() and spawning.exception() is None:
+            self._interrupt(spawning.result())
 
 
 class ModelSources:

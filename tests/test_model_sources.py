@@ -431,3 +431,63 @@ def test_why_a_converter_failed_is_read_from_its_last_words(case, tmp_path, monk
     tracebacks = [r for r in caplog.records if "Traceback" in r.getMessage()]
     assert len(tracebacks) == 1
     assert not any(r.getMessage().lstrip().startswith('File "') for r in caplog.records)
+
+
+def _slow_start(monkeypatch, tmp_path: Path):
+    """A stand-in converter that writes its pid and sleeps, started 0.3 s after it is asked for, so that a stop
+    or a cancellation can come while it starts."""
+    import asyncio
+
+    from lsp import model_sources
+
+    script = "import os, sys, time\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(600)"
+    monkeypatch.setattr(model_sources, "converter_command",
+                        lambda *_args, **_kw: [sys.executable, "-c", script, str(tmp_path / "pid")])
+    start = asyncio.create_subprocess_exec
+
+    async def slow_start(*args, **kwargs):
+        await asyncio.sleep(0.3)
+        return await start(*args, **kwargs)
+
+    monkeypatch.setattr(model_sources.asyncio, "create_subprocess_exec", slow_start)
+    return model_sources.Conversion("acme/tiny-coder", tmp_path / "bundle")
+
+
+def test_a_conversion_stopped_while_its_converter_starts_stops_the_converter(tmp_path, monkeypatch):
+    """`stop` waits for a converter that is starting and then stops it, rather than finding no process and
+    letting it run to its end."""
+    import asyncio
+
+    conversion = _slow_start(monkeypatch, tmp_path)
+
+    async def scenario() -> str | None:
+        converting = asyncio.ensure_future(conversion._convert(tmp_path / "out"))
+        await asyncio.sleep(0.1)
+        assert conversion.process is None  # still starting
+        await asyncio.wait_for(conversion.stop(), 30)
+        assert conversion.process is not None and conversion.process.returncode is not None
+        return await asyncio.wait_for(converting, 30)
+
+    assert asyncio.run(scenario()) == "stopped"
+
+
+def test_a_conversion_cancelled_while_its_converter_starts_stops_the_converter(tmp_path, monkeypatch):
+    """The task converting is cancelled while the converter starts (the server's loop torn down): the start is
+    shielded, so it completes, and the converter is stopped as soon as it exists; `stop` then has nothing to do."""
+    import asyncio
+
+    conversion = _slow_start(monkeypatch, tmp_path)
+
+    async def scenario() -> int | None:
+        converting = asyncio.ensure_future(conversion._convert(tmp_path / "out"))
+        await asyncio.sleep(0.1)
+        converting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await converting
+        assert conversion.cancelled
+        process = await asyncio.wait_for(asyncio.shield(conversion._spawning), 30)
+        code = await asyncio.wait_for(process.wait(), 30)  # stopped without anyone calling stop
+        await asyncio.wait_for(conversion.stop(), 5)
+        return code
+
+    assert asyncio.run(scenario()) != 0
