@@ -121,6 +121,51 @@ def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_
     np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, np.abs(expected).max()))
 
 
+@pytest.mark.parametrize("window", [
+    {"max_window_layers": 2},  # the window from layer 2 on, of 2: no layer slides
+    {"layer_types": ["full_attention", "full_attention"], "max_window_layers": 0},  # the list rules
+])
+def test_a_qwen2_window_that_no_layer_uses_converts_and_equals_transformers(tmp_path, capsys, window):
+    """Qwen2's window is used only by the layers from max_window_layers on, or those layer_types calls sliding:
+    a config that turns it on for none is full attention, as the graph is, and converts."""
+    import onnxruntime as ort
+    from transformers import AutoModelForCausalLM
+
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    config = json.loads((tmp_path / "src" / "config.json").read_text())
+    config.pop("layer_types", None)
+    (tmp_path / "src" / "config.json").write_text(json.dumps({**config, "use_sliding_window": True,
+                                                              "sliding_window": 8, **window}))
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "src").eval()
+    config = read_config(tmp_path / "src")
+    arch = architecture(config, CONTEXT)
+    graph = decoder_model(arch, canonical_weights(load_weights(tmp_path / "src"), arch, config), CONTEXT,
+                          logits_only=True)
+    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, 20)  # longer than the window
+    empty = [(np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
+              np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32)) for _ in range(arch.n_layer)]
+    past = [(np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32),) * 2 for _ in range(arch.n_layer)]
+    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, _feed(arch, prompt[None, :], 0, empty,
+                                                                                      past))))
+    expected = logits(model, prompt.tolist())
+    np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, np.abs(expected).max()))
+    capsys.readouterr()
+    assert cli_main(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--context", "128"]) == 0
+
+
+@pytest.mark.parametrize("window", [{"max_window_layers": 1}, {"layer_types": ["full_attention", "sliding_attention"]}])
+def test_a_qwen2_window_some_layer_uses_is_refused(tmp_path, capsys, window):
+    checkpoint(tmp_path / "src", "qwen2", tied=True)
+    config = json.loads((tmp_path / "src" / "config.json").read_text())
+    config.pop("layer_types", None)
+    (tmp_path / "src" / "config.json").write_text(json.dumps({**config, "use_sliding_window": True,
+                                                              "sliding_window": 64, **window}))
+    capsys.readouterr()
+    err = _refused(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--context", "128"], capsys)
+    assert "sliding-window attention (64 tokens)" in err
+
+
 def test_own_model_graph_equals_its_pytorch_forward_on_the_shipped_weights():
     import onnxruntime as ort
     import torch

@@ -109,9 +109,23 @@ def _starcoder2(config: dict, context: int) -> Architecture:
 def _check_window(config: dict, context: int, active: bool) -> None:
     """Refuse a sliding window shorter than the graph's context: the graph lets every position see all before it."""
     window = config.get("sliding_window")
-    if window is not None and config.get("use_sliding_window", active) and int(window) < context:
+    if window is not None and config.get("use_sliding_window", active) and _layers_slide(config) and \
+            int(window) < context:
         raise Unsupported(f"sliding-window attention ({window} tokens) is not implemented; convert with "
                           f"--context {window} or less")
+
+
+def _layers_slide(config: dict) -> bool:
+    """Whether any layer attends through the window, as transformers reads Qwen2's and Qwen3's config: the layers
+    `layer_types` calls sliding, or where it is absent those from `max_window_layers` on. Other families name
+    neither, and slide in every layer."""
+    kinds = config.get("layer_types")
+    if isinstance(kinds, list):
+        return "sliding_attention" in kinds
+    first = config.get("max_window_layers")
+    if isinstance(first, int) and not isinstance(first, bool):
+        return first < int(config["num_hidden_layers"])
+    return True
 
 
 def _rope(config: dict) -> tuple[float, dict]:
