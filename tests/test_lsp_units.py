@@ -112,6 +112,47 @@ def test_random_edits_at_mixed_line_ends_keep_the_editors_lines():
         assert store.get("u").breaks == split_lines_and_breaks(text)[1], repr(text)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_many_edits_in_one_change_each_above_the_last_or_anywhere_match_string_edits(seed):
+    """One didChange holding runs of edits each above the one before (put in place in one pass once there are
+    SPLICED_IN_ONE_PASS of them), edits elsewhere that break a run, edits touching the line the last began on,
+    and mixed line ends: the same lines as the editor's text after each edit in turn."""
+    rng = random.Random(seed)
+    store = DocumentStore()
+    text = "".join(f"line {i}" + rng.choice(["\n", "\r\n", "\r"]) for i in range(300))
+    store.open("u", "python", 1, text)
+    lines = split_lines_and_breaks(text)[0]  # a replace-all, as VS Code sends it: from the last match up
+    store.change("u", 2, [((i, 0, i, 4), "row\r\n") for i in reversed(range(0, len(lines) - 1, 2))])
+    text = "".join(("row\r\n" + line[4:] if i % 2 == 0 and i < len(lines) - 1 else line) + end
+                   for i, (line, end) in enumerate(zip(*split_lines_and_breaks(text))))
+    assert (store.get("u").lines, store.get("u").breaks) == split_lines_and_breaks(text)
+    pieces = ["", "a", "\n", "\r", "\r\n", "x\ny", "b\rc\r\n", "long line\n" * 3]
+    for version in range(3, 9):
+        changes, below = [], len(text)  # `below`: where the last edit began; above it nothing has moved
+        for _ in range(rng.randrange(10, 80)):
+            lines, breaks = split_lines_and_breaks(text)
+            offsets = [0]
+            for line, end in zip(lines, breaks):
+                offsets.append(offsets[-1] + len(line) + len(end))
+            if rng.random() < 0.9:  # a little above the last
+                b = max(0, below - rng.randrange(2, 90))
+                a = max(0, b - rng.randrange(12))
+            else:
+                a, b = sorted(rng.randrange(len(text) + 1) for _ in range(2))
+            sl = max(i for i in range(len(lines)) if offsets[i] <= a)
+            el = max(i for i in range(len(lines)) if offsets[i] <= b)
+            a, b = min(a, offsets[sl] + len(lines[sl])), min(b, offsets[el] + len(lines[el]))  # not inside a break
+            if b < a:
+                b = a
+                el = sl
+            new = rng.choice(pieces)
+            changes.append(((sl, a - offsets[sl], el, b - offsets[el]), new))
+            text = text[:a] + new + text[b:]
+            below = a
+        store.change("u", version, changes)
+        assert (store.get("u").lines, store.get("u").breaks) == split_lines_and_breaks(text)
+
+
 def test_edits_out_of_range_are_clamped_and_line_ends_follow_lsp():
     store = DocumentStore()
     store.open("u", "python", 1, "a\r\nb\rc\u2028d\x0ce\n")
