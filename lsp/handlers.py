@@ -9,11 +9,49 @@ from lsprotocol import types
 from completer.types import SKIPPED_OUT_OF_SYNC
 
 from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list
+from lsp.notebooks import Cell
 from lsp.server import CompleterServer
 
 log = logging.getLogger(__name__)
 
 INFO_METHOD = "completer/info"
+
+
+def _open(ls: CompleterServer, doc: types.TextDocumentItem) -> None:
+    ls.searches.document_changed(doc.uri)
+    ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
+    ls.workspace_document_edited(doc.uri)  # its text may not be the disk's: new, or restored unsaved
+
+
+def _change(ls: CompleterServer, document: types.VersionedTextDocumentIdentifier,
+            content_changes: list[types.TextDocumentContentChangeEvent]) -> None:
+    uri = document.uri
+    ls.searches.document_changed(uri)  # a newer edit makes running searches stale
+    changes = []
+    for change in content_changes:
+        if isinstance(change, types.TextDocumentContentChangePartial):
+            r = change.range
+            changes.append(((r.start.line, r.start.character, r.end.line, r.end.character), change.text))
+        else:
+            changes.append((None, change.text))
+    doc = ls.documents.change(uri, document.version, changes)
+    if doc is not None and doc.in_sync:
+        ls.skips_noted.discard((uri, SKIPPED_OUT_OF_SYNC))  # if it is lost again, say so again
+    ls.workspace_document_edited(uri)
+
+
+def _close(ls: CompleterServer, uri: str) -> None:
+    ls.searches.document_changed(uri)
+    ls.skips_noted = {noted for noted in ls.skips_noted if noted[0] != uri}
+    if ls.documents.close(uri) is not None:
+        ls.worker.notify_close(uri)
+    ls.workspace_file_changed(uri)  # its unsaved edits are gone: the disk's text counts again
+    if ls.repository is not None:
+        ls.repository.forget(uri)
+
+
+def _cells(cells: list[types.NotebookCell]) -> list[Cell]:
+    return [Cell(cell.document, int(cell.kind)) for cell in cells]
 
 
 def register(server: CompleterServer) -> None:
@@ -38,38 +76,57 @@ def register(server: CompleterServer) -> None:
     # -- documents ---------------------------------------------------------------------------------
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: CompleterServer, params: types.DidOpenTextDocumentParams) -> None:
-        doc = params.text_document
-        ls.searches.document_changed(doc.uri)
-        ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
-        ls.prefill(doc.uri)  # the first keystroke in the file then pays for its own line only
-        ls.workspace_document_edited(doc.uri)  # its text may not be the disk's: new, or restored unsaved
+        _open(ls, params.text_document)
+        ls.prefill(params.text_document.uri)  # the first keystroke in the file then pays for its own line only
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CompleterServer, params: types.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        ls.searches.document_changed(uri)  # a newer edit makes running searches stale
-        changes = []
-        for change in params.content_changes:
-            if isinstance(change, types.TextDocumentContentChangePartial):
-                r = change.range
-                changes.append(((r.start.line, r.start.character, r.end.line, r.end.character), change.text))
-            else:
-                changes.append((None, change.text))
-        doc = ls.documents.change(uri, params.text_document.version, changes)
-        if doc is not None and doc.in_sync:
-            ls.skips_noted.discard((uri, SKIPPED_OUT_OF_SYNC))  # if it is lost again, say so again
-        ls.workspace_document_edited(uri)
+        _change(ls, params.text_document, params.content_changes)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CompleterServer, params: types.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        ls.searches.document_changed(uri)
-        ls.skips_noted = {noted for noted in ls.skips_noted if noted[0] != uri}
-        if ls.documents.close(uri) is not None:
-            ls.worker.notify_close(uri)
-        ls.workspace_file_changed(uri)  # its unsaved edits are gone: the disk's text counts again
-        if ls.repository is not None:
-            ls.repository.forget(uri)
+        _close(ls, params.text_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def did_open_notebook(ls: CompleterServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        notebook = params.notebook_document
+        for cell in params.cell_text_documents:
+            _open(ls, cell)
+        ls.notebooks.open(notebook.uri, _cells(notebook.cells))
+        last = ls.notebooks.last_code_cell(notebook.uri)
+        if last is not None:
+            ls.prefill(last)  # where a new line is most likely typed: the cells above it are its context
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def did_change_notebook(ls: CompleterServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        uri, cells = params.notebook_document.uri, params.change.cells
+        if uri not in ls.notebooks:
+            log.warning("notebookDocument/didChange for a notebook that is not open: %.200s", uri)
+            return
+        if cells is None:
+            return
+        opened = []
+        if cells.structure is not None:
+            for cell in cells.structure.did_close or []:
+                _close(ls, cell.uri)
+            for item in cells.structure.did_open or []:
+                _open(ls, item)
+                opened.append(item.uri)
+            array = cells.structure.array
+            ls.notebooks.splice(uri, array.start, array.delete_count, _cells(array.cells or []))
+        for cell in cells.data or []:
+            ls.notebooks.set_kind(uri, cell.document, int(cell.kind))
+        for content in cells.text_content or []:
+            _change(ls, content.document, content.changes)
+        for cell_uri in opened:  # a new cell: its context is the cells above
+            if ls.notebooks.notebook_of(cell_uri) == uri:
+                ls.prefill(cell_uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def did_close_notebook(ls: CompleterServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.notebooks.close(params.notebook_document.uri)
+        for cell in params.cell_text_documents:
+            _close(ls, cell.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CompleterServer, params: types.DidSaveTextDocumentParams) -> None:

@@ -169,7 +169,6 @@ class CompleterProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._sent_requests: dict[Any, Future[Any]] = {}  # ours to the client, by id; apart from the client's
-        self._notebooks_noted = False
 
     # -- deserialization ---------------------------------------------------------------------------
     def structure_message(self, data: dict[str, Any]) -> Any:
@@ -296,6 +295,16 @@ class CompleterProtocol(LanguageServerProtocol):
             return
         super()._handle_cancel_notification(msg_id)
 
+    def _run_generator(self, future: Any, *, gen: Any, result_future: Any) -> None:
+        """A handler step the loop's teardown cancelled (`shutdown` still stopping the worker when the `exit` right
+        behind it ends the loop) ends its request quietly: pygls let the CancelledError out of this callback, and
+        asyncio logged it as an error with a traceback."""
+        if future is not None and future.cancelled():
+            if not result_future.done():
+                result_future.cancel()
+            return
+        super()._run_generator(future, gen=gen, result_future=result_future)
+
     @property
     def requests_in_flight(self) -> int:
         return len(self._request_futures)
@@ -361,25 +370,21 @@ class CompleterProtocol(LanguageServerProtocol):
         if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
             yield handler, (params,), None
 
-    # -- notebooks: not synced (the capabilities offer no notebookDocumentSync) ----------------------------------
-    def _notebook_ignored(self, method: str) -> None:
-        """pygls kept the notebooks a client sent anyway, which nothing here reads, and raised for a change to one
-        never opened (a KeyError logged as an error). Said once per session."""
-        if not self._notebooks_noted:
-            self._notebooks_noted = True
-            log.warning("ignoring %s and any notebook sync after it: this server does not offer it", method)
-
+    # -- notebook sync: ours too (lsp/notebooks.py); pygls' workspace raised for a change to a notebook never opened
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
-    def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams) -> None:
-        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_OPEN)) is not None:
+            yield handler, (params,), None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
-    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams) -> None:
-        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
+            yield handler, (params,), None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
-    def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams) -> None:
-        self._notebook_ignored(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams) -> Any:
+        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CLOSE)) is not None:
+            yield handler, (params,), None
 
 
 def is_parse_error(exc: BaseException) -> bool:

@@ -31,6 +31,7 @@ from lsp.engine_socket import STANDALONE_ENV
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
+from lsp.notebooks import NotebookStore
 from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
@@ -84,12 +85,19 @@ def workspace_roots(params: types.InitializeParams) -> list[Path]:
     return [path for path in found if path is not None]
 
 
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[types.NotebookDocumentFilterWithNotebook(notebook="*")])
+"""Every notebook's cells, so that a cell is completed with the code cells around it (lsp/notebooks.py)."""
+
+
 class CompleterServer(LanguageServer):
     def __init__(self, log_level: str = "INFO", log_file: Path | None = None,
                  worker_log_file: str | None = None, shared_engine: bool = False) -> None:
         super().__init__("completer", __version__, protocol_cls=CompleterProtocol, converter_factory=strict_converter,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=NOTEBOOK_SYNC)
         self.documents = DocumentStore()
+        self.notebooks = NotebookStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
         self.set_up_run(log_level, log_file, worker_log_file, shared_engine)
@@ -546,8 +554,10 @@ class CompleterServer(LanguageServer):
         doc = self.documents.get(uri)
         if doc is None or not doc.lines or not self.completes(doc):
             return
-        last = len(doc.lines) - 1
-        sliced = context_slice(doc.lines, last, len(doc.lines[last]))
+        around = self.notebooks.around(doc, self.documents)
+        lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
+        last = first + len(doc.lines) - 1
+        sliced = context_slice(lines, last, len(lines[last]))
         if sliced is not None and not looks_binary(sliced[0]):
             self.worker.notify_open(uri, clean(sliced[0]))
 
@@ -566,7 +576,9 @@ class CompleterServer(LanguageServer):
             return self._skip(target.uri, SKIPPED_OUT_OF_SYNC, logging.WARNING)
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
             return self._skip(target.uri, SKIPPED_LONG_LINE, logging.INFO)
-        sliced = context_slice(doc.lines, target.line_no, target.column)
+        around = self.notebooks.around(doc, self.documents)  # a notebook's cell reads the code cells around it
+        lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
+        sliced = context_slice(lines, first + target.line_no, target.column)
         if sliced is None:
             return []
         if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
@@ -575,8 +587,8 @@ class CompleterServer(LanguageServer):
         engine_settings = self.settings.engine
         reads_below = (engine_settings.document_repeats and engine_settings.repeats_below) \
             or engine_settings.fill_in_the_middle  # the worker's bundle may be FIM: it reads the lines below
-        below = clean(text_below(doc.lines, target.line_no)) if reads_below else ""
-        others = self.documents.others(target.uri, engine_settings.open_files) \
+        below = clean(text_below(lines, first + target.line_no)) if reads_below else ""
+        others = self.documents.others(target.uri, engine_settings.open_files, self.notebooks.cells_of(target.uri)) \
             if engine_settings.document_repeats else []
         snippets = await self.lookups.snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
@@ -586,7 +598,7 @@ class CompleterServer(LanguageServer):
         following = self.lookups.followers(target.uri, before) if puts_following else None  # while the search runs
         header = self.lookups.header(target.uri) if puts_following and target.line_no == 0 else None
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
-               self.documents.generation if others else 0,  # an edit elsewhere changes what is searched
+               self.documents.generation if others or around else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
         changes = self.searches.changes(target.uri)
         result: Any = None

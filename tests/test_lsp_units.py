@@ -2,6 +2,7 @@
 settings validation, result conversion and the worker's frame format."""
 from __future__ import annotations
 
+import contextlib
 import asyncio
 import io
 import random
@@ -468,3 +469,33 @@ def test_the_server_process_never_imports_the_model_runtime_or_numpy():
             "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert found == "[]", found
+
+
+def test_a_handler_step_cancelled_by_the_loops_teardown_ends_its_request_quietly():
+    """An `exit` right behind `shutdown` ends the loop while the shutdown handler still stops the worker: the
+    cancelled step reached pygls' generator runner, which let the CancelledError out of a callback (an ERROR with a
+    traceback in the log). Now the request's future is cancelled and nothing is raised."""
+    import asyncio
+    from concurrent.futures import Future
+
+    from lsp.server import CompleterServer
+
+    protocol = CompleterServer().protocol
+
+    def handler_steps():
+        yield None, (), {}
+        raise AssertionError("the generator must not go on after a cancelled step")
+
+    async def cancelled_step() -> None:
+        step = asyncio.ensure_future(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        step.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await step
+        request: Future = Future()
+        gen = handler_steps()
+        next(gen)
+        protocol._run_generator(step, gen=gen, result_future=request)
+        assert request.cancelled()
+
+    asyncio.run(cancelled_step())

@@ -752,29 +752,6 @@ def test_a_client_that_stops_reading_costs_one_log_line(tmp_path):
     assert len(_logged_lines(tmp_path / "stderr", "gone")) == 1
 
 
-def test_notebook_sync_the_server_does_not_offer_is_ignored_with_one_log_line(tmp_path):
-    """pygls kept the notebooks a client sent anyway, and a change to one never opened raised a KeyError, logged
-    as an error."""
-    cell = "file:///work/cell1.py"
-    notebook = {"uri": "file:///work/n.ipynb", "notebookType": "jupyter-notebook", "version": 1,
-                "cells": [{"kind": 2, "document": cell}]}
-    with open(tmp_path / "stderr", "wb") as stderr:
-        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
-        try:
-            client.initialize()
-            _ready(client)
-            client.notify("notebookDocument/didChange", {"notebookDocument": {"uri": "file:///work/other.ipynb",
-                                                                              "version": 2}, "change": {}})
-            client.notify("notebookDocument/didOpen", {"notebookDocument": notebook, "cellTextDocuments": [
-                {"uri": cell, "languageId": "python", "version": 1, "text": "import os\nos.pa"}]})
-            client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": notebook["uri"]},
-                                                        "cellTextDocuments": [{"uri": cell}]})
-            _still_completing(client)
-        finally:
-            client.close()
-    assert len(_logged_lines(tmp_path / "stderr", "notebook")) == 1
-
-
 def test_a_bundle_whose_manifest_the_graph_contradicts_is_refused_and_the_loaded_model_answers(tmp_path):
     """The checksums cover the model's files, not the manifest: one saying 7 layers where the graph has 8 loaded,
     and every completion after it failed in the worker, with a traceback each, until the user changed modelPath."""

@@ -1,4 +1,5 @@
-"""The VS Code extension end to end: VS Code (code-server) in headless chromium, typing into a Python file.
+"""The VS Code extension end to end: VS Code (code-server) in headless chromium, typing into a Python file and
+into a notebook's cell.
 
 tests/vscode_e2e/run.mjs drives the real workbench through playwright-core: ghost text from the server at the
 cursor, Tab and Ctrl+Right, the status bar, Toggle and Restart Server, the "messages" trace in the Completer
@@ -101,6 +102,6 @@ def test_vscode_end_to_end(tmp_path: Path) -> None:
     out = run_driver(tools, artifacts, env=model_stores(tmp_path / "stores"))
     print(out[-6000:])
     passed = [line for line in out.splitlines() if line.startswith("PASS ")]
-    assert len(passed) == 16, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
+    assert len(passed) == 17, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
     assert (artifacts / "vscode-ghost-text.png").stat().st_size > 10_000
     assert (artifacts / "vscode-not-installed.png").stat().st_size > 10_000

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { log, sleep } from './harness.mjs';
 import {
     clearLine,
+    editorSettled,
     editSettings,
     ghostState,
     notificationHistory,
@@ -187,6 +188,21 @@ export async function runChecks(session, { python, artifacts, workspace }) {
         (s) => s.text.endsWith(`${MODEL} · javascript`) && s.label.includes('no suggestions in javascript files'),
         'javascript without suggestions');
     pass(`in notes.js the status bar reads "${unanswered.text}": "${unanswered.label.slice(0, 110)}"`);
+
+    // 9c. A notebook: its last cell is completed with the cells above it, which define the name typed.
+    await openFile(page, 'analysis.ipynb', { notebook: true });
+    const lastCell = page.locator('.notebook-editor .code-cell-row .monaco-editor').last();
+    await lastCell.waitFor({ state: 'visible', timeout: 20000 });
+    await lastCell.click();
+    await page.locator('.monaco-editor.focused').waitFor({ state: 'visible' });
+    await editorSettled(page);
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type('frob', { delay: 40 });
+    const inCell = await waitForGhost(page, { lineOk: (line) => line === 'total = frob' });
+    check(inCell.ghost.startsWith('nicate_the_widgets'), `the cell's ghost text is "${inCell.ghost}"`);
+    check(logLines(session, /\[LSP\] Sending notification 'notebookDocument\/didOpen'/).length > 0,
+        'no notebookDocument/didOpen in the trace');
+    pass(`in a notebook's last cell "total = frob" gets "${inCell.ghost}", a name only the first cell defines`);
 
     // 10. "Use a Model Already on This Machine": a model in the Hugging Face cache (tests/test_vscode_e2e.py builds
     //     acme/tiny-coder there) is picked, converted into the extension's storage, and the server loads it; a

@@ -41,6 +41,19 @@ export const SAMPLE = [
     '    ',
 ].join('\n');
 
+/** A notebook whose last cell uses a function that only its first cell defines. */
+export const NOTEBOOK = {
+    cells: [
+        { cell_type: 'code', execution_count: null, metadata: {}, outputs: [],
+            source: ['import math\n', '\n', '\n', 'def frobnicate_the_widgets(count):\n', '    return math.sqrt(count) * 2\n'] },
+        { cell_type: 'markdown', metadata: {}, source: ['Notes'] },
+        { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: ['total = '] },
+    ],
+    metadata: { language_info: { name: 'python' } },
+    nbformat: 4,
+    nbformat_minor: 5,
+};
+
 function settings() {
     return {
         'security.workspace.trust.enabled': false,
@@ -86,6 +99,7 @@ async function main() {
     fs.mkdirSync(workspace, { recursive: true });
     fs.writeFileSync(path.join(workspace, 'sample.py'), SAMPLE);
     fs.writeFileSync(path.join(workspace, 'notes.js'), 'const notes = [];\n');
+    fs.writeFileSync(path.join(workspace, 'analysis.ipynb'), JSON.stringify(NOTEBOOK, null, 1));
     const session = new Session({
         toolsDir: values.tools,
         extensionSource: path.join(REPO, 'vscode-extension'),

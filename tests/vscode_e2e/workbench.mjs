@@ -124,8 +124,9 @@ export async function runCommand(page, title) {
     await page.locator('.quick-input-widget').waitFor({ state: 'hidden' });
 }
 
-/** Open a workspace file with Quick Open (Ctrl+P) and wait until its editor has the focus. */
-export async function openFile(page, name) {
+/** Open a workspace file with Quick Open (Ctrl+P) and wait until its editor has the focus (a notebook's tab
+ *  only, with `notebook`: no cell editor has the focus until one is clicked). */
+export async function openFile(page, name, { notebook = false } = {}) {
     await page.keyboard.press('Control+P');
     const input = page.locator('.quick-input-widget input');
     await input.waitFor({ state: 'visible' });
@@ -141,7 +142,9 @@ export async function openFile(page, name) {
     }
     await page.keyboard.press('Enter');
     await page.locator(`.tab.active[aria-label*="${name}"]`).waitFor({ state: 'visible' });
-    await page.locator('.monaco-editor.focused').waitFor({ state: 'visible' });
+    if (!notebook) {
+        await page.locator('.monaco-editor.focused').waitFor({ state: 'visible' });
+    }
     await editorSettled(page);
 }
 

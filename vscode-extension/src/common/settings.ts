@@ -306,20 +306,19 @@ export function didChangeConfigurationParams(settings: ExtensionSettings): { set
     return { settings: { completer: toServerSettings(settings) } };
 }
 
-export interface DocumentFilter {
-    scheme: string;
-    language?: string;
-}
+export type DocumentFilter = { scheme: string; language?: string } | { notebook: string; language?: string };
 
-/** Documents the client syncs and asks suggestions for: files and unsaved editors of the enabled languages;
- * with none set, every one, and the server answers for the languages its model writes. */
+/** Documents the client syncs and asks suggestions for: files, unsaved editors and notebook cells of the enabled
+ * languages; with none set, every one, and the server answers for the languages its model writes. The cells are
+ * synced as their notebooks, in order (the server offers notebookDocumentSync), so a cell reads those above it. */
 export function documentSelector(languages: readonly string[] | null): DocumentFilter[] {
     if (languages === null) {
-        return [{ scheme: 'file' }, { scheme: 'untitled' }];
+        return [{ scheme: 'file' }, { scheme: 'untitled' }, { notebook: '*' }];
     }
     return languages.flatMap((language) => [
         { scheme: 'file', language },
         { scheme: 'untitled', language },
+        { notebook: '*', language },
     ]);
 }
 

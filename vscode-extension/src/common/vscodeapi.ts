@@ -45,11 +45,13 @@ export async function updateSetting(section: string, key: string, value: unknown
     await config.update(key, value, target);
 }
 
-/** The language id of the file (or untitled document) in the active editor; undefined for none, or an output
- *  channel's, a diff's or a settings editor's. */
+const COMPLETED_SCHEMES = ['file', 'untitled', 'vscode-notebook-cell'];
+
+/** The language id of the file, untitled document or notebook cell in the active editor; undefined for none, or
+ *  an output channel's, a diff's or a settings editor's. */
 export function activeFileLanguage(): string | undefined {
     const document = window.activeTextEditor?.document;
-    return document && (document.uri.scheme === 'file' || document.uri.scheme === 'untitled') ? document.languageId : undefined;
+    return document && COMPLETED_SCHEMES.includes(document.uri.scheme) ? document.languageId : undefined;
 }
 
 /** Another editor became active, or a document opened (as when its language mode is changed). */

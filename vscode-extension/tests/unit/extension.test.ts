@@ -137,7 +137,11 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         assert.ok(!fs.existsSync(path.join(client.serverOptions.options.cwd, 'lsp')));
         assert.equal(client.serverOptions.options.env.PYTHONSAFEPATH, '1');
         // enabledLanguages unset: every document is synced, and the server answers for the model's languages
-        assert.deepEqual(client.clientOptions.documentSelector, [{ scheme: 'file' }, { scheme: 'untitled' }]);
+        assert.deepEqual(client.clientOptions.documentSelector, [
+            { scheme: 'file' },
+            { scheme: 'untitled' },
+            { notebook: '*' },
+        ]);
         const init = client.clientOptions.initializationOptions();
         assert.equal(init.completer.beams, 2);
         assert.equal(init.completer.modelPath, null);
@@ -165,7 +169,7 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         // Languages change: a new client with the new selector.
         mock.changeSettings({ 'completer.enabledLanguages': ['python', 'javascript'] });
         await until(() => created.length === 2, 'a restarted client');
-        assert.equal(created[1].clientOptions.documentSelector.length, 4);
+        assert.equal(created[1].clientOptions.documentSelector.length, 6);
 
         // Show logs and restart commands.
         await mock.commands.get('completer.showLogs')!();

@@ -237,11 +237,14 @@ describe('settings', () => {
         assert.deepEqual(documentSelector(['python', 'go']), [
             { scheme: 'file', language: 'python' },
             { scheme: 'untitled', language: 'python' },
+            { notebook: '*', language: 'python' },
             { scheme: 'file', language: 'go' },
             { scheme: 'untitled', language: 'go' },
+            { notebook: '*', language: 'go' },
         ]);
         assert.deepEqual(documentSelector([]), []);
-        assert.deepEqual(documentSelector(null), [{ scheme: 'file' }, { scheme: 'untitled' }]); // the server decides
+        // the server decides; a notebook's cells too
+        assert.deepEqual(documentSelector(null), [{ scheme: 'file' }, { scheme: 'untitled' }, { notebook: '*' }]);
     });
 
     test('restart only for python path or language changes', () => {

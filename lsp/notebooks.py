@@ -1,0 +1,114 @@
+"""Notebooks the client syncs (LSP 3.17 notebookDocument/*): the order of each notebook's cells, so that a cell is
+completed with the code cells above it as the text before the cursor and those below as the lines below, as
+one file of the notebook's code would read. The cells' text lives in the DocumentStore, as documents of their own.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Iterable
+
+from lsp.documents import Document, DocumentStore
+
+log = logging.getLogger(__name__)
+
+CODE = 2  # NotebookCellKind.Code; 1 is Markup
+
+
+@dataclasses.dataclass
+class Cell:
+    uri: str  # its text document's
+    kind: int
+
+
+@dataclasses.dataclass
+class Notebook:
+    uri: str
+    cells: list[Cell]
+
+
+@dataclasses.dataclass
+class Around:
+    """A cell's code as one document: the code cells above it, the cell, and those below, each apart from the
+    next by an empty line."""
+
+    lines: list[str]
+    first: int  # the cell's first line among `lines`
+
+
+class NotebookStore:
+    """Open notebooks by URI, and the notebook each cell belongs to."""
+
+    def __init__(self) -> None:
+        self._notebooks: dict[str, Notebook] = {}
+        self._notebook_of: dict[str, str] = {}  # cell URI -> notebook URI
+
+    def __contains__(self, uri: str) -> bool:
+        return uri in self._notebooks
+
+    def open(self, uri: str, cells: Iterable[Cell]) -> None:
+        self.close(uri)
+        notebook = Notebook(uri, list(cells))
+        self._notebooks[uri] = notebook
+        for cell in notebook.cells:
+            self._notebook_of[cell.uri] = uri
+
+    def close(self, uri: str) -> list[str]:
+        """Forget the notebook; the URIs of its cells."""
+        notebook = self._notebooks.pop(uri, None)
+        if notebook is None:
+            return []
+        for cell in notebook.cells:
+            if self._notebook_of.get(cell.uri) == uri:
+                del self._notebook_of[cell.uri]
+        return [cell.uri for cell in notebook.cells]
+
+    def splice(self, uri: str, start: int, delete: int, cells: Iterable[Cell]) -> None:
+        """A structure change: `delete` cells from `start` replaced by `cells` (clamped to the notebook)."""
+        notebook = self._notebooks[uri]
+        start = max(0, min(start, len(notebook.cells)))
+        for cell in notebook.cells[start:start + max(0, delete)]:
+            self._notebook_of.pop(cell.uri, None)
+        new = list(cells)
+        notebook.cells[start:start + max(0, delete)] = new
+        for cell in new:
+            self._notebook_of[cell.uri] = uri
+
+    def set_kind(self, uri: str, cell_uri: str, kind: int) -> None:
+        for cell in self._notebooks[uri].cells:
+            if cell.uri == cell_uri:
+                cell.kind = kind
+
+    def notebook_of(self, cell_uri: str) -> str | None:
+        return self._notebook_of.get(cell_uri)
+
+    def cells_of(self, cell_uri: str) -> list[str]:
+        """The URIs of every cell in the notebook `cell_uri` belongs to (none when it is no cell)."""
+        notebook = self._notebooks.get(self._notebook_of.get(cell_uri, ""))
+        return [cell.uri for cell in notebook.cells] if notebook is not None else []
+
+    def last_code_cell(self, uri: str) -> str | None:
+        notebook = self._notebooks.get(uri)
+        codes = [cell.uri for cell in notebook.cells if cell.kind == CODE] if notebook is not None else []
+        return codes[-1] if codes else None
+
+    def around(self, doc: Document, documents: DocumentStore) -> Around | None:
+        """`doc`'s cell among the notebook's code cells in its language, in their order; None when `doc` is no
+        code cell of an open notebook."""
+        notebook = self._notebooks.get(self._notebook_of.get(doc.uri, ""))
+        if notebook is None:
+            return None
+        lines: list[str] = []
+        first = None
+        for cell in notebook.cells:
+            other = doc if cell.uri == doc.uri else documents.get(cell.uri)
+            if cell.kind != CODE or other is None or other.language != doc.language:
+                if other is doc:
+                    return None
+                continue
+            if lines:
+                lines.append("")
+            if other is doc:
+                first = len(lines)
+            lines += other.lines
+        return Around(lines, first) if first is not None else None

@@ -1,0 +1,139 @@
+"""Notebooks (LSP 3.17 notebook sync) through the real server: a cell is completed with the code cells above it
+as the text before the cursor, in the notebook's order, as it changes; markdown cells and cells of other
+languages are not read; a notebook closed leaves nothing open."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lsp_support import SERVER_CMD, server_env
+
+from lsp.documents import DocumentStore
+from lsp.notebooks import Cell, NotebookStore
+from lsp.rawclient import RawClient
+
+NOTEBOOK = "file:///work/analysis.ipynb"
+CAPABILITIES = {"notebookDocument": {"synchronization": {"dynamicRegistration": False}}}
+DEFINES = "import math\n\n\ndef frobnicate_the_widgets(count):\n    return math.sqrt(count) * 2\n"
+
+
+def _cell(index: int) -> str:
+    return f"vscode-notebook-cell:/work/analysis.ipynb#W{index}sZmlsZQ%3D%3D"
+
+
+def _item(uri: str, text: str, language: str = "python", version: int = 1) -> dict:
+    return {"uri": uri, "languageId": language, "version": version, "text": text}
+
+
+def _open(client: RawClient, cells: list[tuple[int, str, str, int]]) -> None:
+    """cells: (index, text, language, kind), kind 2 for code and 1 for markdown."""
+    client.notify("notebookDocument/didOpen", {
+        "notebookDocument": {"uri": NOTEBOOK, "notebookType": "jupyter-notebook", "version": 1,
+                             "cells": [{"kind": kind, "document": _cell(i)} for i, _, _, kind in cells]},
+        "cellTextDocuments": [_item(_cell(i), text, language) for i, text, language, _ in cells]})
+
+
+def _change(client: RawClient, version: int, cells: dict) -> None:
+    client.notify("notebookDocument/didChange", {"notebookDocument": {"uri": NOTEBOOK, "version": version},
+                                                  "change": {"cells": cells}})
+
+
+def _ready(client: RawClient) -> None:
+    deadline = time.monotonic() + 60
+    while not client.request("completer/info")["result"].get("model"):
+        assert time.monotonic() < deadline, "the worker never loaded the model"
+        time.sleep(0.05)
+
+
+def _lines(client: RawClient, uri: str, line: int, column: int) -> list[str]:
+    result = client.completion(uri, line, column)["result"]
+    return [item["textEdit"]["newText"] for item in (result or {}).get("items", [])]
+
+
+def _context_tokens(client: RawClient) -> int:
+    return client.request("completer/info")["result"]["server"]["last_context_tokens"]
+
+
+def test_the_server_offers_notebook_sync_to_a_client_that_has_it():
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        offered = client.initialize(capabilities=CAPABILITIES)["result"]["capabilities"]
+    assert offered["notebookDocumentSync"] == {"notebookSelector": [{"notebook": "*"}]}
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        assert "notebookDocumentSync" not in client.initialize()["result"]["capabilities"]
+
+
+def test_a_cell_reads_the_code_cells_above_it_as_they_change(tmp_path):
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        notes = "# Notes\n\nCall frobnicate_everything_else first.\n"
+        _open(client, [(0, DEFINES, "python", 2), (1, notes, "markdown", 1), (2, "total = frob", "python", 2)])
+        first = _lines(client, _cell(2), 0, 12)
+        assert any(line.startswith("total = frobnicate_the_widgets(") for line in first), first
+        assert not any("everything" in line for line in first), first  # the markdown cell is not read
+        tokens_with_cells = _context_tokens(client)
+        assert tokens_with_cells > 25  # the cell alone is a handful
+
+        # An edit in the first cell: the next completion in the last reads the new name.
+        _change(client, 2, {"textContent": [{"document": {"uri": _cell(0), "version": 2}, "changes": [
+            {"range": {"start": {"line": 3, "character": 4}, "end": {"line": 3, "character": 26}},
+             "text": "summarize_the_gadgets"}]}]})
+        after = _lines(client, _cell(2), 0, 12)
+        assert not any("frobnicate_the_widgets" in line for line in after), after
+        _change(client, 3, {"textContent": [{"document": {"uri": _cell(2), "version": 2}, "changes": [
+            {"range": {"start": {"line": 0, "character": 8}, "end": {"line": 0, "character": 12}},
+             "text": "summ"}]}]})
+        assert any(line.startswith("total = summarize_the_gadgets(") for line in _lines(client, _cell(2), 0, 12))
+
+        # A cell inserted at the top, then the defining cell removed: the last cell no longer reads it.
+        _change(client, 4, {"structure": {"array": {"start": 0, "deleteCount": 0, "cells": [
+            {"kind": 2, "document": _cell(3)}]}, "didOpen": [_item(_cell(3), "import os\n")]}})
+        assert _lines(client, _cell(3), 1, 0) is not None  # the new cell completes, above every other
+        _change(client, 5, {"structure": {"array": {"start": 1, "deleteCount": 1},
+                                          "didClose": [{"uri": _cell(0)}]}})
+        _lines(client, _cell(2), 0, 12)
+        assert _context_tokens(client) < tokens_with_cells - 20
+
+        # Closed: its cells are no documents any more.
+        client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": NOTEBOOK}, "cellTextDocuments": [
+            {"uri": _cell(i)} for i in (3, 1, 2)]})
+        assert _lines(client, _cell(2), 0, 12) == []
+        info = client.request("completer/info")["result"]
+    assert "Traceback" not in Path(tmp_path / "stderr").read_text()
+    assert info["server"]["open_documents"] == 0
+
+
+def test_a_cells_context_is_the_code_cells_of_its_language_in_the_notebooks_order():
+    """The store alone: markdown cells and cells of another language are left out, an empty line between cells,
+    and a cell moved reads what is above it now."""
+    documents, notebooks = DocumentStore(), NotebookStore()
+    cells = [("a", "python", 2, "import os\n"), ("md", "markdown", 1, "# title"), ("sh", "shellscript", 2, "ls"),
+             ("b", "python", 2, "x = 1\ny = 2"), ("c", "python", 2, "z = 3")]
+    for uri, language, _, text in cells:
+        documents.open(uri, language, 1, text)
+    notebooks.open("nb", [Cell(uri, kind) for uri, _, kind, _ in cells])
+    around = notebooks.around(documents.get("b"), documents)
+    assert around is not None and around.lines == ["import os", "", "", "x = 1", "y = 2", "", "z = 3"]
+    assert around.lines[around.first] == "x = 1"
+    assert notebooks.around(documents.get("md"), documents) is None  # a markdown cell is completed as its own text
+    assert notebooks.around(documents.get("sh"), documents).lines == ["ls"]
+    notebooks.splice("nb", 4, 1, [])  # c removed, then put first
+    notebooks.splice("nb", 0, 0, [Cell("c", 2)])
+    around = notebooks.around(documents.get("a"), documents)
+    assert around.lines[:around.first] == ["z = 3", ""]
+    assert notebooks.cells_of("a") == ["c", "a", "md", "sh", "b"] and notebooks.cells_of("elsewhere") == []
+    assert notebooks.close("nb") == ["c", "a", "md", "sh", "b"] and notebooks.around(documents.get("a"), documents) is None
+
+
+def test_a_change_to_a_notebook_never_opened_is_one_log_line(tmp_path):
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _change(client, 2, {"textContent": [{"document": {"uri": _cell(0), "version": 2}, "changes": [
+            {"text": "x = 1"}]}]})
+        client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": NOTEBOOK}, "cellTextDocuments": []})
+        _open(client, [(0, "import os\nos.pa", "python", 2)])
+        assert all(line.startswith("os.pa") for line in _lines(client, _cell(0), 1, 5))
+    text = Path(tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+    assert sum("not open" in line and "notebook" in line for line in text.splitlines()) == 1, text
