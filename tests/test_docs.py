@@ -114,3 +114,61 @@ def test_every_function_and_member_a_reference_doc_names_is_defined_there(doc):
         if known is not None and name not in known:
             wrong.append(f"{owner}.{name}")
     assert not wrong, f"{doc.relative_to(REPO)} names what the code does not define: {wrong}"
+
+
+def doc_commands(text: str) -> list[str]:
+    """Each line of the doc's code blocks (continuation lines joined) and each of its inline code spans."""
+    commands = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.DOTALL):
+        commands += block.replace("\\\n", " ").splitlines()
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    return commands + [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
+
+
+def script_source(script: Path) -> str:
+    """A script's text with that of the scripts/ modules it imports (shared argument parsers)."""
+    text = script.read_text(encoding="utf-8")
+    imported = re.findall(r"^(?:from|import) (\w+)", text, re.MULTILINE)
+    return "\n".join([text] + [(script.parent / f"{name}.py").read_text(encoding="utf-8") for name in imported
+                               if (script.parent / f"{name}.py").exists()])
+
+
+@pytest.mark.parametrize("doc", REFERENCE_DOCS, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_flag_a_reference_doc_gives_a_script_is_one_the_script_takes(doc):
+    wrong = []
+    for command in doc_commands(doc.read_text(encoding="utf-8")):
+        for found in re.finditer(r"python3? (scripts/[\w-]+\.py)([^;|&#]*)", command):
+            source = script_source(REPO / found.group(1))
+            wrong += [f"{found.group(1)} {flag}" for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", found.group(2))
+                      if f'"{flag}"' not in source and f"'{flag}'" not in source]
+    assert not wrong, f"{doc.relative_to(REPO)} gives scripts flags they do not take: {wrong}"
+
+
+EXTENSION_ONLY = {"enabled", "pythonPath", "trace.server"}  # the VS Code extension's own settings
+
+
+def settings_table(doc: Path, default_column: int) -> dict[str, object]:
+    """The keys of a doc's settings table and the JSON value each one's default cell starts with."""
+    text = doc.read_text(encoding="utf-8").split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [row.split(" | ") for row in text.splitlines() if row.startswith("| `")]
+    return {row[0][3:-1]: json.loads(re.match(r"`([^`]+)`", row[default_column]).group(1)) for row in rows}
+
+
+@pytest.mark.parametrize("doc,column", [("README.md", 1), ("docs/editors.md", 2)])
+def test_a_settings_table_lists_every_server_setting_with_its_default(doc, column):
+    from lsp.settings import ServerSettings
+
+    defaults = ServerSettings().to_camel()
+    assert settings_table(REPO / doc, column) == defaults
+
+
+def test_the_extension_contributes_every_server_setting_with_the_servers_default():
+    from lsp.settings import ServerSettings
+
+    manifest = json.loads((REPO / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    contributed = {key.removeprefix("completer."): value.get("default")
+                   for key, value in manifest["contributes"]["configuration"]["properties"].items()}
+    defaults = ServerSettings().to_camel()
+    assert contributed.keys() - EXTENSION_ONLY == defaults.keys()
+    differ = {key for key in defaults if contributed[key] != defaults[key]}
+    assert differ == {"completionItems"}  # the extension's ghost text only, as README's settings table says
