@@ -1,7 +1,12 @@
 """The reference docs stay tied to the repository: each table that docs/benchmarks.md says a command prints from a
-committed result is what that command prints today, and each file the docs link or name is in the tree."""
+committed result is what that command prints today, each file the docs link or name is in the tree, each function,
+class member and script flag they name exists, and the settings tables list the server's settings with its
+defaults."""
 from __future__ import annotations
 
+import ast
+import functools
+import json
 import re
 import subprocess
 import sys
@@ -48,3 +53,122 @@ def test_every_file_a_reference_doc_links_or_names_is_in_the_tree(doc):
     named = {path.rstrip(".,:;") for path in REPO_PATH.findall(text)} - NOT_FILES
     missing += [path for path in sorted(named) if not (REPO / path).exists()]
     assert not missing, f"{doc.relative_to(REPO)} points at what is not in the tree: {missing}"
+
+
+CODE_DIRS = ("completer", "lsp", "scripts")
+IN_FILE = re.compile(r"`((?:completer|lsp|scripts)/[\w/]+\.py)`(?:'s)?,? `([A-Za-z_]\w*)`")
+"""`lsp/workspace.py`, `SAME_QUERY` and `lsp/server.py`'s `suggest`: a name the doc says that file defines."""
+DOTTED = re.compile(r"`([A-Za-z_]\w*)\.([A-Za-z_]\w*)`")
+"""`Engine.prefill_steps` (a class's member) or `calls.drive` (a module's name)."""
+FILE_SUFFIXES = {"py", "json", "onnx", "data", "log", "txt", "md", "svg", "sh", "toml", "lua"}
+NOT_NAMES = {"server.workspace_index"}  # completer/info's field, not lsp/server.py's
+
+
+@functools.cache
+def definitions(path: Path) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """Every name a Python file defines (functions, classes, methods, assigned names and attributes), and each of
+    its classes' members (what its body defines, and what its methods assign to self)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    classes: dict[str, frozenset[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        if isinstance(node, ast.ClassDef):
+            members = {inner.name for inner in node.body
+                       if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                    members.add(inner.id)
+                elif (isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Store)
+                      and isinstance(inner.value, ast.Name) and inner.value.id == "self"):
+                    members.add(inner.attr)
+            classes[node.name] = frozenset(members)
+    return frozenset(names), classes
+
+
+def code_files() -> list[Path]:
+    return sorted(path for folder in CODE_DIRS for path in (REPO / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("doc", REFERENCE_DOCS, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_function_and_member_a_reference_doc_names_is_defined_there(doc):
+    text = doc.read_text(encoding="utf-8")
+    wrong = [f"{file}: {name}" for file, name in IN_FILE.findall(text)
+             if name not in definitions(REPO / file)[0]]
+    members: dict[str, set[str]] = {}
+    modules: dict[str, set[str]] = {}
+    for path in code_files():
+        names, classes = definitions(path)
+        modules.setdefault(path.stem, set()).update(names)
+        for cls, defined in classes.items():
+            members.setdefault(cls, set()).update(defined)
+    for owner, name in DOTTED.findall(text):
+        if name in FILE_SUFFIXES or f"{owner}.{name}" in NOT_NAMES:
+            continue
+        known = members.get(owner) if owner in members else modules.get(owner)
+        if known is not None and name not in known:
+            wrong.append(f"{owner}.{name}")
+    assert not wrong, f"{doc.relative_to(REPO)} names what the code does not define: {wrong}"
+
+
+def doc_commands(text: str) -> list[str]:
+    """Each line of the doc's code blocks (continuation lines joined) and each of its inline code spans."""
+    commands = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", text, re.DOTALL):
+        commands += block.replace("\\\n", " ").splitlines()
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+    return commands + [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", prose)]
+
+
+def script_source(script: Path) -> str:
+    """A script's text with that of the scripts/ modules it imports (shared argument parsers)."""
+    text = script.read_text(encoding="utf-8")
+    imported = re.findall(r"^(?:from|import) (\w+)", text, re.MULTILINE)
+    return "\n".join([text] + [(script.parent / f"{name}.py").read_text(encoding="utf-8") for name in imported
+                               if (script.parent / f"{name}.py").exists()])
+
+
+@pytest.mark.parametrize("doc", REFERENCE_DOCS, ids=lambda path: str(path.relative_to(REPO)))
+def test_every_flag_a_reference_doc_gives_a_script_is_one_the_script_takes(doc):
+    wrong = []
+    for command in doc_commands(doc.read_text(encoding="utf-8")):
+        for found in re.finditer(r"python3? (scripts/[\w-]+\.py)([^;|&#]*)", command):
+            source = script_source(REPO / found.group(1))
+            wrong += [f"{found.group(1)} {flag}" for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", found.group(2))
+                      if f'"{flag}"' not in source and f"'{flag}'" not in source]
+    assert not wrong, f"{doc.relative_to(REPO)} gives scripts flags they do not take: {wrong}"
+
+
+EXTENSION_ONLY = {"enabled", "pythonPath", "trace.server"}  # the VS Code extension's own settings
+
+
+def settings_table(doc: Path, default_column: int) -> dict[str, object]:
+    """The keys of a doc's settings table and the JSON value each one's default cell starts with."""
+    text = doc.read_text(encoding="utf-8").split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    rows = [row.split(" | ") for row in text.splitlines() if row.startswith("| `")]
+    return {row[0][3:-1]: json.loads(re.match(r"`([^`]+)`", row[default_column]).group(1)) for row in rows}
+
+
+@pytest.mark.parametrize("doc,column", [("README.md", 1), ("docs/editors.md", 2)])
+def test_a_settings_table_lists_every_server_setting_with_its_default(doc, column):
+    from lsp.settings import ServerSettings
+
+    defaults = ServerSettings().to_camel()
+    assert settings_table(REPO / doc, column) == defaults
+
+
+def test_the_extension_contributes_every_server_setting_with_the_servers_default():
+    from lsp.settings import ServerSettings
+
+    manifest = json.loads((REPO / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    contributed = {key.removeprefix("completer."): value.get("default")
+                   for key, value in manifest["contributes"]["configuration"]["properties"].items()}
+    defaults = ServerSettings().to_camel()
+    assert contributed.keys() - EXTENSION_ONLY == defaults.keys()
+    differ = {key for key in defaults if contributed[key] != defaults[key]}
+    assert differ == {"completionItems"}  # the extension's ghost text only, as README's settings table says
