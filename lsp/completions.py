@@ -35,6 +35,7 @@ class Target:
     column: int
     current: str  # the cursor's line as it was when the request arrived
     end_units: int  # its length in client units
+    changes: int = 0  # the document's edit count (SearchScheduler.changes) the request was sent after
 
 
 def detail(suggestion: LineSuggestion) -> str:

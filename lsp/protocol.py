@@ -16,6 +16,7 @@ import json
 import logging
 import uuid
 from concurrent.futures import Future
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, Callable, Optional, Union
 from urllib.parse import urlsplit
@@ -61,6 +62,12 @@ class DroppedNotification:
 
 
 _NOT_JSONRPC = object()
+
+SEARCH_REQUESTS = frozenset((types.TEXT_DOCUMENT_COMPLETION, types.TEXT_DOCUMENT_INLINE_COMPLETION))
+ARRIVED_AFTER: ContextVar[int | None] = ContextVar("arrived_after", default=None)
+"""In a completion request's handler: its document's edit count (`SearchScheduler.changes`) when the request was
+read. The handler's task runs later, after the messages read meanwhile (a TCP client's, read all at once), and an
+edit among them makes the request stale: it was sent for the text before."""
 
 NOTIFICATIONS = frozenset(method for method, (_, response, *_rest) in types.METHOD_TO_TYPES.items()
                           if response is None)
@@ -246,7 +253,16 @@ class CompleterProtocol(LanguageServerProtocol):
             self._send_error(message.id, JsonRpcInvalidRequest(
                 message="Invalid Request: the server is shutting down"))
             return
-        super().handle_message(message)
+        document = getattr(getattr(message, "params", None), "text_document", None)
+        searches = getattr(self._server, "searches", None)
+        if not (is_request and method in SEARCH_REQUESTS and document is not None and searches is not None):
+            super().handle_message(message)
+            return
+        arrived = ARRIVED_AFTER.set(searches.changes(document.uri))  # the handler's task copies it as it is made
+        try:
+            super().handle_message(message)
+        finally:
+            ARRIVED_AFTER.reset(arrived)
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:

@@ -55,6 +55,8 @@ class SearchScheduler:
         `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
         edit since then (even one that lands while we wait for the worker) makes the text stale."""
         expected = self.changes(uri) if changes is None else changes
+        if self.changes(uri) != expected:  # the key's text is no longer the one `before` was cut from
+            raise ContentModified(uri)
         recent = self._recent.get(uri)
         if recent is not None and recent[0] == key:
             return recent[1]

@@ -32,7 +32,7 @@ from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
 from lsp.notebooks import NotebookStore
-from lsp.protocol import CompleterProtocol, is_parse_error, prepare_converter, strict_converter
+from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
@@ -514,7 +514,9 @@ class CompleterServer(LanguageServer):
         current = doc.lines[position.line]
         codec = self.documents.codec
         column = codec.to_code_points(current, position.character)
-        return Target(uri, position.line, column, current, codec.to_units(current, len(current)))
+        arrived = ARRIVED_AFTER.get()  # an edit read since the request was makes it stale (SearchScheduler.run)
+        changes = self.searches.changes(uri) if arrived is None else arrived
+        return Target(uri, position.line, column, current, codec.to_units(current, len(current)), changes)
 
     def enabled_languages(self) -> tuple[str, ...] | None:
         """enabledLanguages, or where it is not set the languages the loaded model writes (Bundle.languages:
@@ -600,7 +602,7 @@ class CompleterServer(LanguageServer):
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others or around else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
-        changes = self.searches.changes(target.uri)
+        changes = target.changes  # an edit during the awaits above, or before the request's task ran, makes it stale
         result: Any = None
         self.completions_in_flight.started()  # counted by the server: an index built during the search waits too
         try:

@@ -3,11 +3,13 @@ client (typed clients refuse to send it), plus the TCP transport. Every request 
 one response and the server must go on serving."""
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -393,6 +395,104 @@ def test_an_edit_while_the_worker_boots_makes_the_waiting_request_stale(raw: Raw
     assert response.get("error", {}).get("code") == -32801, response  # ContentModified
     _ready(raw)
     assert "result" in raw.completion(URI, 3, 5)
+
+
+SLOW_SNIPPETS_SERVER = [sys.executable, "-c", "import sys, time, lsp.server, lsp.workspace as w; "
+                        "pick = w.WorkspaceFiles.snippets; "
+                        "w.WorkspaceFiles.snippets = lambda *a, **k: (time.sleep(0.5), pick(*a, **k))[1]; "
+                        "sys.exit(lsp.server.main())"]
+"""The server, its workspace's snippets picked from a slow disk (half a second)."""
+TYPED_OVER = {"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 5}}, "text": "os.ge"}
+"""`os.pa` typed over with `os.ge`: the cursor's line and column stay the same, its text does not."""
+
+
+def _typed_over(uri: str) -> dict:
+    return {"jsonrpc": "2.0", "method": "textDocument/didChange",
+            "params": {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [TYPED_OVER]}}
+
+
+def test_an_edit_while_the_request_picks_the_workspaces_snippets_makes_it_stale(tmp_path):
+    """The first request in a document waits for its snippets to be picked. An edit then: the request was
+    searched for the text before the edit and its answer kept as the answer for the text after it, so the next
+    request at the same place was shown `os.geth.join(` after `os.ge`."""
+    (tmp_path / "lib.py").write_text("import os\n\n\ndef here():\n    return os.getcwd()\n")
+    client = RawClient(SLOW_SNIPPETS_SERVER, env=server_env())
+    try:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized", {})
+        deadline = time.monotonic() + 30
+        while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("building", True):
+            assert time.monotonic() < deadline, "the workspace was never indexed"
+            time.sleep(0.05)
+        _ready(client)
+        uri = (tmp_path / "doc.py").as_uri()
+        client.open(uri, "import os\nos.pa")
+        waiting = client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},
+                                                                   "position": {"line": 1, "character": 5}})
+        time.sleep(0.1)  # the request waits for its snippets
+        client.send(_typed_over(uri))
+        assert client.wait(waiting).get("error", {}).get("code") == -32801  # ContentModified
+        items = client.completion(uri, 1, 5)["result"]["items"]
+        assert items and all(item["textEdit"]["newText"].startswith("os.ge") for item in items), items
+        assert not any(item["textEdit"]["newText"].startswith("os.geth") for item in items), items
+    finally:
+        client.close()
+
+
+def test_an_edit_read_with_the_request_before_it_ran_makes_it_stale():
+    """Over TCP the messages that came together are read at once, before the request's handler runs: it was
+    searched at its position in the text after the edit, which it was never sent for."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+                time.sleep(0.1)
+        with sock, sock.makefile("rb") as replies:
+            def answer(msg_id: int) -> dict:
+                while True:
+                    length = None
+                    while (line := replies.readline()) not in (b"\r\n", b""):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    assert length is not None, "the server closed the connection"
+                    message = json.loads(replies.read(length))
+                    if message.get("id") == msg_id and "method" not in message:
+                        return message
+
+            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+                                 {"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+            answer(1)
+            deadline = time.monotonic() + 30
+            for msg_id in itertools.count(2):
+                sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/info"}))
+                info = answer(msg_id)["result"]
+                if info.get("model") and info["server"]["worker_pid"]:
+                    break
+                assert time.monotonic() < deadline, "worker never became ready"
+                time.sleep(0.05)
+            uri = "file:///work/tcp.py"
+            request = {"jsonrpc": "2.0", "id": 100, "method": "textDocument/completion",
+                       "params": {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 5}}}
+            sock.sendall(_frames({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+                "uri": uri, "languageId": "python", "version": 1, "text": "import os\nos.pa"}}}, request,
+                _typed_over(uri)))
+            assert answer(100).get("error", {}).get("code") == -32801, "answered for `os.ge`"  # ContentModified
+            sock.sendall(_frames({**request, "id": 101}))
+            items = answer(101)["result"]["items"]
+            assert items and all(item["textEdit"]["newText"].startswith("os.ge") for item in items), items
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_notifications_leave_nothing_behind(raw: RawClient):
