@@ -5,12 +5,12 @@ accepting yields exactly that line whatever the client's notion of a "word" is.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from lsprotocol import types
 
-from completer.text import TAB_SPACES
+from completer.text import TAB_SPACES, clean
 from completer.types import SOURCE_PARTIAL_LINE, SOURCE_REMOTE, SOURCE_WORKSPACE_LINE
 
 TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
@@ -82,6 +82,27 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
                                   s.get("source") == SOURCE_WORKSPACE_LINE))
         if len(out) >= limit:
             break
+    return out
+
+
+def with_document_tabs(lines: list[LineSuggestion], prefix: str, document_lines: Iterable[str]
+                       ) -> list[LineSuggestion]:
+    """Each suggested line that is a line of the document with tabs in it, as the engine reads it (tabs expanded to
+    spaces), given back as the document has it, tabs and all; the others as they are. Only lines that begin with
+    the user's `prefix` can be the one the user is typing."""
+    tabbed: dict[str, str] = {}
+    for line in document_lines:
+        if "\t" in line and line.startswith(prefix):
+            tabbed.setdefault(clean(line.rstrip()), line.rstrip())
+    if not tabbed:
+        return lines
+    out: list[LineSuggestion] = []
+    seen: set[str] = set()
+    for suggestion in lines:
+        line = tabbed.get(clean(suggestion.line), suggestion.line)
+        if line not in seen:
+            seen.add(line)
+            out.append(replace(suggestion, line=line))
     return out
 
 

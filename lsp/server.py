@@ -25,7 +25,7 @@ from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, t
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
-from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines
+from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines, with_document_tabs
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.line_order import following_first, header_first, known_names_first
@@ -557,9 +557,9 @@ class CompleterServer(LanguageServer):
         if doc is None or not doc.lines or not self.completes(doc):
             return
         around = self.notebooks.around(doc, self.documents)
-        lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
+        text_lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
         last = first + len(doc.lines) - 1
-        sliced = context_slice(lines, last, len(lines[last]))
+        sliced = context_slice(text_lines, last, len(text_lines[last]))
         if sliced is not None and not looks_binary(sliced[0]):
             self.worker.notify_open(uri, clean(sliced[0]))
 
@@ -579,8 +579,8 @@ class CompleterServer(LanguageServer):
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
             return self._skip(target.uri, SKIPPED_LONG_LINE, logging.INFO)
         around = self.notebooks.around(doc, self.documents)  # a notebook's cell reads the code cells around it
-        lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
-        sliced = context_slice(lines, first + target.line_no, target.column)
+        text_lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
+        sliced = context_slice(text_lines, first + target.line_no, target.column)
         if sliced is None:
             return []
         if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
@@ -589,7 +589,8 @@ class CompleterServer(LanguageServer):
         engine_settings = self.settings.engine
         reads_below = (engine_settings.document_repeats and engine_settings.repeats_below) \
             or engine_settings.fill_in_the_middle  # the worker's bundle may be FIM: it reads the lines below
-        below = clean(text_below(lines, first + target.line_no)) if reads_below else ""
+        raw_below = text_below(text_lines, first + target.line_no)
+        below = clean(raw_below) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files, self.notebooks.cells_of(target.uri)) \
             if engine_settings.document_repeats else []
         snippets = await self.lookups.snippets(target.uri, before) \
@@ -643,6 +644,9 @@ class CompleterServer(LanguageServer):
 
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions, indents_with_tabs)
+        if "\t" in sliced[0] or "\t" in raw_below:  # the engine read them as spaces: a line copied keeps its tabs
+            lines = with_document_tabs(lines, target.current[:target.column],
+                                       itertools.chain(sliced[0].split("\n"), raw_below.split("\n")))
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
                 if self.repository is not None else None

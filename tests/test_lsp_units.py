@@ -499,3 +499,16 @@ def test_a_handler_step_cancelled_by_the_loops_teardown_ends_its_request_quietly
         assert request.cancelled()
 
     asyncio.run(cancelled_step())
+
+
+def test_a_suggested_line_that_is_a_document_line_with_tabs_gets_its_tabs_back():
+    from lsp.completions import LineSuggestion, with_document_tabs
+
+    document = ['x = f(1,\t2)', '\tx = g(3,\t4)  ', 'y = f(5,\t6)', 'plain = 1']
+    lines = [LineSuggestion('x = f(1,    2)', None), LineSuggestion('x = f(7,    8)', -1.0),
+             LineSuggestion('\tx = g(3,    4)', -2.0)]
+    back = with_document_tabs(lines, 'x = f(', document)
+    assert [s.line for s in back] == ['x = f(1,\t2)', 'x = f(7,    8)', '\tx = g(3,    4)']  # prefix differs: kept
+    assert back[0].score is None and back[1].score == -1.0
+    assert with_document_tabs(lines, '', ['no tabs here']) is lines
+    assert [s.line for s in with_document_tabs(lines, '\t', document)][2] == '\tx = g(3,\t4)'  # trailing space dropped

@@ -956,3 +956,17 @@ def test_a_model_path_no_file_can_have_is_an_invalid_setting(tmp_path, model_pat
         finally:
             client.close()
     assert len(_logged_lines(tmp_path / "stderr", "Ignoring invalid setting completer.modelPath")) == 1
+
+
+def test_a_line_copied_from_further_up_keeps_the_tabs_inside_it():
+    """The engine reads tabs as spaces; a line it offers from further up the file was given back with four spaces
+    for each tab inside it, which is not the line the file has."""
+    uri = "file:///work/table.py"
+    text = 'ROWS = [\n    row("alpha",\t"beta",\t"gamma"),\n    row("delta",\t"epsilon"),\n]\nMORE = [\n    row("alpha",'
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize()
+        _ready(client)
+        client.open(uri, text)
+        lines = [item["textEdit"]["newText"] for item in client.completion(uri, 5, 16)["result"]["items"]]
+    assert '    row("alpha",\t"beta",\t"gamma"),' in lines, lines
+    assert '    row("alpha",    "beta",    "gamma"),' not in lines, lines
