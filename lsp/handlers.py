@@ -124,7 +124,8 @@ def register(server: CompleterServer) -> None:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def did_close_notebook(ls: CompleterServer, params: types.DidCloseNotebookDocumentParams) -> None:
-        ls.notebooks.close(params.notebook_document.uri)
+        if ls.notebooks.close(params.notebook_document.uri):
+            ls.worker.notify_close(params.notebook_document.uri)  # the cache its cells shared
         for cell in params.cell_text_documents:
             _close(ls, cell.uri)
 

@@ -87,6 +87,19 @@ class NotebookStore:
         notebook = self._notebooks.get(self._notebook_of.get(cell_uri, ""))
         return [cell.uri for cell in notebook.cells] if notebook is not None else []
 
+    def shared_document(self, cell_uri: str, documents: DocumentStore) -> str | None:
+        """The notebook's URI, for a code cell in the language of its first code cell: such cells' contexts begin
+        alike (the cells above), so the engine keeps one cache for them all under that name. None for a cell of
+        another kind or language, and for a document that is no cell."""
+        notebook = self._notebooks.get(self._notebook_of.get(cell_uri, ""))
+        if notebook is None:
+            return None
+        codes = [cell.uri for cell in notebook.cells if cell.kind == CODE and documents.get(cell.uri) is not None]
+        if cell_uri not in codes:
+            return None
+        first, cell = documents.get(codes[0]), documents.get(cell_uri)
+        return notebook.uri if first is not None and cell is not None and cell.language == first.language else None
+
     def last_code_cell(self, uri: str) -> str | None:
         notebook = self._notebooks.get(uri)
         codes = [cell.uri for cell in notebook.cells if cell.kind == CODE] if notebook is not None else []

@@ -47,10 +47,11 @@ class SearchScheduler:
     async def run(self, key: Hashable, uri: str, before: str, after: str, ready_timeout: float,
                   changes: int | None = None, below: str = "", others: list[str] | None = None,
                   snippets: list[str] | None = None, repository: RepositoryContext | None = None,
-                  language: str | None = None) -> Any:
+                  language: str | None = None, document: str | None = None) -> Any:
         """The engine result for `key`; raises ContentModified, WorkerError or CancelledError. `repository` (the
         snippets by their files) is for a model that reads the workspace laid out as files; `language` is the
-        document's LSP language id, whose rules the engine's filters follow.
+        document's LSP language id, whose rules the engine's filters follow; `document` the engine's document,
+        whose cache the search reads, where it is not `uri`'s own (a notebook's, for its cells).
 
         `changes` is `self.changes(uri)` as it was when `before` was cut from the document; an
         edit since then (even one that lands while we wait for the worker) makes the text stale."""
@@ -73,7 +74,7 @@ class SearchScheduler:
             fields: dict[str, Any] = {"repository": repository} if repository is not None else {}
             if language is not None:
                 fields["language"] = language
-            job_id, future = self._worker.submit("complete", uri=uri, before=before, after=after, below=below,
+            job_id, future = self._worker.submit("complete", uri=document or uri, before=before, after=after, below=below,
                                                  others=others or [], snippets=snippets or [], **fields)
             search = _Search(key, uri, job_id, future)
             self._inflight[key] = search

@@ -550,6 +550,12 @@ class CompleterServer(LanguageServer):
             self.index_workspace()
             self.spawn(self.watch_workspace_files())
 
+    def engine_document(self, uri: str) -> str | None:
+        """The engine's document whose cache `uri`'s searches read, where it is not `uri`'s own: a notebook's, one
+        for its code cells (`NotebookStore.shared_document`), so a cell's first keystroke reuses what another
+        cell's searches ran."""
+        return self.notebooks.shared_document(uri, self.documents)
+
     def prefill(self, uri: str) -> None:
         """Ask the worker to run the model over a newly opened document's context while it is idle: the text
         before a cursor at its end, which begins every cursor's context while the file fits the window."""
@@ -561,7 +567,7 @@ class CompleterServer(LanguageServer):
         last = first + len(doc.lines) - 1
         sliced = context_slice(text_lines, last, len(text_lines[last]))
         if sliced is not None and not looks_binary(sliced[0]):
-            self.worker.notify_open(uri, clean(sliced[0]))
+            self.worker.notify_open(self.engine_document(uri) or uri, clean(sliced[0]))
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
@@ -611,7 +617,7 @@ class CompleterServer(LanguageServer):
                 try:
                     result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
                                                      others, [snippet.text for snippet in snippets], placed,
-                                                     doc.language)
+                                                     doc.language, self.engine_document(target.uri))
                     break
                 except asyncio.CancelledError:
                     self.stats.cancelled += 1

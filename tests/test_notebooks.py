@@ -116,6 +116,8 @@ def test_a_cells_context_is_the_code_cells_of_its_language_in_the_notebooks_orde
     assert around is not None and around.lines == ["import os", "", "", "x = 1", "y = 2", "", "z = 3"]
     assert around.lines[around.first] == "x = 1"
     assert notebooks.around(documents.get("md"), documents) is None  # a markdown cell is completed as its own text
+    assert [notebooks.shared_document(uri, documents) for uri in ("a", "md", "sh", "b", "c", "x")] == \
+        ["nb", None, None, "nb", "nb", None]  # one cache for the code cells in the first one's language
     assert notebooks.around(documents.get("sh"), documents).lines == ["ls"]
     notebooks.splice("nb", 4, 1, [])  # c removed, then put first
     notebooks.splice("nb", 0, 0, [Cell("c", 2)])
@@ -137,3 +139,20 @@ def test_a_change_to_a_notebook_never_opened_is_one_log_line(tmp_path):
     text = Path(tmp_path / "stderr").read_text()
     assert "Traceback" not in text and " ERROR " not in text, text
     assert sum("not open" in line and "notebook" in line for line in text.splitlines()) == 1, text
+
+
+def test_the_code_cells_share_one_cache_so_a_cells_first_keystroke_reuses_the_cells_above():
+    """A cell's context begins with the cells above it, as every other cell's does: the engine keeps one cache for
+    the notebook's code cells, so the first completion in a cell that was never completed in runs only what
+    differs from the last context run in the notebook (here the prefill of its last cell on opening)."""
+    body = "".join(f"def step_{i}(value):\n    return value * {i} + offset_{i}\n\n\n" for i in range(20))
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, body, "python", 2), (1, "first = step_1(2)\n", "python", 2),
+                       (2, "second = st", "python", 2), (3, "third = 3\n", "python", 2)])
+        time.sleep(1.0)  # the last cell's prefill, while the worker is idle
+        _lines(client, _cell(2), 0, 11)
+        server = client.request("completer/info")["result"]["server"]
+    assert server["last_context_tokens"] > 300
+    assert server["last_new_tokens"] < 30, server  # alone, the cell's cache would have run all of it
