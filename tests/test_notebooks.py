@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from fake_endpoint import Behaviour, FakeEndpoint
 from lsp_support import SERVER_CMD, server_env
 
 from lsp.documents import DocumentStore
@@ -137,3 +138,37 @@ def test_a_change_to_a_notebook_never_opened_is_one_log_line(tmp_path):
     text = Path(tmp_path / "stderr").read_text()
     assert "Traceback" not in text and " ERROR " not in text, text
     assert sum("not open" in line and "notebook" in line for line in text.splitlines()) == 1, text
+
+
+def test_only_the_notebooks_first_code_line_gets_the_header_the_workspaces_files_start_with(tmp_path):
+    """The workspace's common first line (a licence header) is for a file's first line: a cell below others is
+    the middle of the notebook's code, and a new cell's first line was offered the header each time."""
+    header = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+    for i in range(3):
+        (tmp_path / f"part{i}.py").write_text(f"{header}\n\n\ndef part_{i}():\n    return {i}\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": CAPABILITIES,
+                                      "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        _ready(client)
+        time.sleep(0.5)  # the index is built on a thread
+        _open(client, [(0, "", "python", 2), (1, "import os\n", "python", 2), (2, "", "python", 2)])
+        assert _lines(client, _cell(0), 0, 0)[:1] == [header]  # the notebook's first line
+        assert header not in _lines(client, _cell(2), 0, 0)
+
+
+def test_a_name_a_cell_above_defines_is_a_known_name(tmp_path):
+    """The line that finishes the word at the cursor with a name the code uses comes first (known_names_first):
+    a name the cells above define counts, as it would in one file of the notebook's code."""
+    endpoint = FakeEndpoint(Behaviour(choices=lambda prompt: ["th(data)", "yload(data)", "ck(data)"])).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test",
+                             "endpointChoices": 3}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_payload(data):\n    return data.split()\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_payload(data)", "words = tokenize_path(data)",
+                                                       "words = tokenize_pack(data)"]
+    finally:
+        endpoint.stop()
