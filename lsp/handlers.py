@@ -105,6 +105,7 @@ def register(server: CompleterServer) -> None:
             return
         if cells is None:
             return
+        before = ls.notebooks.cells(uri)
         opened = []
         if cells.structure is not None:
             for cell in cells.structure.did_close or []:
@@ -118,6 +119,9 @@ def register(server: CompleterServer) -> None:
             ls.notebooks.set_kind(uri, cell.document, int(cell.kind))
         for content in cells.text_content or []:
             _change(ls, content.document, content.changes)
+        if cells.structure is not None or cells.text_content:  # not for data alone (a cell's run ended)
+            for cell_uri in {*before, *ls.notebooks.cells(uri)}:  # each cell's context holds the others: its search
+                ls.searches.document_changed(cell_uri)  # is stale, as after an edit of its own
         for cell_uri in opened:  # a new cell: its context is the cells above
             if ls.notebooks.notebook_of(cell_uri) == uri:
                 ls.prefill(cell_uri)

@@ -79,6 +79,11 @@ class NotebookStore:
             if cell.uri == cell_uri:
                 cell.kind = kind
 
+    def cells(self, uri: str) -> list[str]:
+        """The URIs of the notebook's cells (none when it is not open)."""
+        notebook = self._notebooks.get(uri)
+        return [cell.uri for cell in notebook.cells] if notebook is not None else []
+
     def notebook_of(self, cell_uri: str) -> str | None:
         return self._notebook_of.get(cell_uri)
 

@@ -585,8 +585,9 @@ class CompleterServer(LanguageServer):
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
             return self._skip(target.uri, SKIPPED_LONG_LINE, logging.INFO)
         around = self.notebooks.around(doc, self.documents)  # a notebook's cell reads the code cells around it
-        text_lines, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
-        sliced = context_slice(text_lines, first + target.line_no, target.column)
+        code, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
+        at = dataclasses.replace(target, line_no=first + target.line_no) if first else target  # the cursor in `code`
+        sliced = context_slice(code, at.line_no, target.column)
         if sliced is None:
             return []
         if looks_binary(sliced[0]):  # before clean(), which would hide the NULs
@@ -595,7 +596,7 @@ class CompleterServer(LanguageServer):
         engine_settings = self.settings.engine
         reads_below = (engine_settings.document_repeats and engine_settings.repeats_below) \
             or engine_settings.fill_in_the_middle  # the worker's bundle may be FIM: it reads the lines below
-        raw_below = text_below(text_lines, first + target.line_no)
+        raw_below = text_below(code, at.line_no)
         below = clean(raw_below) if reads_below else ""
         others = self.documents.others(target.uri, engine_settings.open_files, self.notebooks.cells_of(target.uri)) \
             if engine_settings.document_repeats else []
@@ -605,7 +606,7 @@ class CompleterServer(LanguageServer):
             if snippets or self.settings.remote.is_remote else None  # a remote prompt names the file with none
         puts_following = engine_settings.document_repeats and not after.strip()
         following = self.lookups.followers(target.uri, before) if puts_following else None  # while the search runs
-        header = self.lookups.header(target.uri) if puts_following and target.line_no == 0 else None
+        header = self.lookups.header(target.uri) if puts_following and at.line_no == 0 else None
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
                self.documents.generation if others or around else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
@@ -646,7 +647,7 @@ class CompleterServer(LanguageServer):
         engine = result.get("result") or {}
 
         def indents_with_tabs() -> bool:
-            return indent_unit("\n".join(doc.lines[max(0, target.line_no - UNIT_LINES):target.line_no])) == "\t"
+            return indent_unit("\n".join(code[max(0, at.line_no - UNIT_LINES):at.line_no])) == "\t"
 
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions, indents_with_tabs)
@@ -656,14 +657,13 @@ class CompleterServer(LanguageServer):
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
                 if self.repository is not None else None
-            lines = known_names_first(lines, target, doc.lines, in_workspace)
+            lines = known_names_first(lines, at, code, in_workspace)
         if puts_following and not engine.get("skipped"):
             most = self.settings.engine.max_suggestions
             syntax = syntax_for(doc.language)
-            lines = await following_first(following, lines, target, before, doc.lines, most, syntax,
-                                          indents_with_tabs)
+            lines = await following_first(following, lines, at, before, code, most, syntax, indents_with_tabs)
             if header is not None:
-                lines = await header_first(header, lines, target, doc.lines, most, syntax, indents_with_tabs)
+                lines = await header_first(header, lines, at, code, most, syntax, indents_with_tabs)
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")

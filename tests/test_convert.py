@@ -24,7 +24,8 @@ from lsp_support import SERVER_CMD, server_env  # noqa: E402
 from completer.cli import main as cli_main  # noqa: E402
 from completer.engine import Engine  # noqa: E402
 from completer.graph import decoder_model  # noqa: E402
-from completer.graph.huggingface import architecture, canonical_weights, load_weights, read_config  # noqa: E402
+from completer.graph.huggingface import (Unsupported, architecture, canonical_weights, load_weights,  # noqa: E402
+                                         read_config)
 from completer.repository import RepositoryContext  # noqa: E402
 from completer.runtime import KV_INPUTS, Runtime, with_group_axis, without_group_axis  # noqa: E402
 from completer.types import EngineSettings  # noqa: E402
@@ -164,6 +165,32 @@ def test_a_qwen2_window_some_layer_uses_is_refused(tmp_path, capsys, window):
     capsys.readouterr()
     err = _refused(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--context", "128"], capsys)
     assert "sliding-window attention (64 tokens)" in err
+
+
+@pytest.mark.parametrize("family,window", [
+    ("mistral", {"layer_types": ["full_attention", "full_attention"]}),  # transformers warns, and slides all
+    ("mistral", {"max_window_layers": 2}),
+    ("starcoder2", {"max_window_layers": 2}),
+    ("starcoder2", {"layer_types": ["full_attention", "full_attention"]}),
+])
+def test_a_window_only_qwen_configs_turn_off_by_layer_is_refused_in_other_families(family, window):
+    """transformers reads layer_types and max_window_layers for Qwen2 and Qwen3 only: Mistral and StarCoder2 slide
+    every layer whenever sliding_window is set, so a config naming them elsewhere is no full attention."""
+    config = {"model_type": family, "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "intermediate_size": 128, "vocab_size": 100, "sliding_window": 64, **window}
+    with pytest.raises(Unsupported, match="sliding-window attention"):
+        architecture(config, CONTEXT)
+
+
+@pytest.mark.parametrize("window", [{}, {"max_window_layers": 28.0}])
+def test_a_qwen2_config_without_an_integer_max_window_layers_slides_from_transformers_default(window):
+    """Qwen2Config's max_window_layers is 28 where the config names none (and a float compares as well): a model
+    of fewer layers slides in none of them."""
+    config = {"model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "intermediate_size": 128, "vocab_size": 100, "sliding_window": 64, "use_sliding_window": True, **window}
+    assert architecture(config, CONTEXT).n_layer == 2
+    with pytest.raises(Unsupported, match="sliding-window attention"):
+        architecture({**config, "num_hidden_layers": 29}, CONTEXT)
 
 
 def test_own_model_graph_equals_its_pytorch_forward_on_the_shipped_weights():

@@ -154,6 +154,35 @@ def test_many_edits_in_one_change_each_above_the_last_or_anywhere_match_string_e
         assert (store.get("u").lines, store.get("u").breaks) == split_lines_and_breaks(text)
 
 
+@pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
+def test_a_change_put_in_place_in_runs_equals_its_edits_one_at_a_time(encoding):
+    """Odd positions too (past a line's end or the document's, negative, inside a surrogate pair or a UTF-8
+    sequence, a start after its end) and full texts between edits: a didChange gives the lines and breaks its
+    edits give sent one didChange each, as they were put in place before runs were."""
+    rng = random.Random(encoding)
+    pieces = ["", "a", "\n", "\r", "\r\n", "😀", "é", "\u2028", "x\ny"]
+    text = "".join(rng.choice(pieces) for _ in range(600))
+    runs, alone = DocumentStore(codec=PositionCodec(encoding)), DocumentStore(codec=PositionCodec(encoding))
+    runs.open("u", "python", 1, text)
+    alone.open("u", "python", 1, text)
+    for version in range(2, 40):
+        changes: list = []
+        line = len(runs.get("u").lines) + rng.randrange(3)
+        for _ in range(rng.choice([1, 5, 40])):
+            if rng.random() < 0.01:
+                changes.append((None, "".join(rng.choice(pieces) for _ in range(300))))
+                continue
+            line = max(-2, line - rng.randrange(2, 4)) if rng.random() < 0.97 else rng.randrange(-2, line + 4)
+            start, end = (line, rng.randrange(-1, 7)), (line + rng.choice([0, 0, 1]), rng.randrange(-1, 7))
+            if rng.random() < 0.1:
+                start, end = end, start
+            changes.append(((*start, *end), "".join(rng.choice(pieces) for _ in range(rng.randrange(4)))))
+        runs.change("u", version, changes)
+        for change in changes:
+            alone.change("u", version, [change])
+        assert (runs.get("u").lines, runs.get("u").breaks) == (alone.get("u").lines, alone.get("u").breaks)
+
+
 def test_edits_out_of_range_are_clamped_and_line_ends_follow_lsp():
     store = DocumentStore()
     store.open("u", "python", 1, "a\r\nb\rc\u2028d\x0ce\n")

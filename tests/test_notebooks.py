@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from fake_endpoint import Behaviour, FakeEndpoint
 from lsp_support import SERVER_CMD, server_env
 
 from lsp.documents import DocumentStore
@@ -156,3 +157,81 @@ def test_the_code_cells_share_one_cache_so_a_cells_first_keystroke_reuses_the_ce
         server = client.request("completer/info")["result"]["server"]
     assert server["last_context_tokens"] > 300
     assert server["last_new_tokens"] < 30, server  # alone, the cell's cache would have run all of it
+
+
+def test_only_the_notebooks_first_code_line_gets_the_header_the_workspaces_files_start_with(tmp_path):
+    """The workspace's common first line (a licence header) is for a file's first line: a cell below others is
+    the middle of the notebook's code, and a new cell's first line was offered the header each time."""
+    header = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
+    for i in range(3):
+        (tmp_path / f"part{i}.py").write_text(f"{header}\n\n\ndef part_{i}():\n    return {i}\n")
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": CAPABILITIES,
+                                      "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        _ready(client)
+        time.sleep(0.5)  # the index is built on a thread
+        _open(client, [(0, "", "python", 2), (1, "import os\n", "python", 2), (2, "", "python", 2)])
+        assert _lines(client, _cell(0), 0, 0)[:1] == [header]  # the notebook's first line
+        assert header not in _lines(client, _cell(2), 0, 0)
+
+
+def test_a_name_a_cell_above_defines_is_a_known_name(tmp_path):
+    """The line that finishes the word at the cursor with a name the code uses comes first (known_names_first):
+    a name the cells above define counts, as it would in one file of the notebook's code."""
+    endpoint = FakeEndpoint(Behaviour(choices=lambda prompt: ["th(data)", "yload(data)", "ck(data)"])).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test",
+                             "endpointChoices": 3}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_payload(data):\n    return data.split()\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_payload(data)", "words = tokenize_path(data)",
+                                                       "words = tokenize_pack(data)"]
+    finally:
+        endpoint.stop()
+
+
+def test_a_search_in_flight_for_a_cell_is_stale_once_another_cell_changes():
+    """A cell's context holds the cells around it: an edit of another cell while its search runs ends the search
+    (ContentModified, or RequestCancelled where the backend stopped first), as an edit of the cell itself does,
+    instead of answering suggestions made from the old text."""
+    endpoint = FakeEndpoint(Behaviour(mode="slow", delay_s=1.5, line=lambda prompt: "yload(data)")).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_payload(data):\n    return data\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            running = client.request_nowait("textDocument/completion", {
+                "textDocument": {"uri": _cell(1)}, "position": {"line": 0, "character": 19}})
+            time.sleep(0.5)
+            _change(client, 2, {"textContent": [{"document": {"uri": _cell(0), "version": 2}, "changes": [
+                {"range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 20}},
+                 "text": "split_words"}]}]})
+            answer = client.wait(running, 30)
+            assert answer.get("error", {}).get("code") in (-32801, -32800), answer  # ContentModified, or Cancelled
+    finally:
+        endpoint.stop()
+
+
+def test_a_cells_run_ending_leaves_the_searches_of_the_others_running():
+    """An execution summary (`data`) changes no cell's text: a search running for another cell answers."""
+    endpoint = FakeEndpoint(Behaviour(mode="slow", delay_s=1.0, line=lambda prompt: "yload(data)")).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_payload(data):\n    return data\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            running = client.request_nowait("textDocument/completion", {
+                "textDocument": {"uri": _cell(1)}, "position": {"line": 0, "character": 19}})
+            time.sleep(0.3)
+            _change(client, 2, {"data": [{"kind": 2, "document": _cell(0),
+                                          "executionSummary": {"executionOrder": 1, "success": True}}]})
+            answer = client.wait(running, 30)
+            assert [item["textEdit"]["newText"] for item in answer["result"]["items"]] == [
+                "words = tokenize_payload(data)"], answer
+    finally:
+        endpoint.stop()

@@ -117,15 +117,23 @@ def _check_window(config: dict, context: int, active: bool) -> None:
 
 def _layers_slide(config: dict) -> bool:
     """Whether any layer attends through the window, as transformers reads Qwen2's and Qwen3's config: the layers
-    `layer_types` calls sliding, or where it is absent those from `max_window_layers` on. Other families name
-    neither, and slide in every layer."""
+    `layer_types` calls sliding, or where it is absent those from `max_window_layers` (28 unless named) on. Other
+    families slide in every layer, whatever their config names: MistralModel and Starcoder2Model read neither."""
+    if config.get("model_type") not in QWEN_WINDOW_BY_LAYER:
+        return True
     kinds = config.get("layer_types")
     if isinstance(kinds, list):
         return "sliding_attention" in kinds
-    first = config.get("max_window_layers")
-    if isinstance(first, int) and not isinstance(first, bool):
+    first = config.get("max_window_layers", QWEN_WINDOW_LAYERS)
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
         return first < int(config["num_hidden_layers"])
     return True
+
+
+QWEN_WINDOW_BY_LAYER = ("qwen2", "qwen3")
+"""The model types whose window transformers turns on by layer (Qwen2Config's and Qwen3Config's layer_types)."""
+QWEN_WINDOW_LAYERS = 28
+"""Qwen2Config's and Qwen3Config's max_window_layers where a config names none."""
 
 
 def _rope(config: dict) -> tuple[float, dict]:
