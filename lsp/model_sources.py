@@ -129,7 +129,12 @@ class Conversion:
             return
         try:
             process = await asyncio.shield(self._spawning)
-        except (asyncio.CancelledError, OSError):  # the converter never started
+        except OSError:  # the converter never started
+            return
+        except asyncio.CancelledError:
+            if not self._spawning.cancelled():  # this stop was cancelled, not the start: stop it once it exists
+                self._spawning.add_done_callback(self._interrupt_once_started)
+                raise
             return
         if process.returncode is not None:
             return
@@ -162,7 +167,7 @@ class ModelSources:
     that source's if need be. `converted(source, error)` is awaited when a conversion ends, so the server can
     load the bundle or say why there is none."""
 
-    def __init__(self, spawn: Callable[[Any], None], converted: Callable[[str, str | None], Awaitable[None]],
+    def __init__(self, spawn: Callable[[Any], Any], converted: Callable[[str, str | None], Awaitable[None]],
                  notify: Callable[[str], None]) -> None:
         self._spawn = spawn
         self._converted = converted
@@ -171,6 +176,7 @@ class ModelSources:
         self.failed: dict[Path, str] = {}  # bundle folder -> why; not tried again until modelPath names it anew
         self.standin: str | None = None  # the model the worker last loaded
         self.settled: str | None = None  # the source the settings in effect name
+        self._stopping: set[asyncio.Future[Any]] = set()  # stops of conversions no longer running, under way
 
     def resolve(self, model_path: str | None) -> str | None:
         """The model path the worker loads for the modelPath `model_path`."""
@@ -239,10 +245,16 @@ class ModelSources:
         if self.running is not None:
             log.info("modelPath changed: stopping the conversion of %s", self.running.source)
             self.running.cancelled = True
-            self._spawn(self.running.stop())
+            stopping = self._spawn(self.running.stop())
+            if isinstance(stopping, asyncio.Future):
+                self._stopping.add(stopping)
+                stopping.add_done_callback(self._stopping.discard)
             self.running = None
 
     async def close(self) -> None:
+        """Stop the conversion under way, and wait for those stopped before (a modelPath changed just before)."""
         if self.running is not None:
             await self.running.stop()
             self.running = None
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)

@@ -491,3 +491,52 @@ def test_a_conversion_cancelled_while_its_converter_starts_stops_the_converter(t
         return code
 
     assert asyncio.run(scenario()) != 0
+
+
+def test_a_stop_cancelled_while_the_converter_starts_still_stops_the_converter(tmp_path, monkeypatch):
+    """The stop itself is cancelled (the server's loop torn down) while it waits for the converter to start: the
+    converter is stopped once it exists, instead of running on unseen."""
+    import asyncio
+
+    conversion = _slow_start(monkeypatch, tmp_path)
+
+    async def scenario() -> int | None:
+        converting = asyncio.ensure_future(conversion._convert(tmp_path / "out"))
+        await asyncio.sleep(0.1)
+        stopping = asyncio.ensure_future(conversion.stop())
+        await asyncio.sleep(0.05)
+        stopping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        process = await asyncio.wait_for(asyncio.shield(conversion._spawning), 30)
+        code = await asyncio.wait_for(process.wait(), 30)
+        assert await asyncio.wait_for(converting, 30) == "stopped"
+        return code
+
+    assert asyncio.run(scenario()) != 0
+
+
+def test_closing_waits_for_a_conversion_stopped_just_before(tmp_path, monkeypatch):
+    """modelPath changed (the running conversion stopped in a task of its own), then the server shuts down: close
+    waits for that stop too, so no converter outlives it."""
+    import asyncio
+
+    from lsp import model_sources
+
+    conversion = _slow_start(monkeypatch, tmp_path)
+
+    async def scenario() -> None:
+        async def converted(_source: str, _error: str | None) -> None:
+            return None
+
+        sources = model_sources.ModelSources(asyncio.ensure_future, converted, lambda _message: None)
+        sources.running = conversion
+        converting = asyncio.ensure_future(conversion._convert(tmp_path / "out"))
+        await asyncio.sleep(0.5)  # started
+        assert conversion.process is not None and conversion.process.returncode is None
+        sources._stop_running()
+        await asyncio.wait_for(sources.close(), 30)
+        assert conversion.process.returncode is not None
+        await asyncio.wait_for(converting, 30)
+
+    asyncio.run(scenario())
