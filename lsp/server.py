@@ -664,6 +664,8 @@ class CompleterServer(LanguageServer):
             lines = await following_first(following, lines, at, before, code, most, syntax, indents_with_tabs)
             if header is not None:
                 lines = await header_first(header, lines, at, code, most, syntax, indents_with_tabs)
+            if self.searches.changes(target.uri) != target.changes:  # edited while the other files' lines came
+                raise JsonRpcContentModified(message="the document changed; the answer was abandoned")
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")

@@ -439,6 +439,38 @@ def test_an_edit_while_the_request_picks_the_workspaces_snippets_makes_it_stale(
         client.close()
 
 
+SLOW_FOLLOWERS_SERVER = [sys.executable, "-c", "import sys, time, lsp.server, lsp.line_order as o, lsp.workspace as w; "
+                         "o.FOLLOWERS_WAIT = 5.0; find = w.WorkspaceFiles.followers; "
+                         "w.WorkspaceFiles.followers = lambda *a, **k: (time.sleep(1.5), find(*a, **k))[1]; "
+                         "sys.exit(lsp.server.main())"]
+"""The server, the lines after copies of the line above found on a slow disk, and waited for as long."""
+
+
+def test_an_edit_while_the_other_files_lines_are_awaited_makes_the_answer_stale(tmp_path):
+    """After the search the answer waits a moment for the line that follows copies of the line above in other
+    files, and orders the lines with the document's lines: an edit then was not noticed."""
+    (tmp_path / "lib.py").write_text("import os\n\n\ndef here():\n    return os.getcwd()\n")
+    client = RawClient(SLOW_FOLLOWERS_SERVER, env=server_env())
+    try:
+        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+        client.notify("initialized", {})
+        deadline = time.monotonic() + 30
+        while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("building", True):
+            assert time.monotonic() < deadline, "the workspace was never indexed"
+            time.sleep(0.05)
+        _ready(client)
+        uri = (tmp_path / "doc.py").as_uri()
+        client.open(uri, "import os\nos.pa")
+        time.sleep(0.5)  # its prefill
+        waiting = client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},
+                                                                   "position": {"line": 1, "character": 5}})
+        time.sleep(0.8)  # searched; the lines from the other files are still being found
+        client.send(_typed_over(uri))
+        assert client.wait(waiting).get("error", {}).get("code") == -32801  # ContentModified
+    finally:
+        client.close()
+
+
 def test_an_edit_read_with_the_request_before_it_ran_makes_it_stale():
     """Over TCP the messages that came together are read at once, before the request's handler runs: it was
     searched at its position in the text after the edit, which it was never sent for."""
