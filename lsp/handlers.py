@@ -90,6 +90,9 @@ def register(server: CompleterServer) -> None:
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def did_open_notebook(ls: CompleterServer, params: types.DidOpenNotebookDocumentParams) -> None:
         notebook = params.notebook_document
+        reopened = set(ls.notebooks.close(notebook.uri)) - {cell.uri for cell in params.cell_text_documents}
+        for cell_uri in reopened:  # opened twice: the cells of the first open that the second does not hold
+            _close(ls, cell_uri)
         for cell in params.cell_text_documents:
             _open(ls, cell)
         ls.notebooks.open(notebook.uri, _cells(notebook.cells))

@@ -128,6 +128,16 @@ def test_a_cells_context_is_the_code_cells_of_its_language_in_the_notebooks_orde
     assert notebooks.close("nb") == ["c", "a", "md", "sh", "b"] and notebooks.around(documents.get("a"), documents) is None
 
 
+def test_a_notebook_opened_again_leaves_no_cell_of_the_first_open_behind():
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, "import os\n", "python", 2), (1, "x = 1\n", "python", 2)])
+        _open(client, [(2, "import sys\n", "python", 2)])
+        assert client.request("completer/info")["result"]["server"]["open_documents"] == 1
+        assert _lines(client, _cell(0), 0, 3) == []  # the first open's cells are gone
+
+
 def test_a_change_to_a_notebook_never_opened_is_one_log_line(tmp_path):
     with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
         client.initialize(capabilities=CAPABILITIES)
