@@ -12,6 +12,7 @@ files, and a request asks the index only for what is already in it.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import stat
@@ -30,10 +31,16 @@ from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, 
 log = logging.getLogger(__name__)
 
 
+NOTEBOOK_SUFFIX = ".ipynb"
+MAX_NOTEBOOK_BYTES = 16 << 20
+"""A Jupyter notebook's outputs (images in base64) make its file far larger than its code: read up to this much."""
+
+
 def _suffixes_by_language() -> dict[str, tuple[str, ...]]:
     suffixes: dict[str, tuple[str, ...]] = {}
     for suffix, language in sorted(EXTENSION_LANGUAGES.items()):
         suffixes[language] = (*suffixes.get(language, ()), suffix)
+    suffixes["python"] = (*suffixes.get("python", ()), NOTEBOOK_SUFFIX)  # its code cells (notebook_code)
     return suffixes
 
 
@@ -85,12 +92,36 @@ def context_suffixes(language: str) -> tuple[str, ...]:
     return tuple(sorted({s for lang in family for s in LANGUAGE_SUFFIXES.get(lang, ())}))
 
 
+def notebook_code(text: str) -> str | None:
+    """A Jupyter notebook's Python code, as the index reads the file: its code cells' sources, an empty line between
+    cells. None for a notebook of another language (its kernel's) and for text that is no notebook."""
+    try:
+        notebook = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        return None
+    metadata = notebook.get("metadata") if isinstance(notebook.get("metadata"), dict) else {}
+    named = [part.get(key) for part, key in ((metadata.get("language_info"), "name"),
+                                             (metadata.get("kernelspec"), "language")) if isinstance(part, dict)]
+    if any(isinstance(name, str) and name.lower() != "python" for name in named):
+        return None
+    cells = []
+    for cell in notebook["cells"]:
+        source = cell.get("source") if isinstance(cell, dict) and cell.get("cell_type") == "code" else None
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            source = "".join(source)
+        if isinstance(source, str) and source.strip():
+            cells.append(source.rstrip("\n"))
+    return "\n\n".join(cells) + "\n" if cells else ""
+
+
 def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
     """A file's text: an open document's unsaved one (`open_text`), else the disk's; None when unreadable."""
     def read(name: str) -> str | None:
         text = open_text(name)
         if text is not None:
-            return text
+            return notebook_code(text) if name.endswith(NOTEBOOK_SUFFIX) else text
         try:
             return read_source(Path(name))
         except OSError:
@@ -116,9 +147,9 @@ def _links_out(path: Path, root: Path) -> bool:
 
 
 def read_source(path: Path) -> str | None:
-    """The file's text, or None when it is over MAX_FILE_BYTES, binary, or not a regular file (a FIFO or a
-    device, which a file indexed earlier may have become: opened without waiting, and never read); raises
-    OSError when unreadable."""
+    """The file's text (a notebook's code: `notebook_code`), or None when it is over MAX_FILE_BYTES (a notebook
+    over MAX_NOTEBOOK_BYTES), binary, or not a regular file (a FIFO or a device, which a file indexed earlier may
+    have become: opened without waiting, and never read); raises OSError when unreadable."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
@@ -128,11 +159,14 @@ def read_source(path: Path) -> str | None:
     if not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
         os.close(descriptor)
         return None
+    notebook = path.name.endswith(NOTEBOOK_SUFFIX)
+    limit = MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES
     with open(descriptor, "rb") as handle:
-        data = handle.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES or b"\0" in data[:8192]:
+        data = handle.read(limit + 1)
+    if len(data) > limit or b"\0" in data[:8192]:
         return None
-    return data.decode("utf-8", errors="replace")
+    text = data.decode("utf-8", errors="replace")
+    return notebook_code(text) if notebook else text
 
 
 def _folder(root: Path) -> Path | None:
@@ -448,6 +482,11 @@ class WorkspaceFiles:
         except OSError as exc:
             log.debug("workspace index: %s not indexed (%s)", path, exc)
             return
+        if path.name.endswith(NOTEBOOK_SUFFIX):  # a notebook opened as text: its JSON
+            text = notebook_code(text) if len(text) <= MAX_NOTEBOOK_BYTES else None
+            if text is None:
+                self._put(path, None, edit=True)
+                return
         data = text.encode("utf-8", errors="replace")
         self._put(path, file_entry(text) if len(data) <= MAX_FILE_BYTES and "\0" not in text[:8192] else None,
                   edit=True)

@@ -243,6 +243,47 @@ def test_a_line_only_another_file_holds_comes_from_the_index(project: Path, on: 
         assert (FROM_OTHER_FILE in _lines(client, uri)) == on
 
 
+def _notebook(cells: list[tuple[str, str]], language: str | None = "python", outputs: str = "") -> str:
+    """A Jupyter notebook's JSON: (cell type, source) each, the source as Jupyter writes it (a list of lines)."""
+    import json
+
+    return json.dumps({
+        "cells": [{"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True),
+                   **({"outputs": [{"output_type": "stream", "name": "stdout", "text": [outputs]}],
+                       "execution_count": 1} if kind == "code" else {})} for kind, source in cells],
+        "metadata": {"language_info": {"name": language}} if language else {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_a_notebooks_code_cells_are_read_as_its_text():
+    from lsp.workspace import notebook_code
+
+    text = _notebook([("markdown", "# Title\nfrobnicate"), ("code", "import os\n\nx = 1\n"), ("code", "  \n"),
+                      ("code", "def f():\n    return x")])
+    assert notebook_code(text) == "import os\n\nx = 1\n\ndef f():\n    return x\n"
+    assert notebook_code(_notebook([("code", "x = 1")], language="julia")) is None  # another kernel's language
+    assert notebook_code(_notebook([("code", "x = 1")], language=None)) == "x = 1\n"  # Jupyter's default: Python
+    assert notebook_code(_notebook([("markdown", "only prose")])) == ""
+    assert notebook_code("{not json") is None and notebook_code('["a list"]') is None
+    assert notebook_code('{"cells": [{"cell_type": "code", "source": [1, 2]}, 7]}') == ""  # odd cells pass over
+
+
+def test_a_notebook_is_read_past_the_size_of_a_source_file_for_its_outputs(tmp_path: Path):
+    path = tmp_path / "big.ipynb"
+    path.write_text(_notebook([("code", "total = compute()\n")], outputs="x" * (MAX_FILE_BYTES + 10)))
+    assert read_source(path) == "total = compute()\n"
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_a_line_only_a_notebook_of_the_workspace_holds_comes_from_the_index(tmp_path: Path, on: bool):
+    (tmp_path / "setup.ipynb").write_text(_notebook([("markdown", "Registering"), ("code", OTHER_FILE)]))
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, workspaceContext=on) as client:
+        time.sleep(0.5)  # the index is built on a thread; two files take milliseconds
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert (FROM_OTHER_FILE in _lines(client, uri)) == on
+
+
 def test_a_file_changed_on_disk_changes_the_next_suggestion(project: Path):
     with _server(project, workspaceContext=True) as client:
         time.sleep(0.5)
@@ -562,7 +603,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         watchers = registration["registerOptions"]["watchers"]
-        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -578,7 +619,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi", "**/*.pyw"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
     finally:
         client.close()
 
@@ -774,9 +815,10 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     await asyncio.gather(first, server.watch_workspace_files())
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
-    assert {w.glob_pattern for w in last.register_options.watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw"}
+    assert {w.glob_pattern for w in last.register_options.watchers} == \
+        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
-    assert server._watching == (last.id, (".py", ".pyi", ".pyw"))
+    assert server._watching == (last.id, (".ipynb", ".py", ".pyi", ".pyw"))
 
 
 def test_snippets_are_picked_again_only_when_the_names_above_change_enough(tmp_path: Path):
