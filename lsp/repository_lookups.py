@@ -36,7 +36,7 @@ class RepositoryLookups:
         self._finding_followers: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (key, lookup)
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
 
-    def _path(self, uri: str) -> Path | None:
+    def file_of(self, uri: str) -> Path | None:
         """The file `uri` is, or for a notebook's cell the notebook's: the index holds its code, which the cell's
         context holds already (the cells around it), so it is never the cell's "other file"."""
         return path_of(self._server.notebooks.notebook_of(uri) or uri)
@@ -56,7 +56,7 @@ class RepositoryLookups:
     def context(self, uri: str, snippets: list[Snippet]) -> RepositoryContext | None:
         """The snippets by their files' places in the workspace, for a model that reads a repository laid out as
         files (completer/repository.py); None for a document outside the workspace folders."""
-        path, repository = self._path(uri), self._server.repository
+        path, repository = self.file_of(uri), self._server.repository
         place = repository.place(path) if repository is not None and path is not None else None
         if repository is None or place is None:
             return None
@@ -100,7 +100,7 @@ class RepositoryLookups:
 
     def _pick_snippets(self, repository: WorkspaceFiles, uri: str, before: str) -> tuple[tuple, asyncio.Future]:
         """Start picking `uri`'s snippets for the lines above `before` on a thread (it reads files)."""
-        path = self._path(uri)
+        path = self.file_of(uri)
         task = asyncio.ensure_future(asyncio.to_thread(repository.snippets, uri, normal_path(path) if path else None,
                                                        before, self.open_text_reader(), self._within(uri)))
         picking = self._picking_snippets[uri] = (repository.key(before), task)
@@ -135,7 +135,7 @@ class RepositoryLookups:
         finding = self._finding_followers.get(uri)
         if finding is not None and finding[0] == key:
             return finding[1]
-        path = self._path(uri)
+        path = self.file_of(uri)
         task = asyncio.ensure_future(self._on_thread("finding the lines after the lines above", [],
                                                      repository.followers, uri, normal_path(path) if path else None,
                                                      anchor, self.open_text_reader(), self._within(uri)))
@@ -150,7 +150,7 @@ class RepositoryLookups:
         repository = self._repository(uri)
         if repository is None:
             return None
-        path = self._path(uri)
+        path = self.file_of(uri)
         path = normal_path(path) if path else None
         within = self._within(uri)
         known, line = repository.cached_first_line(path, within)

@@ -655,7 +655,8 @@ class CompleterServer(LanguageServer):
             lines = with_document_tabs(lines, target.current[:target.column],
                                        itertools.chain(sliced[0].split("\n"), raw_below.split("\n")))
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
-            in_workspace = self.repository.names_elsewhere(path_of(target.uri), context_suffixes(doc.language)) \
+            own_file = self.lookups.file_of(target.uri)  # a cell's is its notebook's: the index holds its saved code
+            in_workspace = self.repository.names_elsewhere(own_file, context_suffixes(doc.language)) \
                 if self.repository is not None else None
             lines = known_names_first(lines, at, code, in_workspace)
         if puts_following and not engine.get("skipped"):

@@ -245,3 +245,37 @@ def test_a_cells_run_ending_leaves_the_searches_of_the_others_running():
                 "words = tokenize_payload(data)"], answer
     finally:
         endpoint.stop()
+
+
+def test_the_notebooks_own_file_is_not_another_file_that_knows_a_name(tmp_path):
+    """The workspace index reads the notebook's file as saved: a name only an older version of its cells used (the
+    line since rewritten, unsaved) must not rank a suggestion first as a name the workspace knows, as a Python
+    file's own saved text never does."""
+    import json
+
+    saved = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                        "source": ["words = tokenize_path(data)\n"]}], "metadata": {}, "nbformat": 4,
+             "nbformat_minor": 5}
+    (tmp_path / "analysis.ipynb").write_text(json.dumps(saved))
+    notebook = (tmp_path / "analysis.ipynb").as_uri()
+    cell = f"vscode-notebook-cell:{(tmp_path / 'analysis.ipynb').as_posix()}#W0sZmlsZQ%3D%3D"
+    endpoint = FakeEndpoint(Behaviour(choices=lambda prompt: ["yload(data)", "th(data)", "ck(data)"])).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test",
+                             "endpointChoices": 3, "workspaceContext": True}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(),
+                                          "capabilities": CAPABILITIES, "initializationOptions": options})
+            client.notify("initialized", {})
+            deadline = time.monotonic() + 30
+            while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("files") != 1:
+                assert time.monotonic() < deadline, "the index never read the notebook"
+                time.sleep(0.05)
+            client.notify("notebookDocument/didOpen", {
+                "notebookDocument": {"uri": notebook, "notebookType": "jupyter-notebook", "version": 1,
+                                     "cells": [{"kind": 2, "document": cell}]},
+                "cellTextDocuments": [_item(cell, "words = tokenize_pa")]})
+            assert _lines(client, cell, 0, 19) == ["words = tokenize_payload(data)", "words = tokenize_path(data)",
+                                                   "words = tokenize_pack(data)"]
+    finally:
+        endpoint.stop()
