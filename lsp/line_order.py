@@ -91,4 +91,5 @@ def put_first(lines: list[LineSuggestion], target: Target, rest: str, workspace:
     if line == target.current:
         return lines
     first = LineSuggestion(line, None, workspace=workspace)
-    return [first, *(s for s in lines if s.line != line)][:most]
+    same = clean(line)  # the engine's copy of it, tabs given back (`with_document_tabs`), is the same line
+    return [first, *(s for s in lines if clean(s.line) != same)][:most]

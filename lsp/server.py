@@ -651,9 +651,6 @@ class CompleterServer(LanguageServer):
 
         lines = suggested_lines(target.current, target.column, engine.get("suggestions") or [],
                                 self.settings.engine.max_suggestions, indents_with_tabs)
-        if "\t" in sliced[0] or "\t" in raw_below:  # the engine read them as spaces: a line copied keeps its tabs
-            lines = with_document_tabs(lines, target.current[:target.column],
-                                       itertools.chain(sliced[0].split("\n"), raw_below.split("\n")))
         if not after.strip() and not engine.get("skipped") and doc.language == PYTHON_NAME:  # Python's own names
             own_file = self.lookups.file_of(target.uri)  # a cell's is its notebook's: the index holds its saved code
             in_workspace = self.repository.names_elsewhere(own_file, context_suffixes(doc.language)) \
@@ -667,6 +664,9 @@ class CompleterServer(LanguageServer):
                 lines = await header_first(header, lines, at, code, most, syntax, indents_with_tabs)
             if self.searches.changes(target.uri) != target.changes:  # edited while the other files' lines came
                 raise JsonRpcContentModified(message="the document changed; the answer was abandoned")
+        if "\t" in sliced[0] or "\t" in raw_below:  # the engine read them as spaces: a line copied keeps its tabs,
+            lines = with_document_tabs(lines, target.current[:target.column],  # the line put first (following) too
+                                       itertools.chain(sliced[0].split("\n"), raw_below.split("\n")))
         self.stats.answered += 1
         self.stats.last_latency_ms = round((time.perf_counter() - started) * 1000, 2)
         self.stats.last_engine_latency_ms = engine.get("latency_ms")

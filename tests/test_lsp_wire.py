@@ -1002,3 +1002,19 @@ def test_a_line_copied_from_further_up_keeps_the_tabs_inside_it():
         lines = [item["textEdit"]["newText"] for item in client.completion(uri, 5, 16)["result"]["items"]]
     assert '    row("alpha",\t"beta",\t"gamma"),' in lines, lines
     assert '    row("alpha",    "beta",    "gamma"),' not in lines, lines
+
+
+def test_the_line_after_a_copy_of_the_lines_above_keeps_the_tabs_inside_it():
+    """The line that follows an earlier copy of the lines above is put first (following_first) from the text the
+    engine reads, tabs as spaces: it came first with four spaces for each tab, and the engine's own copy of it,
+    tabs given back, second, the same line twice to the eye."""
+    uri = "file:///work/table.py"
+    text = 'ROWS = [\n    row("alpha",\t"beta"),\n    row("delta",\t"epsilon"),\n]\n' \
+        'MORE = [\n    row("alpha",\t"beta"),\n    '
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.initialize()
+        _ready(client)
+        client.open(uri, text)
+        lines = [item["textEdit"]["newText"] for item in client.completion(uri, 6, 4)["result"]["items"]]
+    assert lines[0] == '    row("delta",\t"epsilon"),', lines
+    assert '    row("delta",    "epsilon"),' not in lines, lines
