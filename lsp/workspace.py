@@ -18,6 +18,7 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +35,13 @@ log = logging.getLogger(__name__)
 NOTEBOOK_SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 16 << 20
 """A Jupyter notebook's outputs (images in base64) make its file far larger than its code: read up to this much."""
+NOTEBOOK_CODE_KEPT = 8 << 20
+"""The characters of notebooks' code `read_source` keeps, by their file's identity and state: a lookup reads its
+files again at each new line, and parsing a notebook's JSON holds the interpreter, the event loop's too, for tens of
+milliseconds (58 ms for 12 MB of outputs)."""
+_notebook_codes: OrderedDict[tuple[int, ...], str | None] = OrderedDict()
+_notebook_codes_kept = [0]  # their characters
+_notebook_codes_lock = threading.Lock()
 
 
 def _suffixes_by_language() -> dict[str, tuple[str, ...]]:
@@ -152,21 +160,41 @@ def read_source(path: Path) -> str | None:
     have become: opened without waiting, and never read); raises OSError when unreadable."""
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
-        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+        status = os.fstat(descriptor)
     except OSError:
         os.close(descriptor)
         raise
-    if not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
-        os.close(descriptor)
-        return None
     notebook = path.name.endswith(NOTEBOOK_SUFFIX)
+    key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+    regular = stat.S_ISREG(status.st_mode)
+    with _notebook_codes_lock:
+        kept = notebook and regular and key in _notebook_codes  # read before, and not changed since
+        if kept:
+            _notebook_codes.move_to_end(key)
+            code = _notebook_codes[key]
+    if kept or not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
+        os.close(descriptor)
+        return code if kept else None
     limit = MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES
     with open(descriptor, "rb") as handle:
         data = handle.read(limit + 1)
-    if len(data) > limit or b"\0" in data[:8192]:
-        return None
-    text = data.decode("utf-8", errors="replace")
-    return notebook_code(text) if notebook else text
+    text = data.decode("utf-8", errors="replace") if len(data) <= limit and b"\0" not in data[:8192] else None
+    if not notebook:
+        return text
+    code = notebook_code(text) if text is not None else None
+    _keep_notebook_code(key, code)
+    return code
+
+
+def _keep_notebook_code(key: tuple[int, ...], code: str | None) -> None:
+    """`code` kept for the notebook file in the state `key`, the oldest read dropped past NOTEBOOK_CODE_KEPT."""
+    with _notebook_codes_lock:
+        if key in _notebook_codes:
+            return
+        _notebook_codes[key] = code
+        _notebook_codes_kept[0] += len(code or "")
+        while _notebook_codes_kept[0] > NOTEBOOK_CODE_KEPT and len(_notebook_codes) > 1:
+            _notebook_codes_kept[0] -= len(_notebook_codes.popitem(last=False)[1] or "")
 
 
 def _folder(root: Path) -> Path | None:

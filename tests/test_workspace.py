@@ -273,6 +273,25 @@ def test_a_notebook_is_read_past_the_size_of_a_source_file_for_its_outputs(tmp_p
     assert read_source(path) == "total = compute()\n"
 
 
+def test_a_notebook_unchanged_on_disk_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A lookup reads its files again at each new line (snippets, the lines after the line above): a notebook's
+    outputs made each read parse megabytes of JSON, holding the interpreter from the event loop (58 ms for 12 MB),
+    for the same few lines of code."""
+    import os
+
+    import lsp.workspace as workspace
+
+    parsed: list[str] = []
+    monkeypatch.setattr(workspace, "notebook_code", lambda text: parsed.append(text) or "x = 1\n")
+    path = tmp_path / "big.ipynb"
+    path.write_text(_notebook([("code", "x = 1\n")], outputs="x" * 1000))
+    assert read_source(path) == read_source(path) == "x = 1\n" and len(parsed) == 1
+    path.write_text(_notebook([("code", "y = 2\n")], outputs="x" * 999))  # changed: read again
+    os.utime(path, ns=(1, 1))
+    read_source(path)
+    assert len(parsed) == 2
+
+
 @pytest.mark.parametrize("on", [True, False])
 def test_a_line_only_a_notebook_of_the_workspace_holds_comes_from_the_index(tmp_path: Path, on: bool):
     (tmp_path / "setup.ipynb").write_text(_notebook([("markdown", "Registering"), ("code", OTHER_FILE)]))
