@@ -999,7 +999,10 @@ def test_a_search_ahead_also_foresees_the_dedent_after_enter(fp32_engine: Engine
     assert fp32_engine.complete_text("file:///dedent.py", before + "\n        ", "").model_runs > 0  # dropped
 
 
-def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(engine: Engine):
+def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(fp32_engine: Engine):
+    """In fp32: the background prefill's chunks are sized by their time, and in INT8 each call quantizes its own
+    rows, so there the warm answer is the cold one only within quantization noise (in other Python environments
+    of the same machine a third line of three came out otherwise)."""
     import argparse
     from pathlib import Path
 
@@ -1007,22 +1010,22 @@ def test_a_prefilled_document_runs_only_its_last_line_and_answers_as_a_cold_one(
     from completer.prefill_chunks import FEWEST_TOKENS, PrefillChunks
     from completer.types import Cancelled
 
-    engine.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # as a new engine's: other tests grew the shared one's
+    fp32_engine.background_chunks = PrefillChunks(PREFILL_CHUNK_TOKENS)  # as a new engine's: other tests grew it
     text = Path(argparse.__file__).read_text()[:6000]
     text = text[:text.rfind("\n") + 1] + "    parser = argparse.Arg"
     lines = text.split("\n")
     cursor = (len(lines) - 1, len(lines[-1]))
-    engine.open("file:///cold.py", text)
-    cold = engine.complete("file:///cold.py", *cursor)
-    engine.open("file:///warm.py", text)
+    fp32_engine.open("file:///cold.py", text)
+    cold = fp32_engine.complete("file:///cold.py", *cursor)
+    fp32_engine.open("file:///warm.py", text)
     polls = []
     with pytest.raises(Cancelled):  # a job arriving stops it between chunks, keeping the chunks already run
-        engine.prefill("file:///warm.py", text, is_cancelled=lambda: polls.append(1) or len(polls) > 2)
-    kept = len(engine.cache.get("file:///warm.py").ids)  # two chunks: the shortest, then one sized by its time
+        fp32_engine.prefill("file:///warm.py", text, is_cancelled=lambda: polls.append(1) or len(polls) > 2)
+    kept = len(fp32_engine.cache.get("file:///warm.py").ids)  # two chunks: the shortest, then one sized by its time
     assert FEWEST_TOKENS * 2 <= kept <= FEWEST_TOKENS + PREFILL_CHUNK_TOKENS
-    ran = engine.prefill("file:///warm.py", text)
-    assert ran > 0 and engine.prefill("file:///warm.py", text) == 0  # nothing left to run
-    warm = engine.complete("file:///warm.py", *cursor)
+    ran = fp32_engine.prefill("file:///warm.py", text)
+    assert ran > 0 and fp32_engine.prefill("file:///warm.py", text) == 0  # nothing left to run
+    warm = fp32_engine.complete("file:///warm.py", *cursor)
     assert cold.new_tokens > 10 * PREFILL_CHUNK_TOKENS // 4 and warm.new_tokens <= 2, (cold, warm)
     assert [s.line for s in warm.suggestions] == [s.line for s in cold.suggestions]
 
