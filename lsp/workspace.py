@@ -39,9 +39,37 @@ NOTEBOOK_CODE_KEPT = 8 << 20
 """The characters of notebooks' code `read_source` keeps, by their file's identity and state: a lookup reads its
 files again at each new line, and parsing a notebook's JSON holds the interpreter, the event loop's too, for tens of
 milliseconds (58 ms for 12 MB of outputs)."""
-_notebook_codes: OrderedDict[tuple[int, ...], str | None] = OrderedDict()
-_notebook_codes_kept = [0]  # their characters
-_notebook_codes_lock = threading.Lock()
+
+
+class _KeptCodes:
+    """Notebooks' code by their file's identity and state (device, inode, size, times), the least recently read
+    dropped past `limit` characters; shared by the index's threads."""
+
+    def __init__(self, limit: int) -> None:
+        self._codes: OrderedDict[tuple[int, ...], str | None] = OrderedDict()
+        self._characters = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, ...]) -> tuple[bool, str | None]:
+        """(whether the file in the state `key` was read before, its code)."""
+        with self._lock:
+            if key not in self._codes:
+                return False, None
+            self._codes.move_to_end(key)
+            return True, self._codes[key]
+
+    def put(self, key: tuple[int, ...], code: str | None) -> None:
+        with self._lock:
+            if key in self._codes:
+                return
+            self._codes[key] = code
+            self._characters += len(code or "")
+            while self._characters > self._limit and len(self._codes) > 1:
+                self._characters -= len(self._codes.popitem(last=False)[1] or "")
+
+
+_NOTEBOOK_CODES = _KeptCodes(NOTEBOOK_CODE_KEPT)
 
 
 def _suffixes_by_language() -> dict[str, tuple[str, ...]]:
@@ -167,11 +195,7 @@ def read_source(path: Path) -> str | None:
     notebook = path.name.endswith(NOTEBOOK_SUFFIX)
     key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
     regular = stat.S_ISREG(status.st_mode)
-    with _notebook_codes_lock:
-        kept = notebook and regular and key in _notebook_codes  # read before, and not changed since
-        if kept:
-            _notebook_codes.move_to_end(key)
-            code = _notebook_codes[key]
+    kept, code = _NOTEBOOK_CODES.get(key) if notebook and regular else (False, None)  # read, and not changed since
     if kept or not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
         os.close(descriptor)
         return code if kept else None
@@ -182,19 +206,8 @@ def read_source(path: Path) -> str | None:
     if not notebook:
         return text
     code = notebook_code(text) if text is not None else None
-    _keep_notebook_code(key, code)
+    _NOTEBOOK_CODES.put(key, code)
     return code
-
-
-def _keep_notebook_code(key: tuple[int, ...], code: str | None) -> None:
-    """`code` kept for the notebook file in the state `key`, the oldest read dropped past NOTEBOOK_CODE_KEPT."""
-    with _notebook_codes_lock:
-        if key in _notebook_codes:
-            return
-        _notebook_codes[key] = code
-        _notebook_codes_kept[0] += len(code or "")
-        while _notebook_codes_kept[0] > NOTEBOOK_CODE_KEPT and len(_notebook_codes) > 1:
-            _notebook_codes_kept[0] -= len(_notebook_codes.popitem(last=False)[1] or "")
 
 
 def _folder(root: Path) -> Path | None:
