@@ -124,8 +124,14 @@ def test_a_gguf_file_of_a_general_qwen_model_by_its_general_name_converts_withou
     assert manifest["source"]["gguf_name"] == "Qwen2.5 0.5B Instruct"
 
 
+LLAMA_CPP_NOISE = 0.5
+"""How far below its best llama.cpp may score our next token: it quantizes the activations of a Q8_0 product to
+8 bits too, and a tiny random model's best two logits often lie closer than that (its logits' spread is ~2.5)."""
+
+
 def test_quantized_blocks_are_read_as_llama_cpp_reads_them(written, tmp_path):
-    """A Q8_0 file: the converted fp32 graph's next tokens are llama.cpp's on the same file."""
+    """A Q8_0 file: the converted fp32 graph's next tokens are llama.cpp's on the same file, but where llama.cpp's
+    own best two lie within its activations' rounding (a block misread would score ours far below its best)."""
     from tokenizers import Tokenizer
 
     family, src, _, _ = written
@@ -136,16 +142,18 @@ def test_quantized_blocks_are_read_as_llama_cpp_reads_them(written, tmp_path):
     llm = llama_cpp(path)
     try:
         llm.eval(ids)
-        theirs = np.asarray(llm.scores[:len(ids)]).argmax(-1)
+        scores = np.asarray(llm.scores[:len(ids)], np.float32)
     finally:
         llm.close()
     runtime = Runtime(load_bundle(tmp_path / "bundle"), device="cpu")
     prefix, past, agree = runtime.empty_prefix(), runtime.empty_past(1), 0
     for position, token in enumerate(ids):
         out = runtime.run(np.asarray([[token]]), position, prefix, past, num_beams=1)
-        agree += int(out.tokens[0] == theirs[position])
+        ours, theirs = int(out.tokens[0]), scores[position]
+        assert theirs[ours] >= theirs.max() - LLAMA_CPP_NOISE, (position, theirs.max() - theirs[ours])
+        agree += int(ours == theirs.argmax())
         past = out.carried(np.zeros(1, np.int64))
-    assert agree >= 0.9 * len(ids), f"agreed with llama.cpp on {agree} of {len(ids)} positions"
+    assert agree >= 0.8 * len(ids), f"agreed with llama.cpp on {agree} of {len(ids)} positions"
 
 
 VARIED = ["def f(x):\r\n\treturn x  +  12345 * 3.14\n", "naïve = 'café' # 日本語 テスト 한국어 😀\n",

@@ -50,10 +50,18 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def test_a_user_install_finds_its_model_under_the_user_base(wheel: Path, tmp_path: Path):
-    env = _clean_env(PYTHONUSERBASE=str(tmp_path / "user"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--user", "--no-deps", "--no-index",
-                    "--no-warn-script-location", str(wheel)], env=env, check=True, timeout=600)
-    found = _probe(sys.executable, tmp_path, env)
+    """Inside a venv, which scripts/env.sh makes where the system's Python is externally managed, pip refuses
+    `--user` (a venv sees no user site): the install is then made for a venv of this interpreter's base that sees
+    the system's site-packages, as a user site needs, with this interpreter's packages on PYTHONPATH."""
+    python, env = sys.executable, _clean_env(PYTHONUSERBASE=str(tmp_path / "user"))
+    if sys.prefix != sys.base_prefix:
+        base = tmp_path / "base"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(base)],
+                       check=True, timeout=120)
+        python, env["PYTHONPATH"] = str(base / "bin" / "python"), sysconfig.get_paths()["purelib"]
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--user", "--no-deps",
+                    "--no-index", "--no-warn-script-location", str(wheel)], env=env, check=True, timeout=600)
+    found = _probe(python, tmp_path, env)
     assert found["package"].startswith(str(tmp_path / "user")), found  # the installed copy, not the checkout
     assert found["bundle"] == str(tmp_path / "user" / "share" / "completer" / "models" / "python-small")
 
