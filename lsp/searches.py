@@ -74,8 +74,8 @@ class SearchScheduler:
             fields: dict[str, Any] = {"repository": repository} if repository is not None else {}
             if language is not None:
                 fields["language"] = language
-            job_id, future = self._worker.submit("complete", uri=document or uri, before=before, after=after, below=below,
-                                                 others=others or [], snippets=snippets or [], **fields)
+            job_id, future = self._worker.submit("complete", uri=document or uri, before=before, after=after,
+                                                 below=below, others=others or [], snippets=snippets or [], **fields)
             search = _Search(key, uri, job_id, future)
             self._inflight[key] = search
             future.add_done_callback(lambda f, s=search: self._finished(s, f))

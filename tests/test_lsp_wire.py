@@ -994,7 +994,8 @@ def test_a_line_copied_from_further_up_keeps_the_tabs_inside_it():
     """The engine reads tabs as spaces; a line it offers from further up the file was given back with four spaces
     for each tab inside it, which is not the line the file has."""
     uri = "file:///work/table.py"
-    text = 'ROWS = [\n    row("alpha",\t"beta",\t"gamma"),\n    row("delta",\t"epsilon"),\n]\nMORE = [\n    row("alpha",'
+    text = ('ROWS = [\n    row("alpha",\t"beta",\t"gamma"),\n    row("delta",\t"epsilon"),\n]\n'
+            'MORE = [\n    row("alpha",')
     with RawClient(SERVER_CMD, env=server_env()) as client:
         client.initialize()
         _ready(client)

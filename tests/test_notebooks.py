@@ -126,7 +126,8 @@ def test_a_cells_context_is_the_code_cells_of_its_language_in_the_notebooks_orde
     around = notebooks.around(documents.get("a"), documents)
     assert around.lines[:around.first] == ["z = 3", ""]
     assert notebooks.cells_of("a") == ["c", "a", "md", "sh", "b"] and notebooks.cells_of("elsewhere") == []
-    assert notebooks.close("nb") == ["c", "a", "md", "sh", "b"] and notebooks.around(documents.get("a"), documents) is None
+    assert notebooks.close("nb") == ["c", "a", "md", "sh", "b"]
+    assert notebooks.around(documents.get("a"), documents) is None
 
 
 def test_a_notebook_opened_again_leaves_no_cell_of_the_first_open_behind():

@@ -45,7 +45,8 @@ export const SAMPLE = [
 export const NOTEBOOK = {
     cells: [
         { cell_type: 'code', execution_count: null, metadata: {}, outputs: [],
-            source: ['import math\n', '\n', '\n', 'def frobnicate_the_widgets(count):\n', '    return math.sqrt(count) * 2\n'] },
+            source: ['import math\n', '\n', '\n', 'def frobnicate_the_widgets(count):\n',
+                '    return math.sqrt(count) * 2\n'] },
         { cell_type: 'markdown', metadata: {}, source: ['Notes'] },
         { cell_type: 'code', execution_count: null, metadata: {}, outputs: [], source: ['total = '] },
     ],
