@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -78,7 +76,8 @@ def test_engine_refuses_corrupt_model_and_keeps_old_one(copy: Path, engine: Engi
 def test_a_wheel_installs_every_file_the_manifest_lists(model_dir: Path):
     """A non-editable install finds the model in <prefix>/share/completer/models: each file the manifest
     checks must be among pyproject.toml's data files, or that install would refuse to load."""
-    tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    import tomllib
+
     pyproject = tomllib.loads((model_dir.parent.parent / "pyproject.toml").read_text())
     installed = {Path(p).name for p in pyproject["tool"]["setuptools"]["data-files"][
         "share/completer/models/python-small"]}

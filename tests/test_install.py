@@ -90,6 +90,25 @@ def _chosen_prefix(env: dict[str, str]) -> str:
     return done.stdout.strip()
 
 
+def test_the_install_commands_take_a_python_of_3_11_or_newer_when_python3_is_older(tmp_path: Path):
+    """Ubuntu 22.04's python3 is 3.10, which onnxruntime 1.32 has no wheels for: a newer python3.1x on PATH is
+    taken instead, and with none the commands stop with one line that says what is needed."""
+    older = tmp_path / "python3"  # a Python 3.10 as far as env.sh asks: its version, and older than 3.11
+    older.write_text('#!/bin/sh\n[ "$1" = -V ] && echo "Python 3.10.12" && exit 0\nexit 1\n')
+    older.chmod(0o755)
+    (tmp_path / f"python3.{sys.version_info.minor}").symlink_to(sys.executable)
+    bash, only = shutil.which("bash") or "/bin/bash", _clean_env(PATH=str(tmp_path))  # no other Python on PATH
+    venv = _clean_env(PATH=str(tmp_path), COMPLETER_VENV=str(tmp_path / "venv"))  # never ./.venv in the checkout
+    chosen = subprocess.run([bash, "-c", 'source scripts/env.sh && choose_python && "$PY" -c "import sys; '
+                             'print(sys.version_info[:2])"'], cwd=REPO, env=venv, capture_output=True, text=True,
+                            timeout=120)
+    assert chosen.returncode == 0 and chosen.stdout.strip() == str(tuple(sys.version_info[:2])), chosen.stderr
+    (tmp_path / f"python3.{sys.version_info.minor}").unlink()
+    refused = subprocess.run([bash, "-c", "source scripts/env.sh && choose_python"], cwd=REPO, env=only,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "needs Python 3.11 or newer (python3 is Python 3.10" in refused.stderr
+
+
 def test_the_install_commands_choose_a_venv_of_their_own_or_the_active_one(tmp_path: Path):
     """scripts/demo.sh and scripts/test.sh (the README's two commands) install into the Python env.sh picks."""
     venv = tmp_path / "venv"

@@ -420,7 +420,7 @@ export class ServerManager {
         if (check.reason === 'interpreter-missing') {
             const message =
                 `Completer: cannot run the Python interpreter "${python}" (${check.detail}). ` +
-                'Set "completer.pythonPath" to a Python 3.10+ interpreter, or select one with the Python extension.';
+                'Set "completer.pythonPath" to a Python 3.11+ interpreter, or select one with the Python extension.';
             log.error(message);
             status.setState('error', `cannot run ${python}`);
             void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
