@@ -89,8 +89,7 @@ class NotebookStore:
 
     def cells_of(self, cell_uri: str) -> list[str]:
         """The URIs of every cell in the notebook `cell_uri` belongs to (none when it is no cell)."""
-        notebook = self._notebooks.get(self._notebook_of.get(cell_uri, ""))
-        return [cell.uri for cell in notebook.cells] if notebook is not None else []
+        return self.cells(self._notebook_of.get(cell_uri, ""))
 
     def shared_document(self, cell_uri: str, documents: DocumentStore) -> str | None:
         """The notebook's URI, for a code cell in the language of its first code cell: such cells' contexts begin

@@ -371,36 +371,36 @@ class CompleterProtocol(LanguageServerProtocol):
         return result
 
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
+    def _own_handler(self, method: str, params: Any) -> Any:
+        """The server's handler for `method` alone, without pygls' workspace bookkeeping of documents and
+        notebooks, which the server keeps itself (lsp/documents.py, lsp/notebooks.py)."""
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.TEXT_DOCUMENT_DID_OPEN, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.TEXT_DOCUMENT_DID_CHANGE, params)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.TEXT_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.TEXT_DOCUMENT_DID_CLOSE, params)
 
     # -- notebook sync: ours too (lsp/notebooks.py); pygls' workspace raised for a change to a notebook never opened
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def lsp_notebook_document__did_open(self, params: types.DidOpenNotebookDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_OPEN)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.NOTEBOOK_DOCUMENT_DID_OPEN, params)
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def lsp_notebook_document__did_change(self, params: types.DidChangeNotebookDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CHANGE)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.NOTEBOOK_DOCUMENT_DID_CHANGE, params)
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def lsp_notebook_document__did_close(self, params: types.DidCloseNotebookDocumentParams) -> Any:
-        if (handler := self.fm.features.get(types.NOTEBOOK_DOCUMENT_DID_CLOSE)) is not None:
-            yield handler, (params,), None
+        yield from self._own_handler(types.NOTEBOOK_DOCUMENT_DID_CLOSE, params)
 
 
 def is_parse_error(exc: BaseException) -> bool:

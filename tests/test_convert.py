@@ -99,7 +99,6 @@ def test_graph_logits_equal_transformers_on_a_prefix_then_beams_with_their_own_s
 def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_path):
     """transformers' Qwen3Config reads a config.json that names no head_dim as heads 128 wide (its default), not
     hidden_size / num_attention_heads as LLaMA's does: the graph reads it so too."""
-    import onnxruntime as ort
     from transformers import AutoModelForCausalLM
 
     checkpoint(tmp_path, "qwen3", tied=True, head_dim=128)  # 4 heads of 128 in a model 64 wide
@@ -108,11 +107,19 @@ def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_
     (tmp_path / "config.json").write_text(json.dumps(config))
     model = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
     assert model.config.head_dim == 128
-    config = read_config(tmp_path)
+    _prompt_logits_equal_transformers(tmp_path, model, 12)
+
+
+def _prompt_logits_equal_transformers(folder: Path, model, length: int) -> None:
+    """The graph built from `folder`'s checkpoint gives transformers' `model`'s last logits on a random prompt of
+    `length` tokens, run from an empty cache."""
+    import onnxruntime as ort
+
+    config = read_config(folder)
     arch = architecture(config, CONTEXT)
-    graph = decoder_model(arch, canonical_weights(load_weights(tmp_path), arch, config), CONTEXT, logits_only=True)
+    graph = decoder_model(arch, canonical_weights(load_weights(folder), arch, config), CONTEXT, logits_only=True)
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, 12)
+    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, length)
     empty = [(np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
               np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32)) for _ in range(arch.n_layer)]
     past = [(np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32),) * 2 for _ in range(arch.n_layer)]
@@ -129,7 +136,6 @@ def test_a_qwen3_config_json_without_head_dim_has_transformers_heads_of_128(tmp_
 def test_a_qwen2_window_that_no_layer_uses_converts_and_equals_transformers(tmp_path, capsys, window):
     """Qwen2's window is used only by the layers from max_window_layers on, or those layer_types calls sliding:
     a config that turns it on for none is full attention, as the graph is, and converts."""
-    import onnxruntime as ort
     from transformers import AutoModelForCausalLM
 
     checkpoint(tmp_path / "src", "qwen2", tied=True)
@@ -138,19 +144,7 @@ def test_a_qwen2_window_that_no_layer_uses_converts_and_equals_transformers(tmp_
     (tmp_path / "src" / "config.json").write_text(json.dumps({**config, "use_sliding_window": True,
                                                               "sliding_window": 8, **window}))
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "src").eval()
-    config = read_config(tmp_path / "src")
-    arch = architecture(config, CONTEXT)
-    graph = decoder_model(arch, canonical_weights(load_weights(tmp_path / "src"), arch, config), CONTEXT,
-                          logits_only=True)
-    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    prompt = np.random.default_rng(1).integers(0, arch.vocab_size, 20)  # longer than the window
-    empty = [(np.zeros((1, arch.n_kv_head, arch.head_dim, 0), np.float32),
-              np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32)) for _ in range(arch.n_layer)]
-    past = [(np.zeros((1, arch.n_kv_head, 0, arch.head_dim), np.float32),) * 2 for _ in range(arch.n_layer)]
-    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, _feed(arch, prompt[None, :], 0, empty,
-                                                                                      past))))
-    expected = logits(model, prompt.tolist())
-    np.testing.assert_allclose(out["logits"][0], expected[-1], atol=1e-4 * max(1.0, np.abs(expected).max()))
+    _prompt_logits_equal_transformers(tmp_path / "src", model, 20)  # longer than the window
     capsys.readouterr()
     assert cli_main(["convert", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--context", "128"]) == 0
 

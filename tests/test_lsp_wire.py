@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -411,24 +412,36 @@ def _typed_over(uri: str) -> dict:
             "params": {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [TYPED_OVER]}}
 
 
+def _indexed_beside_lib(command: list[str], folder: Path) -> RawClient:
+    """The server `command` runs, on `folder` with a lib.py in it, once it has indexed the folder and loaded the
+    model."""
+    (folder / "lib.py").write_text("import os\n\n\ndef here():\n    return os.getcwd()\n")
+    client = RawClient(command, env=server_env())
+    client.request("initialize", {"processId": None, "rootUri": folder.as_uri(), "capabilities": {}})
+    client.notify("initialized", {})
+    deadline = time.monotonic() + 30
+    while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("building", True):
+        assert time.monotonic() < deadline, "the workspace was never indexed"
+        time.sleep(0.05)
+    _ready(client)
+    return client
+
+
+def _completion_at_os_pa(client: RawClient, uri: str) -> Any:
+    """A completion request after `os.pa` on line 1, not waited for."""
+    return client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},
+                                                             "position": {"line": 1, "character": 5}})
+
+
 def test_an_edit_while_the_request_picks_the_workspaces_snippets_makes_it_stale(tmp_path):
     """The first request in a document waits for its snippets to be picked. An edit then: the request was
     searched for the text before the edit and its answer kept as the answer for the text after it, so the next
     request at the same place was shown `os.geth.join(` after `os.ge`."""
-    (tmp_path / "lib.py").write_text("import os\n\n\ndef here():\n    return os.getcwd()\n")
-    client = RawClient(SLOW_SNIPPETS_SERVER, env=server_env())
+    client = _indexed_beside_lib(SLOW_SNIPPETS_SERVER, tmp_path)
     try:
-        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
-        client.notify("initialized", {})
-        deadline = time.monotonic() + 30
-        while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("building", True):
-            assert time.monotonic() < deadline, "the workspace was never indexed"
-            time.sleep(0.05)
-        _ready(client)
         uri = (tmp_path / "doc.py").as_uri()
         client.open(uri, "import os\nos.pa")
-        waiting = client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},
-                                                                   "position": {"line": 1, "character": 5}})
+        waiting = _completion_at_os_pa(client, uri)
         time.sleep(0.1)  # the request waits for its snippets
         client.send(_typed_over(uri))
         assert client.wait(waiting).get("error", {}).get("code") == -32801  # ContentModified
@@ -449,21 +462,12 @@ SLOW_FOLLOWERS_SERVER = [sys.executable, "-c", "import sys, time, lsp.server, ls
 def test_an_edit_while_the_other_files_lines_are_awaited_makes_the_answer_stale(tmp_path):
     """After the search the answer waits a moment for the line that follows copies of the line above in other
     files, and orders the lines with the document's lines: an edit then was not noticed."""
-    (tmp_path / "lib.py").write_text("import os\n\n\ndef here():\n    return os.getcwd()\n")
-    client = RawClient(SLOW_FOLLOWERS_SERVER, env=server_env())
+    client = _indexed_beside_lib(SLOW_FOLLOWERS_SERVER, tmp_path)
     try:
-        client.request("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
-        client.notify("initialized", {})
-        deadline = time.monotonic() + 30
-        while (client.request("completer/info")["result"]["server"]["workspace_index"] or {}).get("building", True):
-            assert time.monotonic() < deadline, "the workspace was never indexed"
-            time.sleep(0.05)
-        _ready(client)
         uri = (tmp_path / "doc.py").as_uri()
         client.open(uri, "import os\nos.pa")
         time.sleep(0.5)  # its prefill
-        waiting = client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},
-                                                                   "position": {"line": 1, "character": 5}})
+        waiting = _completion_at_os_pa(client, uri)
         time.sleep(0.8)  # searched; the lines from the other files are still being found
         client.send(_typed_over(uri))
         assert client.wait(waiting).get("error", {}).get("code") == -32801  # ContentModified

@@ -3,8 +3,11 @@ as the text before the cursor, in the notebook's order, as it changes; markdown 
 languages are not read; a notebook closed leaves nothing open."""
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_endpoint import Behaviour, FakeEndpoint
@@ -206,50 +209,45 @@ def test_a_name_a_cell_above_defines_is_a_known_name(tmp_path):
         endpoint.stop()
 
 
+@contextlib.contextmanager
+def _searching_the_second_cell(delay_s: float) -> Iterator[tuple[RawClient, Any]]:
+    """A notebook of two cells, the second's completion running on an endpoint that answers `delay_s` later."""
+    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
+    endpoint = FakeEndpoint(Behaviour(mode="slow", delay_s=delay_s, line=lambda prompt: "yload(data)")).start()
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_payload(data):\n    return data\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            yield client, client.request_nowait("textDocument/completion", {
+                "textDocument": {"uri": _cell(1)}, "position": {"line": 0, "character": 19}})
+    finally:
+        endpoint.stop()
+
+
 def test_a_search_in_flight_for_a_cell_is_stale_once_another_cell_changes():
     """A cell's context holds the cells around it: an edit of another cell while its search runs ends the search
     (ContentModified, or RequestCancelled where the backend stopped first), as an edit of the cell itself does,
     instead of answering suggestions made from the old text."""
-    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
-    endpoint = FakeEndpoint(Behaviour(mode="slow", delay_s=1.5, line=lambda prompt: "yload(data)")).start()
-    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test"}}
-    try:
-        with RawClient(SERVER_CMD, env=server_env()) as client:
-            client.initialize(options, capabilities=CAPABILITIES)
-            _open(client, [(0, "def tokenize_payload(data):\n    return data\n", "python", 2),
-                           (1, "words = tokenize_pa", "python", 2)])
-            running = client.request_nowait("textDocument/completion", {
-                "textDocument": {"uri": _cell(1)}, "position": {"line": 0, "character": 19}})
-            time.sleep(0.5)
-            _change(client, 2, {"textContent": [{"document": {"uri": _cell(0), "version": 2}, "changes": [
-                {"range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 20}},
-                 "text": "split_words"}]}]})
-            answer = client.wait(running, 30)
-            assert answer.get("error", {}).get("code") in (-32801, -32800), answer  # ContentModified, or Cancelled
-    finally:
-        endpoint.stop()
+    with _searching_the_second_cell(delay_s=1.5) as (client, running):
+        time.sleep(0.5)
+        _change(client, 2, {"textContent": [{"document": {"uri": _cell(0), "version": 2}, "changes": [
+            {"range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 20}},
+             "text": "split_words"}]}]})
+        answer = client.wait(running, 30)
+        assert answer.get("error", {}).get("code") in (-32801, -32800), answer  # ContentModified, or Cancelled
 
 
 def test_a_cells_run_ending_leaves_the_searches_of_the_others_running():
     """An execution summary (`data`) changes no cell's text: a search running for another cell answers."""
-    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
-    endpoint = FakeEndpoint(Behaviour(mode="slow", delay_s=1.0, line=lambda prompt: "yload(data)")).start()
-    options = {"completer": {"backend": "openai", "endpoint": endpoint.url, "model": "qwen2.5-coder-test"}}
-    try:
-        with RawClient(SERVER_CMD, env=server_env()) as client:
-            client.initialize(options, capabilities=CAPABILITIES)
-            _open(client, [(0, "def tokenize_payload(data):\n    return data\n", "python", 2),
-                           (1, "words = tokenize_pa", "python", 2)])
-            running = client.request_nowait("textDocument/completion", {
-                "textDocument": {"uri": _cell(1)}, "position": {"line": 0, "character": 19}})
-            time.sleep(0.3)
-            _change(client, 2, {"data": [{"kind": 2, "document": _cell(0),
-                                          "executionSummary": {"executionOrder": 1, "success": True}}]})
-            answer = client.wait(running, 30)
-            assert [item["textEdit"]["newText"] for item in answer["result"]["items"]] == [
-                "words = tokenize_payload(data)"], answer
-    finally:
-        endpoint.stop()
+    with _searching_the_second_cell(delay_s=1.0) as (client, running):
+        time.sleep(0.3)
+        _change(client, 2, {"data": [{"kind": 2, "document": _cell(0),
+                                      "executionSummary": {"executionOrder": 1, "success": True}}]})
+        answer = client.wait(running, 30)
+        assert [item["textEdit"]["newText"] for item in answer["result"]["items"]] == [
+            "words = tokenize_payload(data)"], answer
 
 
 def test_the_notebooks_own_file_is_not_another_file_that_knows_a_name(tmp_path):
