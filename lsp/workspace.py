@@ -37,8 +37,8 @@ MAX_NOTEBOOK_BYTES = 16 << 20
 """A Jupyter notebook's outputs (images in base64) make its file far larger than its code: read up to this much."""
 NOTEBOOK_CODE_KEPT = 8 << 20
 """The characters of notebooks' code `read_source` keeps, by their file's identity and state: a lookup reads its
-files again at each new line, and parsing a notebook's JSON holds the interpreter, the event loop's too, for tens of
-milliseconds (58 ms for 12 MB of outputs)."""
+files again at each new line, and parsing a notebook's JSON of megabytes of outputs holds the interpreter, the event
+loop's too, for tens of milliseconds."""
 
 
 class _KeptCodes:

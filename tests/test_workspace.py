@@ -275,8 +275,8 @@ def test_a_notebook_is_read_past_the_size_of_a_source_file_for_its_outputs(tmp_p
 
 def test_a_notebook_unchanged_on_disk_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A lookup reads its files again at each new line (snippets, the lines after the line above): a notebook's
-    outputs made each read parse megabytes of JSON, holding the interpreter from the event loop (58 ms for 12 MB),
-    for the same few lines of code."""
+    outputs made each read parse megabytes of JSON, holding the interpreter from the event loop for tens of
+    milliseconds, for the same few lines of code."""
     import os
 
     import lsp.workspace as workspace
