@@ -16,6 +16,7 @@ the process: the caller gives the texts.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import sys
@@ -148,10 +149,12 @@ class WorkspaceIndex:
     def best_files(self, query: Iterable[str], exclude: str | None, count: int,
                    within: tuple[str, ...] | None = None) -> list[str]:
         """The `count` files (of those whose names end in `within`, when given) sharing the most query
-        identifiers, each weighted by its rarity; best first."""
+        identifiers, each weighted by its rarity; best first, equal scores in the order of their paths. The names
+        are summed in their sorted order too: a set of strings iterates in an order that changes with each
+        process's hash seed, and with it the last bits of a sum, so the same request would pick other files."""
         total = max(1, len(self.files))
         scores: Counter[str] = Counter()
-        for name in set(query):
+        for name in sorted(set(query)):
             holders = self.postings.get(name)
             if not holders or (total >= 8 and len(holders) > total / 2):  # in most files: says nothing of which
                 continue
@@ -159,7 +162,7 @@ class WorkspaceIndex:
             for path in holders:
                 if path != exclude and (within is None or path.endswith(within)):
                     scores[path] += weight
-        return [path for path, _ in scores.most_common(count)]
+        return [path for path, _ in heapq.nsmallest(count, scores.items(), key=lambda item: (-item[1], item[0]))]
 
     def snippets(self, before: str, exclude: str | None, count: int, read: Callable[[str], str | None]
                  ) -> list[Snippet]:

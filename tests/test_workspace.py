@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +22,7 @@ from completer.workspace import FIRST_LINE_FILES, FOLLOWERS, WorkspaceIndex, bes
 from lsp.rawclient import RawClient
 from lsp.server import EDIT_INDEX_DELAY, CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
-from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, REPO, SERVER_CMD, \
     server_env
 
 
@@ -94,6 +96,28 @@ def test_snippets_come_from_the_files_sharing_the_rarest_names():
     lines = [f"line_{i} = {i}" for i in range(200)]
     lines[120] = "special_name = registry_lookup()"
     assert "special_name" in best_window("\n".join(lines), {"special_name", "registry_lookup"})
+
+
+BEST_FILES_UNDER_A_SEED = """
+from completer.workspace import WorkspaceIndex
+index = WorkspaceIndex(1 << 20)
+for number in range(40):  # forty files as like the query as each other, two liker ones, and fifty unlike it
+    index.add(f"pkg/mod_{number:02}.py", "def handle(request_payload):\\n    return request_payload\\n")
+for number in range(50):
+    index.add(f"pkg/other_{number:02}.py", "unrelated_name = 1\\n")
+index.add("pkg/zeta.py", "route_table = handle(request_payload, rare_helper_name)\\n")
+index.add("pkg/alpha.py", "rare_helper_name = 2\\n")
+print(index.best_files({"request_payload", "rare_helper_name", "handle"}, "pkg/me.py", 8))
+"""
+
+
+def test_the_files_picked_for_snippets_do_not_change_with_the_hash_seed():
+    """The same request picks the same files in every process: a set of strings iterates in an order that each
+    process's hash seed sets, and ties between equally good files went by it (one held-out position in a
+    thousand came out differently from run to run)."""
+    picked = {subprocess.run([sys.executable, "-c", BEST_FILES_UNDER_A_SEED], capture_output=True, text=True, check=True,
+                             cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert picked == {str(["pkg/zeta.py", "pkg/alpha.py", *(f"pkg/mod_{n:02}.py" for n in range(6))]) + "\n"}
 
 
 def test_the_lines_after_a_line_are_found_where_its_copies_stand():
