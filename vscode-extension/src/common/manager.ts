@@ -4,7 +4,7 @@
 
 import { INFO_REQUEST } from './constants';
 import type { InstallCheck, Interpreter } from './python';
-import { installCommand } from './python';
+import { installCommand, MIN_PYTHON } from './python';
 import {
     didChangeConfigurationParams,
     ExtensionSettings,
@@ -417,12 +417,18 @@ export class ServerManager {
 
     private reportInstallProblem(python: string, check: Extract<InstallCheck, { ok: false }>): void {
         const { status, log } = this.deps;
-        if (check.reason === 'interpreter-missing') {
-            const message =
-                `Completer: cannot run the Python interpreter "${python}" (${check.detail}). ` +
-                'Set "completer.pythonPath" to a Python 3.11+ interpreter, or select one with the Python extension.';
+        const minimum = MIN_PYTHON.join('.');
+        const pickAnother =
+            `Set "completer.pythonPath" to a Python ${minimum}+ interpreter, or select one with the Python extension.`;
+        if (check.reason === 'interpreter-missing' || check.reason === 'python-too-old') {
+            const [message, state] =
+                check.reason === 'interpreter-missing'
+                    ? [`Completer: cannot run the Python interpreter "${python}" (${check.detail}). ${pickAnother}`,
+                        `cannot run ${python}`]
+                    : [`Completer: "${python}" is Python ${check.detail}, and the language server needs Python ` +
+                        `${minimum} or later. ${pickAnother}`, `Python ${check.detail} is older than ${minimum}`];
             log.error(message);
-            status.setState('error', `cannot run ${python}`);
+            status.setState('error', state);
             void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
             return;
         }

@@ -105,20 +105,46 @@ export const execFileRunner: Runner = (command, args) =>
         });
     });
 
-export const IMPORT_CHECK = 'import lsp, completer';
+/** The oldest Python the server runs on: pyproject.toml's `requires-python` (onnxruntime 1.32 and the graphs need it). */
+export const MIN_PYTHON: readonly [number, number] = [3, 11];
+
+/** The exit code of `installCheckScript` in a Python older than its minimum, after it printed its version. */
+export const PYTHON_TOO_OLD_EXIT = 86;
+
+/** The check run in the interpreter: its version first (pip refuses to install the server into an older Python,
+ *  so the install command would not help there), then the server's packages. */
+export function installCheckScript(minimum: readonly [number, number] = MIN_PYTHON): string {
+    return [
+        'import sys',
+        `if sys.version_info < (${minimum[0]}, ${minimum[1]}): ` +
+            `print("%d.%d.%d" % sys.version_info[:3]); sys.exit(${PYTHON_TOO_OLD_EXIT})`,
+        'import lsp, completer',
+    ].join('\n');
+}
+
+export const IMPORT_CHECK = installCheckScript();
 
 export type InstallCheck =
     | { ok: true }
-    | { ok: false; reason: 'interpreter-missing' | 'not-installed'; detail: string };
+    | { ok: false; reason: 'interpreter-missing' | 'not-installed' | 'python-too-old'; detail: string };
 
-/** `<python> -c "import lsp, completer"`: does this interpreter have the server? */
-export async function checkServerInstalled(python: string, run: Runner = execFileRunner): Promise<InstallCheck> {
-    const result = await run(python, ['-c', IMPORT_CHECK]);
+/** Runs `installCheckScript` in `python`: can it run the server, and does it have it? For a Python too old,
+ *  `detail` is its version. */
+export async function checkServerInstalled(
+    python: string,
+    run: Runner = execFileRunner,
+    script: string = IMPORT_CHECK,
+): Promise<InstallCheck> {
+    const result = await run(python, ['-c', script]);
     if (result.spawnError) {
         return { ok: false, reason: 'interpreter-missing', detail: result.spawnError };
     }
     if (result.code === 0) {
         return { ok: true };
+    }
+    const version = result.stdout.trim();
+    if (result.code === PYTHON_TOO_OLD_EXIT && /^\d+\.\d+\.\d+$/.test(version)) {
+        return { ok: false, reason: 'python-too-old', detail: version };
     }
     const lines = result.stderr.trim().split(/\r?\n/);
     return { ok: false, reason: 'not-installed', detail: lines[lines.length - 1] || `exit code ${result.code}` };

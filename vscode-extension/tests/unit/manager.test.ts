@@ -205,6 +205,24 @@ describe('server manager', () => {
         assert.equal(calls.openSettings, 1);
     });
 
+    test('names a Python too old for the server instead of an install command that cannot work there', async () => {
+        const { manager, clients, errors, status, calls } = setup({
+            check: { ok: false, reason: 'python-too-old', detail: '3.10.12' },
+            settings: { pythonPath: '/usr/bin/python3' },
+            choice: ACTIONS.openSettings,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(clients.length, 0);
+        assert.equal(status.state, 'error');
+        assert.equal(errors.length, 1);
+        assert.match(errors[0].message, /"\/usr\/bin\/python3" is Python 3\.10\.12, and the language server needs Python 3\.11 or later/);
+        assert.match(errors[0].message, /completer\.pythonPath/);
+        assert.ok(!errors[0].message.includes('pip install'));
+        assert.ok(!errors[0].actions.includes(ACTIONS.copyInstall));
+        assert.equal(calls.openSettings, 1);
+    });
+
     test('reports a server that fails to start', async () => {
         const { manager, errors, status, clients } = setup({ failStart: true, choice: ACTIONS.showLogs });
         await manager.start();

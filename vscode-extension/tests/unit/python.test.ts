@@ -8,7 +8,11 @@ import {
     defaultPython,
     execFileRunner,
     findRepoDir,
+    IMPORT_CHECK,
+    installCheckScript,
     installCommand,
+    MIN_PYTHON,
+    PYTHON_TOO_OLD_EXIT,
     PythonExtensionApi,
     resolveInterpreter,
     RunResult,
@@ -98,10 +102,38 @@ describe('install check', () => {
         return { run, calls };
     };
 
-    test('runs `<python> -c "import lsp, completer"`', async () => {
+    test('runs `<python> -c` with the version check, then `import lsp, completer`', async () => {
         const { run, calls } = fake({ code: 0, stdout: '', stderr: '' });
         assert.deepEqual(await checkServerInstalled('/py', run), { ok: true });
-        assert.deepEqual(calls, [['/py', '-c', 'import lsp, completer']]);
+        assert.deepEqual(calls, [['/py', '-c', IMPORT_CHECK]]);
+        assert.ok(IMPORT_CHECK.endsWith('\nimport lsp, completer'));
+    });
+
+    test('names the version of a Python too old for the server, which pip would refuse to install it into', async () => {
+        const { run } = fake({ code: PYTHON_TOO_OLD_EXIT, stdout: '3.10.12\n', stderr: '' });
+        assert.deepEqual(await checkServerInstalled('/usr/bin/python3', run), {
+            ok: false,
+            reason: 'python-too-old',
+            detail: '3.10.12',
+        });
+        const other = fake({ code: PYTHON_TOO_OLD_EXIT, stdout: 'something else', stderr: 'Error: boom' });
+        assert.deepEqual(await checkServerInstalled('/py', other.run), {
+            ok: false,
+            reason: 'not-installed',
+            detail: 'Error: boom',
+        });
+    });
+
+    test('a real interpreter below the minimum reports its own version', async () => {
+        const python = process.env.COMPLETER_PYTHON || 'python3';
+        const result = await checkServerInstalled(python, execFileRunner, installCheckScript([99, 0]));
+        assert.equal(!result.ok && result.reason, 'python-too-old', JSON.stringify(result));
+        assert.match(!result.ok ? result.detail : '', /^3\.\d+\.\d+$/);
+    });
+
+    test("the minimum is pyproject.toml's requires-python", () => {
+        const pyproject = fs.readFileSync(path.join(__dirname, '..', '..', '..', '..', 'pyproject.toml'), 'utf8');
+        assert.match(pyproject, new RegExp(`^requires-python = ">=${MIN_PYTHON.join('\\.')}"`, 'm'));
     });
 
     test('reports a missing module with the last line of the traceback', async () => {
