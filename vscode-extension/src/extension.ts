@@ -7,7 +7,7 @@ import { ServerManager } from './common/manager';
 import { chooseModel } from './common/models';
 import {
     checkServerInstalled,
-    findRepoDir,
+    findCheckout,
     PYTHON_EXTENSION_ID,
     PythonExtensionApi,
     resolveInterpreter,
@@ -76,7 +76,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         copyToClipboard: writeClipboard,
         showLogs: () => log.show(),
         openSettings: () => void executeCommand('workbench.action.openSettings', `${CONFIG_SECTION}.`),
-        repoDir: findRepoDir(context.extensionPath),
+        repoDir: findCheckout(context.extensionPath),
     });
     manager = serverManager;
 
@@ -95,7 +95,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
                 showInfo: showInformationMessage,
                 copyToClipboard: writeClipboard,
                 log,
-                repoDir: findRepoDir(context.extensionPath),
+                repoDir: findCheckout(context.extensionPath),
             }),
         ),
         onDidChangeConfiguration((event) => {

@@ -157,10 +157,14 @@ function quote(arg: string, platform: NodeJS.Platform): string {
     return platform === 'win32' ? `"${arg}"` : `'${arg.replace(/'/g, `'\\''`)}'`;
 }
 
+/** What an install command names where no checkout of the repository is known. */
+export const CHECKOUT_PLACEHOLDER = '/path/to/completer';
+
 /**
- * The exact command that installs the server into `python`: an editable install of the repository when the
- * extension runs from a checkout (or a repository is known), else the `completer` package; with `extra`, that
- * optional extra too (`convert` for `completer convert`).
+ * The exact command that installs the server into `python`: an editable install of the repository's checkout
+ * (CHECKOUT_PLACEHOLDER where none is known: the server is not published on PyPI, so a bare package name there
+ * would install whatever someone else published under it); with `extra`, that optional extra too (`convert`
+ * for `completer convert`).
  */
 export function installCommand(
     python: string,
@@ -169,17 +173,33 @@ export function installCommand(
     extra?: string,
 ): string {
     const wanted = extra ? `[${extra}]` : '';
-    const target = repoDir ? `-e ${quote(repoDir + wanted, platform)}` : quote(`completer${wanted}`, platform);
-    return `${quote(python, platform)} -m pip install ${target}`;
+    return `${quote(python, platform)} -m pip install -e ${quote((repoDir ?? CHECKOUT_PLACEHOLDER) + wanted, platform)}`;
+}
+
+/** `dir`, if it is a checkout of the completer repository (its pyproject.toml names the package). */
+export function checkoutAt(dir: string, fileSystem: Pick<typeof fs, 'readFileSync'> = fs): string | undefined {
+    try {
+        const pyproject = fileSystem.readFileSync(path.join(dir, 'pyproject.toml'), 'utf8');
+        return /^\s*name\s*=\s*["']completer["']/m.test(pyproject) ? dir : undefined;
+    } catch {
+        return undefined;
+    }
 }
 
 /** The completer repository around the extension (…/repo/vscode-extension), if the extension runs from one. */
 export function findRepoDir(extensionPath: string, fileSystem: Pick<typeof fs, 'readFileSync'> = fs): string | undefined {
-    const candidate = path.dirname(extensionPath);
-    try {
-        const pyproject = fileSystem.readFileSync(path.join(candidate, 'pyproject.toml'), 'utf8');
-        return /^\s*name\s*=\s*["']completer["']/m.test(pyproject) ? candidate : undefined;
-    } catch {
-        return undefined;
-    }
+    return checkoutAt(path.dirname(extensionPath), fileSystem);
+}
+
+/** The checkout the bundle was built from (esbuild.mjs defines it), when this code runs from that bundle. */
+declare const COMPLETER_BUILT_FROM: string | undefined;
+
+/** The checkout for install commands: the one around the extension (run from a checkout), else the one its
+ *  bundle was built from while it still is one (an extension installed from a .vsix built on this machine). */
+export function findCheckout(
+    extensionPath: string,
+    builtFrom: string | undefined = typeof COMPLETER_BUILT_FROM === 'string' ? COMPLETER_BUILT_FROM : undefined,
+    fileSystem: Pick<typeof fs, 'readFileSync'> = fs,
+): string | undefined {
+    return findRepoDir(extensionPath, fileSystem) ?? (builtFrom ? checkoutAt(builtFrom, fileSystem) : undefined);
 }

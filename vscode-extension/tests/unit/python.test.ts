@@ -6,7 +6,9 @@ import { describe, test } from 'node:test';
 import {
     checkServerInstalled,
     defaultPython,
+    CHECKOUT_PLACEHOLDER,
     execFileRunner,
+    findCheckout,
     findRepoDir,
     IMPORT_CHECK,
     installCheckScript,
@@ -162,17 +164,20 @@ describe('install check', () => {
         assert.equal(result.stderr, 'boom\n');
     });
 
-    test('install command names the interpreter and the package', () => {
-        assert.equal(installCommand('/venv/bin/python', undefined, 'linux'), '/venv/bin/python -m pip install completer');
+    test('install command names the interpreter and the checkout', () => {
+        // no checkout known: a placeholder for it, never a bare package name, which PyPI would resolve to whatever
+        // someone else published under it
+        assert.equal(installCommand('/venv/bin/python', undefined, 'linux'), `/venv/bin/python -m pip install -e ${CHECKOUT_PLACEHOLDER}`);
         assert.equal(installCommand('python3', '/src/completer', 'linux'), 'python3 -m pip install -e /src/completer');
         assert.equal(
             installCommand('/My Envs/python', '/src/my repo', 'linux'),
             "'/My Envs/python' -m pip install -e '/src/my repo'",
         );
         assert.equal(installCommand('C:\\Program Files\\Python\\python.exe', undefined, 'win32'),
-            '"C:\\Program Files\\Python\\python.exe" -m pip install completer');
+            `"C:\\Program Files\\Python\\python.exe" -m pip install -e ${CHECKOUT_PLACEHOLDER}`);
         // with an optional extra, quoted so that no shell reads its brackets
-        assert.equal(installCommand('python3', undefined, 'linux', 'convert'), "python3 -m pip install 'completer[convert]'");
+        assert.equal(installCommand('python3', undefined, 'linux', 'convert'),
+            `python3 -m pip install -e '${CHECKOUT_PLACEHOLDER}[convert]'`);
         assert.equal(installCommand('python3', '/src/completer', 'linux', 'convert'),
             "python3 -m pip install -e '/src/completer[convert]'");
     });
@@ -188,6 +193,32 @@ describe('install check', () => {
             assert.equal(findRepoDir(path.join(repo, 'vscode-extension')), repo);
         } finally {
             fs.rmSync(repo, { recursive: true, force: true });
+        }
+    });
+
+    test('findCheckout: the checkout around the extension, else the one its bundle was built from, while it is one', () => {
+        const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'completer-repo-'));
+        const installed = fs.mkdtempSync(path.join(os.tmpdir(), 'vscode-extensions-'));
+        try {
+            const extensionDir = path.join(installed, 'completer-0.1.0'); // as `code --install-extension` puts it
+            fs.mkdirSync(extensionDir);
+            assert.equal(findCheckout(extensionDir, undefined), undefined);
+            assert.equal(findCheckout(extensionDir, repo), undefined); // not (or no longer) a checkout
+            fs.writeFileSync(path.join(repo, 'pyproject.toml'), '[project]\nname = "completer"\n');
+            assert.equal(findCheckout(extensionDir, repo), repo);
+            fs.mkdirSync(path.join(repo, 'vscode-extension'));
+            assert.equal(findCheckout(path.join(repo, 'vscode-extension'), '/elsewhere'), repo);
+        } finally {
+            fs.rmSync(repo, { recursive: true, force: true });
+            fs.rmSync(installed, { recursive: true, force: true });
+        }
+    });
+
+    test('the bundle names the checkout it was built from', () => {
+        const extensionDir = path.resolve(__dirname, '..', '..', '..');
+        const bundle = path.join(extensionDir, 'dist', 'extension.js');
+        if (fs.existsSync(bundle)) { // `npm run build` made it (tests/test_vscode_extension.py runs it first)
+            assert.ok(fs.readFileSync(bundle, 'utf8').includes(JSON.stringify(path.dirname(extensionDir))));
         }
     });
 
