@@ -182,6 +182,19 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     await session.screenshot(screenshot);
     pass(`screenshot with ghost text: ${screenshot}`);
 
+    // 8b. VS Code's own setting turns ghost text off in Python files: the status bar says the suggestions are hidden
+    //     and why (the extension reads the setting in the language's scope), and no longer once it is back.
+    session.settings = { ...session.settings, '[python]': { 'editor.inlineSuggest.enabled': false } };
+    await editSettings(page, session.settings);
+    const hidden = await waitForStatus(page,
+        (s) => s.text.endsWith(`${MODEL} · hidden`) && s.label.includes('editor.inlineSuggest.enabled is off'),
+        'hidden suggestions');
+    const { '[python]': _hiddenInPython, ...withGhostText } = session.settings;
+    session.settings = withGhostText;
+    await editSettings(page, session.settings);
+    await waitForStatus(page, running, 'suggestions shown again');
+    pass(`with "[python]": {"editor.inlineSuggest.enabled": false} the status bar reads "${hidden.text}", and not after`);
+
     // 9b. A file in a language the embedded model does not write: the status bar says it gets no suggestions.
     await openFile(page, 'notes.js');
     const unanswered = await waitForStatus(page,

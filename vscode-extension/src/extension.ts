@@ -13,7 +13,7 @@ import {
     resolveInterpreter,
 } from './common/python';
 import { createLanguageClient } from './common/server';
-import { CONFIG_SECTION, ExtensionSettings, readSettings } from './common/settings';
+import { CONFIG_SECTION, ExtensionSettings, readSettings, unseenBecause } from './common/settings';
 import { StatusBar } from './common/status';
 import { TraceChannel } from './common/trace';
 import {
@@ -23,6 +23,7 @@ import {
     getConfiguration,
     getExtension,
     getWorkspaceFolders,
+    inlineSuggestEnabled,
     onDidChangeActiveFile,
     onDidChangeConfiguration,
     registerCommand,
@@ -56,6 +57,18 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
     const firstFolder = () => getWorkspaceFolders()[0]?.uri;
     const read = () =>
         readSettings(getConfiguration(CONFIG_SECTION), { home: os.homedir(), workspaceFolder: firstFolder()?.fsPath });
+
+    let unseenLogged: string | undefined;
+    /** The status bar says when VS Code's settings hide every suggestion in the active editor, and the log once. */
+    const refreshUnseen = () => {
+        const language = activeFileLanguage();
+        const reason = unseenBecause(read(), inlineSuggestEnabled(language));
+        if (reason !== undefined && reason !== unseenLogged) {
+            log.warn(`Suggestions cannot show${language ? ` in ${language} files` : ''}, since ${reason}`);
+        }
+        unseenLogged = reason;
+        status.setUnseen(reason);
+    };
 
     const interpreterFor = (settings: ExtensionSettings) =>
         resolveInterpreter({
@@ -105,11 +118,16 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
             if (event.affectsConfiguration(CONFIG_SECTION)) {
                 void serverManager.onConfigurationChanged();
             }
+            refreshUnseen(); // any change: a language's own settings may turn ghost text off
         }),
         { dispose: () => void serverManager.dispose() },
-        onDidChangeActiveFile(() => status.setActiveLanguage(activeFileLanguage())),
+        onDidChangeActiveFile(() => {
+            status.setActiveLanguage(activeFileLanguage());
+            refreshUnseen();
+        }),
     );
     status.setActiveLanguage(activeFileLanguage());
+    refreshUnseen();
 
     void serverManager.start().then(() => watchPythonInterpreter(context, serverManager, log));
     return serverManager;

@@ -296,6 +296,20 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
     };
 }
 
+/** Why the server's suggestions cannot be seen in an editor, or undefined when they can: the extension answers
+ *  with ghost text unless `completionItems` puts them in the suggest widget, and VS Code draws no ghost text
+ *  where its own `editor.inlineSuggest.enabled` is off (often turned off for one language, or to quiet another
+ *  extension). Suggestions turned off on purpose (`completer.enabled`) are not a reason. */
+export function unseenBecause(settings: ExtensionSettings, inlineSuggestEnabled: boolean): string | undefined {
+    if (!settings.enabled || settings.completionItems) {
+        return undefined;
+    }
+    if (!settings.inlineCompletions) {
+        return 'completer.inlineCompletions and completer.completionItems are both off';
+    }
+    return inlineSuggestEnabled ? undefined : "VS Code's editor.inlineSuggest.enabled is off";
+}
+
 /** `initializationOptions` of the `initialize` request. */
 export function initializationOptions(settings: ExtensionSettings): { completer: ServerSettings } {
     return { completer: toServerSettings(settings) };

@@ -17,6 +17,7 @@ export class StatusBar {
     private endpoint: string | undefined;
     private languages: readonly string[] | undefined;
     private activeLanguage: string | undefined;
+    private unseen: string | undefined;
 
     constructor() {
         this.item = createStatusBarItem('completer.status', 100);
@@ -73,6 +74,12 @@ export class StatusBar {
         return activeLanguage;
     }
 
+    /** Why the suggestions cannot be seen in the active editor (settings.ts, `unseenBecause`), or undefined. */
+    setUnseen(reason: string | undefined): void {
+        this.unseen = reason;
+        this.render();
+    }
+
     setLatency(ms: number): void {
         this.latencyMs = ms;
         this.render();
@@ -107,6 +114,10 @@ export class StatusBar {
                     this.renderUnanswered(model, this.unansweredLanguage, toggleHint);
                     break;
                 }
+                if (this.unseen !== undefined) {
+                    this.renderUnseen(model, this.unseen, toggleHint);
+                    break;
+                }
                 this.item.text = `${this.endpoint ? '$(cloud)' : '$(sparkle)'} ${model}${latency}`;
                 this.item.tooltip =
                     `Completer: model ${model}` +
@@ -126,6 +137,15 @@ export class StatusBar {
                 this.item.tooltip = `Completer: the server is stopped. ${toggleHint}`;
                 break;
         }
+    }
+
+    private renderUnseen(model: string, reason: string, toggleHint: string): void {
+        this.item.text = `$(warning) ${model} · hidden`;
+        this.item.tooltip =
+            `Completer: the suggestions cannot show here, since ${reason}. Turn on editor.inlineSuggest.enabled ` +
+            `(for this language too, where a language's settings turn it off) and completer.inlineCompletions for ` +
+            `ghost text, or completer.completionItems for the suggest widget. ${toggleHint}`;
+        this.item.backgroundColor = themeColor('statusBarItem.warningBackground');
     }
 
     private renderUnanswered(model: string, language: string, toggleHint: string): void {

@@ -54,6 +54,12 @@ export function activeFileLanguage(): string | undefined {
     return document && COMPLETED_SCHEMES.includes(document.uri.scheme) ? document.languageId : undefined;
 }
 
+/** VS Code's `editor.inlineSuggest.enabled`, for `languageId`'s editors when given (a language can override it). */
+export function inlineSuggestEnabled(languageId: string | undefined): boolean {
+    const scope = languageId === undefined ? undefined : { languageId };
+    return workspace.getConfiguration('editor', scope).get<boolean>('inlineSuggest.enabled', true) !== false;
+}
+
 /** Another editor became active, or a document opened (as when its language mode is changed). */
 export function onDidChangeActiveFile(handler: () => unknown): Disposable {
     const editors = window.onDidChangeActiveTextEditor(handler);

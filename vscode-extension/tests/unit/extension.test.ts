@@ -121,6 +121,38 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
     });
 
+    test("the status bar says when VS Code's settings hide every suggestion, and the log says why once", async () => {
+        mock.settings.set('completer.pythonPath', goodPython);
+        mock.settings.set('editor.inlineSuggest.enabled', false);
+        mock.activateEditor('python');
+        await extension.activate(context());
+        await until(() => mock.statusItems[0]?.text === '$(warning) py-small-v1 · hidden', 'hidden suggestions');
+        assert.match(String(mock.statusItems[0].tooltip), /editor\.inlineSuggest\.enabled is off/);
+        const warned = () => mock.outputChannels[0].lines.filter((line) => line.includes('cannot show')).length;
+        assert.equal(warned(), 1);
+        mock.activateEditor('python'); // the same reason again: no second log line
+        assert.equal(warned(), 1);
+        mock.changeSettings({ 'completer.completionItems': true }); // the suggest widget shows them
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        mock.changeSettings({ 'completer.completionItems': false, 'editor.inlineSuggest.enabled': true });
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        // one language's own setting: hidden in its editors only
+        mock.changeSettings({ '[python].editor.inlineSuggest.enabled': false });
+        assert.equal(mock.statusItems[0].text, '$(warning) py-small-v1 · hidden');
+        mock.activateEditor('Log', 'output'); // no file's editor
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        mock.activateEditor('javascript'); // a language the model does not write says that first
+        assert.equal(mock.statusItems[0].text, '$(eye-closed) py-small-v1 · javascript');
+        mock.changeSettings({ '[python].editor.inlineSuggest.enabled': undefined });
+        mock.activateEditor('python');
+        assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
+        mock.changeSettings({ 'completer.inlineCompletions': false }); // and no suggest widget either
+        assert.equal(mock.statusItems[0].text, '$(warning) py-small-v1 · hidden');
+        assert.match(String(mock.statusItems[0].tooltip), /inlineCompletions and completer\.completionItems are both off/);
+        mock.changeSettings({ 'completer.enabled': false }); // turned off on purpose: says so, not "hidden"
+        await until(() => mock.statusItems[0].text === '$(circle-slash) py-small-v1', 'suggestions off');
+    });
+
     test('registers the commands, starts the server and shows the model', async () => {
         mock.settings.set('completer.pythonPath', goodPython);
         mock.settings.set('completer.beams', 2);

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import {
     DEFAULT_SETTINGS,
+    unseenBecause,
     didChangeConfigurationParams,
     documentSelector,
     expandPath,
@@ -255,5 +256,16 @@ describe('settings', () => {
         assert.ok(!needsRestart(base, { ...base, beams: 8, modelPath: '/m', enabled: false }));
         assert.ok(!serverSettingsChanged(base, { ...base, pythonPath: '/x' }));
         assert.ok(serverSettingsChanged(base, { ...base, beams: 8 }));
+    });
+
+    test("unseenBecause: ghost text needs VS Code's inline suggestions, unless the suggest widget shows the lines", () => {
+        const base = { ...DEFAULT_SETTINGS };
+        assert.equal(unseenBecause(base, true), undefined);
+        assert.equal(unseenBecause(base, false), "VS Code's editor.inlineSuggest.enabled is off");
+        assert.equal(unseenBecause({ ...base, completionItems: true }, false), undefined);
+        assert.equal(unseenBecause({ ...base, inlineCompletions: false }, true),
+            'completer.inlineCompletions and completer.completionItems are both off');
+        assert.equal(unseenBecause({ ...base, inlineCompletions: false, completionItems: true }, true), undefined);
+        assert.equal(unseenBecause({ ...base, enabled: false }, false), undefined); // off on purpose
     });
 });

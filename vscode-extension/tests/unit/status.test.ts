@@ -116,4 +116,23 @@ describe('status bar', () => {
         status.setState('error', 'the server stopped');
         assert.match(item.text, /\$\(error\)/, 'an error says so first');
     });
+
+    test('says when the suggestions cannot be seen, with the warning background', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setModel('py-small-v1');
+        status.setLatency(12);
+        status.setUnseen("VS Code's editor.inlineSuggest.enabled is off");
+        assert.equal(item.text, '$(warning) py-small-v1 · hidden');
+        assert.match(String(item.tooltip), /since VS Code's editor\.inlineSuggest\.enabled is off/);
+        assert.match(String(item.tooltip), /completer\.completionItems/);
+        assert.deepEqual(item.backgroundColor, new ThemeColor('statusBarItem.warningBackground'));
+        status.setEnabled(false);
+        assert.match(item.text, /circle-slash/, 'turned off on purpose says that');
+        status.setEnabled(true);
+        status.setUnseen(undefined);
+        assert.equal(item.text, '$(sparkle) py-small-v1 · 12 ms');
+        assert.equal(item.backgroundColor, undefined);
+    });
 });

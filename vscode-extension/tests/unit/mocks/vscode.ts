@@ -203,8 +203,13 @@ export const mock = {
     },
 };
 
-function configuration(section?: string) {
-    const full = (key: string) => (section ? `${section}.${key}` : key);
+/** A section's settings; with a `languageId` scope, a setting that language overrides (stored by the tests as
+ *  "[markdown].editor.inlineSuggest.enabled") wins over the plain key, as in VS Code. */
+function configuration(section?: string, scope?: unknown) {
+    const language = (scope as { languageId?: string } | undefined)?.languageId;
+    const plain = (key: string) => (section ? `${section}.${key}` : key);
+    const full = (key: string) =>
+        language !== undefined && mock.settings.has(`[${language}].${plain(key)}`) ? `[${language}].${plain(key)}` : plain(key);
     return {
         get<T>(key: string, defaultValue?: T): T | undefined {
             return mock.settings.has(full(key)) ? (mock.settings.get(full(key)) as T) : defaultValue;
@@ -223,7 +228,7 @@ function configuration(section?: string) {
 }
 
 export const workspace = {
-    getConfiguration: (section?: string) => configuration(section),
+    getConfiguration: (section?: string, scope?: unknown) => configuration(section, scope),
     onDidChangeConfiguration: configChange.event,
     get workspaceFolders() {
         return mock.workspaceFolders;
