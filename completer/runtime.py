@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+ort.disable_telemetry_events()  # what ORT_DISABLE_TELEMETRY (completer/__init__.py) does not cover: Windows' events
+
 from .bundle import Bundle, sha256_file
 from .calls import KV, ModelCall
 from .preemption import Preempted, Preemption

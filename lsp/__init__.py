@@ -5,4 +5,6 @@ process (see `lsp.worker`) so a slow or crashing model never blocks the editor's
 """
 from __future__ import annotations
 
+import completer  # noqa: F401  (first: it turns onnxruntime's telemetry off before anything imports onnxruntime)
+
 __version__ = "0.1.0"

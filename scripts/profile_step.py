@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from completer.bundle import load_bundle  # noqa: E402
+from completer.bundle import load_bundle  # noqa: E402  (completer first: it turns onnxruntime's telemetry off)
+import onnxruntime as ort  # noqa: E402
 from completer.calls import ModelCall  # noqa: E402
 from completer.runtime import Runtime  # noqa: E402
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import completer  # noqa: F401  (before any test imports onnxruntime: it turns onnxruntime's telemetry off)
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
