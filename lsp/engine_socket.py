@@ -34,6 +34,27 @@ LOCK_WAIT_S = 5.0
 runs a private worker instead."""
 MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes on Linux, with the terminating NUL
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+SOURCE_PACKAGES = ("lsp", "completer")
+
+
+def source_fingerprint(root: Path = PACKAGE_ROOT) -> str:
+    """The state of the code under `root`: each source file's path, size and modification time. Servers started
+    after a checkout is pulled or the package upgraded, while editors still run, get their own session host and
+    engine, not the ones still running the code they loaded before (which idle out once their sessions end)."""
+    entries = []
+    for package in SOURCE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            try:
+                info = path.stat()
+            except OSError:  # removed while we looked: the next server sees the tree as it ends up
+                continue
+            entries.append(f"{path.relative_to(root)}\0{info.st_size}\0{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:12]
+
+
+SOURCE_FINGERPRINT = source_fingerprint()
+"""Taken once, as this process imports its code: a session forked from the session host shares the host's, so it
+reaches the engine of the code it runs even after the files change."""
 
 
 class EngineSocketError(Exception):
@@ -67,9 +88,11 @@ def runtime_dir() -> Path:
 
 def socket_path(kind: str = "engine", variant: str = "") -> Path:
     """The socket of the user's engine (or of their session host, lsp/session_host.py) for this install: one
-    per version, package location and interpreter (and `variant`), so servers of another install never talk to
-    a process that speaks differently. Refused when longer than a Unix socket's address can hold."""
-    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{sys.executable}\0{variant}".encode()).hexdigest()[:12]
+    per version, package location, state of its source files and interpreter (and `variant`), so servers of
+    another install, or of this one before or after its code changed, never talk to a process that speaks
+    differently. Refused when longer than a Unix socket's address can hold."""
+    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{SOURCE_FINGERPRINT}\0{sys.executable}\0{variant}".encode()
+                             ).hexdigest()[:12]
     path = runtime_dir() / f"{kind}-{__version__}-{install}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
         raise EngineSocketError(f"the socket path {path} is {len(os.fsencode(path))} bytes, over the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import stat
 import sys
 import time
@@ -224,3 +225,32 @@ def test_cancelling_one_windows_search_leaves_the_others_running(tmp_path: Path,
     finally:
         for client in (first, second, standalone):
             client.close()
+
+
+def test_code_changed_on_disk_gets_its_own_engine_and_session_host(tmp_path: Path):
+    """A checkout pulled while editors run: servers started after it must not reach the session host and engine
+    still running the code from before (they would fork sessions of the old code). The socket names carry the
+    state of the source files, taken as a process imports its code."""
+    import shutil
+
+    from lsp.engine_socket import PACKAGE_ROOT, SOURCE_PACKAGES
+
+    for package in SOURCE_PACKAGES:  # a copy of the code, with no model: only its sockets' names are asked
+        shutil.copytree(PACKAGE_ROOT / package, tmp_path / "checkout" / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.onnx", "samples"))
+    ask = ("from lsp.engine_socket import socket_path; from lsp.relay import host_socket_path; "
+           "print(socket_path().name, host_socket_path().name)")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "checkout"), "COMPLETER_RUNTIME_DIR": str(tmp_path / "run")}
+
+    def names() -> str:
+        done = subprocess.run([sys.executable, "-c", ask], env=env, capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)  # not the repository's root, which `-c` would put first on the path
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    before = names()
+    assert names() == before  # nothing changed: the same engine and host
+    changed = tmp_path / "checkout" / "lsp" / "server.py"
+    changed.write_text(changed.read_text() + "\n# pulled\n")
+    after = names()
+    assert after.split()[0] != before.split()[0] and after.split()[1] != before.split()[1]
