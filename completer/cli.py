@@ -32,9 +32,11 @@ def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
 
 def _model_path(named: str | None) -> str | None:
     """The bundle --model names: a model another tool keeps (ollama:NAME, a GGUF file, a Hugging Face id in the
-    local cache, ...) is converted the first time, into the same place the server converts it to."""
+    local cache, ...) is converted the first time, into the same place the server converts it to. `~` is expanded
+    as in the modelPath setting, for a shell that left it (`--model=~/...`, or quoted)."""
     from .converted import convert_here, source_of
 
+    named = os.path.expanduser(named) if named else named
     source = source_of(named)
     return named if source is None else str(convert_here(source))
 

@@ -159,3 +159,14 @@ def test_corrupt_model_is_refused_naming_the_file(model_dir: Path, source: Path,
     assert "model error" in done.stderr and "model.onnx" in done.stderr and "Traceback" not in done.stderr
     done = run("info", "--model", str(tmp_path / "nowhere"))
     assert done.returncode == 2 and "not found" in done.stderr
+
+
+def test_a_model_path_starting_with_a_tilde_is_in_the_home_folder(model_dir: Path, tmp_path: Path):
+    """`--model=~/...` (which the shell leaves alone) names the bundle in the home folder, as the modelPath
+    setting does."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "small").symlink_to(model_dir)
+    done = subprocess.run([sys.executable, "-m", "completer", "info", "--model=~/models/small"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model_path"] == str(tmp_path / "models" / "small")
