@@ -132,11 +132,13 @@ vim.defer_fn(report, 100)
 
 
 @pytest.mark.parametrize("typed", ["    ", "    return os.pa"])
-def test_the_readme_neovim_07_setup_completes_whole_lines_through_omnifunc(tmp_path, typed):
-    """The README's Neovim 0.7 to 0.9 setup, as a user runs it: <C-x><C-o> after an indented line's start, or
-    after words typed on it, offers whole lines, and accepting one leaves that line (no doubled indentation,
-    no line dropped for not starting with the word before the cursor)."""
-    _write_doc_snippet(tmp_path, "README.md", "### Neovim 0.7 – 0.9")
+@pytest.mark.parametrize(("doc", "heading"), [("README.md", "### Neovim 0.7 – 0.9"),
+                                              ("docs/editors.md", "## Neovim 0.7 – 0.9")])
+def test_the_docs_neovim_07_setup_completes_whole_lines_through_omnifunc(tmp_path, doc, heading, typed):
+    """A doc's Neovim 0.7 to 0.9 setup, as a user runs it: <C-x><C-o> after an indented line's start, or after
+    words typed on it, offers whole lines, and accepting one leaves that line (no doubled indentation, no line
+    dropped for not starting with the word before the cursor)."""
+    _write_doc_snippet(tmp_path, doc, heading)
     (tmp_path / "a.py").write_text(f"import os\n\n\ndef home():\n{typed}")
     (tmp_path / "check.lua").write_text(OMNIFUNC_CHECK)
     report = _run_doc_snippet(tmp_path, "a.py")
