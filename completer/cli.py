@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .syntax import PYTHON_NAME, language_of_path
 from .text import split_lines
-from .types import EngineSettings, ModelError, Suggestion
+from .types import CompletionResult, EngineSettings, ModelError, Suggestion
 
 DEMO_LINES = 12
 
@@ -32,9 +32,11 @@ def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
 
 def _model_path(named: str | None) -> str | None:
     """The bundle --model names: a model another tool keeps (ollama:NAME, a GGUF file, a Hugging Face id in the
-    local cache, ...) is converted the first time, into the same place the server converts it to."""
+    local cache, ...) is converted the first time, into the same place the server converts it to. `~` is expanded
+    as in the modelPath setting, for a shell that left it (`--model=~/...`, or quoted)."""
     from .converted import convert_here, source_of
 
+    named = os.path.expanduser(named) if named else named
     source = source_of(named)
     return named if source is None else str(convert_here(source))
 
@@ -62,9 +64,13 @@ def _engine(args: argparse.Namespace):
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any source file; /dev/zero or a log would otherwise fill the memory
 
 
-def _read(path: Path) -> str:
-    """The file's text, or a one-line refusal: unreadable, over MAX_FILE_BYTES, or binary (NUL bytes, which
-    Python source cannot hold; the engine's own check only sees the text before the cursor)."""
+SKIPPED_NUL_BYTES = "the file looks binary (it holds NUL bytes)"
+"""Why a file with NUL bytes, which source text never holds, is not completed: the engine's own check only sees
+the text before the cursor."""
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, or a one-line refusal: unreadable, or over MAX_FILE_BYTES."""
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
@@ -72,6 +78,12 @@ def _read(path: Path) -> str:
         raise SystemExit(f"cannot read {path}: {exc.strerror or exc}")
     if len(data) > MAX_FILE_BYTES:
         raise SystemExit(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    return data
+
+
+def _read(path: Path) -> str:
+    """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
+    data = _read_bytes(path)
     if b"\x00" in data:
         raise SystemExit(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
     return data.decode("utf-8", errors="replace")
@@ -84,15 +96,22 @@ def cmd_complete(args: argparse.Namespace) -> int:
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
     if line < 1 or col < 1:
         raise SystemExit("LINE and COL are 1-based")
-    text = _read(path)
+    data = _read_bytes(path)
     others = [_read(Path(other)) for other in args.open or ()]
+    if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
+        return _report(args, CompletionResult(skipped=SKIPPED_NUL_BYTES))
+    text = data.decode("utf-8", errors="replace")
     engine = _engine(args)
     uri = path.resolve().as_uri()
     language = language_of_path(path.name, PYTHON_NAME)
     _note_unwritten_language(engine, path, language)
     _note_past_the_line(text, line, col)
     engine.open(uri, text, language)  # the filters follow its language's rules
-    result = engine.complete(uri, line - 1, col - 1, others=others)
+    return _report(args, engine.complete(uri, line - 1, col - 1, others=others))
+
+
+def _report(args: argparse.Namespace, result: CompletionResult) -> int:
+    """Print `result` as `complete` does (JSON, or lines and a timing on stderr); 1 when it was skipped."""
     if args.json:
         payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
                                    for s in result.suggestions],

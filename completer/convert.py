@@ -486,7 +486,7 @@ def checkpoint_folder(source: str, revision: str = "main", beside: Path | None =
     if snapshot is None:
         where = " or ".join(map(str, caches()))
         raise ConvertError(f"{source}: no such folder, and no local Hugging Face cache ({where}) holds a snapshot of "
-                           f"{repository} at {revision!r}; download it first (huggingface-cli download {repository})")
+                           f"{repository} at {revision!r}; download it first (hf download {repository})")
     files = gguf_files(snapshot)
     # a GGUF repository may carry a config.json too (TheBloke's do): a checkpoint folder is one with safetensors
     checkpoint = (snapshot / "config.json").exists() and (any(snapshot.glob("*.safetensors")) or not files)

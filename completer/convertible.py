@@ -29,12 +29,16 @@ def convert_extra_missing() -> str | None:
 
 
 def convert_extra_install() -> str:
-    """The command that installs the convert extra: from the checkout this package is installed from (no
+    return extra_install("convert")
+
+
+def extra_install(extra: str) -> str:
+    """The command that installs pyproject.toml's `extra`: from the checkout this package is installed from (no
     `completer` is published on a package index), else by the distribution's name, as a wheel built from one."""
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "completer").is_dir():
-        return f"pip install -e {shlex.quote(str(root) + '[convert]')}"
-    return "pip install 'completer[convert]'"
+        return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
+    return f"pip install 'completer[{extra}]'"
 
 
 def is_gguf_file(path: Path) -> bool:

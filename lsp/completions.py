@@ -5,6 +5,7 @@ accepting yields exactly that line whatever the client's notion of a "word" is.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
@@ -122,8 +123,10 @@ def line_range(line_no: int, end_units: int) -> types.Range:
     return types.Range(types.Position(line_no, 0), types.Position(line_no, end_units))
 
 
-def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int) -> types.CompletionList:
-    """isIncomplete=True: the client must ask again on the next keystroke, not filter old lines."""
+def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int,
+                    filter_text: bool = True) -> types.CompletionList:
+    """isIncomplete=True: the client must ask again on the next keystroke, not filter old lines. `filter_text`
+    False leaves filterText out (the label then filters), for a client that misplaces items that have one."""
     rng = line_range(line_no, end_units)
     items = []
     for rank, s in enumerate(lines):
@@ -132,12 +135,26 @@ def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int) -
             kind=types.CompletionItemKind.Text,
             detail=detail(s),
             sort_text=f"{rank:04d}",
-            filter_text=s.line,
+            filter_text=s.line if filter_text else None,
             preselect=rank == 0,
             insert_text_format=types.InsertTextFormat.PlainText,
             text_edit=types.TextEdit(range=rng, new_text=s.line),
         ))
     return types.CompletionList(is_incomplete=True, items=items)
+
+
+OMNIFUNC_FILTERS_BY_WORD_BEFORE = (0, 10)
+"""Neovim before 0.10: vim.lsp.omnifunc starts the completion at an item's textEdit only for items without
+filterText; with one it takes the word before the cursor, so a whole line went in after the typed indentation
+(doubled) or was dropped for not starting with the last word typed. 0.10 reads the textEdit either way."""
+
+
+def wants_filter_text(client: types.ClientInfo | None) -> bool:
+    """Whether completion items should carry filterText for this client: all but Neovim 0.7 to 0.9."""
+    if client is None or client.name != "Neovim" or not client.version:
+        return True
+    match = re.match(r"(\d+)\.(\d+)", client.version)
+    return match is None or (int(match[1]), int(match[2])) >= OMNIFUNC_FILTERS_BY_WORD_BEFORE
 
 
 def inline_list(lines: list[LineSuggestion], line_no: int, end_units: int) -> types.InlineCompletionList:

@@ -157,7 +157,7 @@ def register(server: CompleterServer) -> None:
         if target is None or not ls.settings.completion_items:
             return types.CompletionList(is_incomplete=True, items=[])
         lines = await ls.suggest(target)
-        return completion_list(lines, target.line_no, target.end_units)
+        return completion_list(lines, target.line_no, target.end_units, ls.filter_text)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: CompleterServer,

@@ -22,6 +22,7 @@ import zlib
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from completer.convertible import extra_install
 from completer.remote import PromptRequest, RemoteAnswers
 from completer.repository import RepositoryContext
 from completer.types import CompletionResult
@@ -44,7 +45,6 @@ REFUSALS_IN_A_ROW = 4
 it does not serve): they back off as other failures do."""
 SAMPLING_TEMPERATURE = 0.2
 """With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
-INSTALL_HINT = "pip install 'completer[remote]'"
 
 
 class EndpointError(Exception):
@@ -141,7 +141,7 @@ class OpenAIBackend:
             try:
                 import httpx
             except ImportError:
-                self.model_error = f"backend \"openai\" needs the httpx package: {INSTALL_HINT}"
+                self.model_error = f"backend \"openai\" needs the httpx package: {extra_install('remote')}"
             else:
                 await self._close_client()
                 try:

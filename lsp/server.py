@@ -25,7 +25,8 @@ from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, t
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
-from lsp.completions import TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines, with_document_tabs
+from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines, wants_filter_text,
+                             with_document_tabs)
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.line_order import following_first, header_first, known_names_first
@@ -105,6 +106,7 @@ class CompleterServer(LanguageServer):
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
         self._client_capabilities: types.ClientCapabilities | None = None
+        self.filter_text = True  # completion items carry filterText (not for Neovim 0.7 to 0.9: completions.py)
         self._watching: tuple[str, tuple[str, ...]] | None = None  # the watchers' registration id and suffixes
         self._watchers_lock = asyncio.Lock()
         self._registrations = itertools.count(1)
@@ -203,6 +205,7 @@ class CompleterServer(LanguageServer):
             self.searches = SearchScheduler(self.worker)
         self._roots = workspace_roots(params)
         self._client_capabilities = params.capabilities
+        self.filter_text = wants_filter_text(params.client_info)
         self.index_workspace()
         self.spawn(self.boot_worker())
 

@@ -122,7 +122,7 @@ def test_convert_reads_a_cached_model_by_its_id_and_names_it_in_the_bundle(hub, 
 def test_an_id_the_cache_lacks_or_cannot_convert_is_one_line_and_writes_nothing(hub, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     monkeypatch.chdir(tmp_path)
-    for argv, says in ((["acme/other"], "huggingface-cli download acme/other"),
+    for argv, says in ((["acme/other"], "download it first (hf download acme/other)"),
                        (["acme/tiny-coder", "--revision", "v2"], "holds a snapshot of acme/tiny-coder at 'v2'"),
                        (["acme/pickled"], "pickle")):
         assert cli_main(["convert", *argv, "--out", str(tmp_path / "out"), "--context", "128"]) == 2

@@ -64,11 +64,7 @@ def test_the_docs_neovim_07_setup_sets_omnifunc_and_completes(tmp_path, doc, hea
     """A doc's own snippet for Neovim 0.7 to 0.9, as written, on Debian's Neovim: it loads (no event or API
     newer than 0.7), omnifunc is set on each of two Python buffers, and whole-line items come at the end of a
     typed line."""
-    text = (REPO / doc).read_text()
-    block = text.split(heading + "\n\n```lua\n", 1)[1].split("```", 1)[0]
-    command = "{ " + ", ".join(json.dumps(part) for part in (sys.executable, "-m", "lsp")) + " }"
-    assert '{ "completer", "serve" }' in block  # run as `python -m lsp`: the same server, from this checkout
-    (tmp_path / "init.lua").write_text(block.replace('{ "completer", "serve" }', command))
+    _write_doc_snippet(tmp_path, doc, heading)
     (tmp_path / "a.py").write_text("import os\nos.pa")
     (tmp_path / "b.py").write_text("x = 1\n")
     (tmp_path / "check.lua").write_text("""
@@ -86,12 +82,66 @@ out:write(vim.fn.json_encode({omnifunc = {first, vim.bo.omnifunc}, clients = #vi
 out:close()
 vim.cmd("qa!")
 """)
+    report = _run_doc_snippet(tmp_path, "a.py")
+    assert report["omnifunc"] == ["v:lua.vim.lsp.omnifunc"] * 2 and report["clients"] == clients, report
+    assert report["texts"] and all(text.startswith("os.pa") for text in report["texts"]), report
+
+
+def _write_doc_snippet(tmp_path, doc: str, heading: str) -> None:
+    """`doc`'s Lua block under `heading`, as written, as tmp_path's init.lua, running the server as `python -m lsp`
+    (the same server as `completer serve`, from this checkout)."""
+    text = (REPO / doc).read_text()
+    block = text.split(heading + "\n\n```lua\n", 1)[1].split("```", 1)[0]
+    command = "{ " + ", ".join(json.dumps(part) for part in (sys.executable, "-m", "lsp")) + " }"
+    assert '{ "completer", "serve" }' in block
+    (tmp_path / "init.lua").write_text(block.replace('{ "completer", "serve" }', command))
+
+
+def _run_doc_snippet(tmp_path, file: str) -> dict:
+    """Headless Neovim with tmp_path's init.lua on `file`, running check.lua; the report.json it wrote."""
     env = server_env(XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"),
                      XDG_DATA_HOME=str(tmp_path / "data"))
-    proc = subprocess.run([NVIM, "--headless", "-u", "init.lua", "-i", "NONE", "a.py", "-c", "luafile check.lua"],
+    proc = subprocess.run([NVIM, "--headless", "-u", "init.lua", "-i", "NONE", file, "-c", "luafile check.lua"],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     report_path = tmp_path / "report.json"
     assert report_path.exists(), f"nvim wrote no report (exit {proc.returncode}): {proc.stderr[-2000:]}"
-    report = json.loads(report_path.read_text())
-    assert report["omnifunc"] == ["v:lua.vim.lsp.omnifunc"] * 2 and report["clients"] == clients, report
-    assert report["texts"] and all(text.startswith("os.pa") for text in report["texts"]), report
+    return json.loads(report_path.read_text())
+
+
+# <C-x><C-o> at the end of the last line, in insert mode; once the menu shows, <C-y> takes its first line
+OMNIFUNC_CHECK = """
+vim.wait(20000, function() return #vim.lsp.get_active_clients() > 0 and vim.bo.omnifunc ~= "" end, 100)
+vim.api.nvim_win_set_cursor(0, { vim.fn.line("$"), 0 })
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("A<C-x><C-o>", true, false, true), "n", false)
+local tries = 0
+local function report()
+  tries = tries + 1
+  local info = vim.fn.complete_info({ "items" })
+  if #info.items == 0 and tries < 200 then return vim.defer_fn(report, 100) end
+  local words = vim.tbl_map(function(item) return item.word end, info.items)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<C-y><Esc>", true, false, true), "n", false)
+  vim.defer_fn(function()
+    local out = io.open("report.json", "w")
+    out:write(vim.fn.json_encode({ words = words, line = vim.fn.getline("$") }))
+    out:close()
+    vim.cmd("qa!")
+  end, 200)
+end
+vim.defer_fn(report, 100)
+"""
+
+
+@pytest.mark.parametrize("typed", ["    ", "    return os.pa"])
+@pytest.mark.parametrize(("doc", "heading"), [("README.md", "### Neovim 0.7 – 0.9"),
+                                              ("docs/editors.md", "## Neovim 0.7 – 0.9")])
+def test_the_docs_neovim_07_setup_completes_whole_lines_through_omnifunc(tmp_path, doc, heading, typed):
+    """A doc's Neovim 0.7 to 0.9 setup, as a user runs it: <C-x><C-o> after an indented line's start, or after
+    words typed on it, offers whole lines, and accepting one leaves that line (no doubled indentation, no line
+    dropped for not starting with the word before the cursor)."""
+    _write_doc_snippet(tmp_path, doc, heading)
+    (tmp_path / "a.py").write_text(f"import os\n\n\ndef home():\n{typed}")
+    (tmp_path / "check.lua").write_text(OMNIFUNC_CHECK)
+    report = _run_doc_snippet(tmp_path, "a.py")
+    assert report["words"], f"<C-x><C-o> offered nothing after {typed!r}: {report}"
+    assert all(word.startswith(typed) and len(word) > len(typed) for word in report["words"]), report
+    assert report["line"] == report["words"][0], report

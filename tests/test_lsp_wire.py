@@ -724,6 +724,31 @@ def test_a_line_just_accepted_gets_no_suggestion_to_extend_it(raw: RawClient):
     assert "result" in raw.completion(uri, 6, 0)
 
 
+@pytest.mark.parametrize(("client", "filter_text"), [
+    ({"name": "Neovim", "version": "0.9.5"}, False),  # its omnifunc reads the textEdit only without filterText
+    ({"name": "Neovim", "version": "0.7.2"}, False),
+    ({"name": "Neovim", "version": "0.10.0"}, True),
+    ({"name": "Visual Studio Code", "version": "1.96.0"}, True),
+])
+def test_items_carry_filter_text_for_every_client_but_neovim_before_0_10(raw: RawClient, client: dict,
+                                                                         filter_text: bool):
+    """filterText is the whole line, indentation included, as the textEdit's range starts at the line's start;
+    Neovim 0.7 to 0.9's omnifunc then completes the word before the cursor instead, so it gets none (the label,
+    the line without its indentation, filters there); tests/test_lsp_neovim.py accepts its items."""
+    response = raw.request("initialize", {"processId": None, "rootUri": None, "capabilities": {},
+                                          "clientInfo": client})
+    assert "result" in response, response
+    raw.notify("initialized", {})
+    _ready(raw)
+    raw.open("file:///work/home.py", "import os\n\n\ndef home():\n    return os.pa")
+    items = raw.completion("file:///work/home.py", 4, len("    return os.pa"))["result"]["items"]
+    assert items and all(item["textEdit"]["newText"].startswith("    return os.pa") for item in items), items
+    if filter_text:
+        assert all(item["filterText"] == item["textEdit"]["newText"] for item in items), items
+    else:
+        assert all("filterText" not in item for item in items), items
+
+
 DYNAMIC_COMPLETION = {"textDocument": {"completion": {"dynamicRegistration": True}}}
 
 

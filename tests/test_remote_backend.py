@@ -4,6 +4,7 @@ the real server process in front of a loopback endpoint that answers well or mis
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 from pathlib import Path
@@ -20,8 +21,10 @@ from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryCo
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.remote_backend import REFUSALS_IN_A_ROW, EndpointError, completion_texts, completions_url
+from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
-from lsp_support import LOG_DIR, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc, server_env
+from lsp_support import (LOG_DIR, REPO, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc,
+                         server_env)
 
 URI = "file:///work/adder.py"
 DOC = "import math\n\n\ndef add(a, b):\n\n\nprint(add(1, 2))\n"
@@ -430,6 +433,23 @@ async def test_a_missing_endpoint_is_one_clear_error(client: LanguageClient):
     assert await _inline(client, *CURSOR) == []
     await _until(lambda: any("needs completer.endpoint" in m.message for m in client.messages))
     assert "needs completer.endpoint" in (await info(client))["model_error"]
+
+
+def test_without_httpx_the_error_gives_the_checkouts_install_command(tmp_path: Path):
+    """An install without the remote extra (scripts/demo.sh installs the runtime alone) has no httpx: backend
+    "openai" then says how to install the extra from this checkout, as the README does, never by a `completer`
+    package name on PyPI, which this project does not publish (that name would install someone else's code)."""
+    blocked = tmp_path / "blocked" / "httpx"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('httpx is not installed here')\n")
+    env = server_env(PYTHONPATH=os.pathsep.join([str(blocked.parent), str(REPO)]))
+    with RawClient(SERVER_CMD, env=env) as raw:
+        raw.initialize({"completer": {"backend": "openai", "endpoint": "http://127.0.0.1:9/v1", "model": "x"}})
+        deadline = time.monotonic() + 10
+        while not (error := raw.request("completer/info")["result"].get("model_error")):
+            assert time.monotonic() < deadline, "no model_error"
+            time.sleep(0.05)
+    assert error == f"backend \"openai\" needs the httpx package: pip install -e '{REPO}[remote]'"
 
 
 async def _until(predicate, timeout: float = 5.0) -> None:
