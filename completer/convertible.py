@@ -3,6 +3,7 @@ extra: `completer models` judges the models on a machine that does not have it y
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 
 LLAMA_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -32,13 +33,19 @@ def convert_extra_install() -> str:
     return extra_install("convert")
 
 
+CHECKOUT_PLACEHOLDER = "/path/to/completer"
+"""What an install command names where this package was not installed from a checkout (a wheel built from one)."""
+
+
 def extra_install(extra: str) -> str:
-    """The command that installs pyproject.toml's `extra`: from the checkout this package is installed from (no
-    `completer` is published on a package index), else by the distribution's name, as a wheel built from one."""
+    """The command that installs pyproject.toml's `extra` into this very interpreter (a bare `pip` may be another
+    environment's): from the checkout this package is installed from, else from CHECKOUT_PLACEHOLDER, never by
+    the distribution's name, since no `completer` of ours is published on PyPI and that name there is someone
+    else's."""
     root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file() and (root / "completer").is_dir():
-        return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
-    return f"pip install 'completer[{extra}]'"
+    if not ((root / "pyproject.toml").is_file() and (root / "completer").is_dir()):
+        root = Path(CHECKOUT_PLACEHOLDER)
+    return f"{shlex.quote(sys.executable)} -m pip install -e {shlex.quote(f'{root}[{extra}]')}"
 
 
 def is_gguf_file(path: Path) -> bool:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from completer.ollama_store import OllamaError, find, parse_name  # noqa: E402
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 CONTEXT = "128"
 REPO = Path(__file__).resolve().parent.parent
+PIP = f"{shlex.quote(sys.executable)} -m pip"  # the hints install into the interpreter that prints them
 
 
 @pytest.fixture(scope="module")
@@ -340,7 +343,7 @@ def test_models_lists_without_the_convert_extra_and_says_what_converting_needs(f
             assert done.returncode == 2 and "needs the convert extra" in done.stderr.strip().splitlines()[-1]
             assert "Traceback" not in done.stderr and not (isolated / "out").exists()
         if argv != ["models", "--json"]:  # no `completer` on a package index: the checkout it is installed from
-            assert f"pip install -e '{REPO}[convert]'" in done.stdout + done.stderr, done.stdout + done.stderr
+            assert f"{PIP} install -e '{REPO}[convert]'" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_a_module_that_is_there_but_will_not_load_is_not_called_missing(files, tmp_path):
@@ -357,7 +360,7 @@ def test_a_module_that_is_there_but_will_not_load_is_not_called_missing(files, t
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert last.startswith("completer convert: cannot import name 'GGUFReader' from 'gguf'") and "missing" not in last
-    assert last.endswith(f"upgrading the convert extra may help: pip install -e '{REPO}[convert]' --upgrade)")
+    assert last.endswith(f"upgrading the convert extra may help: {PIP} install -e '{REPO}[convert]' --upgrade)")
     assert not (tmp_path / "out").exists()
 
 
@@ -374,7 +377,7 @@ def test_a_converter_without_sympy_says_so_in_one_line(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert last == f"completer convert: needs the convert extra (sympy is missing): pip install -e '{REPO}[convert]'"
+    assert last == f"completer convert: needs the convert extra (sympy is missing): {PIP} install -e '{REPO}[convert]'"
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
 

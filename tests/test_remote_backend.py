@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -449,7 +451,8 @@ def test_without_httpx_the_error_gives_the_checkouts_install_command(tmp_path: P
         while not (error := raw.request("completer/info")["result"].get("model_error")):
             assert time.monotonic() < deadline, "no model_error"
             time.sleep(0.05)
-    assert error == f"backend \"openai\" needs the httpx package: pip install -e '{REPO}[remote]'"
+    pip = f"{shlex.quote(sys.executable)} -m pip"  # into the interpreter that runs the server, not a bare `pip`
+    assert error == f"backend \"openai\" needs the httpx package: {pip} install -e '{REPO}[remote]'"
 
 
 async def _until(predicate, timeout: float = 5.0) -> None:
