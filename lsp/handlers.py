@@ -153,6 +153,7 @@ def register(server: CompleterServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,
                     types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False))
     async def completion(ls: CompleterServer, params: types.CompletionParams) -> types.CompletionList:
+        await ls.settings_applied(types.TEXT_DOCUMENT_COMPLETION)
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.completion_items:
             return types.CompletionList(is_incomplete=True, items=[])
@@ -162,6 +163,7 @@ def register(server: CompleterServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: CompleterServer,
                                 params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        await ls.settings_applied(types.TEXT_DOCUMENT_INLINE_COMPLETION)
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.inline_completions:
             return types.InlineCompletionList(items=[])

@@ -504,6 +504,20 @@ class CompleterServer(LanguageServer):
                 self.spawn(self.register_completion_items())
 
     # -- completion -------------------------------------------------------------------------------
+    async def settings_applied(self, asking: str) -> None:
+        """Wait (SETTINGS_WAIT at most) for the settings changes read before now to be applied. One that loads a
+        model holds them for a while, and what the client asks meanwhile it asked of the new settings: answered with
+        the old ones, or from a search of the old ones, it got lines the change had ruled out."""
+        lock = self._config_lock
+        if lock is None or not lock.locked():
+            return
+        try:
+            await asyncio.wait_for(lock.acquire(), SETTINGS_WAIT)  # the lock is fair: changes queued before come first
+        except asyncio.TimeoutError:
+            log.info("%s: answering while a settings change is still being applied", asking)
+        else:
+            lock.release()
+
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
@@ -696,13 +710,7 @@ class CompleterServer(LanguageServer):
         """engine.info() plus the server's own state, for status bars and bug reports. A settings change still
         being applied (a model loading) is waited for, so a status bar that asks right after changing
         `modelPath` is not told the old model."""
-        lock = self._config_lock
-        if lock is not None and lock.locked():
-            try:
-                await asyncio.wait_for(lock.acquire(), SETTINGS_WAIT)
-                lock.release()
-            except asyncio.TimeoutError:
-                log.info("completer/info: answering while a settings change is still being applied")
+        await self.settings_applied("completer/info")
         if self.worker.model_error is None:
             await self.worker.refresh_info(INFO_TIMEOUT)
         out: dict[str, Any] = dict(self.worker.info)

@@ -1,0 +1,71 @@
+"""Settings changed while documents are open and searches run, as an editor sends them when the user edits its
+settings: through the real server process and its worker, with a raw client."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from lsp.rawclient import RawClient
+from lsp_support import SERVER_CMD, server_env
+
+URI = "file:///work/live.py"
+TEXT = "import os\nos.pa"
+CURSOR = (1, 5)
+
+
+def _ready(client: RawClient) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        info = client.request("completer/info")["result"]
+        if info["server"]["worker_pid"] and info.get("model"):
+            return info
+        assert time.monotonic() < deadline, "the worker never became ready"
+        time.sleep(0.05)
+
+
+def _started(tmp_path: Path, capabilities: dict[str, Any] | None = None, **env: str) -> RawClient:
+    """A server with the document open and its worker ready; its stderr in tmp_path/stderr."""
+    client = RawClient(SERVER_CMD, env=server_env(**env), stderr=open(tmp_path / "stderr", "wb"))
+    client.initialize(capabilities=capabilities)
+    _ready(client)
+    client.open(URI, TEXT)
+    return client
+
+
+def _change(client: RawClient, settings: Any) -> None:
+    client.notify("workspace/didChangeConfiguration", {"settings": settings})
+
+
+def _ask(client: RawClient, method: str = "textDocument/completion") -> Any:
+    params: dict[str, Any] = {"textDocument": {"uri": URI}, "position": {"line": CURSOR[0], "character": CURSOR[1]}}
+    if method == "textDocument/inlineCompletion":
+        params["context"] = {"triggerKind": 2}
+    return client.request_nowait(method, params)
+
+
+def _items(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert "result" in response, response
+    return response["result"]["items"]
+
+
+def _clean_log(tmp_path: Path) -> str:
+    text = (tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+    return text
+
+
+def test_a_request_sent_right_after_a_settings_change_is_answered_with_the_new_settings(tmp_path):
+    """While the worker loaded the model of a change, a request sent after the change was answered with the settings
+    before it: from the last search's result (three items after maxSuggestions 1), or at all (inlineCompletions
+    false). Requests now wait for a change under way, as completer/info did."""
+    client = _started(tmp_path)
+    try:
+        assert len(_items(client.wait(_ask(client), 60))) == 3
+        _change(client, {"completer": {"modelPath": "python-base", "maxSuggestions": 1}})
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+        _change(client, {"completer": {"modelPath": None, "inlineCompletions": False}})
+        assert _items(client.wait(_ask(client, "textDocument/inlineCompletion"), 60)) == []
+    finally:
+        client.close()
+    _clean_log(tmp_path)
