@@ -584,8 +584,18 @@ class CompleterServer(LanguageServer):
             self.worker.notify_open(self.engine_document(uri) or uri, clean(sliced[0]))
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
-        """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
+        """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker
+        stopped to load another model (a settings change) is asked again, of that model, once the change is
+        applied: the client did not cancel it."""
+        try:
+            return await self._suggest(target, retried=False)
+        except _StoppedForSettings:
+            await self.settings_applied("a completion stopped by a settings change")
+            return await self._suggest(target, retried=True)
+
+    async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
+        generation = self.settings_generation
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
@@ -593,7 +603,7 @@ class CompleterServer(LanguageServer):
             await self.worker.wait_ready(READY_TIMEOUT)
             if not self.completes(doc):
                 return []
-        self.stats.requests += 1
+        self.stats.requests += not retried
         if not doc.in_sync:
             return self._skip(target.uri, SKIPPED_OUT_OF_SYNC, logging.WARNING)
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
@@ -646,6 +656,8 @@ class CompleterServer(LanguageServer):
                         log.warning("completion failed: %s", exc)
                         return []
                 except WorkerError as exc:
+                    if exc.kind == "cancelled" and not retried and self._settings_moved(generation):
+                        raise _StoppedForSettings from None
                     if exc.kind == "cancelled":
                         self.stats.cancelled += 1
                         raise JsonRpcRequestCancelled(message="the search was cancelled") from None
@@ -691,6 +703,12 @@ class CompleterServer(LanguageServer):
         self.stats.last_suggestions = len(lines)
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
+
+    def _settings_moved(self, generation: int) -> bool:
+        """Whether settings have changed since `generation`, or a change is being applied: the worker stops the
+        searches of the model it unloads, which no client cancelled (a cancel of the server's own has no waiter)."""
+        lock = self._config_lock
+        return generation != self.settings_generation or (lock is not None and lock.locked())
 
     def change_lost(self, uri: str) -> None:
         """A didChange for `uri` whose params could not be read (lsp.protocol): stop completing from a copy
@@ -738,6 +756,10 @@ class CompleterServer(LanguageServer):
             **dataclasses.asdict(self.stats),
         }
         return out
+
+
+class _StoppedForSettings(Exception):
+    """The worker stopped a search to load another model."""
 
 
 def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:

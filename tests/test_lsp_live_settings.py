@@ -69,3 +69,23 @@ def test_a_request_sent_right_after_a_settings_change_is_answered_with_the_new_s
     finally:
         client.close()
     _clean_log(tmp_path)
+
+
+def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
+    """Loading another model (modelPath, threads or device) stops the client's searches in the worker: the request in
+    flight, and one sent right after the change that joined it, were answered RequestCancelled, which the client
+    never asked for. Both now get the new model's lines."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        for change in ({"modelPath": "python-base"}, {"threads": 1}):
+            client.open(URI, TEXT, version=2)  # anew: no finished search to answer from
+            in_flight = _ask(client)
+            time.sleep(0.3)
+            _change(client, {"completer": change})
+            after = _ask(client)
+            assert _items(client.wait(in_flight, 60)) and _items(client.wait(after, 60))
+        info = client.request("completer/info")["result"]
+        assert info["model"] == "python-base" and info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
