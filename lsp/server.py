@@ -173,7 +173,7 @@ class CompleterServer(LanguageServer):
         searches in flight fail; the next keystroke asks the new one."""
         old = self.worker
         self.worker = self._new_backend()
-        self.searches = SearchScheduler(self.worker)
+        self.searches = self.searches.for_backend(self.worker)
         await old.stop()
         await self._boot()
 
@@ -200,7 +200,7 @@ class CompleterServer(LanguageServer):
         self._config_lock = asyncio.Lock()
         if self.settings.remote.is_remote:
             self.worker = self._new_backend()
-            self.searches = SearchScheduler(self.worker)
+            self.searches = self.searches.for_backend(self.worker)
         self._roots = workspace_roots(params)
         self._client_capabilities = params.capabilities
         self.index_workspace()

@@ -2,6 +2,7 @@
 settings: through the real server process and its worker, with a raw client."""
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,30 @@ def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
             assert _items(client.wait(in_flight, 60)) and _items(client.wait(after, 60))
         info = client.request("completer/info")["result"]
         assert info["model"] == "python-base" and info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_request_in_flight_when_the_backend_changes_is_not_called_stale(tmp_path):
+    """A new backend came with a new count of each document's edits: the request in flight, asked again of the new
+    backend, was refused ContentModified ("the document changed"), though nothing had changed."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"backend": "openai", "endpoint": f"http://127.0.0.1:{_closed_port()}/v1"}})
+        assert _items(client.wait(in_flight, 60)) == []  # the endpoint is down: no lines, and no error
+        in_flight = _ask(client)
+        _change(client, {"completer": {"backend": "local"}})
+        assert "result" in client.wait(in_flight, 60)
+        assert _items(client.wait(_ask(client), 60))
     finally:
         client.close()
     _clean_log(tmp_path)
