@@ -49,6 +49,8 @@ READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
+PULL_TIMEOUT = 5.0
+"""How long a didChangeConfiguration without settings waits for the client to answer workspace/configuration."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 EDIT_INDEX_DELAY = 1.0
@@ -468,8 +470,9 @@ class CompleterServer(LanguageServer):
         return new
 
     async def change_settings(self, raw: Any) -> None:
-        """workspace/didChangeConfiguration: apply what is valid, warn about the rest."""
-        changes = extract_section(raw)
+        """workspace/didChangeConfiguration: apply what is valid, warn about the rest. Null settings (LSP's pull
+        model) are asked of the client, before taking the lock: a client slow to answer holds up no request."""
+        changes = extract_section(raw if raw is not None else await self._pulled_settings())
         if not changes:
             return
         lock = self._config_lock or asyncio.Lock()
@@ -502,6 +505,20 @@ class CompleterServer(LanguageServer):
                 self.index_workspace()  # turned on, or on from the start once settings arrive
                 self.spawn(self.watch_workspace_files())
                 self.spawn(self.register_completion_items())
+
+    async def _pulled_settings(self) -> Any:
+        """The client's `completer` settings, asked with workspace/configuration; None where it cannot answer."""
+        workspace = self._client_capabilities.workspace if self._client_capabilities else None
+        if not (workspace and workspace.configuration):
+            return None
+        params = types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+        try:
+            answer = await asyncio.wait_for(self.workspace_configuration_async(params), PULL_TIMEOUT)
+        except Exception as exc:  # refused, not answered in time, or not a list: the settings stay
+            log.warning("didChangeConfiguration without settings: the client did not answer workspace/configuration "
+                        "(%s)", str(exc) or type(exc).__name__)
+            return None
+        return answer[0] if isinstance(answer, (list, tuple)) and answer else None
 
     # -- completion -------------------------------------------------------------------------------
     async def settings_applied(self, asking: str) -> None:

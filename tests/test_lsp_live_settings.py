@@ -114,3 +114,23 @@ def test_a_request_in_flight_when_the_backend_changes_is_not_called_stale(tmp_pa
     finally:
         client.close()
     _clean_log(tmp_path)
+
+
+def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
+    """A client in LSP's pull model sends didChangeConfiguration with null settings and answers workspace/configuration:
+    the server ignored the notification, and the user's change never applied."""
+    client = _started(tmp_path, capabilities={"workspace": {"configuration": True}})
+    try:
+        client.configuration["completer"] = {"beams": 2, "maxSuggestions": 1}
+        _change(client, None)
+        deadline = time.monotonic() + 10
+        while (settings := client.request("completer/info")["result"]["server"]["settings"])["beams"] != 2:
+            assert time.monotonic() < deadline, settings
+            time.sleep(0.05)
+        assert settings["maxSuggestions"] == 1
+        pulls = [r for r in client.server_requests if r["method"] == "workspace/configuration"]
+        assert [item["section"] for item in pulls[0]["params"]["items"]] == ["completer"]
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
