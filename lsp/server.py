@@ -36,7 +36,8 @@ from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepa
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
-from lsp.settings import SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant
+from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant,
+                          shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 from lsp.workspace import RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes, path_of
@@ -194,7 +195,7 @@ class CompleterServer(LanguageServer):
         self.log_handler.set_loop(loop)
         encoding = choose_position_encoding(params.capabilities)
         self.documents = DocumentStore(codec=PositionCodec(encoding))
-        options = extract_section(params.initialization_options)
+        options = self._section(params.initialization_options, "initializationOptions")
         if options:
             self.settings = self._merge(options, "initializationOptions")
         log.info("initialize: client %s, position encoding %s, settings %s",
@@ -472,7 +473,7 @@ class CompleterServer(LanguageServer):
     async def change_settings(self, raw: Any) -> None:
         """workspace/didChangeConfiguration: apply what is valid, warn about the rest. Null settings (LSP's pull
         model) are asked of the client, before taking the lock: a client slow to answer holds up no request."""
-        changes = extract_section(raw if raw is not None else await self._pulled_settings())
+        changes = self._section(raw if raw is not None else await self._pulled_settings(), "didChangeConfiguration")
         if not changes:
             return
         lock = self._config_lock or asyncio.Lock()
@@ -505,6 +506,16 @@ class CompleterServer(LanguageServer):
                 self.index_workspace()  # turned on, or on from the start once settings arrive
                 self.spawn(self.watch_workspace_files())
                 self.spawn(self.register_completion_items())
+
+    def _section(self, raw: Any, source: str) -> Mapping[str, Any] | None:
+        """The settings for this server in `raw`. A `completer` that is not an object is the user's to fix, a popup
+        as an invalid value is; settings that are not one are the client's mistake, a log line."""
+        problem = shape_problem(raw)
+        if problem is not None and isinstance(raw, Mapping):
+            self.show(problem)
+        elif problem is not None:
+            log.warning("%s: %s; ignored", source, problem)
+        return extract_section(raw)
 
     async def _pulled_settings(self) -> Any:
         """The client's `completer` settings, asked with workspace/configuration; None where it cannot answer."""

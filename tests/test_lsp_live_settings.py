@@ -56,6 +56,10 @@ def _clean_log(tmp_path: Path) -> str:
     return text
 
 
+def _shown(client: RawClient) -> list[str]:
+    return [m["params"]["message"] for m in list(client.notifications) if m.get("method") == "window/showMessage"]
+
+
 def test_a_request_sent_right_after_a_settings_change_is_answered_with_the_new_settings(tmp_path):
     """While the worker loaded the model of a change, a request sent after the change was answered with the settings
     before it: from the last search's result (three items after maxSuggestions 1), or at all (inlineCompletions
@@ -134,3 +138,24 @@ def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
     finally:
         client.close()
     _clean_log(tmp_path)
+
+
+def test_a_completer_section_that_is_not_an_object_is_a_warning(tmp_path):
+    """`"completer": [...]` or a string was read as the bare settings object, whose one key "completer" was then an
+    unknown setting: a log line that said so, no popup. Now the user is told what is wrong, as for any invalid value,
+    and the settings stay."""
+    client = _started(tmp_path)
+    try:
+        for wrong in ([1, 2], "beams=2", 3):
+            _change(client, {"completer": wrong})
+        _change(client, {"completer": None})  # nothing for this server: no warning
+        _change(client, [{"beams": 2}])  # the client's mistake, not the user's: a log line
+        info = client.request("completer/info")["result"]
+        assert info["server"]["settings"]["beams"] == 0
+        shown = _shown(client)
+        assert len(shown) == 3 and all("completer must be an object" in message for message in shown), shown
+        assert len(_items(client.wait(_ask(client), 60))) == 3
+    finally:
+        client.close()
+    logged = _clean_log(tmp_path)
+    assert "unknown settings" not in logged and logged.count("settings must be an object") == 1, logged
