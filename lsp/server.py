@@ -613,8 +613,8 @@ class CompleterServer(LanguageServer):
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker
-        stopped to load another model (a settings change) is asked again, of that model, once the change is
-        applied: the client did not cancel it."""
+        stopped to load another model, or a backend stopped as the settings replaced it, is asked again, of what
+        replaced it, once the change is applied: the client did not cancel it."""
         try:
             return await self._suggest(target, retried=False)
         except _StoppedForSettings:
@@ -679,6 +679,8 @@ class CompleterServer(LanguageServer):
                     self.stats.content_modified += 1
                     raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
                 except WorkerDied as exc:
+                    if not retried and self._settings_moved(generation):  # a backend the settings replaced
+                        raise _StoppedForSettings from None
                     if attempt:
                         self.stats.worker_failures += 1
                         log.warning("completion failed: %s", exc)
@@ -787,7 +789,7 @@ class CompleterServer(LanguageServer):
 
 
 class _StoppedForSettings(Exception):
-    """The worker stopped a search to load another model."""
+    """The worker stopped a search to load another model, or its backend was replaced."""
 
 
 def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:

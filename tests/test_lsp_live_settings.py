@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.rawclient import RawClient
 from lsp_support import SERVER_CMD, server_env
 
@@ -117,6 +118,22 @@ def test_a_request_in_flight_when_the_backend_changes_is_not_called_stale(tmp_pa
         assert _items(client.wait(_ask(client), 60))
     finally:
         client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_request_in_flight_when_the_backend_changes_gets_the_new_backends_lines(tmp_path):
+    """It was asked again of the new backend as soon as the old one stopped, before the new one had started: the
+    endpoint, not configured yet, gave no lines (nor did it get the request), though the next request got its."""
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "th.join(a, b)")).start()
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"backend": "openai", "endpoint": endpoint.url}})
+        assert [item["label"] for item in _items(client.wait(in_flight, 60))] == ["os.path.join(a, b)"]
+    finally:
+        client.close()
+        endpoint.stop()
     _clean_log(tmp_path)
 
 
