@@ -158,6 +158,8 @@ def register(server: CompleterServer) -> None:
         if target is None or not ls.settings.completion_items:
             return types.CompletionList(is_incomplete=True, items=[])
         lines = await ls.suggest(target)
+        if not ls.settings.completion_items:  # turned off while it searched
+            return types.CompletionList(is_incomplete=True, items=[])
         return completion_list(lines, target.line_no, target.end_units)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
@@ -168,6 +170,8 @@ def register(server: CompleterServer) -> None:
         if target is None or not ls.settings.inline_completions:
             return types.InlineCompletionList(items=[])
         lines = await ls.suggest(target)
+        if not ls.settings.inline_completions:  # turned off while it searched
+            return types.InlineCompletionList(items=[])
         return inline_list(lines, target.line_no, target.end_units)
 
     # -- settings and status -----------------------------------------------------------------------

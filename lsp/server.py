@@ -698,8 +698,8 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.lookups.pick_after_search(target.uri)
-        if not isinstance(result, dict):
-            return []
+        if not isinstance(result, dict) or not self.completes(doc, unknown=True):  # enabledLanguages left it out
+            return []  # while it searched
         engine = result.get("result") or {}
 
         def indents_with_tabs() -> bool:

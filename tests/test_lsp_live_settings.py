@@ -39,8 +39,9 @@ def _change(client: RawClient, settings: Any) -> None:
     client.notify("workspace/didChangeConfiguration", {"settings": settings})
 
 
-def _ask(client: RawClient, method: str = "textDocument/completion") -> Any:
-    params: dict[str, Any] = {"textDocument": {"uri": URI}, "position": {"line": CURSOR[0], "character": CURSOR[1]}}
+def _ask(client: RawClient, method: str = "textDocument/completion", uri: str = URI) -> Any:
+    """A request at `CURSOR`, the end of the document's last line (in `TEXT`, and in live.js below)."""
+    params: dict[str, Any] = {"textDocument": {"uri": uri}, "position": {"line": CURSOR[0], "character": CURSOR[1]}}
     if method == "textDocument/inlineCompletion":
         params["context"] = {"triggerKind": 2}
     return client.request_nowait(method, params)
@@ -92,6 +93,30 @@ def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
             assert _items(client.wait(in_flight, 60)) and _items(client.wait(after, 60))
         info = client.request("completer/info")["result"]
         assert info["model"] == "python-base" and info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_request_in_flight_when_a_setting_turns_its_answer_off_gets_none(tmp_path):
+    """enabledLanguages, inlineCompletions and completionItems were read before the search only: a request in flight
+    when the user turned them off was answered with lines, in a language or a kind of suggestion just turned off."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        script = "file:///work/live.js"
+        client.open(script, "import os from 'os';\nos.ho", "javascript")
+        offs = [({"enabledLanguages": ["python", "javascript"]}, {"enabledLanguages": ["python"]}, script),
+                ({"inlineCompletions": True}, {"inlineCompletions": False}, URI),
+                ({"completionItems": True}, {"completionItems": False}, URI)]
+        for version, (on, off, uri) in enumerate(offs, 2):
+            _change(client, {"completer": on})
+            method = "textDocument/inlineCompletion" if "inlineCompletions" in on else "textDocument/completion"
+            assert _items(client.wait(_ask(client, method, uri), 60)), on  # lines while it is on
+            client.change(uri, version, (0, 0), (0, 0), "")  # an edit: the next request searches anew
+            in_flight = _ask(client, method, uri)
+            time.sleep(0.3)
+            _change(client, {"completer": off})
+            assert _items(client.wait(in_flight, 60)) == [], off
     finally:
         client.close()
     _clean_log(tmp_path)
