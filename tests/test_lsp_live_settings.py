@@ -28,7 +28,8 @@ def _ready(client: RawClient) -> dict[str, Any]:
 
 def _started(tmp_path: Path, capabilities: dict[str, Any] | None = None, **env: str) -> RawClient:
     """A server with the document open and its worker ready; its stderr in tmp_path/stderr."""
-    client = RawClient(SERVER_CMD, env=server_env(**env), stderr=open(tmp_path / "stderr", "wb"))
+    with open(tmp_path / "stderr", "wb") as stderr:  # the server writes to its own copy
+        client = RawClient(SERVER_CMD, env=server_env(**env), stderr=stderr)
     client.initialize(capabilities=capabilities)
     _ready(client)
     client.open(URI, TEXT)
