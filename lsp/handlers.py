@@ -153,19 +153,25 @@ def register(server: CompleterServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION,
                     types.CompletionOptions(trigger_characters=TRIGGER_CHARACTERS, resolve_provider=False))
     async def completion(ls: CompleterServer, params: types.CompletionParams) -> types.CompletionList:
+        await ls.settings_applied(types.TEXT_DOCUMENT_COMPLETION)
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.completion_items:
             return types.CompletionList(is_incomplete=True, items=[])
         lines = await ls.suggest(target)
+        if not ls.settings.completion_items:  # turned off while it searched
+            return types.CompletionList(is_incomplete=True, items=[])
         return completion_list(lines, target.line_no, target.end_units, ls.filter_text)
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: CompleterServer,
                                 params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        await ls.settings_applied(types.TEXT_DOCUMENT_INLINE_COMPLETION)
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.inline_completions:
             return types.InlineCompletionList(items=[])
         lines = await ls.suggest(target)
+        if not ls.settings.inline_completions:  # turned off while it searched
+            return types.InlineCompletionList(items=[])
         return inline_list(lines, target.line_no, target.end_units)
 
     # -- settings and status -----------------------------------------------------------------------

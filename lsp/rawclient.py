@@ -26,6 +26,7 @@ class RawClient:
         self.notifications: list[dict[str, Any]] = []
         self.null_id_errors: list[dict[str, Any]] = []
         self.server_requests: list[dict[str, Any]] = []  # what the server asked of us (all answered)
+        self.configuration: dict[str, Any] = {}  # workspace/configuration's answer for each section (else null)
         self.arrival: dict[Any, float] = {}
         self._next_id = 0
         self._write_lock = threading.Lock()
@@ -71,7 +72,8 @@ class RawClient:
         self.server_requests.append(message)
         result: Any = None
         if message["method"] == "workspace/configuration":
-            result = [None for _ in message.get("params", {}).get("items", [])]
+            items = message.get("params", {}).get("items", [])
+            result = [self.configuration.get(item.get("section")) for item in items]
         threading.Thread(target=self.send, args=({"jsonrpc": "2.0", "id": message["id"], "result": result},),
                          daemon=True).start()
 

@@ -40,6 +40,13 @@ class SearchScheduler:
         self._changes: dict[str, int] = {}  # document_changed calls per document
         self.abandoned = 0  # searches stopped because of an edit or a cancel
 
+    def for_backend(self, worker: WorkerClient) -> SearchScheduler:
+        """The searches of the backend that replaces this one's, counting on from its edits: a request whose text
+        was cut before the change is stale only if its document changed since, not because the count began anew."""
+        moved = SearchScheduler(worker)
+        moved._changes = self._changes
+        return moved
+
     def changes(self, uri: str) -> int:
         """A counter that moves with every edit of `uri`: a request notes it before its first await."""
         return self._changes.get(uri, 0)

@@ -37,7 +37,8 @@ from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepa
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
-from lsp.settings import SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant
+from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant,
+                          shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 from lsp.workspace import RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes, path_of
@@ -50,6 +51,8 @@ READY_TIMEOUT = 20.0
 """How long a request waits for a (re)starting worker before answering empty."""
 SETTINGS_WAIT = 20.0
 """How long completer/info waits for a settings change (a model reload) already under way."""
+PULL_TIMEOUT = 5.0
+"""How long a didChangeConfiguration without settings waits for the client to answer workspace/configuration."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 EDIT_INDEX_DELAY = 1.0
@@ -175,7 +178,7 @@ class CompleterServer(LanguageServer):
         searches in flight fail; the next keystroke asks the new one."""
         old = self.worker
         self.worker = self._new_backend()
-        self.searches = SearchScheduler(self.worker)
+        self.searches = self.searches.for_backend(self.worker)
         await old.stop()
         await self._boot()
 
@@ -194,7 +197,7 @@ class CompleterServer(LanguageServer):
         self.log_handler.set_loop(loop)
         encoding = choose_position_encoding(params.capabilities)
         self.documents = DocumentStore(codec=PositionCodec(encoding))
-        options = extract_section(params.initialization_options)
+        options = self._section(params.initialization_options, "initializationOptions")
         if options:
             self.settings = self._merge(options, "initializationOptions")
         log.info("initialize: client %s, position encoding %s, settings %s",
@@ -202,7 +205,7 @@ class CompleterServer(LanguageServer):
         self._config_lock = asyncio.Lock()
         if self.settings.remote.is_remote:
             self.worker = self._new_backend()
-            self.searches = SearchScheduler(self.worker)
+            self.searches = self.searches.for_backend(self.worker)
         self._roots = workspace_roots(params)
         self._client_capabilities = params.capabilities
         self.filter_text = wants_filter_text(params.client_info)
@@ -471,8 +474,9 @@ class CompleterServer(LanguageServer):
         return new
 
     async def change_settings(self, raw: Any) -> None:
-        """workspace/didChangeConfiguration: apply what is valid, warn about the rest."""
-        changes = extract_section(raw)
+        """workspace/didChangeConfiguration: apply what is valid, warn about the rest. Null settings (LSP's pull
+        model) are asked of the client, before taking the lock: a client slow to answer holds up no request."""
+        changes = self._section(raw if raw is not None else await self._pulled_settings(), "didChangeConfiguration")
         if not changes:
             return
         lock = self._config_lock or asyncio.Lock()
@@ -506,7 +510,45 @@ class CompleterServer(LanguageServer):
                 self.spawn(self.watch_workspace_files())
                 self.spawn(self.register_completion_items())
 
+    def _section(self, raw: Any, source: str) -> Mapping[str, Any] | None:
+        """The settings for this server in `raw`. A `completer` that is not an object is the user's to fix, a popup
+        as an invalid value is; settings that are not one are the client's mistake, a log line."""
+        problem = shape_problem(raw)
+        if problem is not None and isinstance(raw, Mapping):
+            self.show(problem)
+        elif problem is not None:
+            log.warning("%s: %s; ignored", source, problem)
+        return extract_section(raw)
+
+    async def _pulled_settings(self) -> Any:
+        """The client's `completer` settings, asked with workspace/configuration; None where it cannot answer."""
+        workspace = self._client_capabilities.workspace if self._client_capabilities else None
+        if not (workspace and workspace.configuration):
+            return None
+        params = types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+        try:
+            answer = await asyncio.wait_for(self.workspace_configuration_async(params), PULL_TIMEOUT)
+        except Exception as exc:  # refused, not answered in time, or not a list: the settings stay
+            log.warning("didChangeConfiguration without settings: the client did not answer workspace/configuration "
+                        "(%s)", str(exc) or type(exc).__name__)
+            return None
+        return answer[0] if isinstance(answer, (list, tuple)) and answer else None
+
     # -- completion -------------------------------------------------------------------------------
+    async def settings_applied(self, asking: str) -> None:
+        """Wait (SETTINGS_WAIT at most) for the settings changes read before now to be applied. One that loads a
+        model holds them for a while, and what the client asks meanwhile it asked of the new settings: answered with
+        the old ones, or from a search of the old ones, it got lines the change had ruled out."""
+        lock = self._config_lock
+        if lock is None or not lock.locked():
+            return
+        try:
+            await asyncio.wait_for(lock.acquire(), SETTINGS_WAIT)  # the lock is fair: changes queued before come first
+        except asyncio.TimeoutError:
+            log.info("%s: answering while a settings change is still being applied", asking)
+        else:
+            lock.release()
+
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
@@ -573,8 +615,18 @@ class CompleterServer(LanguageServer):
             self.worker.notify_open(self.engine_document(uri) or uri, clean(sliced[0]))
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
-        """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors."""
+        """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker
+        stopped to load another model, or a backend stopped as the settings replaced it, is asked again, of what
+        replaced it, once the change is applied: the client did not cancel it."""
+        try:
+            return await self._suggest(target, retried=False)
+        except _StoppedForSettings:
+            await self.settings_applied("a completion stopped by a settings change")
+            return await self._suggest(target, retried=True)
+
+    async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
+        generation = self.settings_generation
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
@@ -582,7 +634,7 @@ class CompleterServer(LanguageServer):
             await self.worker.wait_ready(READY_TIMEOUT)
             if not self.completes(doc):
                 return []
-        self.stats.requests += 1
+        self.stats.requests += not retried
         if not doc.in_sync:
             return self._skip(target.uri, SKIPPED_OUT_OF_SYNC, logging.WARNING)
         if len(target.current) > MAX_LINE_CHARS:  # the engine answers empty there: do not ship the line
@@ -630,11 +682,15 @@ class CompleterServer(LanguageServer):
                     self.stats.content_modified += 1
                     raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
                 except WorkerDied as exc:
+                    if not retried and self._settings_moved(generation):  # a backend the settings replaced
+                        raise _StoppedForSettings from None
                     if attempt:
                         self.stats.worker_failures += 1
                         log.warning("completion failed: %s", exc)
                         return []
                 except WorkerError as exc:
+                    if exc.kind == "cancelled" and not retried and self._settings_moved(generation):
+                        raise _StoppedForSettings from None
                     if exc.kind == "cancelled":
                         self.stats.cancelled += 1
                         raise JsonRpcRequestCancelled(message="the search was cancelled") from None
@@ -645,8 +701,8 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.lookups.pick_after_search(target.uri)
-        if not isinstance(result, dict):
-            return []
+        if not isinstance(result, dict) or not self.completes(doc, unknown=True):  # enabledLanguages left it out
+            return []  # while it searched
         engine = result.get("result") or {}
 
         def indents_with_tabs() -> bool:
@@ -681,6 +737,12 @@ class CompleterServer(LanguageServer):
         self.stats.out_of_time += bool(engine.get("out_of_time"))
         return lines
 
+    def _settings_moved(self, generation: int) -> bool:
+        """Whether settings have changed since `generation`, or a change is being applied: the worker stops the
+        searches of the model it unloads, which no client cancelled (a cancel of the server's own has no waiter)."""
+        lock = self._config_lock
+        return generation != self.settings_generation or (lock is not None and lock.locked())
+
     def change_lost(self, uri: str) -> None:
         """A didChange for `uri` whose params could not be read (lsp.protocol): stop completing from a copy
         that may be wrong, and make any running search for it stale."""
@@ -699,13 +761,7 @@ class CompleterServer(LanguageServer):
         """engine.info() plus the server's own state, for status bars and bug reports. A settings change still
         being applied (a model loading) is waited for, so a status bar that asks right after changing
         `modelPath` is not told the old model."""
-        lock = self._config_lock
-        if lock is not None and lock.locked():
-            try:
-                await asyncio.wait_for(lock.acquire(), SETTINGS_WAIT)
-                lock.release()
-            except asyncio.TimeoutError:
-                log.info("completer/info: answering while a settings change is still being applied")
+        await self.settings_applied("completer/info")
         if self.worker.model_error is None:
             await self.worker.refresh_info(INFO_TIMEOUT)
         out: dict[str, Any] = dict(self.worker.info)
@@ -733,6 +789,10 @@ class CompleterServer(LanguageServer):
             **dataclasses.asdict(self.stats),
         }
         return out
+
+
+class _StoppedForSettings(Exception):
+    """The worker stopped a search to load another model, or its backend was replaced."""
 
 
 def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:

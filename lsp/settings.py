@@ -107,13 +107,34 @@ class ServerSettings:
 
 
 def extract_section(settings: Any) -> Mapping[str, Any] | None:
-    """`{"completer": {...}}` or the settings object itself; None when there is nothing for us."""
+    """`{"completer": {...}}` or the settings object itself; None when there is nothing for us, a `completer` that
+    is not an object among it (`shape_problem` says what is wrong)."""
     if not isinstance(settings, Mapping):
         return None
-    inner = settings.get(SECTION)
-    if isinstance(inner, Mapping):
-        return inner
+    if SECTION in settings:
+        inner = settings[SECTION]
+        return inner if isinstance(inner, Mapping) else None
     return settings
+
+
+def shape_problem(settings: Any) -> str | None:
+    """Why settings sent for this server hold none: they, or their `completer`, are not an object (null is
+    nothing sent). Read as the bare settings, `"completer": [...]` was an unknown setting named completer."""
+    if settings is not None and not isinstance(settings, Mapping):
+        return f"settings must be an object, such as {{\"{SECTION}\": {{\"beams\": 2}}}}, not {_kind(settings)}"
+    inner = settings.get(SECTION) if settings is not None else None
+    if inner is not None and not isinstance(inner, Mapping):
+        return f"{SECTION} must be an object of settings, such as {{\"beams\": 2}}, not {_kind(inner)}; ignored"
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's type, as a message names it (never the value: it may be long, or a secret pasted there)."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", tuple: "a list"}.get(type(value), type(value).__name__)
 
 
 def _integer(key: str, value: Any) -> int:

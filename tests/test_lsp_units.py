@@ -14,7 +14,7 @@ from completer.text import OTHER_FILE_CHARS, head_of_file, split_lines_and_break
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
 from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
-from lsp.settings import ServerSettings, apply_changes, extract_section, likely_meant
+from lsp.settings import ServerSettings, apply_changes, extract_section, likely_meant, shape_problem
 
 LINE = "a = 'é😀x𝄞' + b"  # ASCII, a 2-byte char, astral chars (2 UTF-16 units, 4 UTF-8 bytes)
 
@@ -280,6 +280,10 @@ def test_settings_sections_and_languages():
     assert extract_section({"completer": {"beams": 2}}) == {"beams": 2}
     assert extract_section({"beams": 2}) == {"beams": 2}
     assert extract_section(None) is None and extract_section([1]) is None
+    assert extract_section({"completer": [1]}) is None and extract_section({"completer": None}) is None
+    assert shape_problem({"completer": "beams=2"}) == ('completer must be an object of settings, such as {"beams": 2}, '
+                                                      'not a string; ignored')
+    assert shape_problem(None) is None and shape_problem({"completer": None}) is None and shape_problem({}) is None
     assert ServerSettings().enabled_languages is None  # unset: the model's languages (tests/test_languages.py)
     assert apply_changes(ServerSettings(), {"enabledLanguages": []})[0].enabled_languages == ()  # none, as said
     assert set(ServerSettings().to_camel()) >= {"modelPath", "beams", "maxSuggestions", "maxTokens", "device",

@@ -1,0 +1,204 @@
+"""Settings changed while documents are open and searches run, as an editor sends them when the user edits its
+settings: through the real server process and its worker, with a raw client."""
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from fake_endpoint import Behaviour, FakeEndpoint
+from lsp.rawclient import RawClient
+from lsp_support import SERVER_CMD, server_env
+
+URI = "file:///work/live.py"
+TEXT = "import os\nos.pa"
+CURSOR = (1, 5)
+
+
+def _ready(client: RawClient) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        info = client.request("completer/info")["result"]
+        if info["server"]["worker_pid"] and info.get("model"):
+            return info
+        assert time.monotonic() < deadline, "the worker never became ready"
+        time.sleep(0.05)
+
+
+def _started(tmp_path: Path, capabilities: dict[str, Any] | None = None, **env: str) -> RawClient:
+    """A server with the document open and its worker ready; its stderr in tmp_path/stderr."""
+    with open(tmp_path / "stderr", "wb") as stderr:  # the server writes to its own copy
+        client = RawClient(SERVER_CMD, env=server_env(**env), stderr=stderr)
+    client.initialize(capabilities=capabilities)
+    _ready(client)
+    client.open(URI, TEXT)
+    return client
+
+
+def _change(client: RawClient, settings: Any) -> None:
+    client.notify("workspace/didChangeConfiguration", {"settings": settings})
+
+
+def _ask(client: RawClient, method: str = "textDocument/completion", uri: str = URI) -> Any:
+    """A request at `CURSOR`, the end of the document's last line (in `TEXT`, and in live.js below)."""
+    params: dict[str, Any] = {"textDocument": {"uri": uri}, "position": {"line": CURSOR[0], "character": CURSOR[1]}}
+    if method == "textDocument/inlineCompletion":
+        params["context"] = {"triggerKind": 2}
+    return client.request_nowait(method, params)
+
+
+def _items(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert "result" in response, response
+    return response["result"]["items"]
+
+
+def _clean_log(tmp_path: Path) -> str:
+    text = (tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+    return text
+
+
+def _shown(client: RawClient) -> list[str]:
+    return [m["params"]["message"] for m in list(client.notifications) if m.get("method") == "window/showMessage"]
+
+
+def test_a_request_sent_right_after_a_settings_change_is_answered_with_the_new_settings(tmp_path):
+    """While the worker loaded the model of a change, a request sent after the change was answered with the settings
+    before it: from the last search's result (three items after maxSuggestions 1), or at all (inlineCompletions
+    false). Requests now wait for a change under way, as completer/info did."""
+    client = _started(tmp_path)
+    try:
+        assert len(_items(client.wait(_ask(client), 60))) == 3
+        _change(client, {"completer": {"modelPath": "python-base", "maxSuggestions": 1}})
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+        _change(client, {"completer": {"modelPath": None, "inlineCompletions": False}})
+        assert _items(client.wait(_ask(client, "textDocument/inlineCompletion"), 60)) == []
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
+    """Loading another model (modelPath, threads or device) stops the client's searches in the worker: the request in
+    flight, and one sent right after the change that joined it, were answered RequestCancelled, which the client
+    never asked for. Both now get the new model's lines."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        for change in ({"modelPath": "python-base"}, {"threads": 1}):
+            client.open(URI, TEXT, version=2)  # anew: no finished search to answer from
+            in_flight = _ask(client)
+            time.sleep(0.3)
+            _change(client, {"completer": change})
+            after = _ask(client)
+            assert _items(client.wait(in_flight, 60)) and _items(client.wait(after, 60))
+        info = client.request("completer/info")["result"]
+        assert info["model"] == "python-base" and info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_request_in_flight_when_a_setting_turns_its_answer_off_gets_none(tmp_path):
+    """enabledLanguages, inlineCompletions and completionItems were read before the search only: a request in flight
+    when the user turned them off was answered with lines, in a language or a kind of suggestion just turned off."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        script = "file:///work/live.js"
+        client.open(script, "import os from 'os';\nos.ho", "javascript")
+        offs = [({"enabledLanguages": ["python", "javascript"]}, {"enabledLanguages": ["python"]}, script),
+                ({"inlineCompletions": True}, {"inlineCompletions": False}, URI),
+                ({"completionItems": True}, {"completionItems": False}, URI)]
+        for version, (on, off, uri) in enumerate(offs, 2):
+            _change(client, {"completer": on})
+            method = "textDocument/inlineCompletion" if "inlineCompletions" in on else "textDocument/completion"
+            assert _items(client.wait(_ask(client, method, uri), 60)), on  # lines while it is on
+            client.change(uri, version, (0, 0), (0, 0), "")  # an edit: the next request searches anew
+            in_flight = _ask(client, method, uri)
+            time.sleep(0.3)
+            _change(client, {"completer": off})
+            assert _items(client.wait(in_flight, 60)) == [], off
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_request_in_flight_when_the_backend_changes_is_not_called_stale(tmp_path):
+    """A new backend came with a new count of each document's edits: the request in flight, asked again of the new
+    backend, was refused ContentModified ("the document changed"), though nothing had changed."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"backend": "openai", "endpoint": f"http://127.0.0.1:{_closed_port()}/v1"}})
+        assert _items(client.wait(in_flight, 60)) == []  # the endpoint is down: no lines, and no error
+        in_flight = _ask(client)
+        _change(client, {"completer": {"backend": "local"}})
+        assert "result" in client.wait(in_flight, 60)
+        assert _items(client.wait(_ask(client), 60))
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_request_in_flight_when_the_backend_changes_gets_the_new_backends_lines(tmp_path):
+    """It was asked again of the new backend as soon as the old one stopped, before the new one had started: the
+    endpoint, not configured yet, gave no lines (nor did it get the request), though the next request got its."""
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "th.join(a, b)")).start()
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"backend": "openai", "endpoint": endpoint.url}})
+        assert [item["label"] for item in _items(client.wait(in_flight, 60))] == ["os.path.join(a, b)"]
+    finally:
+        client.close()
+        endpoint.stop()
+    _clean_log(tmp_path)
+
+
+def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
+    """A client in LSP's pull model sends didChangeConfiguration with null settings and answers workspace/configuration:
+    the server ignored the notification, and the user's change never applied."""
+    client = _started(tmp_path, capabilities={"workspace": {"configuration": True}})
+    try:
+        client.configuration["completer"] = {"beams": 2, "maxSuggestions": 1}
+        _change(client, None)
+        deadline = time.monotonic() + 10
+        while (settings := client.request("completer/info")["result"]["server"]["settings"])["beams"] != 2:
+            assert time.monotonic() < deadline, settings
+            time.sleep(0.05)
+        assert settings["maxSuggestions"] == 1
+        pulls = [r for r in client.server_requests if r["method"] == "workspace/configuration"]
+        assert [item["section"] for item in pulls[0]["params"]["items"]] == ["completer"]
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_completer_section_that_is_not_an_object_is_a_warning(tmp_path):
+    """`"completer": [...]` or a string was read as the bare settings object, whose one key "completer" was then an
+    unknown setting: a log line that said so, no popup. Now the user is told what is wrong, as for any invalid value,
+    and the settings stay."""
+    client = _started(tmp_path)
+    try:
+        for wrong in ([1, 2], "beams=2", 3):
+            _change(client, {"completer": wrong})
+        _change(client, {"completer": None})  # nothing for this server: no warning
+        _change(client, [{"beams": 2}])  # the client's mistake, not the user's: a log line
+        info = client.request("completer/info")["result"]
+        assert info["server"]["settings"]["beams"] == 0
+        shown = _shown(client)
+        assert len(shown) == 3 and all("completer must be an object" in message for message in shown), shown
+        assert len(_items(client.wait(_ask(client), 60))) == 3
+    finally:
+        client.close()
+    logged = _clean_log(tmp_path)
+    assert "unknown settings" not in logged and logged.count("settings must be an object") == 1, logged
