@@ -4,17 +4,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian's packages for what pip cannot install: Neovim for the headless-editor tests, node and npm for the
-# extension's tests. Under CI=true a test that still finds one missing fails (tests/conftest.py).
+# Debian's packages for what pip cannot install: Neovim and Emacs with eglot for the headless-editor tests, node
+# and npm for the extension's tests. Under CI=true a test that still finds one missing fails (tests/conftest.py).
 missing=()
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-if [ ${#missing[@]} -gt 0 ]; then
+# eglot is built into Emacs 29+; for Emacs 28 it is Debian's elpa-eglot (tests/test_lsp_emacs.py loads either).
+# Emacs without its recommends: they are a mail system (mailutils, exim4).
+emacs_missing=()
+command -v emacs >/dev/null 2>&1 || emacs_missing+=(emacs-nox)
+emacs --batch -Q --eval "(progn (add-to-list 'package-directory-list \"/usr/share/emacs/site-lisp/elpa\")
+                                (package-initialize) (require 'eglot))" >/dev/null 2>&1 || emacs_missing+=(elpa-eglot)
+if [ ${#missing[@]} -gt 0 ] || [ ${#emacs_missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    [ ${#emacs_missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends "${emacs_missing[@]}" >/dev/null
 fi
 source scripts/env.sh
 choose_python  # a venv where the system Python is externally managed
