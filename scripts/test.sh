@@ -22,7 +22,8 @@ if [ ${#missing[@]} -gt 0 ] || [ ${#emacs_missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     [ ${#missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
     [ ${#emacs_missing[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-        --no-install-recommends "${emacs_missing[@]}" >/dev/null
+        --no-install-recommends "${emacs_missing[@]}" >/dev/null \
+        || echo "test.sh: ${emacs_missing[*]} did not install; tests/test_lsp_emacs.py says why" >&2
 fi
 source scripts/env.sh
 choose_python  # a venv where the system Python is externally managed
