@@ -117,3 +117,28 @@ def test_the_install_commands_choose_a_venv_of_their_own_or_the_active_one(tmp_p
     active = _clean_env(COMPLETER_VENV=str(venv), VIRTUAL_ENV="/somewhere")  # an active venv wins: its python3
     assert _chosen_prefix(active) == subprocess.run(
         ["python3", "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True).stdout.strip()
+
+
+def _stub(folder: Path, name: str, script: str) -> None:
+    (folder / name).write_text(f"#!/bin/sh\n{script}\n")
+    (folder / name).chmod(0o755)
+
+
+def test_test_sh_runs_the_suite_where_emacs_cannot_be_installed(tmp_path: Path):
+    """scripts/test.sh on a machine with Neovim, node and npm but no Emacs, where apt cannot install it (no sudo, no
+    mirror, not Debian): the Emacs test says why, and the rest of the suite runs, as before Emacs was added."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname", "id", "cat"):  # no emacs among them
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    for tool in ("nvim", "node", "npm"):
+        _stub(bin_dir, tool, "exit 0")
+    _stub(bin_dir, "apt-get", 'echo "E: apt-get cannot reach its mirrors" >&2; exit 100')
+    _stub(bin_dir, "sudo", '"$@"')
+    _stub(bin_dir, "python3", 'echo "python3 $*"')  # the active venv's: pip install, then pytest
+    env = {**_clean_env(PATH=str(bin_dir), VIRTUAL_ENV=str(tmp_path / "venv")), "HOME": str(tmp_path)}
+    done = subprocess.run([str(bin_dir / "bash"), str(REPO / "scripts" / "test.sh"), "-k", "nothing"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "did not install; tests/test_lsp_emacs.py says why" in done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "python3 -m pytest -q -rs -k nothing", done.stdout
