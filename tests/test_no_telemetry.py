@@ -19,7 +19,7 @@ from lsp_support import SAMPLE
 TELEMETRY_NAMES = ("deviceid", "onnxruntime.db")
 CI_VARIABLES = ("CI", "CONTINUOUS_INTEGRATION", "BUILDKITE", "CIRCLECI", "CODEBUILD_BUILD_ID", "GITHUB_ACTIONS",
                 "GITLAB_CI", "JENKINS_URL", "SYSTEM_TEAMFOUNDATIONCOLLECTIONURI", "TEAMCITY_VERSION", "TF_BUILD",
-                "TRAVIS", "ORT_RUNNING_UNIT_TESTS")
+                "TRAVIS", "APPVEYOR", "BITBUCKET_BUILD_NUMBER", "ORT_RUNNING_UNIT_TESTS")
 """What onnxruntime reads as a build pipeline, where it collects nothing (the names its library holds): a user's
 machine has none of them, and with one set these tests would pass whatever our processes did."""
 
@@ -40,6 +40,14 @@ def test_onnxruntime_left_alone_collects_telemetry(tmp_path: Path) -> None:
     """The control: without our setting, importing onnxruntime writes the files the other tests look for."""
     subprocess.run([sys.executable, "-c", "import onnxruntime"], env=_user_folders(tmp_path), check=True, timeout=120)
     assert _telemetry_files(tmp_path), "onnxruntime wrote no telemetry files: look for its store elsewhere"
+
+
+def test_a_build_pipelines_variables_are_left_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run on any CI service onnxruntime knows (AppVeyor and Bitbucket Pipelines among them), the control still
+    sees the files: with one of its variables left in, these tests would pass whatever our processes did."""
+    for name in ("APPVEYOR", "BITBUCKET_BUILD_NUMBER", "CI", "GITHUB_ACTIONS", "TF_BUILD"):
+        monkeypatch.setenv(name, "True")
+    test_onnxruntime_left_alone_collects_telemetry(tmp_path)
 
 
 def test_the_command_line_collects_no_telemetry(tmp_path: Path) -> None:
