@@ -1,11 +1,5 @@
 // Bundles the extension into dist/extension.js (one CommonJS file, `vscode` left external).
 import * as esbuild from 'esbuild';
-import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-// The checkout this bundle is built from: an extension installed from the .vsix names it in its install commands
-// while it still holds the repository (src/common/python.ts, findCheckout).
-const checkout = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 
 const production = process.argv.includes('--production');
 const watch = process.argv.includes('--watch');
@@ -18,7 +12,6 @@ const ctx = await esbuild.context({
     target: 'node18',
     outfile: 'dist/extension.js',
     external: ['vscode'],
-    define: { COMPLETER_BUILT_FROM: JSON.stringify(checkout) },
     minify: production,
     sourcemap: !production,
     sourcesContent: false,

@@ -191,15 +191,12 @@ export function findRepoDir(extensionPath: string, fileSystem: Pick<typeof fs, '
     return checkoutAt(path.dirname(extensionPath), fileSystem);
 }
 
-/** The checkout the bundle was built from (esbuild.mjs defines it), when this code runs from that bundle. */
-declare const COMPLETER_BUILT_FROM: string | undefined;
-
-/** The checkout for install commands: the one around the extension (run from a checkout), else the one its
- *  bundle was built from while it still is one (an extension installed from a .vsix built on this machine). */
+/** The checkout for install commands: the one around the extension, when it runs from a checkout. An extension
+ *  installed from a .vsix knows of none (the bundle does not record the folder it was built in: that would put
+ *  the builder's paths into every copy of it), so its commands name CHECKOUT_PLACEHOLDER. */
 export function findCheckout(
     extensionPath: string,
-    builtFrom: string | undefined = typeof COMPLETER_BUILT_FROM === 'string' ? COMPLETER_BUILT_FROM : undefined,
     fileSystem: Pick<typeof fs, 'readFileSync'> = fs,
 ): string | undefined {
-    return findRepoDir(extensionPath, fileSystem) ?? (builtFrom ? checkoutAt(builtFrom, fileSystem) : undefined);
+    return findRepoDir(extensionPath, fileSystem);
 }

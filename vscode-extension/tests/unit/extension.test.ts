@@ -230,7 +230,7 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         mock.settings.set('completer.pythonPath', badPython);
         await extension.activate(context());
         await until(() => mock.errors.length === 1, 'an error message');
-        // the test's extension folder is no checkout, and the compiled tests have no bundle's checkout: a placeholder
+        // the test's extension folder is no checkout: a placeholder
         assert.ok(mock.errors[0].message.includes(`${badPython} -m pip install -e /path/to/completer`), mock.errors[0].message);
         assert.match(mock.errors[0].message, /No module named 'lsp'/);
         assert.equal(created.length, 0);
