@@ -120,6 +120,32 @@ def test_the_files_picked_for_snippets_do_not_change_with_the_hash_seed():
     assert picked == {str(["pkg/zeta.py", "pkg/alpha.py", *(f"pkg/mod_{n:02}.py" for n in range(6))]) + "\n"}
 
 
+ROOTS_UNDER_A_SEED = """
+import sys
+from pathlib import Path
+from lsp.workspace import WorkspaceFiles
+top = Path(sys.argv[1])
+files = WorkspaceFiles(1, ("python",))
+files.start([top / name for name in ("west", "north", "north/inner", "east", "south")])
+assert files.done.wait(60)
+print([root.name for root in files.roots], sorted(Path(path).parent.name for path in files.index.files))
+"""
+
+
+def test_the_workspace_folders_are_read_in_the_clients_order_whatever_the_hash_seed(tmp_path: Path):
+    """The folders are walked in the order the client lists them, a folder inside another once: they were walked
+    in a set's order, which each process's hash seed sets, so where the memory budget holds one folder's files,
+    which one it held changed from run to run, and the suggestions with it."""
+    for name in ("west", "north", "north/inner", "east", "south"):
+        (tmp_path / name).mkdir(parents=True)
+        names = "\n".join(f"{name.replace('/', '_')}_name_{i} = {i}" for i in range(1500))  # 0.6 MB of the 1
+        (tmp_path / name / "names.py").write_text(names + "\n")
+    found = {subprocess.run([sys.executable, "-c", ROOTS_UNDER_A_SEED, str(tmp_path)], capture_output=True, text=True,
+                            check=True, cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+             for seed in range(6)}
+    assert found == {str(["west", "north", "east", "south"]) + " " + str(["west"]) + "\n"}
+
+
 def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     index = WorkspaceIndex(1 << 20)
     texts = {
