@@ -385,15 +385,16 @@ class WorkspaceFiles:
     def _walk(self, top: Path, root: Path):
         """The files under `top` to index, by the .gitignore files above the workspace folder `root` in its
         repository (`_Ignores.above`) and those at and below `top`; a symlink counts as pointing out when it leaves
-        `root`."""
+        `root`. Each folder's files, then its subfolders, in the order of their names: the file system's order
+        (os.walk's) differs between checkouts of the same files, and the first files read fill the memory budget."""
         ignores = _Ignores(self._ignores_above(root).specs)
         for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
             if ".gitignore" in files or ".git" in dirs:
                 ignores.add(here)
-            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
-                       and not ignores.ignored(here / d, is_dir=True)]
-            for name in files:
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+                             and not ignores.ignored(here / d, is_dir=True))
+            for name in sorted(files):
                 path = here / name
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False):
                     continue

@@ -146,6 +146,30 @@ def test_the_workspace_folders_are_read_in_the_clients_order_whatever_the_hash_s
     assert found == {str(["west", "north", "east", "south"]) + " " + str(["west"]) + "\n"}
 
 
+def test_the_index_holds_the_same_files_whatever_order_the_file_system_lists_them(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """A folder's files and subfolders are read in the order of their names: os.walk gives them in the file
+    system's order (ext4 hashes names with a seed of each file system, tmpfs lists the newest first), so the same
+    files in another checkout or on another machine filled the memory budget with other files."""
+    for folder in ("beta", "alpha", "gamma"):
+        for module in ("m2", "m0", "m1"):
+            (tmp_path / folder).mkdir(exist_ok=True)
+            names = "\n".join(f"{folder}_{module}_name_{i} = {i}" for i in range(600))  # about a quarter of 1 MB
+            (tmp_path / folder / f"{module}.py").write_text(names + "\n")
+    listed = list(_index(tmp_path, budget_mb=1).index.files)
+    walk = os.walk
+
+    def backwards(top: str, *args, **kwargs):
+        for folder, dirs, files in walk(top, *args, **kwargs):
+            dirs.reverse()  # in place: the walk goes down in this order
+            files.reverse()
+            yield folder, dirs, files
+
+    monkeypatch.setattr(os, "walk", backwards)
+    assert list(_index(tmp_path, budget_mb=1).index.files) == listed == sorted(listed)
+    assert 0 < len(listed) < 9
+
+
 def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     index = WorkspaceIndex(1 << 20)
     texts = {
