@@ -82,7 +82,7 @@ class WorkspaceIndex:
     postings: dict[str, set[str]] = field(default_factory=dict)
     nbytes: int = 0
     skipped_for_budget: int = 0
-    lines: OrderedDict[str, tuple[int, LineNames]] = field(default_factory=OrderedDict)  # path -> (text hash, ...)
+    lines: OrderedDict[str, LineNames] = field(default_factory=OrderedDict)  # path -> its names by line
     line_hashes: dict[str, bytes] = field(default_factory=dict)  # path -> each line's hash (`line_hashes`)
 
     def add(self, path: str, text: str | FileEntry) -> bool:
@@ -176,17 +176,17 @@ class WorkspaceIndex:
 
     def windows(self, paths: Iterable[str], query: set[str], read: Callable[[str], str | None]) -> list[Snippet]:
         """Each readable file's window sharing the most `query` identifiers. The lines that hold each name are
-        kept for the last LINE_INDEXES_KEPT files (while their text stays the same): the lines above the cursor
-        change at every new line, and the files they choose mostly do not."""
+        kept for the last LINE_INDEXES_KEPT files (while their text stays the same: the text itself is compared,
+        faster than hashing a text just read and never fooled by two texts of the same hash): the lines above the
+        cursor change at every new line, and the files they choose mostly do not."""
         found = []
         for path in paths:
             text = read(path)
             if not text:
                 continue
-            key = hash(text)
             kept = self.lines.pop(path, None)
-            names = kept[1] if kept is not None and kept[0] == key else LineNames(text)
-            self.lines[path] = (key, names)
+            names = kept if kept is not None and kept.text == text else LineNames(text)
+            self.lines[path] = names
             while len(self.lines) > LINE_INDEXES_KEPT:
                 self.lines.popitem(last=False)
             found.append(Snippet(path, names.best_window(query)))
@@ -320,32 +320,36 @@ def identifiers_above(before: str) -> set[str]:
 
 
 class LineNames:
-    """A file's lines and, for each name in it, the lines that hold it: a query's best window then costs the
-    lines its names are on, not a pass over the whole file."""
+    """A file's text, where each of its lines starts, and for each name in it the lines that hold it: a query's
+    best window then costs the lines its names are on, not a pass over the whole file."""
 
     def __init__(self, text: str) -> None:
-        self.lines = text.split("\n")
+        self.text = text  # what a file read again is compared with
+        lines = text.split("\n")
+        self.starts = array("q", accumulate((len(line) + 1 for line in lines[:-1]), initial=0))  # one per line
         self.holders: dict[str, list[int]] = {}
-        if len(self.lines) > SNIPPET_LINES:
-            for number, line in enumerate(self.lines):
+        if len(lines) > SNIPPET_LINES:
+            for number, line in enumerate(lines):
                 for name in set(IDENTIFIER.findall(line)):
                     self.holders.setdefault(name, []).append(number)
 
     def best_window(self, query: set[str]) -> str:
         """The SNIPPET_LINES lines that share the most identifiers with `query` (counted per line: a window's score
         is the sum of its lines'); the earliest of equal windows."""
-        lines = self.lines
-        if len(lines) <= SNIPPET_LINES:
-            return "\n".join(lines)
-        shared = [0] * len(lines)
+        count = len(self.starts)
+        if count <= SNIPPET_LINES:
+            return self.text
+        shared = [0] * count
         for name in query:
             for number in self.holders.get(name, ()):
                 shared[number] += 1
         sums = [0, *accumulate(shared)]  # sums[i]: the lines before i
-        starts = range(0, len(lines) - SNIPPET_LINES // 2, SNIPPET_STRIDE)
-        best_start = max(starts, key=lambda start: (sums[min(start + SNIPPET_LINES, len(lines))] - sums[start],
-                                                    -start))
-        return "\n".join(lines[best_start:best_start + SNIPPET_LINES]) + "\n"
+        starts = range(0, count - SNIPPET_LINES // 2, SNIPPET_STRIDE)
+        best_start = max(starts, key=lambda start: (sums[min(start + SNIPPET_LINES, count)] - sums[start], -start))
+        end = best_start + SNIPPET_LINES
+        if end < count:  # the window's lines, each with its newline
+            return self.text[self.starts[best_start]:self.starts[end]]
+        return self.text[self.starts[best_start]:] + "\n"
 
 
 def best_window(text: str, query: set[str]) -> str:

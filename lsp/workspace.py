@@ -210,6 +210,14 @@ def read_source(path: Path) -> str | None:
     return code
 
 
+def outermost_folders(roots: list[Path]) -> list[Path]:
+    """The folders of `roots` that can be looked at, resolved, in the client's order, each once and none inside
+    another (its files are read with the outer one's). The order is the walk's, which decides what a memory
+    budget too small for all of them holds: a set's order would change with each process's hash seed."""
+    resolved = list(dict.fromkeys(folder for folder in map(_folder, roots) if folder is not None))
+    return [root for root in resolved if not any(root != outer and root.is_relative_to(outer) for outer in resolved)]
+
+
 def _folder(root: Path) -> Path | None:
     """`root` resolved, when it is a folder the system lets be looked at: a name longer than it takes raised
     OSError from is_dir(), out of initialize."""
@@ -339,9 +347,7 @@ class WorkspaceFiles:
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
-        resolved = sorted({folder for folder in map(_folder, roots) if folder is not None}, key=lambda r: len(r.parts))
-        self.roots = [root for i, root in enumerate(resolved)
-                      if not any(root.is_relative_to(outer) for outer in resolved[:i])]  # a nested root once
+        self.roots = outermost_folders(roots)
         self._building = True
         threading.Thread(target=self._build, name="workspace-index", daemon=True).start()
 
@@ -379,15 +385,16 @@ class WorkspaceFiles:
     def _walk(self, top: Path, root: Path):
         """The files under `top` to index, by the .gitignore files above the workspace folder `root` in its
         repository (`_Ignores.above`) and those at and below `top`; a symlink counts as pointing out when it leaves
-        `root`."""
+        `root`. Each folder's files, then its subfolders, in the order of their names: the file system's order
+        (os.walk's) differs between checkouts of the same files, and the first files read fill the memory budget."""
         ignores = _Ignores(self._ignores_above(root).specs)
         for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
             here = Path(folder)
             if ".gitignore" in files or ".git" in dirs:
                 ignores.add(here)
-            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
-                       and not ignores.ignored(here / d, is_dir=True)]
-            for name in files:
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
+                             and not ignores.ignored(here / d, is_dir=True))
+            for name in sorted(files):
                 path = here / name
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False):
                     continue

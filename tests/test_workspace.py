@@ -120,6 +120,70 @@ def test_the_files_picked_for_snippets_do_not_change_with_the_hash_seed():
     assert picked == {str(["pkg/zeta.py", "pkg/alpha.py", *(f"pkg/mod_{n:02}.py" for n in range(6))]) + "\n"}
 
 
+ROOTS_UNDER_A_SEED = """
+import sys
+from pathlib import Path
+from lsp.workspace import WorkspaceFiles
+top = Path(sys.argv[1])
+files = WorkspaceFiles(1, ("python",))
+files.start([top / name for name in ("west", "north", "north/inner", "east", "south")])
+assert files.done.wait(60)
+print([root.name for root in files.roots], sorted(Path(path).parent.name for path in files.index.files))
+"""
+
+
+def test_the_workspace_folders_are_read_in_the_clients_order_whatever_the_hash_seed(tmp_path: Path):
+    """The folders are walked in the order the client lists them, a folder inside another once: they were walked
+    in a set's order, which each process's hash seed sets, so where the memory budget holds one folder's files,
+    which one it held changed from run to run, and the suggestions with it."""
+    for name in ("west", "north", "north/inner", "east", "south"):
+        (tmp_path / name).mkdir(parents=True)
+        names = "\n".join(f"{name.replace('/', '_')}_name_{i} = {i}" for i in range(1500))  # 0.6 MB of the 1
+        (tmp_path / name / "names.py").write_text(names + "\n")
+    found = {subprocess.run([sys.executable, "-c", ROOTS_UNDER_A_SEED, str(tmp_path)], capture_output=True, text=True,
+                            check=True, cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+             for seed in range(6)}
+    assert found == {str(["west", "north", "east", "south"]) + " " + str(["west"]) + "\n"}
+
+
+def test_the_index_holds_the_same_files_whatever_order_the_file_system_lists_them(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """A folder's files and subfolders are read in the order of their names: os.walk gives them in the file
+    system's order (ext4 hashes names with a seed of each file system, tmpfs lists the newest first), so the same
+    files in another checkout or on another machine filled the memory budget with other files."""
+    for folder in ("beta", "alpha", "gamma"):
+        for module in ("m2", "m0", "m1"):
+            (tmp_path / folder).mkdir(exist_ok=True)
+            names = "\n".join(f"{folder}_{module}_name_{i} = {i}" for i in range(600))  # about a quarter of 1 MB
+            (tmp_path / folder / f"{module}.py").write_text(names + "\n")
+    listed = list(_index(tmp_path, budget_mb=1).index.files)
+    walk = os.walk
+
+    def backwards(top: str, *args, **kwargs):
+        for folder, dirs, files in walk(top, *args, **kwargs):
+            dirs.reverse()  # in place: the walk goes down in this order
+            files.reverse()
+            yield folder, dirs, files
+
+    monkeypatch.setattr(os, "walk", backwards)
+    assert list(_index(tmp_path, budget_mb=1).index.files) == listed == sorted(listed)
+    assert 0 < len(listed) < 9
+
+
+def test_a_file_kept_between_queries_is_read_again_whenever_its_text_changes(monkeypatch: pytest.MonkeyPatch):
+    """The names by line of a file the last queries chose are kept while its text stays the same, which was
+    told by the text's hash: two texts of the same hash (one in 2**64, by each process's seed) gave the window
+    of the text before. The text itself is compared now; here every text has the same hash."""
+    import completer.workspace
+
+    monkeypatch.setattr(completer.workspace, "hash", lambda _: 0, raising=False)
+    index = WorkspaceIndex(1 << 20)
+    for version in ("old", "new"):
+        text = "\n".join(f"{version}_name_{i} = {i}" for i in range(200)) + "\n"
+        query = {f"{version}_name_150"}
+        assert index.windows(["kept.py"], query, lambda _: text) == [("kept.py", best_window(text, query))]
+
+
 def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     index = WorkspaceIndex(1 << 20)
     texts = {
