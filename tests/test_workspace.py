@@ -115,8 +115,9 @@ def test_the_files_picked_for_snippets_do_not_change_with_the_hash_seed():
     """The same request picks the same files in every process: a set of strings iterates in an order that each
     process's hash seed sets, and ties between equally good files went by it (one held-out position in a
     thousand came out differently from run to run)."""
-    picked = {subprocess.run([sys.executable, "-c", BEST_FILES_UNDER_A_SEED], capture_output=True, text=True, check=True,
-                             cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    picked = {subprocess.run([sys.executable, "-c", BEST_FILES_UNDER_A_SEED], capture_output=True, text=True,
+                             check=True, cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+              for seed in range(6)}
     assert picked == {str(["pkg/zeta.py", "pkg/alpha.py", *(f"pkg/mod_{n:02}.py" for n in range(6))]) + "\n"}
 
 

@@ -193,7 +193,8 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     session.settings = withGhostText;
     await editSettings(page, session.settings);
     await waitForStatus(page, running, 'suggestions shown again');
-    pass(`with "[python]": {"editor.inlineSuggest.enabled": false} the status bar reads "${hidden.text}", and not after`);
+    pass(`with "[python]": {"editor.inlineSuggest.enabled": false} the status bar reads "${hidden.text}", ` +
+        'and not after');
 
     // 9b. A file in a language the embedded model does not write: the status bar says it gets no suggestions.
     await openFile(page, 'notes.js');

@@ -105,7 +105,8 @@ export const execFileRunner: Runner = (command, args) =>
         });
     });
 
-/** The oldest Python the server runs on: pyproject.toml's `requires-python` (onnxruntime 1.32 and the graphs need it). */
+/** The oldest Python the server runs on: pyproject.toml's `requires-python` (onnxruntime 1.32 and the graphs
+ *  need it). */
 export const MIN_PYTHON: readonly [number, number] = [3, 11];
 
 /** The exit code of `installCheckScript` in a Python older than its minimum, after it printed its version. */
@@ -173,7 +174,8 @@ export function installCommand(
     extra?: string,
 ): string {
     const wanted = extra ? `[${extra}]` : '';
-    return `${quote(python, platform)} -m pip install -e ${quote((repoDir ?? CHECKOUT_PLACEHOLDER) + wanted, platform)}`;
+    const checkout = quote((repoDir ?? CHECKOUT_PLACEHOLDER) + wanted, platform);
+    return `${quote(python, platform)} -m pip install -e ${checkout}`;
 }
 
 /** `dir`, if it is a checkout of the completer repository (its pyproject.toml names the package). */
@@ -187,7 +189,10 @@ export function checkoutAt(dir: string, fileSystem: Pick<typeof fs, 'readFileSyn
 }
 
 /** The completer repository around the extension (…/repo/vscode-extension), if the extension runs from one. */
-export function findRepoDir(extensionPath: string, fileSystem: Pick<typeof fs, 'readFileSync'> = fs): string | undefined {
+export function findRepoDir(
+    extensionPath: string,
+    fileSystem: Pick<typeof fs, 'readFileSync'> = fs,
+): string | undefined {
     return checkoutAt(path.dirname(extensionPath), fileSystem);
 }
 

@@ -148,7 +148,8 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         assert.equal(mock.statusItems[0].text, '$(sparkle) py-small-v1');
         mock.changeSettings({ 'completer.inlineCompletions': false }); // and no suggest widget either
         assert.equal(mock.statusItems[0].text, '$(warning) py-small-v1 · hidden');
-        assert.match(String(mock.statusItems[0].tooltip), /inlineCompletions and completer\.completionItems are both off/);
+        assert.match(String(mock.statusItems[0].tooltip),
+            /inlineCompletions and completer\.completionItems are both off/);
         mock.changeSettings({ 'completer.enabled': false }); // turned off on purpose: says so, not "hidden"
         await until(() => mock.statusItems[0].text === '$(circle-slash) py-small-v1', 'suggestions off');
     });
@@ -231,7 +232,8 @@ describe('extension activation (mocked VS Code)', { skip: process.platform === '
         await extension.activate(context());
         await until(() => mock.errors.length === 1, 'an error message');
         // the test's extension folder is no checkout: a placeholder
-        assert.ok(mock.errors[0].message.includes(`${badPython} -m pip install -e /path/to/completer`), mock.errors[0].message);
+        const install = `${badPython} -m pip install -e /path/to/completer`;
+        assert.ok(mock.errors[0].message.includes(install), mock.errors[0].message);
         assert.match(mock.errors[0].message, /No module named 'lsp'/);
         assert.equal(created.length, 0);
         assert.match(mock.statusItems[0].text, /\$\(error\)/);

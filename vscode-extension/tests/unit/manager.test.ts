@@ -216,7 +216,8 @@ describe('server manager', () => {
         assert.equal(clients.length, 0);
         assert.equal(status.state, 'error');
         assert.equal(errors.length, 1);
-        assert.match(errors[0].message, /"\/usr\/bin\/python3" is Python 3\.10\.12, and the language server needs Python 3\.11 or later/);
+        assert.match(errors[0].message,
+            /"\/usr\/bin\/python3" is Python 3\.10\.12, and the language server needs Python 3\.11 or later/);
         assert.match(errors[0].message, /completer\.pythonPath/);
         assert.ok(!errors[0].message.includes('pip install'));
         assert.ok(!errors[0].actions.includes(ACTIONS.copyInstall));

@@ -111,7 +111,7 @@ describe('install check', () => {
         assert.ok(IMPORT_CHECK.endsWith('\nimport lsp, completer'));
     });
 
-    test('names the version of a Python too old for the server, which pip would refuse to install it into', async () => {
+    test('names the version of a Python too old for the server (pip would refuse to install it there)', async () => {
         const { run } = fake({ code: PYTHON_TOO_OLD_EXIT, stdout: '3.10.12\n', stderr: '' });
         assert.deepEqual(await checkServerInstalled('/usr/bin/python3', run), {
             ok: false,
@@ -167,7 +167,8 @@ describe('install check', () => {
     test('install command names the interpreter and the checkout', () => {
         // no checkout known: a placeholder for it, never a bare package name, which PyPI would resolve to whatever
         // someone else published under it
-        assert.equal(installCommand('/venv/bin/python', undefined, 'linux'), `/venv/bin/python -m pip install -e ${CHECKOUT_PLACEHOLDER}`);
+        assert.equal(installCommand('/venv/bin/python', undefined, 'linux'),
+            `/venv/bin/python -m pip install -e ${CHECKOUT_PLACEHOLDER}`);
         assert.equal(installCommand('python3', '/src/completer', 'linux'), 'python3 -m pip install -e /src/completer');
         assert.equal(
             installCommand('/My Envs/python', '/src/my repo', 'linux'),

@@ -258,7 +258,7 @@ describe('settings', () => {
         assert.ok(serverSettingsChanged(base, { ...base, beams: 8 }));
     });
 
-    test("unseenBecause: ghost text needs VS Code's inline suggestions, unless the suggest widget shows the lines", () => {
+    test("unseenBecause: ghost text needs VS Code's inline suggestions, unless the suggest widget shows them", () => {
         const base = { ...DEFAULT_SETTINGS };
         assert.equal(unseenBecause(base, true), undefined);
         assert.equal(unseenBecause(base, false), "VS Code's editor.inlineSuggest.enabled is off");

@@ -208,8 +208,9 @@ export const mock = {
 function configuration(section?: string, scope?: unknown) {
     const language = (scope as { languageId?: string } | undefined)?.languageId;
     const plain = (key: string) => (section ? `${section}.${key}` : key);
+    const overridden = (key: string) => `[${language}].${plain(key)}`;
     const full = (key: string) =>
-        language !== undefined && mock.settings.has(`[${language}].${plain(key)}`) ? `[${language}].${plain(key)}` : plain(key);
+        language !== undefined && mock.settings.has(overridden(key)) ? overridden(key) : plain(key);
     return {
         get<T>(key: string, defaultValue?: T): T | undefined {
             return mock.settings.has(full(key)) ? (mock.settings.get(full(key)) as T) : defaultValue;
