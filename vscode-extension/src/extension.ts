@@ -7,7 +7,7 @@ import { ServerManager } from './common/manager';
 import { chooseModel } from './common/models';
 import {
     checkServerInstalled,
-    findCheckout,
+    findRepoDir,
     PYTHON_EXTENSION_ID,
     PythonExtensionApi,
     resolveInterpreter,
@@ -89,7 +89,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         copyToClipboard: writeClipboard,
         showLogs: () => log.show(),
         openSettings: () => void executeCommand('workbench.action.openSettings', `${CONFIG_SECTION}.`),
-        repoDir: findCheckout(context.extensionPath),
+        repoDir: findRepoDir(context.extensionPath),
     });
     manager = serverManager;
 
@@ -108,7 +108,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
                 showInfo: showInformationMessage,
                 copyToClipboard: writeClipboard,
                 log,
-                repoDir: findCheckout(context.extensionPath),
+                repoDir: findRepoDir(context.extensionPath),
             }),
         ),
         onDidChangeConfiguration((event) => {

@@ -178,30 +178,18 @@ export function installCommand(
     return `${quote(python, platform)} -m pip install -e ${checkout}`;
 }
 
-/** `dir`, if it is a checkout of the completer repository (its pyproject.toml names the package). */
-export function checkoutAt(dir: string, fileSystem: Pick<typeof fs, 'readFileSync'> = fs): string | undefined {
-    try {
-        const pyproject = fileSystem.readFileSync(path.join(dir, 'pyproject.toml'), 'utf8');
-        return /^\s*name\s*=\s*["']completer["']/m.test(pyproject) ? dir : undefined;
-    } catch {
-        return undefined;
-    }
-}
-
-/** The completer repository around the extension (…/repo/vscode-extension), if the extension runs from one. */
+/** The completer repository around the extension (…/repo/vscode-extension), if the extension runs from one. An
+ *  extension installed from a .vsix knows of none (the bundle records no folder it was built in: that would put the
+ *  builder's paths into every copy of it), so its install commands name CHECKOUT_PLACEHOLDER. */
 export function findRepoDir(
     extensionPath: string,
     fileSystem: Pick<typeof fs, 'readFileSync'> = fs,
 ): string | undefined {
-    return checkoutAt(path.dirname(extensionPath), fileSystem);
-}
-
-/** The checkout for install commands: the one around the extension, when it runs from a checkout. An extension
- *  installed from a .vsix knows of none (the bundle does not record the folder it was built in: that would put
- *  the builder's paths into every copy of it), so its commands name CHECKOUT_PLACEHOLDER. */
-export function findCheckout(
-    extensionPath: string,
-    fileSystem: Pick<typeof fs, 'readFileSync'> = fs,
-): string | undefined {
-    return findRepoDir(extensionPath, fileSystem);
+    const candidate = path.dirname(extensionPath);
+    try {
+        const pyproject = fileSystem.readFileSync(path.join(candidate, 'pyproject.toml'), 'utf8');
+        return /^\s*name\s*=\s*["']completer["']/m.test(pyproject) ? candidate : undefined;
+    } catch {
+        return undefined;
+    }
 }

@@ -8,7 +8,6 @@ import {
     defaultPython,
     CHECKOUT_PLACEHOLDER,
     execFileRunner,
-    findCheckout,
     findRepoDir,
     IMPORT_CHECK,
     installCheckScript,
@@ -197,16 +196,16 @@ describe('install check', () => {
         }
     });
 
-    test('findCheckout: the checkout around the extension, none for one installed elsewhere', () => {
+    test('findRepoDir: the checkout around the extension, none for one installed elsewhere', () => {
         const repo = fs.mkdtempSync(path.join(os.tmpdir(), 'completer-repo-'));
         const installed = fs.mkdtempSync(path.join(os.tmpdir(), 'vscode-extensions-'));
         try {
             fs.writeFileSync(path.join(repo, 'pyproject.toml'), '[project]\nname = "completer"\n');
             fs.mkdirSync(path.join(repo, 'vscode-extension'));
-            assert.equal(findCheckout(path.join(repo, 'vscode-extension')), repo);
+            assert.equal(findRepoDir(path.join(repo, 'vscode-extension')), repo);
             const extensionDir = path.join(installed, 'completer-0.1.0'); // as `code --install-extension` puts it
             fs.mkdirSync(extensionDir);
-            assert.equal(findCheckout(extensionDir), undefined);
+            assert.equal(findRepoDir(extensionDir), undefined);
         } finally {
             fs.rmSync(repo, { recursive: true, force: true });
             fs.rmSync(installed, { recursive: true, force: true });
