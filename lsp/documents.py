@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Collection
+from typing import Any, Callable, Collection
 from urllib.parse import unquote, urlsplit
 
 from completer.syntax import language_of_path
@@ -212,9 +212,10 @@ class DocumentStore:
         self.generation += 1
         return self._docs.pop(uri, None)
 
-    def others(self, uri: str, count: int, read_already: Collection[str] = ()) -> list[str]:
+    def others(self, uri: str, count: int, read_already: Collection[str] = (),
+               left_out: Callable[[str], bool] = lambda uri: False) -> list[str]:
         """The heads of up to `count` other open documents in `uri`'s language, most recently edited first, but
-        those `read_already` (the cells of `uri`'s notebook)."""
+        those `read_already` (the cells of `uri`'s notebook) and those `left_out` says (excludeFiles)."""
         doc = self._docs.get(uri)
         if doc is None or count <= 0:
             return []
@@ -222,7 +223,8 @@ class DocumentStore:
         for other in reversed(self._docs.values()):
             if len(heads) >= count:
                 break
-            if other is not doc and other.language == doc.language and other.uri not in read_already:
+            if other is not doc and other.language == doc.language and other.uri not in read_already \
+                    and not left_out(other.uri):
                 heads.append(other.head())
         return heads
 

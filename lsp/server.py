@@ -29,6 +29,7 @@ from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, suggest
                              with_document_tabs)
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
+from lsp.exclusions import Exclusions
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
@@ -108,6 +109,7 @@ class CompleterServer(LanguageServer):
         self.repository: WorkspaceFiles | None = None
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
+        self._exclusions = Exclusions(self.settings.exclude_files)  # compiled anew when the setting changes
         self._client_capabilities: types.ClientCapabilities | None = None
         self.filter_text = True  # completion items carry filterText (not for Neovim 0.7 to 0.9: completions.py)
         self._watching: tuple[str, tuple[str, ...]] | None = None  # the watchers' registration id and suffixes
@@ -215,16 +217,18 @@ class CompleterServer(LanguageServer):
     def index_workspace(self) -> None:
         """Start indexing the workspace folders when the setting asks for it and no index runs yet; stop and
         free the index when it is turned off (turned on again, it is built anew, with the settings of then),
-        and build it anew when its memory budget or the enabled languages change."""
+        and build it anew when its memory budget, the enabled languages or excludeFiles change."""
         repository = self.repository
         if repository is not None and not self.settings.workspace_context:
             self._drop_index("workspaceContext off")
-        elif repository is not None and (repository.budget_mb, repository.suffixes) != \
-                (self.settings.workspace_memory_mb, language_suffixes(self._indexed_languages())):
-            self._drop_index("its memory budget or the enabled languages' files changed; building it anew")
+        elif repository is not None and (repository.budget_mb, repository.suffixes, repository.exclusions.patterns) \
+                != (self.settings.workspace_memory_mb, language_suffixes(self._indexed_languages()),
+                    self.settings.exclude_files):
+            self._drop_index("its memory budget, the enabled languages' files or excludeFiles changed; building it "
+                             "anew")
         if self.settings.workspace_context and self.repository is None and self._roots:
             self.repository = WorkspaceFiles(self.settings.workspace_memory_mb, self._indexed_languages(),
-                                             self.completions_in_flight)
+                                             self.completions_in_flight, self.exclusions())
             self.repository.start(self._roots)
             log.info("indexing the workspace folders in the background: %s", ", ".join(map(str, self._roots)))
             for uri in self.documents.uris():  # the new index walks the disk: the open documents' unsaved text again
@@ -552,6 +556,10 @@ class CompleterServer(LanguageServer):
     def locate(self, uri: str, position: types.Position) -> Target | None:
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
+        if doc is not None and self.excluded(uri):
+            pattern = self.exclusions().pattern_for(self.lookups.file_of(uri), self._roots)
+            self._skip(uri, f"the file matches excludeFiles' {pattern!r}", logging.INFO)
+            return None
         if doc is None or not self.completes(doc, unknown=True):  # suggest() asks again once the model is known
             return None
         if position.line >= len(doc.lines):
@@ -580,13 +588,26 @@ class CompleterServer(LanguageServer):
         return ("python",) if enabled is None else enabled
 
     def completes(self, doc: Document, unknown: bool = False) -> bool:
-        """Whether the document's language is enabled: the client's id (which may be the user's own) or the one
-        its file's extension gives. While the model that decides is not known yet: Python, which every model
+        """Whether the document gets suggestions: not excluded (excludeFiles), and its language enabled, by the
+        client's id (which may be the user's own) or the one its file's extension gives. While the model that decides is not known yet: Python, which every model
         writes, or whatever `unknown` says."""
+        if self.excluded(doc.uri):
+            return False
         enabled = self.enabled_languages()
         if enabled is None:
             return unknown or PYTHON_NAME in (doc.language_id, doc.language)
         return "*" in enabled or doc.language_id in enabled or doc.language in enabled
+
+    def exclusions(self) -> Exclusions:
+        """excludeFiles compiled, once per value of the setting."""
+        if self._exclusions.patterns != self.settings.exclude_files:
+            self._exclusions = Exclusions(self.settings.exclude_files)
+        return self._exclusions
+
+    def excluded(self, uri: str) -> bool:
+        """Whether excludeFiles leaves the document (for a notebook's cell, its notebook) alone: no suggestions in
+        it, and its text is context for no other document."""
+        return self.exclusions().excludes(self.lookups.file_of(uri), self._roots)
 
     def model_changed(self) -> None:
         """Another model answers now: where enabledLanguages is not set, the workspace index and its file watchers
@@ -653,8 +674,8 @@ class CompleterServer(LanguageServer):
             or engine_settings.fill_in_the_middle  # the worker's bundle may be FIM: it reads the lines below
         raw_below = text_below(code, at.line_no)
         below = clean(raw_below) if reads_below else ""
-        others = self.documents.others(target.uri, engine_settings.open_files, self.notebooks.cells_of(target.uri)) \
-            if engine_settings.document_repeats else []
+        others = self.documents.others(target.uri, engine_settings.open_files, self.notebooks.cells_of(target.uri),
+                                       self.excluded) if engine_settings.document_repeats else []
         snippets = await self.lookups.snippets(target.uri, before) \
             if engine_settings.document_repeats or self.settings.remote.is_remote else []
         placed = self.lookups.context(target.uri, snippets) \

@@ -19,6 +19,7 @@ from completer.fim import FIM_TEMPLATES, template_for_model
 from completer.remote import PROMPT_CHARS
 from completer.text import MAX_CONTEXT_CHARS
 from completer.types import EngineSettings
+from lsp.exclusions import DEFAULT_EXCLUDED, check_patterns
 
 SECTION = "completer"
 
@@ -43,6 +44,7 @@ SERVER_KEYS: dict[str, str] = {
     "inlineCompletions": "inline_completions",
     "workspaceContext": "workspace_context",
     "workspaceMemoryMb": "workspace_memory_mb",
+    "excludeFiles": "exclude_files",
 }
 REMOTE_KEYS: dict[str, str] = {
     "backend": "backend",
@@ -91,6 +93,7 @@ class ServerSettings:
     inline_completions: bool = True
     workspace_context: bool = True  # index the workspace folders; their snippets join the document's repeats
     workspace_memory_mb: int = 128  # the index's budget; files past it are left out
+    exclude_files: tuple[str, ...] = DEFAULT_EXCLUDED  # .gitignore patterns of files never completed or read
     remote: RemoteSettings = field(default_factory=RemoteSettings)
 
 
@@ -102,6 +105,7 @@ class ServerSettings:
         out["inlineCompletions"] = self.inline_completions
         out["workspaceContext"] = self.workspace_context
         out["workspaceMemoryMb"] = self.workspace_memory_mb
+        out["excludeFiles"] = list(self.exclude_files)
         out.update({key: getattr(self.remote, name) for key, name in REMOTE_KEYS.items()})
         return out
 
@@ -242,6 +246,8 @@ def _coerce(key: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"enabledLanguages must be a list of language ids, got {value!r}")
         return tuple(value)
+    if key == "excludeFiles":
+        return check_patterns(value)
     if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle",
                "workspaceContext"):
         if not isinstance(value, bool):

@@ -28,6 +28,7 @@ from pygls import uris
 from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
+from lsp.exclusions import Exclusions
 
 log = logging.getLogger(__name__)
 
@@ -325,12 +326,15 @@ class RequestsInFlight:
 class WorkspaceFiles:
     """The index of the workspace folders, built on a thread and kept up to date by the server's events."""
 
-    def __init__(self, budget_mb: int, languages: tuple[str, ...], requests: RequestsInFlight | None = None) -> None:
-        self.budget_mb = budget_mb  # what it was built for, with its suffixes: a change builds it anew
+    def __init__(self, budget_mb: int, languages: tuple[str, ...], requests: RequestsInFlight | None = None,
+                 exclusions: Exclusions | None = None) -> None:
+        self.budget_mb = budget_mb  # what it was built for, with its suffixes and exclusions: a change builds it anew
+        self.exclusions = exclusions or Exclusions(())  # excludeFiles: files never read
         self.serial = next(_SERIALS)  # which index this is: one built anew never passes for an older one
         self.index = WorkspaceIndex(budget_mb * 1024 * 1024)
         self.suffixes = language_suffixes(languages)
         self.roots: list[Path] = []
+        self.folders: list[Path] = []  # every workspace folder, nested ones too: excludeFiles reads paths in them
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -348,6 +352,7 @@ class WorkspaceFiles:
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
         self.roots = outermost_folders(roots)
+        self.folders = [folder for folder in map(_folder, roots) if folder is not None]
         self._building = True
         threading.Thread(target=self._build, name="workspace-index", daemon=True).start()
 
@@ -396,7 +401,8 @@ class WorkspaceFiles:
                              and not ignores.ignored(here / d, is_dir=True))
             for name in sorted(files):
                 path = here / name
-                if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False):
+                if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False) \
+                        or self.exclusions.excludes(path, self.folders):
                     continue
                 if _links_out(path, root):
                     continue
@@ -466,11 +472,11 @@ class WorkspaceFiles:
         return found
 
     def readable(self, path: Path) -> bool:
-        """Whether the walk would read `path`: under a root, in an enabled language, in no skipped folder, not
-        ignored by a .gitignore between its repository's top (`_Ignores.above`) and it, and no symlink out of the
+        """Whether the walk would read `path`: under a root, in an enabled language, not excluded (excludeFiles), in
+        no skipped folder, not ignored by a .gitignore between its repository's top (`_Ignores.above`) and it, and no symlink out of the
         root."""
         root = self.root_of(path)
-        if root is None or not path.name.endswith(self.suffixes):
+        if root is None or not path.name.endswith(self.suffixes) or self.exclusions.excludes(path, self.folders):
             return False
         relative = path.relative_to(root).parts
         if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative[:-1]):

@@ -26,6 +26,7 @@ export interface ExtensionSettings {
     fillInTheMiddle: boolean;
     workspaceContext: boolean;
     workspaceMemoryMb: number;
+    excludeFiles: string[]; // .gitignore patterns of files that get no suggestions and are read for no other file
     enabledLanguages: string[] | null; // null: the languages the model writes (the server knows them)
     completionItems: boolean;
     inlineCompletions: boolean;
@@ -61,6 +62,7 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'fillInTheMiddle',
     'workspaceContext',
     'workspaceMemoryMb',
+    'excludeFiles',
     'enabledLanguages',
     'completionItems',
     'inlineCompletions',
@@ -73,6 +75,12 @@ export const SERVER_SETTING_KEYS: readonly (keyof ServerSettings)[] = [
     'promptChars',
     'endpointChoices',
 ];
+
+/** Files that hold secrets by convention (the server's lsp/exclusions.py DEFAULT_EXCLUDED; a test checks). */
+export const DEFAULT_EXCLUDED: readonly string[] = Object.freeze([
+    '.env', '.env.*', '.envrc', '*.pem', '*.key', '*.p12', '*.pfx', 'id_rsa*', 'id_ecdsa*', 'id_ed25519*', '.netrc',
+    '.pypirc', '.npmrc', '.git-credentials',
+]);
 
 /** Must equal the defaults in package.json's contributes.configuration (a unit test checks). */
 export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
@@ -93,6 +101,7 @@ export const DEFAULT_SETTINGS: Readonly<ExtensionSettings> = Object.freeze({
     fillInTheMiddle: true,
     workspaceContext: true,
     workspaceMemoryMb: 128,
+    excludeFiles: [...DEFAULT_EXCLUDED],
     enabledLanguages: null,
     completionItems: false, // ghost text only: items would open the suggest widget, and Tab would take them
     inlineCompletions: true,
@@ -209,6 +218,15 @@ function readInteger(value: unknown, key: keyof typeof INTEGER_RANGES): number {
     return Math.min(max, Math.max(min, Math.round(value)));
 }
 
+/** The patterns as written (a .gitignore line's spaces can matter), without what is not a string; not a list: the
+ *  defaults. The server checks each pattern and says which it refuses. */
+function readPatterns(value: unknown): string[] {
+    if (!Array.isArray(value)) {
+        return [...DEFAULT_EXCLUDED];
+    }
+    return value.filter((item): item is string => typeof item === 'string' && item.trim() !== '');
+}
+
 function readLanguages(value: unknown): string[] | null {
     if (!Array.isArray(value)) {
         return DEFAULT_SETTINGS.enabledLanguages;
@@ -243,6 +261,7 @@ export function readSettings(config: ConfigReader, vars: PathVariables = {}): Ex
         fillInTheMiddle: readBoolean(config.get('fillInTheMiddle'), DEFAULT_SETTINGS.fillInTheMiddle),
         workspaceContext: readBoolean(config.get('workspaceContext'), DEFAULT_SETTINGS.workspaceContext),
         workspaceMemoryMb: readInteger(config.get('workspaceMemoryMb'), 'workspaceMemoryMb'),
+        excludeFiles: readPatterns(config.get('excludeFiles')),
         enabledLanguages: readLanguages(config.get('enabledLanguages')),
         completionItems: readBoolean(config.get('completionItems'), DEFAULT_SETTINGS.completionItems),
         inlineCompletions: readBoolean(config.get('inlineCompletions'), DEFAULT_SETTINGS.inlineCompletions),
@@ -282,6 +301,7 @@ export function toServerSettings(settings: ExtensionSettings): ServerSettings {
         fillInTheMiddle: settings.fillInTheMiddle,
         workspaceContext: settings.workspaceContext,
         workspaceMemoryMb: settings.workspaceMemoryMb,
+        excludeFiles: [...settings.excludeFiles],
         enabledLanguages: settings.enabledLanguages === null ? null : [...settings.enabledLanguages],
         completionItems: settings.enabled && settings.completionItems,
         inlineCompletions: settings.enabled && settings.inlineCompletions,

@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import {
+    DEFAULT_EXCLUDED,
     DEFAULT_SETTINGS,
     unseenBecause,
     didChangeConfigurationParams,
@@ -70,6 +71,7 @@ describe('settings', () => {
             fillInTheMiddle: true,
             workspaceContext: true,
             workspaceMemoryMb: 128,
+            excludeFiles: [...DEFAULT_EXCLUDED],
             enabledLanguages: null,
             completionItems: false,
             inlineCompletions: true,
@@ -104,6 +106,7 @@ describe('settings', () => {
                 fillInTheMiddle: false,
                 workspaceContext: true,
                 workspaceMemoryMb: 256,
+                excludeFiles: ['.env', 'secrets/', 7, ''],
                 enabledLanguages: ['python', 'javascript', 'python'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -136,6 +139,7 @@ describe('settings', () => {
                 fillInTheMiddle: false,
                 workspaceContext: true,
                 workspaceMemoryMb: 256,
+                excludeFiles: ['.env', 'secrets/'],
                 enabledLanguages: ['python', 'javascript'],
                 completionItems: false,
                 inlineCompletions: true,
@@ -171,6 +175,7 @@ describe('settings', () => {
                 fillInTheMiddle: 'no',
                 workspaceContext: 'yes',
                 workspaceMemoryMb: 100000,
+                excludeFiles: '.env',
                 enabledLanguages: 'python',
                 completionItems: 'yes',
                 inlineCompletions: null,
@@ -192,6 +197,7 @@ describe('settings', () => {
         assert.equal(settings.fillInTheMiddle, true);
         assert.equal(settings.workspaceContext, true);
         assert.equal(settings.workspaceMemoryMb, 4096);
+        assert.deepEqual(settings.excludeFiles, [...DEFAULT_EXCLUDED]); // not a list: the secrets stay left out
         assert.deepEqual(settings.enabledLanguages, null);
         assert.equal(settings.completionItems, false);
         assert.equal(settings.inlineCompletions, true);

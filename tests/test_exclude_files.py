@@ -1,0 +1,129 @@
+"""excludeFiles: files that get no suggestions and are never read as another file's context, through the real
+server with the embedded model, and in front of a loopback endpoint that records every prompt it is sent."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_endpoint import Behaviour, FakeEndpoint
+from lsp.exclusions import DEFAULT_EXCLUDED, Exclusions, check_patterns
+from lsp.rawclient import RawClient
+from lsp.settings import ServerSettings, apply_changes
+from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
+    server_env
+
+SECRET = "sk-live-51Hq0TESTSECRET"
+
+
+def test_patterns_are_gitignore_lines_read_inside_the_innermost_workspace_folder(tmp_path: Path):
+    outer, inner = tmp_path / "repo", tmp_path / "repo" / "service"
+    rules = Exclusions(["secrets/", "/config/prod.py", "*.pem", "!public.pem"])
+    assert rules.excludes(outer / "a" / "secrets" / "db.py", [outer])
+    assert rules.excludes(outer / "config" / "prod.py", [outer])
+    assert not rules.excludes(outer / "app" / "config" / "prod.py", [outer])  # anchored to the folder's top
+    assert rules.excludes(inner / "config" / "prod.py", [outer, inner])  # the innermost folder's top
+    assert rules.excludes(tmp_path / "elsewhere" / "server.pem", [outer])  # outside every folder: the whole path
+    assert not rules.excludes(outer / "public.pem", [outer]) and rules.pattern_for(outer / "public.pem", [outer]) is None
+    assert rules.pattern_for(outer / "x" / "server.pem", [outer]) == "*.pem"
+    assert not rules.excludes(None, [outer])  # an untitled document has no file
+
+
+def test_the_defaults_leave_out_secrets_and_no_source_file():
+    rules = Exclusions(DEFAULT_EXCLUDED)
+    root = Path("/work/app")
+    for name in (".env", "deploy/.env.production", ".envrc", "certs/server.key", "id_ed25519", ".npmrc"):
+        assert rules.excludes(root / name, [root]), name
+    for name in ("env.py", "settings/environment.py", "keys.py", "src/app.ts", "README.md", ".env_helpers.py"):
+        assert not rules.excludes(root / name, [root]), name
+
+
+def test_a_bad_value_is_refused_with_the_setting_named_and_the_rest_applies():
+    assert check_patterns("*.secret.py") == ("*.secret.py",)
+    assert check_patterns(["# a comment", "", "build/"]) == ("build/",)
+    for bad in (3, {"a": 1}, ["ok.py", 7], ["!"], ["x\0y"]):
+        settings, warnings, unknown = apply_changes(ServerSettings(), {"excludeFiles": bad, "beams": 2})
+        assert settings.exclude_files == DEFAULT_EXCLUDED and settings.engine.beams == 2, bad
+        assert len(warnings) == 1 and "excludeFiles" in warnings[0] and not unknown, bad
+    assert apply_changes(ServerSettings(exclude_files=()), {"excludeFiles": None})[0].exclude_files == DEFAULT_EXCLUDED
+
+
+def _server(root: Path, **settings) -> RawClient:
+    client = RawClient(SERVER_CMD, env=server_env())
+    client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                  "initializationOptions": {"completer": settings}})
+    client.notify("initialized", {})
+    deadline = time.monotonic() + 60
+    while not client.request("completer/info")["result"].get("model"):
+        assert time.monotonic() < deadline, "the worker never loaded the model"
+        time.sleep(0.05)
+    return client
+
+
+def _lines(client: RawClient, uri: str) -> list[str]:
+    result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
+    return [item["textEdit"]["newText"] for item in result["items"]]
+
+
+def _logged(client: RawClient, text: str) -> list[str]:
+    return [m["params"]["message"] for m in client.notifications
+            if m.get("method") == "window/logMessage" and text in m["params"]["message"]]
+
+
+def test_an_excluded_file_gets_no_suggestions_and_lends_none_of_its_lines(tmp_path: Path):
+    """The other file holds the only copy of the line: on disk (the index) and open in the editor (the open
+    files' heads), excluded it supplies it through neither; turned back on live, the index reads it again."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "registry.py").write_text(OTHER_FILE)
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(tmp_path, excludeFiles=["vault/"]) as client:
+        time.sleep(0.5)  # the index is built on a thread; two files take milliseconds
+        registry = (tmp_path / "vault" / "registry.py").as_uri()
+        client.open(registry, OTHER_FILE)
+        install = (tmp_path / "install.py").as_uri()
+        client.open(install, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE not in _lines(client, install)
+        for _ in range(2):  # the registration's own line, typed again: the file itself gets nothing
+            assert client.completion(registry, 4, len("    registry.register_handler(\"zq_al"))["result"]["items"] == []
+        assert len(_logged(client, "matches excludeFiles' 'vault/'")) == 1  # once per document
+
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"excludeFiles": []}}})
+        time.sleep(0.5)  # the index is built anew
+        fresh = (tmp_path / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, fresh)
+        assert client.completion(registry, 4, len("    registry.register_handler(\"zq_al"))["result"]["items"]
+
+
+@pytest.fixture
+def endpoint():
+    fake = FakeEndpoint(Behaviour(line=lambda prompt: "return charge_with_stripe(amount)")).start()
+    yield fake
+    fake.stop()
+
+
+def test_nothing_of_an_excluded_file_reaches_an_endpoint(tmp_path: Path, endpoint: FakeEndpoint):
+    """Against a remote backend, where excludeFiles matters most: the default keeps a .env file (every language is
+    enabled for an endpoint) out of every request, and a user's pattern a source file of secrets."""
+    (tmp_path / "keys.py").write_text(f"STRIPE_KEY = \"{SECRET}\"\n\n\ndef stripe_key():\n    return STRIPE_KEY\n")
+    (tmp_path / ".env").write_text(f"STRIPE_KEY={SECRET}\n")
+    (tmp_path / "billing.py").write_text("def charge_with_stripe(amount):\n    return stripe.charge(amount)\n")
+    options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
+               "excludeFiles": [*DEFAULT_EXCLUDED, "keys.py"]}
+    with _server(tmp_path, **options) as client:
+        time.sleep(0.5)
+        env, keys = (tmp_path / ".env").as_uri(), (tmp_path / "keys.py").as_uri()
+        client.open(env, f"STRIPE_KEY={SECRET}\nSTRIPE_", language_id="dotenv")
+        client.open(keys, f"STRIPE_KEY = \"{SECRET}\"\n\n\ndef stripe_key():\n    ")
+        assert client.completion(env, 1, 7)["result"]["items"] == []
+        assert client.completion(keys, 4, 4)["result"]["items"] == []
+        assert endpoint.seen == []  # neither was sent
+
+        cart = (tmp_path / "cart.py").as_uri()
+        client.open(cart, "import billing\nimport keys\n\n\ndef pay(amount):\n    key = stripe_key()\n    ")
+        assert client.completion(cart, 6, 4)["result"]["items"]
+        prompt = endpoint.seen[-1].body["prompt"]
+        assert "charge_with_stripe" in prompt  # the workspace's other files are read ...
+        assert SECRET not in prompt and "def stripe_key" not in prompt  # ... but not the excluded ones
