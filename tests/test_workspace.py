@@ -732,6 +732,49 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
         client.close()
 
 
+def _watcher_requests(client: RawClient, count: int) -> list[tuple[str, str]]:
+    """The watcher (un)registrations the server sent, as (method, id), once it has sent `count` and nothing more
+    for a moment (or fail after 10 s)."""
+    def sent() -> list[tuple[str, str]]:
+        return [(r["method"], (r["params"].get("registrations") or r["params"].get("unregisterations"))[0]["id"])
+                for r in client.server_requests if "Capability" in r["method"]]
+
+    deadline = time.monotonic() + 10
+    while len(sent()) < count:
+        assert time.monotonic() < deadline, sent()
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return sent()
+
+
+def test_the_watchers_go_with_the_index_and_come_back_once_with_it(tmp_path: Path):
+    """workspaceContext turned off, or the last folder closed, drops the file watchers with the index: they stayed
+    registered, and the client went on watching the whole folder and sending events no index read. Turned on again,
+    one set is registered, under a new id."""
+    here = tmp_path / "here"
+    here.mkdir()
+    folder = {"uri": here.as_uri(), "name": "here"}
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {
+            "processId": os.getpid(), "workspaceFolders": [folder],
+            "capabilities": {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}},
+            "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        [(_, first)] = _watcher_requests(client, 1)
+        for on in (False, True):
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"workspaceContext": on}}})
+            _watcher_requests(client, 2 if not on else 3)
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [], "removed": [folder]}})
+        sent = _watcher_requests(client, 4)
+        second = sent[2][1]
+        assert sent == [("client/registerCapability", first), ("client/unregisterCapability", first),
+                        ("client/registerCapability", second), ("client/unregisterCapability", second)], sent
+        assert second != first
+    finally:
+        client.close()
+
+
 def test_the_first_folder_added_later_is_watched(tmp_path: Path):
     client = RawClient(SERVER_CMD, env=server_env())
     try:
