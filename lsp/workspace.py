@@ -172,12 +172,13 @@ def normal_path(path: Path) -> Path:
 
 
 def _links_out(path: Path, root: Path) -> bool:
-    """Whether `path` is a symlink pointing out of `root` (or nowhere)."""
+    """Whether `path` is a symlink pointing out of `root` (or nowhere: a loop of links, which pathlib reports with a
+    RuntimeError before Python 3.13)."""
     if not path.is_symlink():
         return False
     try:
         path.resolve().relative_to(root)
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return True
     return False
 

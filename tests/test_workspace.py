@@ -802,6 +802,23 @@ def test_reading_what_is_no_file_keeps_no_descriptor(tmp_path: Path):
     assert len(os.listdir("/proc/self/fd")) == before
 
 
+def test_a_loop_of_symlinks_in_the_folder_is_skipped_not_the_rest_of_it(project: Path):
+    """A link to itself, or two links to each other (a botched `ln -s`), are read as what they are, no file: the
+    first one the walk met ended it (pathlib's RuntimeError "Symlink loop"), and every file after it in the walk's
+    order was left out of the index, here the only one holding the line."""
+    (project / "loop_a.py").symlink_to(project / "loop_b.py")
+    (project / "loop_b.py").symlink_to(project / "loop_a.py")
+    (project / "itself.py").symlink_to(project / "itself.py")
+    with _server(project, workspaceContext=True) as client:
+        assert _index_info(client, lambda index: True)["files"] == 2
+        uri = (project / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        client.open((project / "loop_a.py").as_uri(), "OPENED_LOOP = 1\n")  # its unsaved text: nowhere to save it
+        time.sleep(EDIT_INDEX_DELAY + 0.3)
+        assert _index_info(client, lambda index: True)["files"] == 2
+
+
 def test_a_file_that_became_a_pipe_never_holds_a_request(tmp_path: Path):
     """An indexed file replaced by a FIFO (or anything whose read would wait): the lookup of the lines after the
     line above opens it without waiting and skips it, and every request is answered."""
