@@ -16,12 +16,14 @@ import json
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from pygls import uris
 
@@ -105,11 +107,35 @@ def path_of(uri: str) -> Path | None:
     if not uri.startswith("file:"):
         return None
     try:
-        path = uris.to_fs_path(uri)
+        path = _fs_path(uri)
         os.fsencode(path or "")
     except ValueError:  # urllib's "Invalid IPv6 URL", and the UnicodeEncodeError of a lone surrogate
         return None
     return Path(path) if path and "\0" not in path else None
+
+
+def _fs_path(uri: str) -> str:
+    """pygls's `uris.to_fs_path` of a `file:` URI, with its percent-escapes decoded as the system decodes file names
+    (os.fsdecode, as the walk names files): pygls decodes bytes that are no UTF-8 (a name in Latin-1 on Linux) as
+    U+FFFD, a name no file has, so such a folder was never indexed and events for such a file never found it."""
+    netloc, path = (unquote(part, encoding=sys.getfilesystemencoding(), errors=sys.getfilesystemencodeerrors())
+                    for part in urlsplit(uri)[1:3])
+    if netloc and path:  # a UNC path: file://server/share/...
+        value = f"//{netloc}{path}"
+    elif uris.RE_DRIVE_LETTER_PATH.match(path):  # file:///C:/...
+        value = path[1].lower() + path[2:]
+    else:
+        value = path
+    return value.replace("/", "\\") if uris.IS_WIN else value
+
+
+def _shown(name: str) -> str:
+    """A file name as text a tokenizer takes: the bytes of a name that is no UTF-8 (which os.fsdecode keeps as lone
+    surrogates, which a tokenizer refuses) each shown as U+FFFD, as an editor shows them."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate no byte stands for (a Windows name)
+        return name.encode("utf-8", "replace").decode("utf-8")
 
 
 def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:
@@ -453,7 +479,7 @@ class WorkspaceFiles:
         snippet's), already `normal_path`: its folders are not resolved again at every request."""
         path = path if indexed else normal_path(path)
         root = self.root_of(path)
-        return (root.name, path.relative_to(root).as_posix()) if root is not None else None
+        return (_shown(root.name), _shown(path.relative_to(root).as_posix())) if root is not None else None
 
     # -- keeping up -------------------------------------------------------------------------------
     def root_of(self, path: Path) -> Path | None:

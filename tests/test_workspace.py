@@ -819,6 +819,53 @@ def test_a_loop_of_symlinks_in_the_folder_is_skipped_not_the_rest_of_it(project:
         assert _index_info(client, lambda index: True)["files"] == 2
 
 
+def _folder_named_in_latin1(tmp_path: Path) -> Path:
+    """A folder `café` named in Latin-1 bytes, as a Linux file system keeps it (macOS's refuses such names)."""
+    root = Path(os.fsdecode(os.fsencode(tmp_path.resolve()) + b"/caf\xe9"))
+    try:
+        root.mkdir()
+    except OSError as exc:
+        pytest.skip(f"this file system takes no name that is not UTF-8 ({exc})")
+    return root
+
+
+def test_a_folder_and_a_file_named_in_bytes_that_are_no_utf8_are_indexed_and_followed(tmp_path: Path):
+    """A URI percent-escapes a file name's bytes (`caf%E9`); the server read the bytes that are no UTF-8 as U+FFFD,
+    a path no file has: a workspace folder so named was never indexed, and an event for a file so named (deleted)
+    never reached the index, whose entry stayed."""
+    root = _folder_named_in_latin1(tmp_path)
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    legacy = root / os.fsdecode(b"regis\xe9try.py")
+    legacy.write_text(OTHER_FILE)
+    with _server(root, workspaceContext=True) as client:
+        assert _index_info(client, lambda index: True)["files"] == 2
+        uri = (root / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        legacy.unlink()
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": legacy.as_uri(), "type": 3}]})
+        _index_info(client, lambda index: index["files"] == 1)
+
+
+def test_a_file_name_that_is_no_utf8_reaches_a_repository_prompt_as_text_a_tokenizer_takes(tmp_path: Path):
+    """A Qwen2.5-Coder or StarCoder2 prompt lays the snippets out under their files' paths; a name in bytes that are
+    no UTF-8 came as lone surrogates, which the tokenizer refuses (TypeError): no suggestion while it was picked."""
+    import tokenizers
+
+    from completer.repository import RepositoryContext, repository_head_ids
+
+    root = _folder_named_in_latin1(tmp_path)
+    legacy = root / os.fsdecode(b"regis\xe9try.py")
+    legacy.write_text(OTHER_FILE)
+    files = _index(root)
+    [indexed] = files.index.files
+    (name, path), snippet = files.place(root / "install.py"), files.place(Path(indexed), indexed=True)
+    tokenizer = tokenizers.Tokenizer.from_file(str(REPO / "models" / "python-small" / "tokenizer.json"))
+    context = RepositoryContext(name, path, ((snippet[1], OTHER_FILE),))
+    assert repository_head_ids("qwen", context, 500, lambda text: tokenizer.encode(text).ids, (1, 2))
+    assert (name, path, snippet) == ("caf\ufffd", "install.py", ("caf\ufffd", "regis\ufffdtry.py"))  # as editors show
+
+
 def test_a_file_that_became_a_pipe_never_holds_a_request(tmp_path: Path):
     """An indexed file replaced by a FIFO (or anything whose read would wait): the lookup of the lines after the
     line above opens it without waiting and skips it, and every request is answered."""
