@@ -311,6 +311,10 @@ class CompleterServer(LanguageServer):
         """Register watchers for files ending in `suffixes` under a new id; False when the client refused."""
         self._watching = (f"{WATCHERS_REGISTRATION}-{next(self._registrations)}", suffixes)
         watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
+        # A folder deleted, renamed or checked out comes as one event for the folder (VS Code folds its files'),
+        # which no pattern of files matches: a created or deleted path of any name, the server reads what it is.
+        watchers.append(types.FileSystemWatcher(glob_pattern="**/*",
+                                                kind=types.WatchKind.Create | types.WatchKind.Delete))
         registration = types.Registration(
             id=self._watching[0], method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
             register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from lsprotocol import types
@@ -711,7 +711,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         watchers = registration["registerOptions"]["watchers"]
-        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -727,7 +727,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
     finally:
         client.close()
 
@@ -771,6 +771,54 @@ def test_the_watchers_go_with_the_index_and_come_back_once_with_it(tmp_path: Pat
         assert sent == [("client/registerCapability", first), ("client/unregisterCapability", first),
                         ("client/registerCapability", second), ("client/unregisterCapability", second)], sent
         assert second != first
+    finally:
+        client.close()
+
+
+def _as_a_client_would_send(client: RawClient, changes: list[tuple[Path, int]]) -> None:
+    """workspace/didChangeWatchedFiles for those of `changes` (path, FileChangeType) that a watcher the server
+    registered matches, by its glob and its kind, as a client filters them."""
+    [registration] = [r["params"]["registrations"][0] for r in client.server_requests
+                      if r["method"] == "client/registerCapability"]
+    watchers = registration["registerOptions"]["watchers"]
+    kinds = {1: 1, 2: 2, 3: 4}  # FileChangeType: the WatchKind bit it needs
+    sent = [{"uri": path.as_uri(), "type": change} for path, change in changes
+            if any(PurePosixPath(path).match(w["globPattern"]) and w.get("kind", 7) & kinds[change] for w in watchers)]
+    if sent:
+        client.notify("workspace/didChangeWatchedFiles", {"changes": sent})
+
+
+def test_a_folder_renamed_or_deleted_takes_its_files_along(tmp_path: Path):
+    """VS Code folds the events of a folder's files into one for the folder when it is deleted or renamed (a branch
+    switch, `rm -rf`, a rename in its explorer), and that path matched none of the watchers for the indexed files:
+    the old files stayed in the index and the renamed ones were never read, until the server restarted."""
+    root = tmp_path.resolve()
+    (root / "pkg").mkdir()
+    (root / "pkg" / "registry.py").write_text(OTHER_FILE)
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {
+            "processId": os.getpid(), "rootUri": root.as_uri(),
+            "capabilities": {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}},
+            "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        _watcher_requests(client, 1)
+        _index_info(client, lambda index: index["files"] == 2)
+        (root / "pkg").rename(root / "lib")
+        _as_a_client_would_send(client, [(root / "pkg", 3), (root / "lib", 1)])
+        _index_info(client, lambda index: index["files"] == 2)
+        fresh = (root / "fresh.py").as_uri()
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, fresh)  # from lib/registry.py
+        shutil.rmtree(root / "lib")
+        _as_a_client_would_send(client, [(root / "lib", 3)])
+        assert _index_info(client, lambda index: index["files"] == 1)["files"] == 1
+        (root / "node_modules" / "dep").mkdir(parents=True)  # created: a folder the walk skips is not read
+        (root / "node_modules" / "dep" / "vendored.py").write_text(OTHER_FILE)
+        _as_a_client_would_send(client, [(root / "node_modules", 1)])
+        time.sleep(0.3)
+        assert _index_info(client, lambda index: True)["files"] == 1
     finally:
         client.close()
 
@@ -1031,7 +1079,7 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
     assert {w.glob_pattern for w in last.register_options.watchers} == \
-        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
     assert server._watching == (last.id, (".ipynb", ".py", ".pyi", ".pyw"))
 
