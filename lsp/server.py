@@ -296,32 +296,47 @@ class CompleterServer(LanguageServer):
         """Ask the client to report changes on disk to the indexed files (a git pull, a branch switch), where it
         can register file watchers; clients send workspace/didChangeWatchedFiles only for registered ones. When
         the indexed suffixes change (enabledLanguages), the watchers are registered anew for the new ones, one
-        change at a time, under a new id (a client that refused to drop the old ones still takes them)."""
+        change at a time, under a new id (a client that refused to drop the old ones still takes them); with no
+        index (workspaceContext off, no folder left) they are dropped, so the client stops watching for nobody."""
         workspace = self._client_capabilities.workspace if self._client_capabilities else None
         watched = workspace.did_change_watched_files if workspace else None
         if not (watched and watched.dynamic_registration):
             return
         async with self._watchers_lock:
-            while self.repository is not None and (self._watching is None
-                                                   or self._watching[1] != self.repository.suffixes):
-                suffixes = self.repository.suffixes
+            while (self.repository.suffixes if self.repository is not None else None) != \
+                    (self._watching[1] if self._watching is not None else None):
                 if self._watching is not None:
-                    try:
-                        await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
-                            types.Unregistration(id=self._watching[0],
-                                                 method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
-                    except Exception as exc:
-                        log.info("the client did not drop the old file watchers (%s)", exc)
-                self._watching = (f"{WATCHERS_REGISTRATION}-{next(self._registrations)}", suffixes)
-                watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
-                registration = types.Registration(
-                    id=self._watching[0], method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                    register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
-                try:
-                    await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
-                except Exception as exc:  # the client refused: the index still follows didSave and didClose
-                    log.info("the client did not register file watchers (%s)", exc)
+                    await self._unwatch(self._watching[0])
+                    continue  # the index may have changed meanwhile: look again
+                if not await self._watch(self.repository.suffixes):  # type: ignore[union-attr]
                     return
+
+    async def _watch(self, suffixes: tuple[str, ...]) -> bool:
+        """Register watchers for files ending in `suffixes` under a new id; False when the client refused."""
+        self._watching = (f"{WATCHERS_REGISTRATION}-{next(self._registrations)}", suffixes)
+        watchers = [types.FileSystemWatcher(glob_pattern=f"**/*{suffix}") for suffix in suffixes]
+        # A folder deleted, renamed or checked out comes as one event for the folder (VS Code folds its files'),
+        # which no pattern of files matches: a created or deleted path of any name, the server reads what it is.
+        watchers.append(types.FileSystemWatcher(glob_pattern="**/*",
+                                                kind=types.WatchKind.Create | types.WatchKind.Delete))
+        registration = types.Registration(
+            id=self._watching[0], method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as exc:  # the client refused: the index still follows didSave and didClose
+            log.info("the client did not register file watchers (%s)", exc)
+            return False
+        return True
+
+    async def _unwatch(self, registration: str) -> None:
+        """Drop the watchers registered under `registration` (forgotten here even where the client refuses)."""
+        self._watching = None
+        try:
+            await self.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                types.Unregistration(id=registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+        except Exception as exc:
+            log.info("the client did not drop the old file watchers (%s)", exc)
 
     def workspace_file_changed(self, uri: str) -> None:
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a

@@ -16,12 +16,14 @@ import json
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from pygls import uris
 
@@ -106,11 +108,35 @@ def path_of(uri: str) -> Path | None:
     if not uri.startswith("file:"):
         return None
     try:
-        path = uris.to_fs_path(uri)
+        path = _fs_path(uri)
         os.fsencode(path or "")
     except ValueError:  # urllib's "Invalid IPv6 URL", and the UnicodeEncodeError of a lone surrogate
         return None
     return Path(path) if path and "\0" not in path else None
+
+
+def _fs_path(uri: str) -> str:
+    """pygls's `uris.to_fs_path` of a `file:` URI, with its percent-escapes decoded as the system decodes file names
+    (os.fsdecode, as the walk names files): pygls decodes bytes that are no UTF-8 (a name in Latin-1 on Linux) as
+    U+FFFD, a name no file has, so such a folder was never indexed and events for such a file never found it."""
+    netloc, path = (unquote(part, encoding=sys.getfilesystemencoding(), errors=sys.getfilesystemencodeerrors())
+                    for part in urlsplit(uri)[1:3])
+    if netloc and path:  # a UNC path: file://server/share/...
+        value = f"//{netloc}{path}"
+    elif uris.RE_DRIVE_LETTER_PATH.match(path):  # file:///C:/...
+        value = path[1].lower() + path[2:]
+    else:
+        value = path
+    return value.replace("/", "\\") if uris.IS_WIN else value
+
+
+def _shown(name: str) -> str:
+    """A file name as text a tokenizer takes: the bytes of a name that is no UTF-8 (which os.fsdecode keeps as lone
+    surrogates, which a tokenizer refuses) each shown as U+FFFD, as an editor shows them."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate no byte stands for (a Windows name)
+        return name.encode("utf-8", "replace").decode("utf-8")
 
 
 def language_suffixes(languages: tuple[str, ...]) -> tuple[str, ...]:
@@ -173,12 +199,13 @@ def normal_path(path: Path) -> Path:
 
 
 def _links_out(path: Path, root: Path) -> bool:
-    """Whether `path` is a symlink pointing out of `root` (or nowhere)."""
+    """Whether `path` is a symlink pointing out of `root` (or nowhere: a loop of links, which pathlib reports with a
+    RuntimeError before Python 3.13)."""
     if not path.is_symlink():
         return False
     try:
         path.resolve().relative_to(root)
-    except (ValueError, OSError):
+    except (ValueError, OSError, RuntimeError):
         return True
     return False
 
@@ -297,6 +324,16 @@ def _folder_verdict(spec: object, relative: str) -> bool | None:
         if pattern.match_file(relative + "/" if folders_only else relative) is not None:
             verdict = pattern.include
     return verdict
+
+
+def _named_or_under(name: str, paths: set[str]) -> bool:
+    """Whether the file `name` is one of `paths` or lies in a folder of them."""
+    while name not in paths:
+        cut = name.rfind(os.sep)
+        if cut <= 0:
+            return False
+        name = name[:cut]
+    return True
 
 
 class RequestsInFlight:
@@ -458,7 +495,7 @@ class WorkspaceFiles:
         snippet's), already `normal_path`: its folders are not resolved again at every request."""
         path = path if indexed else normal_path(path)
         root = self.root_of(path)
-        return (root.name, path.relative_to(root).as_posix()) if root is not None else None
+        return (_shown(root.name), _shown(path.relative_to(root).as_posix())) if root is not None else None
 
     # -- keeping up -------------------------------------------------------------------------------
     def root_of(self, path: Path) -> Path | None:
@@ -478,33 +515,34 @@ class WorkspaceFiles:
         root = self.root_of(path)
         if root is None or not path.name.endswith(self.suffixes) or self.exclusions.excludes(path, self.folders):
             return False
-        relative = path.relative_to(root).parts
-        if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative[:-1]):
-            return False
+        ignores = self._walked(root, path.parent)
+        return ignores is not None and not ignores.ignored(path, is_dir=False) and not _links_out(path, root)
+
+    def _walked(self, root: Path, folder: Path) -> _Ignores | None:
+        """The .gitignore files that count in `folder`, a folder of the workspace folder `root`, where the walk goes
+        into it (no skipped folder, none ignored on the way from `root`); None where it does not (a folder's event
+        then reads nothing under it: `node_modules` created). `folder` is as `normal_path` gives it: no link."""
+        relative = folder.relative_to(root).parts
+        if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative):
+            return None
         ignores = _Ignores(self._ignores_above(root).specs)
-        folder = root
-        for part in (None, *relative[:-1]):
-            folder = folder if part is None else folder / part
-            ignores.add(folder)
-            if part is not None and ignores.ignored(folder, is_dir=True):
-                return False
-        return not ignores.ignored(path, is_dir=False) and not _links_out(path, root)
+        here = root
+        for part in (None, *relative):
+            here = here if part is None else here / part
+            if part is not None and ignores.ignored(here, is_dir=True):
+                return None
+            ignores.add(here)
+        return ignores
 
     def update(self, path: Path) -> None:
         """A saved, changed, created or deleted file or folder: index what the disk holds now (what the walk
         would read), or take it out. Runs off the event loop (the server gives it to a thread)."""
         path = normal_path(Path(os.path.abspath(path)))
         if path.is_dir() or not path.exists():  # a folder, or something deleted: whatever lay under it goes
-            prefix = str(path) + os.sep
-            with self._lock:
-                gone = [p for p in self.index.files if p == str(path) or p.startswith(prefix)]
-                for name in gone:
-                    self.index.remove(name)
-                if self._building:
-                    self._changed_while_building.update(gone)
-                self.generation += bool(gone)
+            self._take_out([path])
             root = self.root_of(path)
-            if root is not None and path.is_dir() and not path.is_symlink():  # the walk follows no link to a folder
+            if root is not None and path.is_dir() and not path.is_symlink() \
+                    and self._walked(root, path) is not None:
                 for found in self._walk(path, root):
                     if self.readable(found):  # the .gitignore files above the folder count too
                         self._index_file(found)
@@ -516,13 +554,41 @@ class WorkspaceFiles:
                 self.index.remove(str(path))
                 self.generation += 1
 
+    def _take_out(self, paths: list[Path]) -> None:
+        """Take out of the index the files `paths` name and those under them (folders), in one pass over it (a
+        file the walk indexes meanwhile is one it read before the event: the disk's state then)."""
+        names = {str(path) for path in paths}
+        with self._lock:
+            indexed = list(self.index.files)
+        if len(names) == 1:
+            [name] = names
+            prefix = name + os.sep
+            gone = [path for path in indexed if path.startswith(prefix) or path == name]
+        else:
+            gone = [path for path in indexed if _named_or_under(path, names)]
+        with self._lock:  # the pass, tens of milliseconds for thousands of paths, holds no lookup up
+            for name in gone:
+                self.index.remove(name)
+            if self._building:
+                self._changed_while_building.update(gone)
+            self.generation += bool(gone)
+
     def update_all(self, paths: list[Path]) -> None:
-        """`update` each of `paths`, in order; one the system will not let be looked at costs itself alone."""
+        """`update` each of `paths`, the deleted ones all at once: each costs a pass over the index, and a branch
+        switch or a build's clean deletes thousands (one the system will not let be looked at costs itself
+        alone)."""
+        deleted = []
         for path in paths:
             try:
-                self.update(path)
+                normal = normal_path(Path(os.path.abspath(path)))
+                if normal.exists():
+                    self.update(normal)
+                else:
+                    deleted.append(normal)
             except OSError as exc:
                 log.debug("workspace index: %s not read again (%s)", path, exc)
+        if deleted:
+            self._take_out(deleted)
 
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'

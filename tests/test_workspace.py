@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from lsprotocol import types
@@ -711,7 +711,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         watchers = registration["registerOptions"]["watchers"]
-        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -727,7 +727,98 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+    finally:
+        client.close()
+
+
+def _watcher_requests(client: RawClient, count: int) -> list[tuple[str, str]]:
+    """The watcher (un)registrations the server sent, as (method, id), once it has sent `count` and nothing more
+    for a moment (or fail after 10 s)."""
+    def sent() -> list[tuple[str, str]]:
+        return [(r["method"], (r["params"].get("registrations") or r["params"].get("unregisterations"))[0]["id"])
+                for r in client.server_requests if "Capability" in r["method"]]
+
+    deadline = time.monotonic() + 10
+    while len(sent()) < count:
+        assert time.monotonic() < deadline, sent()
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return sent()
+
+
+def test_the_watchers_go_with_the_index_and_come_back_once_with_it(tmp_path: Path):
+    """workspaceContext turned off, or the last folder closed, drops the file watchers with the index: they stayed
+    registered, and the client went on watching the whole folder and sending events no index read. Turned on again,
+    one set is registered, under a new id."""
+    here = tmp_path / "here"
+    here.mkdir()
+    folder = {"uri": here.as_uri(), "name": "here"}
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {
+            "processId": os.getpid(), "workspaceFolders": [folder],
+            "capabilities": {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}},
+            "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        [(_, first)] = _watcher_requests(client, 1)
+        for on in (False, True):
+            client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"workspaceContext": on}}})
+            _watcher_requests(client, 2 if not on else 3)
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": [], "removed": [folder]}})
+        sent = _watcher_requests(client, 4)
+        second = sent[2][1]
+        assert sent == [("client/registerCapability", first), ("client/unregisterCapability", first),
+                        ("client/registerCapability", second), ("client/unregisterCapability", second)], sent
+        assert second != first
+    finally:
+        client.close()
+
+
+def _as_a_client_would_send(client: RawClient, changes: list[tuple[Path, int]]) -> None:
+    """workspace/didChangeWatchedFiles for those of `changes` (path, FileChangeType) that a watcher the server
+    registered matches, by its glob and its kind, as a client filters them."""
+    [registration] = [r["params"]["registrations"][0] for r in client.server_requests
+                      if r["method"] == "client/registerCapability"]
+    watchers = registration["registerOptions"]["watchers"]
+    kinds = {1: 1, 2: 2, 3: 4}  # FileChangeType: the WatchKind bit it needs
+    sent = [{"uri": path.as_uri(), "type": change} for path, change in changes
+            if any(PurePosixPath(path).match(w["globPattern"]) and w.get("kind", 7) & kinds[change] for w in watchers)]
+    if sent:
+        client.notify("workspace/didChangeWatchedFiles", {"changes": sent})
+
+
+def test_a_folder_renamed_or_deleted_takes_its_files_along(tmp_path: Path):
+    """VS Code folds the events of a folder's files into one for the folder when it is deleted or renamed (a branch
+    switch, `rm -rf`, a rename in its explorer), and that path matched none of the watchers for the indexed files:
+    the old files stayed in the index and the renamed ones were never read, until the server restarted."""
+    root = tmp_path.resolve()
+    (root / "pkg").mkdir()
+    (root / "pkg" / "registry.py").write_text(OTHER_FILE)
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.request("initialize", {
+            "processId": os.getpid(), "rootUri": root.as_uri(),
+            "capabilities": {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}},
+            "initializationOptions": {"completer": {"workspaceContext": True}}})
+        client.notify("initialized", {})
+        _watcher_requests(client, 1)
+        _index_info(client, lambda index: index["files"] == 2)
+        (root / "pkg").rename(root / "lib")
+        _as_a_client_would_send(client, [(root / "pkg", 3), (root / "lib", 1)])
+        _index_info(client, lambda index: index["files"] == 2)
+        fresh = (root / "fresh.py").as_uri()
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, fresh)  # from lib/registry.py
+        shutil.rmtree(root / "lib")
+        _as_a_client_would_send(client, [(root / "lib", 3)])
+        assert _index_info(client, lambda index: index["files"] == 1)["files"] == 1
+        (root / "node_modules" / "dep").mkdir(parents=True)  # created: a folder the walk skips is not read
+        (root / "node_modules" / "dep" / "vendored.py").write_text(OTHER_FILE)
+        _as_a_client_would_send(client, [(root / "node_modules", 1)])
+        time.sleep(0.3)
+        assert _index_info(client, lambda index: True)["files"] == 1
     finally:
         client.close()
 
@@ -757,6 +848,70 @@ def test_reading_what_is_no_file_keeps_no_descriptor(tmp_path: Path):
     for _ in range(20):
         assert read_source(tmp_path / "pipe.py") is None and read_source(tmp_path / "folder.py") is None
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_loop_of_symlinks_in_the_folder_is_skipped_not_the_rest_of_it(project: Path):
+    """A link to itself, or two links to each other (a botched `ln -s`), are read as what they are, no file: the
+    first one the walk met ended it (pathlib's RuntimeError "Symlink loop"), and every file after it in the walk's
+    order was left out of the index, here the only one holding the line."""
+    (project / "loop_a.py").symlink_to(project / "loop_b.py")
+    (project / "loop_b.py").symlink_to(project / "loop_a.py")
+    (project / "itself.py").symlink_to(project / "itself.py")
+    with _server(project, workspaceContext=True) as client:
+        assert _index_info(client, lambda index: True)["files"] == 2
+        uri = (project / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        client.open((project / "loop_a.py").as_uri(), "OPENED_LOOP = 1\n")  # its unsaved text: nowhere to save it
+        time.sleep(EDIT_INDEX_DELAY + 0.3)
+        assert _index_info(client, lambda index: True)["files"] == 2
+
+
+def _folder_named_in_latin1(tmp_path: Path) -> Path:
+    """A folder `café` named in Latin-1 bytes, as a Linux file system keeps it (macOS's refuses such names)."""
+    root = Path(os.fsdecode(os.fsencode(tmp_path.resolve()) + b"/caf\xe9"))
+    try:
+        root.mkdir()
+    except OSError as exc:
+        pytest.skip(f"this file system takes no name that is not UTF-8 ({exc})")
+    return root
+
+
+def test_a_folder_and_a_file_named_in_bytes_that_are_no_utf8_are_indexed_and_followed(tmp_path: Path):
+    """A URI percent-escapes a file name's bytes (`caf%E9`); the server read the bytes that are no UTF-8 as U+FFFD,
+    a path no file has: a workspace folder so named was never indexed, and an event for a file so named (deleted)
+    never reached the index, whose entry stayed."""
+    root = _folder_named_in_latin1(tmp_path)
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    legacy = root / os.fsdecode(b"regis\xe9try.py")
+    legacy.write_text(OTHER_FILE)
+    with _server(root, workspaceContext=True) as client:
+        assert _index_info(client, lambda index: True)["files"] == 2
+        uri = (root / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, uri)
+        legacy.unlink()
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": legacy.as_uri(), "type": 3}]})
+        _index_info(client, lambda index: index["files"] == 1)
+
+
+def test_a_file_name_that_is_no_utf8_reaches_a_repository_prompt_as_text_a_tokenizer_takes(tmp_path: Path):
+    """A Qwen2.5-Coder or StarCoder2 prompt lays the snippets out under their files' paths; a name in bytes that are
+    no UTF-8 came as lone surrogates, which the tokenizer refuses (TypeError): no suggestion while it was picked."""
+    import tokenizers
+
+    from completer.repository import RepositoryContext, repository_head_ids
+
+    root = _folder_named_in_latin1(tmp_path)
+    legacy = root / os.fsdecode(b"regis\xe9try.py")
+    legacy.write_text(OTHER_FILE)
+    files = _index(root)
+    [indexed] = files.index.files
+    (name, path), snippet = files.place(root / "install.py"), files.place(Path(indexed), indexed=True)
+    tokenizer = tokenizers.Tokenizer.from_file(str(REPO / "models" / "python-small" / "tokenizer.json"))
+    context = RepositoryContext(name, path, ((snippet[1], OTHER_FILE),))
+    assert repository_head_ids("qwen", context, 500, lambda text: tokenizer.encode(text).ids, (1, 2))
+    assert (name, path, snippet) == ("caf\ufffd", "install.py", ("caf\ufffd", "regis\ufffdtry.py"))  # as editors show
 
 
 def test_a_file_that_became_a_pipe_never_holds_a_request(tmp_path: Path):
@@ -924,7 +1079,7 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
     assert {w.glob_pattern for w in last.register_options.watchers} == \
-        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb"}
+        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
     assert server._watching == (last.id, (".ipynb", ".py", ".pyi", ".pyw"))
 
