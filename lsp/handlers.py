@@ -5,6 +5,7 @@ import logging
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from completer.types import SKIPPED_OUT_OF_SYNC
 
@@ -15,6 +16,7 @@ from lsp.server import CompleterServer
 log = logging.getLogger(__name__)
 
 INFO_METHOD = "completer/info"
+FILE_INFO_METHOD = "completer/fileInfo"
 
 
 def _open(ls: CompleterServer, doc: types.TextDocumentItem) -> None:
@@ -182,3 +184,12 @@ def register(server: CompleterServer) -> None:
     @server.feature(INFO_METHOD)
     async def info(ls: CompleterServer, params: Any = None) -> dict[str, Any]:
         return await ls.info()
+
+    @server.feature(FILE_INFO_METHOD)
+    async def file_info(ls: CompleterServer, params: Any = None) -> dict[str, Any]:
+        """What a status bar says of one file: the excludeFiles pattern that leaves it alone, or null."""
+        uri = getattr(params, "uri", None)
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams(message=f'{FILE_INFO_METHOD} takes {{"uri": "file:///..."}}')
+        await ls.settings_applied(FILE_INFO_METHOD)
+        return {"excluded": ls.excluding_pattern(uri)}

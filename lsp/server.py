@@ -572,8 +572,7 @@ class CompleterServer(LanguageServer):
         """The request's target, or None when we should answer empty (unknown doc, off the end, language off)."""
         doc = self.documents.get(uri)
         if doc is not None and self.excluded(uri):
-            pattern = self.exclusions().pattern_for(self.lookups.file_of(uri), self._roots)
-            self._skip(uri, f"the file matches excludeFiles' {pattern!r}", logging.INFO)
+            self._skip(uri, f"the file matches excludeFiles' {self.excluding_pattern(uri)!r}", logging.INFO)
             return None
         if doc is None or not self.completes(doc, unknown=True):  # suggest() asks again once the model is known
             return None
@@ -623,6 +622,10 @@ class CompleterServer(LanguageServer):
         """Whether excludeFiles leaves the document (for a notebook's cell, its notebook) alone: no suggestions in
         it, and its text is context for no other document."""
         return self.exclusions().excludes(self.lookups.file_of(uri), self._roots)
+
+    def excluding_pattern(self, uri: str) -> str | None:
+        """The excludeFiles pattern that leaves `uri` alone (for the log and a status bar), or None."""
+        return self.exclusions().pattern_for(self.lookups.file_of(uri), self._roots)
 
     def model_changed(self) -> None:
         """Another model answers now: where enabledLanguages is not set, the workspace index and its file watchers

@@ -22,7 +22,7 @@ REFERENCE_DOCS = [REPO / "README.md", REPO / "docs" / "architecture.md", BENCHMA
 TABLE_COMMAND = re.compile(r"^python (scripts/[\w-]+\.py) --table (docs/\S+\.json)", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")
 REPO_PATH = re.compile(r"`((?:docs|models|scripts|tests|completer|lsp|vscode-extension)/[^`\s*{}<>]+)`")
-NOT_FILES = {"completer/info"}  # the server's own LSP request, not a path
+NOT_FILES = {"completer/info", "completer/fileInfo"}  # the server's own LSP requests, not paths
 
 
 def table_commands() -> list[tuple[str, str]]:

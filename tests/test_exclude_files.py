@@ -127,3 +127,29 @@ def test_nothing_of_an_excluded_file_reaches_an_endpoint(tmp_path: Path, endpoin
         prompt = endpoint.seen[-1].body["prompt"]
         assert "charge_with_stripe" in prompt  # the workspace's other files are read ...
         assert SECRET not in prompt and "def stripe_key" not in prompt  # ... but not the excluded ones
+
+
+def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_file(tmp_path: Path):
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"excludeFiles": ["secrets/", "*.pem",
+                                                                                               "!public.pem"]}}})
+        client.notify("initialized", {})
+
+        def excluded(uri: str):
+            return client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"]
+
+        assert excluded((tmp_path / "app" / "secrets" / "db.py").as_uri()) == "secrets/"
+        assert excluded((tmp_path / "server.pem").as_uri()) == "*.pem"
+        assert excluded((tmp_path / "public.pem").as_uri()) is None
+        assert excluded((tmp_path / "app.py").as_uri()) is None and excluded("untitled:Untitled-1") is None
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"excludeFiles": None}}})
+        assert excluded((tmp_path / "app" / "secrets" / "db.py").as_uri()) is None  # the change is applied first
+        assert excluded((tmp_path / "deploy" / ".env.production").as_uri()) == ".env.*"
+        for params in (None, {}, {"uri": 3}, [1]):
+            assert client.request("completer/fileInfo", params)["error"]["code"] == -32602
+        assert client.request("completer/info")["result"]  # still serving
+    refused = [m["params"]["message"] for m in client.notifications
+               if m.get("method") == "window/logMessage" and "completer/fileInfo" in m["params"]["message"]]
+    assert len(refused) == 4 and not any("Traceback" in message for message in refused)

@@ -18,6 +18,7 @@ import { StatusBar } from './common/status';
 import { TraceChannel } from './common/trace';
 import {
     activeFileLanguage,
+    activeFileUri,
     createLogOutputChannel,
     executeCommand,
     getConfiguration,
@@ -90,6 +91,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         showLogs: () => log.show(),
         openSettings: () => void executeCommand('workbench.action.openSettings', `${CONFIG_SECTION}.`),
         repoDir: findRepoDir(context.extensionPath),
+        activeFileUri,
     });
     manager = serverManager;
 
@@ -124,6 +126,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
         onDidChangeActiveFile(() => {
             status.setActiveLanguage(activeFileLanguage());
             refreshUnseen();
+            void serverManager.refreshActiveFile();
         }),
     );
     status.setActiveLanguage(activeFileLanguage());

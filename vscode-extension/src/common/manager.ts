@@ -2,7 +2,7 @@
 // client, push settings changes, restart when the interpreter or languages change, keep the status bar
 // current. Everything VS Code-specific is passed in, so this logic is unit-tested with fakes.
 
-import { INFO_REQUEST } from './constants';
+import { FILE_INFO_REQUEST, INFO_REQUEST } from './constants';
 import type { InstallCheck, Interpreter } from './python';
 import { installCommand, MIN_PYTHON } from './python';
 import {
@@ -35,6 +35,7 @@ export interface StatusLike {
     setModel(model: string | undefined): void;
     setRemote(endpoint: string | undefined): void;
     setLanguages(languages: readonly string[] | undefined): void;
+    setExcluded(pattern: string | undefined): void;
     setLatency(ms: number): void;
 }
 
@@ -57,6 +58,8 @@ export interface ManagerDeps {
     copyToClipboard(text: string): Thenable<void>;
     showLogs(): void;
     openSettings(): void;
+    /** The active editor's document URI, for the status bar's word on completer.excludeFiles. */
+    activeFileUri?(): string | undefined;
     /** The completer repository, when the extension runs from a checkout (for the install command). */
     repoDir?: string;
     platform?: NodeJS.Platform;
@@ -251,8 +254,31 @@ export class ServerManager {
                     this.modelKnown = false;
                     await this.refreshInfo();
                 }
+                await this.refreshActiveFile();
             }
         });
+    }
+
+    /** Ask the server whether completer.excludeFiles leaves the active file alone, and say so in the status bar.
+     *  Asked when another file becomes active, once the server runs, and after the settings change. */
+    async refreshActiveFile(client: ClientLike | undefined = this.client): Promise<void> {
+        const uri = this.deps.activeFileUri?.();
+        if (!client || this.client !== client || uri === undefined) {
+            this.deps.status.setExcluded(undefined);
+            return;
+        }
+        let answer: unknown;
+        try {
+            answer = await client.sendRequest<unknown>(FILE_INFO_REQUEST, { uri });
+        } catch (err) {
+            this.deps.log.warn(`${FILE_INFO_REQUEST} failed: ${errorText(err)}`);
+            return;
+        }
+        if (this.client !== client || this.deps.activeFileUri?.() !== uri) {
+            return; // another file or server since: its own answer decides
+        }
+        const excluded = (answer as { excluded?: unknown } | null)?.excluded;
+        this.deps.status.setExcluded(typeof excluded === 'string' ? excluded : undefined);
     }
 
     /** The Python extension's active interpreter changed; matters only when completer.pythonPath is unset. */
@@ -396,6 +422,7 @@ export class ServerManager {
             const converting = conversionOf(info);
             this.modelKnown = converting === undefined; // else asked again: by the poll below, and after a completion
             this.deps.status.setState('running');
+            void this.refreshActiveFile(client);
             this.deps.status.setModel(converting ? `${label}, converting ${converting}` : label);
             if (converting !== undefined && this.conversionPoll === undefined) {
                 this.conversionPoll = setTimeout(() => {

@@ -18,6 +18,7 @@ export class StatusBar {
     private languages: readonly string[] | undefined;
     private activeLanguage: string | undefined;
     private unseen: string | undefined;
+    private excluded: string | undefined;
 
     constructor() {
         this.item = createStatusBarItem('completer.status', 100);
@@ -74,6 +75,12 @@ export class StatusBar {
         return activeLanguage;
     }
 
+    /** The completer.excludeFiles pattern that leaves the active file alone, or undefined. */
+    setExcluded(pattern: string | undefined): void {
+        this.excluded = pattern;
+        this.render();
+    }
+
     /** Why the suggestions cannot be seen in the active editor (settings.ts, `unseenBecause`), or undefined. */
     setUnseen(reason: string | undefined): void {
         this.unseen = reason;
@@ -114,6 +121,10 @@ export class StatusBar {
                     this.renderUnanswered(model, this.unansweredLanguage, toggleHint);
                     break;
                 }
+                if (this.excluded !== undefined) {
+                    this.renderExcluded(model, this.excluded, toggleHint);
+                    break;
+                }
                 if (this.unseen !== undefined) {
                     this.renderUnseen(model, this.unseen, toggleHint);
                     break;
@@ -146,6 +157,14 @@ export class StatusBar {
             `(for this language too, where a language's settings turn it off) and completer.inlineCompletions for ` +
             `ghost text, or completer.completionItems for the suggest widget. ${toggleHint}`;
         this.item.backgroundColor = themeColor('statusBarItem.warningBackground');
+    }
+
+    private renderExcluded(model: string, pattern: string, toggleHint: string): void {
+        this.item.text = `$(eye-closed) ${model} · excluded`;
+        this.item.tooltip =
+            `Completer: no suggestions in this file, and nothing of it is read for other files` +
+            `${this.endpoint ? ' or sent to the endpoint' : ''}: it matches "${pattern}" in completer.excludeFiles. ` +
+            toggleHint;
     }
 
     private renderUnanswered(model: string, language: string, toggleHint: string): void {

@@ -54,6 +54,12 @@ export function activeFileLanguage(): string | undefined {
     return document && COMPLETED_SCHEMES.includes(document.uri.scheme) ? document.languageId : undefined;
 }
 
+/** The URI of the file, untitled document or notebook cell in the active editor, as the language client sends it. */
+export function activeFileUri(): string | undefined {
+    const document = window.activeTextEditor?.document;
+    return document && COMPLETED_SCHEMES.includes(document.uri.scheme) ? document.uri.toString() : undefined;
+}
+
 /** VS Code's `editor.inlineSuggest.enabled`, for `languageId`'s editors when given (a language can override it). */
 export function inlineSuggestEnabled(languageId: string | undefined): boolean {
     const scope = languageId === undefined ? undefined : { languageId };

@@ -22,6 +22,8 @@ class FakeClient implements ClientLike {
     /** Answers to completer/info before `info` (e.g. while the model loads). */
     infoSequence: unknown[] = [];
     requests: { method: string; params: unknown }[] = [];
+    /** The answer to completer/fileInfo. */
+    fileInfo: (params: unknown) => unknown = () => ({ excluded: null });
     constructor(
         public hooks: ClientHooks,
         private failStart = false,
@@ -41,6 +43,9 @@ class FakeClient implements ClientLike {
     }
     async sendRequest<R>(method: string, params?: unknown): Promise<R> {
         this.requests.push({ method, params });
+        if (method === 'completer/fileInfo') {
+            return this.fileInfo(params) as R;
+        }
         return (this.infoSequence.length ? this.infoSequence.shift() : this.info) as R;
     }
 }
@@ -55,6 +60,8 @@ interface SetupOptions {
     /** The final completer/info answer (default: a local model). */
     info?: unknown;
     conversionInfoIntervalMs?: number;
+    /** The active editor's document, when the test has one. */
+    active?: { uri: string | undefined };
 }
 
 function setup(options: SetupOptions = {}) {
@@ -88,6 +95,10 @@ function setup(options: SetupOptions = {}) {
         },
         setRemote(endpoint: string | undefined) {
             this.endpoint = endpoint;
+        },
+        excluded: undefined as string | undefined,
+        setExcluded(pattern: string | undefined) {
+            this.excluded = pattern;
         },
     };
     const errors: { message: string; actions: string[] }[] = [];
@@ -126,6 +137,7 @@ function setup(options: SetupOptions = {}) {
         platform: 'linux',
         infoRetryDelaysMs: [1, 1, 1],
         conversionInfoIntervalMs: options.conversionInfoIntervalMs,
+        activeFileUri: options.active ? () => options.active?.uri : undefined,
     };
     const manager = new ServerManager(deps);
     return {
@@ -398,6 +410,35 @@ describe('server manager', () => {
         clients[0].hooks.onLatency(30);
         await tick();
         assert.equal(clients[0].requests.length, asked, 'no more info requests once the conversion is over');
+    });
+
+    test('the status bar says when completer.excludeFiles leaves the active file alone', async () => {
+        const active = { uri: 'file:///ws/.env' as string | undefined };
+        const { manager, clients, status, change } = setup({ active });
+        await manager.refreshActiveFile(); // no server yet: nothing to ask
+        assert.equal(status.excluded, undefined);
+        await manager.start();
+        const envOnly = (params: unknown) => ((params as { uri: string }).uri.endsWith('.env') ? '.env' : null);
+        clients[0].fileInfo = (params) => ({ excluded: envOnly(params) });
+        await manager.refreshActiveFile();
+        assert.equal(status.excluded, '.env');
+        const asked = { method: 'completer/fileInfo', params: { uri: 'file:///ws/.env' } };
+        assert.deepEqual(clients[0].requests.at(-1), asked);
+        active.uri = 'file:///ws/app.py';
+        await manager.refreshActiveFile();
+        assert.equal(status.excluded, undefined);
+        clients[0].fileInfo = () => ({ excluded: '*.py' });
+        await change({ excludeFiles: ['*.py'] }); // the settings change asks again, after sending them
+        assert.equal(status.excluded, '*.py');
+        clients[0].fileInfo = () => {
+            active.uri = 'file:///ws/notes.md'; // another editor became active while the server answered
+            return { excluded: 'stale' };
+        };
+        await manager.refreshActiveFile();
+        assert.equal(status.excluded, '*.py', "the other file's own answer decides, not this stale one");
+        active.uri = undefined; // the output panel
+        await manager.refreshActiveFile();
+        assert.equal(status.excluded, undefined);
     });
 
     test('the languages the server answers in reach the status bar, and are forgotten while it restarts', async () => {

@@ -117,6 +117,24 @@ describe('status bar', () => {
         assert.match(item.text, /\$\(error\)/, 'an error says so first');
     });
 
+    test('says when completer.excludeFiles leaves the active file alone', () => {
+        const status = new StatusBar();
+        const item = mock.statusItems[0];
+        status.setState('running');
+        status.setModel('python-small');
+        status.setExcluded('.env');
+        assert.equal(item.text, '$(eye-closed) python-small · excluded');
+        assert.match(String(item.tooltip), /no suggestions in this file, and nothing of it is read for other files:/);
+        assert.match(String(item.tooltip), /matches "\.env" in completer\.excludeFiles/);
+        status.setRemote('https://gpu.example.com/v1');
+        assert.match(String(item.tooltip), /or sent to the endpoint/);
+        status.setExcluded(undefined);
+        assert.equal(item.text, '$(cloud) python-small');
+        status.setExcluded('.env');
+        status.setEnabled(false);
+        assert.equal(item.text, '$(circle-slash) python-small', 'off everywhere says so first');
+    });
+
     test('says when the suggestions cannot be seen, with the warning background', () => {
         const status = new StatusBar();
         const item = mock.statusItems[0];
