@@ -79,10 +79,11 @@ class PipeChannel:
         self.writer: Any = proc.stdin
         self.pid = proc.pid
         self.shared = False
+        self.reading = True  # until its reader saw the end: a job sent after that would wait forever
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None and not self.writer.is_closing()
+        return self.reading and self.proc.returncode is None and not self.writer.is_closing()
 
     async def close(self, grace: float) -> None:
         """Close its stdin (it abandons any search and exits); kill it after `grace` s."""
@@ -119,10 +120,11 @@ class SocketChannel:
         self.writer: Any = writer
         self.pid: int | None = None  # the engine's, from its hello
         self.shared = True
+        self.reading = True  # until its reader saw the end: a connection the engine closed is only half closed
 
     @property
     def alive(self) -> bool:
-        return not self.writer.is_closing()
+        return self.reading and not self.writer.is_closing()
 
     async def close(self, grace: float) -> None:
         self.writer.close()
@@ -359,6 +361,7 @@ class WorkerClient:
             log.exception("worker pid %s sent garbage; dropping it", channel.pid)
             channel.kill()
         finally:
+            channel.reading = False
             await self._on_exit(channel)
 
     def _resolve(self, message: Any) -> None:

@@ -46,3 +46,33 @@ async def test_the_worker_never_imports_from_the_working_directory(client: Worke
     monkeypatch.chdir(tmp_path)
     assert await client.start() is None
     assert client.info.get("model") and not marker.exists()
+
+
+async def test_a_job_sent_between_the_engines_death_and_its_replacement_is_answered(monkeypatch, tmp_path):
+    """A request that found the worker ready just before the shared engine died sends its job while the
+    replacement starts: it fails at once (and is asked again of the replacement), never waits forever on the
+    dead engine's connection."""
+    import asyncio
+    import os
+    import signal
+
+    from lsp.worker_client import WorkerDied, WorkerError
+
+    monkeypatch.setenv("COMPLETER_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("COMPLETER_ENGINE_IDLE_EXIT_S", "2")
+    worker = WorkerClient(lambda: engine_dict(ServerSettings()), shared=True)
+    try:
+        assert await worker.start() is None and worker.on_shared_engine
+        os.kill(worker.pid, signal.SIGKILL)
+        while worker._event().is_set():  # the reader saw the engine die; its replacement is being started
+            await asyncio.sleep(0.001)
+        try:
+            _, future = worker.submit("info")
+        except WorkerDied:
+            return
+        try:
+            await asyncio.wait_for(future, 10)
+        except WorkerError:
+            pass
+    finally:
+        await worker.stop()
