@@ -84,14 +84,25 @@ def shared_engine_supported() -> bool:
     return hasattr(socket, "AF_UNIX") and os.name == "posix"
 
 
+def _xdg_runtime_dir() -> Path | None:
+    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user may write in. One that is gone
+    (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, and a relative
+    one would put a socket directory, and an engine, in each project the editor starts a server in."""
+    value = os.environ.get("XDG_RUNTIME_DIR")
+    if not value or not os.path.isabs(value) or not os.path.isdir(value) or not os.access(value, os.W_OK | os.X_OK):
+        return None
+    return Path(value)
+
+
 def runtime_dir() -> Path:
-    """The user's private directory for the socket: $COMPLETER_RUNTIME_DIR, $XDG_RUNTIME_DIR/completer, or
-    <tmp>/completer-<uid>; made 0700 if missing, refused unless the user owns it and no one else may enter."""
-    base = os.environ.get(RUNTIME_DIR_ENV)
+    """The user's private directory for the socket: $COMPLETER_RUNTIME_DIR, $XDG_RUNTIME_DIR/completer (where
+    that is usable), or <tmp>/completer-<uid>; made 0700 if missing, refused unless the user owns it and no one
+    else may enter."""
+    base, xdg = os.environ.get(RUNTIME_DIR_ENV), _xdg_runtime_dir()
     if base:
         path = Path(base)
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "completer"
+    elif xdg is not None:
+        path = xdg / "completer"
     else:
         path = Path(tempfile.gettempdir()) / f"completer-{os.getuid()}"
     try:

@@ -361,3 +361,29 @@ def test_a_worker_of_other_code_than_its_servers_exits_at_once(tmp_path: Path):
     assert done.stderr.count("\n") == 1 and "changed since the server started" in done.stderr
     assert not (tmp_path / "engine.sock").exists()
 
+
+@pytest.mark.parametrize("xdg", ["missing", "file", "relative"])
+def test_an_unusable_XDG_RUNTIME_DIR_falls_back_to_the_temporary_directory(tmp_path: Path, xdg: str):
+    """$XDG_RUNTIME_DIR removed (a tmux session that outlived the login: systemd removed /run/user/<uid>),
+    not a directory, or relative (each project would get a socket directory and an engine of its own): the
+    sockets go to <tmp>/completer-<uid>, and the windows still share one engine; nothing is made where the
+    variable points."""
+    import shutil
+    import tempfile
+
+    project, temporary = tmp_path / "project", Path(tempfile.mkdtemp(prefix="xdg"))  # pytest's are too long for
+    project.mkdir()                                                                    # a socket's address
+    (tmp_path / "file").touch()
+    value = {"missing": str(tmp_path / "run" / "user" / "1000"), "file": str(tmp_path / "file"),
+             "relative": "run"}[xdg]
+    env = _env(tmp_path, XDG_RUNTIME_DIR=value, TMPDIR=str(temporary))
+    del env["COMPLETER_RUNTIME_DIR"]
+    client = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(project))
+    client.initialize({"completer": {"searchAhead": False}})
+    try:
+        assert _ready(client)["server"]["shared_engine"]
+        assert list((temporary / f"completer-{os.getuid()}").glob("engine-*.sock"))
+        assert not (tmp_path / "run").exists() and not (project / "run").exists()
+    finally:
+        client.close()
+        shutil.rmtree(temporary, ignore_errors=True)
