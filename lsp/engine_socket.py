@@ -57,22 +57,52 @@ SOURCE_FINGERPRINT = source_fingerprint()
 reaches the engine of the code it runs even after the files change."""
 
 
+CODE_CHANGED_EXIT = 3
+"""A worker's exit code when the code it imported is not that of the server that started it (`--source`)."""
+
+
 class EngineSocketError(Exception):
     """The shared engine cannot be used safely or at all; the message says why, in one line."""
+
+
+class CodeChanged(EngineSocketError):
+    """The code on disk is no longer the code this process runs (an update or a git pull since it started): any
+    worker it started now would import the new code and speak to it in the protocol of before."""
+
+
+def code_changed_on_disk() -> bool:
+    """Whether the source files are no longer those this process imported (a few dozen stat calls)."""
+    return source_fingerprint() != SOURCE_FINGERPRINT
+
+
+def code_changed_message() -> str:
+    return ("the completer's code changed on disk since this server started (an update or a git pull): restart "
+            "the language server to get completions again")
 
 
 def shared_engine_supported() -> bool:
     return hasattr(socket, "AF_UNIX") and os.name == "posix"
 
 
+def _xdg_runtime_dir() -> Path | None:
+    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user may write in. One that is gone
+    (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, and a relative
+    one would put a socket directory, and an engine, in each project the editor starts a server in."""
+    value = os.environ.get("XDG_RUNTIME_DIR")
+    if not value or not os.path.isabs(value) or not os.path.isdir(value) or not os.access(value, os.W_OK | os.X_OK):
+        return None
+    return Path(value)
+
+
 def runtime_dir() -> Path:
-    """The user's private directory for the socket: $COMPLETER_RUNTIME_DIR, $XDG_RUNTIME_DIR/completer, or
-    <tmp>/completer-<uid>; made 0700 if missing, refused unless the user owns it and no one else may enter."""
-    base = os.environ.get(RUNTIME_DIR_ENV)
+    """The user's private directory for the socket: $COMPLETER_RUNTIME_DIR, $XDG_RUNTIME_DIR/completer (where
+    that is usable), or <tmp>/completer-<uid>; made 0700 if missing, refused unless the user owns it and no one
+    else may enter."""
+    base, xdg = os.environ.get(RUNTIME_DIR_ENV), _xdg_runtime_dir()
     if base:
         path = Path(base)
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "completer"
+    elif xdg is not None:
+        path = xdg / "completer"
     else:
         path = Path(tempfile.gettempdir()) / f"completer-{os.getuid()}"
     try:
@@ -201,6 +231,8 @@ def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str
                                   close_fds=True, cwd=cwd)
         deadline = time.monotonic() + START_TIMEOUT_S
         while (sock := _connected(path)) is None:
+            if engine.poll() == CODE_CHANGED_EXIT:
+                raise CodeChanged(code_changed_message())
             if engine.poll() is not None:
                 raise EngineSocketError(f"{what} exited with code {engine.returncode} before it "
                                         f"listened on {path} (see its log)")
@@ -236,15 +268,21 @@ async def _on_daemon_thread(function: Any, *args: Any) -> Any:
     return await done
 
 
-async def connect_or_start(engine_command: list[str], env: dict[str, str]
+async def connect_or_start(engine_command: list[str], env: dict[str, str], start: bool = True
                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connection to the user's engine, started first if none listens (on a thread: the lock blocks).
+    """A connection to the user's engine, started first if none listens (on a thread: the lock blocks). With
+    `start` False (the code changed on disk), only an engine that listens already: CodeChanged when none does.
     Raises EngineSocketError."""
     import asyncio
 
     from lsp import framing
 
     path = socket_path()
-    sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env)
+    if start:
+        sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env)
+    elif (connected := _connected(path)) is not None:
+        sock = connected
+    else:
+        raise CodeChanged(code_changed_message())
     sock.setblocking(False)
     return await asyncio.open_unix_connection(sock=sock, limit=framing.MAX_FRAME_BYTES)

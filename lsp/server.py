@@ -173,7 +173,7 @@ class CompleterServer(LanguageServer):
         if self.settings.remote.is_remote:
             return OpenAIBackend(lambda: self.settings)
         return WorkerClient(lambda: self._engine_dict(self.settings), self.log_level, self.worker_log_file,
-                            shared=self.shared_engine)
+                            shared=self.shared_engine, tell_user=lambda why: self.show(why, types.MessageType.Error))
 
     async def _replace_backend(self) -> None:
         """The `backend` setting (or the endpoint's) changed: stop the old backend and start the new one. Its
@@ -426,6 +426,8 @@ class CompleterServer(LanguageServer):
             self.model_changed()
             return
         error = await self.worker.start(reported=True)
+        if self.worker.code_changed:  # the user was told; no other settings would start a worker
+            return
         if not error:
             self.sources.loaded(self._handed)
             self.model_changed()

@@ -5,7 +5,9 @@ Running the model here, not in the server, keeps the server's event loop free (i
 survive a crash in native code by simply starting a new worker.
 
 Protocol (one msgpack map per frame, see `lsp.framing`):
-  server -> worker  {"id": n, "op": "hello", "version": str}  (the shared engine answers its version and pid)
+  server -> worker  {"id": n, "op": "hello", "version": str, "source": str}
+                    (the shared engine answers its version, pid and source: lsp/engine_socket.py's fingerprint of
+                    the code it imported, which a server that runs other code refuses)
                     {"id": n, "op": "init"|"configure", "settings": {EngineSettings fields}}
                     {"id": n, "op": "complete", "uri": str, "before": str, "after": str, "below": str,
                      "others": [str], "snippets": [str], "repository": {"name": str, "path": str, "paths": [str]},
@@ -62,6 +64,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 from lsp import __version__, framing
+from lsp.engine_socket import CODE_CHANGED_EXIT, SOURCE_FINGERPRINT
 
 log = logging.getLogger("lsp.worker")
 
@@ -463,7 +466,8 @@ class Worker:
         if op == "info":
             return self._info(client)
         if op in ("ping", "hello"):
-            return {"pid": os.getpid(), "version": __version__, "clients": len(self.clients)}
+            return {"pid": os.getpid(), "version": __version__, "source": SOURCE_FINGERPRINT,
+                    "clients": len(self.clients)}
         raise ValueError(f"unknown op {op!r}")
 
     def _require_engine(self, client: Client) -> Any:
@@ -565,7 +569,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-file", default=None)
     parser.add_argument("--listen", default=None, help="serve as the user's shared engine on this Unix socket")
+    parser.add_argument("--source", default=None,
+                        help="the fingerprint of the server's code (lsp/engine_socket.py): refuse to run other code")
     args = parser.parse_args(argv)
+    if args.source is not None and args.source != SOURCE_FINGERPRINT:
+        print(f"completer worker: the code on disk (source {SOURCE_FINGERPRINT}) is not the server's "
+              f"({args.source}): it changed since the server started; exiting", file=sys.stderr, flush=True)
+        return CODE_CHANGED_EXIT
 
     # Our stdout is the reply channel. Keep a private copy of it and point fd 1 at stderr, so a
     # stray print() or a native library's message cannot corrupt the frames.

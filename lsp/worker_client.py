@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lsp import __version__, framing
-from lsp.engine_socket import EngineSocketError, connect_or_start, shared_engine_supported
+from lsp.engine_socket import (SOURCE_FINGERPRINT, CodeChanged, EngineSocketError, code_changed_message,
+                               code_changed_on_disk, connect_or_start, shared_engine_supported)
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,11 @@ class PipeChannel:
         self.writer: Any = proc.stdin
         self.pid = proc.pid
         self.shared = False
+        self.reading = True  # until its reader saw the end: a job sent after that would wait forever
 
     @property
     def alive(self) -> bool:
-        return self.proc.returncode is None and not self.writer.is_closing()
+        return self.reading and self.proc.returncode is None and not self.writer.is_closing()
 
     async def close(self, grace: float) -> None:
         """Close its stdin (it abandons any search and exits); kill it after `grace` s."""
@@ -119,10 +121,11 @@ class SocketChannel:
         self.writer: Any = writer
         self.pid: int | None = None  # the engine's, from its hello
         self.shared = True
+        self.reading = True  # until its reader saw the end: a connection the engine closed is only half closed
 
     @property
     def alive(self) -> bool:
-        return not self.writer.is_closing()
+        return self.reading and not self.writer.is_closing()
 
     async def close(self, grace: float) -> None:
         self.writer.close()
@@ -145,8 +148,9 @@ Channel = PipeChannel | SocketChannel
 
 async def _handshake(channel: SocketChannel) -> dict[str, Any]:
     """The first exchange on a new connection to the shared engine, before its reader task starts: its
-    version and pid."""
-    channel.writer.write(framing.encode({"id": 0, "op": "hello", "version": __version__}))
+    version, pid and the fingerprint of its code."""
+    channel.writer.write(framing.encode({"id": 0, "op": "hello", "version": __version__,
+                                         "source": SOURCE_FINGERPRINT}))
     reply = await framing.read_frame_async(channel.reader)
     if reply is None:  # an engine that is exiting (or was killed) closed it: another may be starting
         raise ConnectionResetError("the shared engine closed the connection before its hello")
@@ -158,11 +162,15 @@ async def _handshake(channel: SocketChannel) -> dict[str, Any]:
 
 class WorkerClient:
     """One live worker at a time, plus the futures of the jobs it has not answered yet. `shared`: use the
-    user's shared engine, falling back to a private worker when it cannot be used (said once in the log)."""
+    user's shared engine, falling back to a private worker when it cannot be used (said once in the log).
+    `tell_user` shows the user what only a restart of the server mends (its code changed on disk)."""
 
     def __init__(self, engine_settings: Callable[[], dict[str, Any]], log_level: str = "INFO",
-                 log_file: str | None = None, shared: bool = False) -> None:
+                 log_file: str | None = None, shared: bool = False,
+                 tell_user: Callable[[str], None] | None = None) -> None:
         self._engine_settings = engine_settings
+        self._tell_user = tell_user
+        self.code_changed: str | None = None  # why no worker will be started again, once the code changed on disk
         self._log_level = log_level
         self._log_file = log_file
         self.shared = shared and shared_engine_supported()
@@ -198,23 +206,29 @@ class WorkerClient:
         return self._ready
 
     def _worker_command(self) -> list[str]:
-        cmd = [sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--log-level", self._log_level]
+        cmd = [sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--log-level", self._log_level,
+               "--source", SOURCE_FINGERPRINT]
         if self._log_file:
             cmd += ["--log-file", self._log_file]
         return cmd
 
     async def _open(self) -> Channel:
         """A channel to a worker: the shared engine's socket (started if need be), else a private process.
-        Raises OSError when no process can be started."""
+        Raises OSError when no process can be started, CodeChanged when any would run other code than this
+        server's: once the code on disk changed, only the engine of this server's code, still running, is used."""
         if self.shared:
             try:
-                return await self._connect_shared()
+                return await self._connect_shared(start=not code_changed_on_disk())
+            except CodeChanged:
+                raise
             except EngineSocketError as exc:  # not safe or not compatible: never tried again by this server
                 self.shared = False
                 log.warning("not using the shared engine (%s): running a private worker", exc)
             except (OSError, asyncio.TimeoutError, framing.FrameError, ValueError) as exc:
                 log.warning("cannot reach the shared engine (%s): running a private worker until the next restart",
                             exc)
+        if code_changed_on_disk():
+            raise CodeChanged(code_changed_message())
         self._spawning = asyncio.ensure_future(self._spawn_private())
         channel = await asyncio.shield(self._spawning)
         self._spawning = None
@@ -230,12 +244,13 @@ class WorkerClient:
         )
         return PipeChannel(proc)
 
-    async def _connect_shared(self) -> SocketChannel:
-        """Connect to the shared engine and greet it. A connection that an engine being killed had queued is
-        reset: it is tried again a few times, when a new engine (started by this server or another) listens."""
+    async def _connect_shared(self, start: bool) -> SocketChannel:
+        """Connect to the shared engine (started if none listens and `start`) and greet it. A connection that an
+        engine being killed had queued is reset: it is tried again a few times, when a new engine (started by this
+        server or another) listens."""
         for attempt in range(CONNECT_ATTEMPTS):
             try:
-                reader, writer = await connect_or_start(self._worker_command(), worker_environment())
+                reader, writer = await connect_or_start(self._worker_command(), worker_environment(), start)
                 channel = SocketChannel(reader, writer)
                 hello = await asyncio.wait_for(_handshake(channel), INIT_TIMEOUT)
                 break
@@ -243,10 +258,10 @@ class WorkerClient:
                 if attempt == CONNECT_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(0.05 * (attempt + 1))
-        if hello.get("version") != __version__:
+        if hello.get("version") != __version__ or hello.get("source") != SOURCE_FINGERPRINT:
             await channel.close(1.0)
-            raise EngineSocketError(f"the shared engine speaks version {hello.get('version')!r}, this server "
-                                    f"{__version__}")
+            raise EngineSocketError(f"the shared engine runs version {hello.get('version')!r} of the code "
+                                    f"{hello.get('source')!r}, this server {__version__} of {SOURCE_FINGERPRINT}")
         channel.pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
         return channel
 
@@ -258,6 +273,9 @@ class WorkerClient:
         started = time.perf_counter()
         try:
             channel = await self._open()
+        except CodeChanged as exc:
+            self._stay_without_worker(str(exc))
+            return self.model_error
         except OSError as exc:  # nothing will exit, so nothing would restart it: retry from here
             self.model_error = f"cannot start the inference worker ({sys.executable}): {exc}"
             log.error("%s", self.model_error)
@@ -294,6 +312,18 @@ class WorkerClient:
         ready.set()
         log.info("worker pid %s ready in %.0f ms", channel.pid, (time.perf_counter() - started) * 1000)
         return None
+
+    def _stay_without_worker(self, why: str) -> None:
+        """Start no worker again, and answer every job at once with `why` (the user is told once): the code on
+        disk is not this server's any more, and only a server of that code can use it."""
+        first = self.code_changed is None
+        self.code_changed = self.model_error = why
+        self.info = {}
+        self._event().set()
+        if first and self._tell_user is not None:
+            self._tell_user(why)
+        elif first:
+            log.error("%s", why)
 
     async def refresh_info(self, timeout: float) -> None:
         """Fetch engine.info() again (cache sizes change); keeps the cached copy if the worker is busy."""
@@ -359,6 +389,7 @@ class WorkerClient:
             log.exception("worker pid %s sent garbage; dropping it", channel.pid)
             channel.kill()
         finally:
+            channel.reading = False
             await self._on_exit(channel)
 
     def _resolve(self, message: Any) -> None:
@@ -427,6 +458,8 @@ class WorkerClient:
 
     def submit(self, op: str, **fields: Any) -> tuple[int, asyncio.Future[Any]]:
         """Send a job to the current worker; the future resolves with its reply."""
+        if self.code_changed is not None:
+            raise WorkerError("nomodel", self.code_changed)
         channel = self._channel
         if channel is None or not channel.alive:
             # Dead before the reader noticed: make waiters wait for the replacement, not retry now.

@@ -254,3 +254,136 @@ def test_code_changed_on_disk_gets_its_own_engine_and_session_host(tmp_path: Pat
     changed.write_text(changed.read_text() + "\n# pulled\n")
     after = names()
     assert after.split()[0] != before.split()[0] and after.split()[1] != before.split()[1]
+
+
+def _checkout_copy(tmp_path: Path) -> Path:
+    """A copy of the code (not the models: servers of it read the repository's, by COMPLETER_MODEL), which a test
+    can change as a `git pull` would while its servers run."""
+    import shutil
+
+    from lsp.engine_socket import PACKAGE_ROOT, SOURCE_PACKAGES
+
+    for package in SOURCE_PACKAGES:
+        shutil.copytree(PACKAGE_ROOT / package, tmp_path / "checkout" / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.onnx"))
+    return tmp_path / "checkout"
+
+
+def _pull(checkout: Path) -> None:
+    """What a pull does to a running window's code: a source file of the engine's changes size and time."""
+    changed = checkout / "lsp" / "worker.py"
+    changed.write_text(changed.read_text() + "\n# pulled\n")
+
+
+def _listening(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def test_a_window_whose_code_changed_on_disk_starts_no_engine_of_the_new_code(tmp_path: Path):
+    """A pull while a window runs, then its engine dies: an engine started now would import the new code and listen
+    on the old code's socket, serving windows that speak the protocol of before. The window starts none, tells the
+    user once to restart it, and answers every request at once; a window started after the pull runs the new code
+    on an engine of its own."""
+    checkout = _checkout_copy(tmp_path)
+    runtime = tmp_path / "run"
+    env = _env(runtime, PYTHONPATH=str(checkout), COMPLETER_MODEL=str(Path(__file__).parent.parent / "models"
+                                                                      / "python-small"))
+    old = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(tmp_path))  # not the repository's root
+    old.initialize({"completer": {"searchAhead": False}})
+    new = None
+    try:
+        engine_pid = _ready(old)["server"]["worker_pid"]
+        (old_socket,) = runtime.glob("engine-*.sock")
+        old.open(URI.format(0), SAMPLE_TEXT)
+        _pull(checkout)
+        os.kill(engine_pid, signal.SIGKILL)
+        told = old.wait_for(lambda m: m["method"] == "window/showMessage" and "restart" in m["params"]["message"],
+                            timeout=10)
+        assert "changed" in told["params"]["message"] and "\n" not in told["params"]["message"]
+        started = time.monotonic()
+        reply = old.completion(URI.format(0), LINE, COLUMN, timeout=10)
+        assert reply.get("result") is not None and not _lines(reply) and time.monotonic() - started < 2.0
+        info = _info(old)
+        assert info["server"]["worker_pid"] is None and "changed" in info["model_error"]
+        time.sleep(1.0)  # any restart would be under way by now
+        assert not _listening(old_socket), "an engine of the new code on the old code's socket"
+        assert len([m for m in old.notifications if m["method"] == "window/showMessage"]) == 1, "told once"
+        new = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(tmp_path))
+        new.initialize({"completer": {"searchAhead": False}})
+        info = _ready(new)
+        assert info["server"]["shared_engine"] and info["server"]["worker_pid"] != engine_pid
+        (new_socket,) = set(runtime.glob("engine-*.sock")) - {old_socket}  # the old one may stay, stale
+        assert _listening(new_socket)
+        new.open(URI.format(1), SAMPLE_TEXT)
+        assert _lines(new.completion(URI.format(1), LINE, COLUMN, timeout=60))
+    finally:
+        for client in (old, new):
+            if client is not None:
+                client.close()
+
+
+def test_a_private_worker_is_not_restarted_from_code_changed_on_disk(tmp_path: Path):
+    """`--standalone` after a pull: the worker that replaces a dead one would run the new code too."""
+    checkout = _checkout_copy(tmp_path)
+    env = _env(tmp_path / "run", PYTHONPATH=str(checkout),
+               COMPLETER_MODEL=str(Path(__file__).parent.parent / "models" / "python-small"))
+    client = RawClient([sys.executable, "-m", "lsp", "--standalone"], env=env, cwd=str(tmp_path))
+    client.initialize({"completer": {"searchAhead": False}})
+    try:
+        worker_pid = _ready(client)["server"]["worker_pid"]
+        _pull(checkout)
+        os.kill(worker_pid, signal.SIGKILL)
+        client.wait_for(lambda m: m["method"] == "window/showMessage" and "restart" in m["params"]["message"])
+        client.open(URI.format(0), SAMPLE_TEXT)
+        assert not _lines(client.completion(URI.format(0), LINE, COLUMN, timeout=5))
+        assert _info(client)["server"]["worker_pid"] is None
+    finally:
+        client.close()
+
+
+def test_a_worker_of_other_code_than_its_servers_exits_at_once(tmp_path: Path):
+    """The pull can land between the server's look at its files and the worker's import of them: the worker
+    started with the server's fingerprint refuses to run, in one line, before it listens or loads anything."""
+    from lsp.engine_socket import CODE_CHANGED_EXIT
+    from lsp.worker_client import PACKAGE_ROOT, WORKER_BOOT
+
+    done = subprocess.run([sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--source", "0" * 12,
+                           "--listen", str(tmp_path / "engine.sock")], capture_output=True, text=True, timeout=60,
+                          env=_env(tmp_path))
+    assert done.returncode == CODE_CHANGED_EXIT
+    assert done.stderr.count("\n") == 1 and "changed since the server started" in done.stderr
+    assert not (tmp_path / "engine.sock").exists()
+
+
+@pytest.mark.parametrize("xdg", ["missing", "file", "relative"])
+def test_an_unusable_XDG_RUNTIME_DIR_falls_back_to_the_temporary_directory(tmp_path: Path, xdg: str):
+    """$XDG_RUNTIME_DIR removed (a tmux session that outlived the login: systemd removed /run/user/<uid>),
+    not a directory, or relative (each project would get a socket directory and an engine of its own): the
+    sockets go to <tmp>/completer-<uid>, and the windows still share one engine; nothing is made where the
+    variable points."""
+    import shutil
+    import tempfile
+
+    project, temporary = tmp_path / "project", Path(tempfile.mkdtemp(prefix="xdg"))  # pytest's are too long for
+    project.mkdir()                                                                    # a socket's address
+    (tmp_path / "file").touch()
+    value = {"missing": str(tmp_path / "run" / "user" / "1000"), "file": str(tmp_path / "file"),
+             "relative": "run"}[xdg]
+    env = _env(tmp_path, XDG_RUNTIME_DIR=value, TMPDIR=str(temporary))
+    del env["COMPLETER_RUNTIME_DIR"]
+    client = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(project))
+    client.initialize({"completer": {"searchAhead": False}})
+    try:
+        assert _ready(client)["server"]["shared_engine"]
+        assert list((temporary / f"completer-{os.getuid()}").glob("engine-*.sock"))
+        assert not (tmp_path / "run").exists() and not (project / "run").exists()
+    finally:
+        client.close()
+        shutil.rmtree(temporary, ignore_errors=True)
