@@ -190,9 +190,6 @@ class CompleterServer(LanguageServer):
 
     # -- lifecycle --------------------------------------------------------------------------------
     def on_initialize(self, params: types.InitializeParams) -> None:
-        if self._config_lock is not None:  # a second initialize: LSP forbids it; keep the running worker
-            log.warning("ignoring a second initialize request's settings")
-            return
         loop = asyncio.get_running_loop()
         self.log_handler.set_loop(loop)
         encoding = choose_position_encoding(params.capabilities)

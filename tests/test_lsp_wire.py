@@ -110,6 +110,25 @@ def test_params_of_the_wrong_type_get_invalid_params(raw: RawClient, params):
     _still_serving(raw)
 
 
+def test_a_second_initialize_is_refused_and_the_first_ones_position_encoding_stays(raw: RawClient):
+    """LSP allows one initialize. A second was answered with the capabilities its own offer would get, utf-8 here,
+    while the server went on counting columns in the first's utf-32: a client that took the second answer at its
+    word had its edits and requests read at other columns, and the items' ranges ended elsewhere than it counted."""
+    first = raw.initialize(capabilities={"general": {"positionEncodings": ["utf-32"]}})
+    assert first["result"]["capabilities"]["positionEncoding"] == "utf-32"
+    _ready(raw)
+    second = raw.request("initialize", {"processId": None, "rootUri": None,
+                                        "capabilities": {"general": {"positionEncodings": ["utf-8"]}}})
+    assert second.get("error", {}).get("code") == -32600, second
+    assert "already initialized" in second["error"]["message"]
+    assert raw.request("completer/info")["result"]["server"]["position_encoding"] == "utf-32"
+    line = '    label = "naïve café 😀 " + os.path.jo'
+    raw.open(URI, f"import os\n\n\ndef greet(name):\n{line}")
+    items = raw.completion(URI, 4, len(line))["result"]["items"]
+    assert items and all(item["textEdit"]["range"]["end"] == {"line": 4, "character": len(line)} for item in items)
+    _logged_once(raw, "already initialized")
+
+
 def test_unknown_methods_and_bad_notifications(raw: RawClient):
     raw.initialize()
     assert raw.request("completer/noSuchThing", {})["error"]["code"] == -32601
