@@ -35,8 +35,10 @@ class Target:
     line_no: int
     column: int
     current: str  # the cursor's line as it was when the request arrived
-    end_units: int  # its length in client units
+    end_units: int  # the document's line's length in client units: where the range an answer replaces ends
     changes: int = 0  # the document's edit count (SearchScheduler.changes) the request was sent after
+    item_start: int | None = None  # set when `current` is the line as accepting the completion item selected in the
+    # client would leave it (not the document's line): where that item's range starts, the cursor after its text
 
 
 def detail(suggestion: LineSuggestion) -> str:
@@ -157,6 +159,15 @@ def wants_filter_text(client: types.ClientInfo | None) -> bool:
     return match is None or (int(match[1]), int(match[2])) >= OMNIFUNC_FILTERS_BY_WORD_BEFORE
 
 
-def inline_list(lines: list[LineSuggestion], line_no: int, end_units: int) -> types.InlineCompletionList:
-    rng = line_range(line_no, end_units)
-    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=s.line, range=rng) for s in lines])
+def inline_list(lines: list[LineSuggestion], line_no: int, end_units: int, start: int = 0,
+                start_units: int = 0) -> types.InlineCompletionList:
+    """Each line from code point `start` on, over the range from `start_units` to the line's end: the whole line,
+    or what follows the text before a selected completion item's range (which the range then starts at)."""
+    rng = types.Range(types.Position(line_no, start_units), types.Position(line_no, end_units))
+    return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=s.line[start:], range=rng)
+                                             for s in lines])
+
+
+def extending(lines: list[LineSuggestion], accepted: str) -> list[LineSuggestion]:
+    """The lines that go on past `accepted`, the line up to a selected completion item's end once accepted."""
+    return [s for s in lines if s.line.startswith(accepted) and s.line != accepted]

@@ -6,11 +6,14 @@ splits on Unicode line separators (U+2028, form feed, ...) that LSP does not cou
 which would shift every position below such a character.
 
 Columns inside the server are Unicode code points; clients speak UTF-16 code units unless
-they negotiated UTF-8 or UTF-32 (`general.positionEncodings`).
+they negotiated UTF-8 or UTF-32 (`general.positionEncodings`). Half of an astral character, which a
+UTF-16 client's text can hold (an edit put it in, or fell between the two halves), is a code point of
+its own here, a lone surrogate, so that our text stays the client's unit for unit.
 """
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 from urllib.parse import unquote, urlsplit
@@ -74,6 +77,25 @@ def document_language(uri: str, language_id: str) -> str:
     return language_of_path(unquote(path), language_id)
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""Half an astral character: a UTF-16 client's text (a JavaScript string) can hold one, put in by an edit."""
+ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+"""A character of two UTF-16 units."""
+
+
+def _utf16_column(line: str, units: int) -> tuple[int, bool]:
+    """The code-point column of UTF-16 column `units` in `line`, and whether `units` fell inside an astral character
+    (the column is then that character's start)."""
+    if LONE_SURROGATE.search(line):  # one unit and one code point each, as U+FFFD: decoded, a lone high surrogate
+        line = LONE_SURROGATE.sub("\ufffd", line)  # and a lone low one after it would pair up into one code point
+    encoded = line.encode("utf-16-le", "surrogatepass")
+    if 2 * units >= len(encoded):
+        return len(line), False
+    prefix = encoded[: 2 * units]
+    inside = bool(prefix) and 0xD8 <= prefix[-1] <= 0xDB  # a high surrogate: its low one is past the column
+    return len((prefix[:-2] if inside else prefix).decode("utf-16-le", "surrogatepass")), inside
+
+
 class PositionCodec:
     """Converts between client columns (code units of the negotiated encoding) and code points."""
 
@@ -85,7 +107,7 @@ class PositionCodec:
     def _identity(self, line: str) -> bool:
         if self.encoding == UTF32 or line.isascii():
             return True
-        return self.encoding == UTF16 and max(line) <= "\uffff"
+        return self.encoding == UTF16 and not ASTRAL.search(line)
 
     def to_code_points(self, line: str, units: int) -> int:
         """Client column -> code-point column, clamped to the line (as LSP asks for long columns).
@@ -95,13 +117,7 @@ class PositionCodec:
         if self._identity(line):
             return min(units, len(line))
         if self.encoding == UTF16:
-            encoded = line.encode("utf-16-le", "surrogatepass")
-            if 2 * units >= len(encoded):
-                return len(line)
-            prefix = encoded[: 2 * units]
-            if prefix and 0xD8 <= prefix[-1] <= 0xDB:  # would split a surrogate pair
-                prefix = prefix[:-2]
-            return len(prefix.decode("utf-16-le", "surrogatepass"))
+            return _utf16_column(line, units)[0]
         encoded = line.encode("utf-8", "surrogatepass")
         if units >= len(encoded):
             return len(line)
@@ -109,6 +125,17 @@ class PositionCodec:
         while end > 0 and (encoded[end] & 0xC0) == 0x80:  # back up to a character boundary
             end -= 1
         return len(encoded[:end].decode("utf-8", "surrogatepass"))
+
+    def split_at(self, line: str, units: int) -> str:
+        """`line`, with the astral character that UTF-16 column `units` falls inside as its two surrogates: an edit
+        there leaves the client's text holding them apart, and so must ours. In other encodings, `line`."""
+        if self.encoding != UTF16 or self._identity(line):
+            return line
+        column, inside = _utf16_column(line, max(0, units))
+        if not inside:
+            return line
+        high, low = divmod(ord(line[column]) - 0x10000, 0x400)
+        return line[:column] + chr(0xD800 + high) + chr(0xDC00 + low) + line[column + 1:]
 
     def to_units(self, line: str, column: int) -> int:
         """Code-point column -> client column."""
@@ -275,6 +302,9 @@ class DocumentStore:
         lines, breaks = doc.lines, doc.breaks
         start_line, start_char, end_line, end_char = rng
         last = len(lines) - 1
+        for line, char in ((start_line, start_char), (end_line, end_char)):  # both before either column is read
+            if 0 <= line <= last:
+                lines[line] = self.codec.split_at(lines[line], char)  # the same text to the client
         start = self._clamp(lines, start_line, start_char, last)
         end = self._clamp(lines, end_line, end_char, last)
         if end < start:

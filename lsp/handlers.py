@@ -171,10 +171,18 @@ def register(server: CompleterServer) -> None:
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.inline_completions:
             return types.InlineCompletionList(items=[])
-        lines = await ls.suggest(target)
+        selected = params.context.selected_completion_info  # the suggest widget is open: extend its item, or none
+        item = ls.with_selected_item(target, selected) if selected is not None else None
+        if selected is not None and item is None:
+            return types.InlineCompletionList(items=[])
+        lines = await (ls.suggest(target) if item is None else ls.suggest_beside_item(target, item))
         if not ls.settings.inline_completions:  # turned off while it searched
             return types.InlineCompletionList(items=[])
-        return inline_list(lines, target.line_no, target.end_units)
+        start = item.item_start if item is not None else None
+        if start is None:
+            return inline_list(lines, target.line_no, target.end_units)
+        return inline_list(lines, target.line_no, target.end_units, start,
+                           ls.documents.codec.to_units(target.current, start))  # the client's line before `start`
 
     # -- settings and status -----------------------------------------------------------------------
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

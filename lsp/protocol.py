@@ -6,9 +6,10 @@ parse error, silently ignores requests after `shutdown`, logs a traceback for ev
 request or unknown command, and keeps the future of every notification forever. It also files the
 client's running requests and its own requests to the client in one table, so that a client's
 response reusing a running request's id settled (and unlisted) that request. This subclass fixes
-those, refuses a request whose method or id is of the wrong type, or that names a notification, and
-takes document sync away from pygls' workspace (see `lsp.documents` for why). `strict_converter`
-refuses params whose strings or integers are of another type, where cattrs would convert them.
+those, refuses a request whose method or id is of the wrong type, or that names a notification, and a
+second initialize (pygls answered it with the capabilities of its offer, a position encoding the server
+did not use among them), and takes document sync away from pygls' workspace (see `lsp.documents` for
+why). `strict_converter` refuses params whose strings or integers are of another type, where cattrs would convert them.
 """
 from __future__ import annotations
 
@@ -351,6 +352,9 @@ class CompleterProtocol(LanguageServerProtocol):
     # -- initialize: pick the position encoding we prefer among those offered --------------------
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        if self._workspace is not None:  # LSP allows one: answered, it would name capabilities the server does not use
+            raise JsonRpcInvalidRequest(message="Invalid Request: the server is already initialized; the first "
+                                                "initialize's capabilities and settings stay")
         if params.root_uri is not None and not _readable_uri(params.root_uri):  # pygls' workspace would raise
             log.warning("ignoring a rootUri that is not a URI: %.200r", params.root_uri)
             params.root_uri = None

@@ -25,8 +25,8 @@ from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, t
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
 from lsp import __version__
 from lsp.cli import parse_args
-from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, suggested_lines, wants_filter_text,
-                             with_document_tabs)
+from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, extending, suggested_lines,
+                             wants_filter_text, with_document_tabs)
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.exclusions import Exclusions
@@ -192,9 +192,6 @@ class CompleterServer(LanguageServer):
 
     # -- lifecycle --------------------------------------------------------------------------------
     def on_initialize(self, params: types.InitializeParams) -> None:
-        if self._config_lock is not None:  # a second initialize: LSP forbids it; keep the running worker
-            log.warning("ignoring a second initialize request's settings")
-            return
         loop = asyncio.get_running_loop()
         self.log_handler.set_loop(loop)
         encoding = choose_position_encoding(params.capabilities)
@@ -587,6 +584,32 @@ class CompleterServer(LanguageServer):
         changes = self.searches.changes(uri) if arrived is None else arrived
         return Target(uri, position.line, column, current, codec.to_units(current, len(current)), changes)
 
+    def with_selected_item(self, target: Target, item: types.SelectedCompletionInfo) -> Target | None:
+        """`target` as accepting `item`, the completion item the client's suggest widget has selected, would leave
+        it: the item's text in place of its range, the cursor after that text. None for an item that no line of
+        ours can extend, one whose range is on another line or whose text holds a line break."""
+        rng, text = item.range, item.text
+        if rng.start.line != target.line_no or rng.end.line != target.line_no or "\n" in text or "\r" in text:
+            log.debug("a selected completion item no whole line extends: %s %.100r", rng, text)
+            return None
+        line, codec = target.current, self.documents.codec
+        start, end = sorted((codec.to_code_points(line, rng.start.character),
+                             codec.to_code_points(line, rng.end.character)))
+        return dataclasses.replace(target, column=start + len(text), current=line[:start] + text + line[end:],
+                                   item_start=start)
+
+    async def suggest_beside_item(self, target: Target, item: Target) -> list[LineSuggestion]:
+        """Lines that extend the selected completion item `item` was made with (`with_selected_item`), as LSP
+        asks of inline completions beside the suggest widget: those of the lines for `target` that do (the item
+        may be one of ours, or name what the model guessed), else those searched for the line the item leaves;
+        failing both, the item's own line, where it is one of ours."""
+        accepted = item.current[:item.column]
+        lines = await self.suggest(target)
+        found = extending(lines, accepted)
+        if not found:
+            found = extending(await self.suggest(item), accepted)
+        return found or [s for s in lines if s.line == accepted]
+
     def enabled_languages(self) -> tuple[str, ...] | None:
         """enabledLanguages, or where it is not set the languages the loaded model writes (Bundle.languages:
         Python for the embedded models, every language for a converted one or an inference server's); None
@@ -683,6 +706,8 @@ class CompleterServer(LanguageServer):
         around = self.notebooks.around(doc, self.documents)  # a notebook's cell reads the code cells around it
         code, first = (around.lines, around.first) if around is not None else (doc.lines, 0)
         at = dataclasses.replace(target, line_no=first + target.line_no) if first else target  # the cursor in `code`
+        if target.item_start is not None:  # the line as a selected completion item would leave it
+            code = [*code[:at.line_no], target.current, *code[at.line_no + 1:]]
         sliced = context_slice(code, at.line_no, target.column)
         if sliced is None:
             return []
@@ -704,6 +729,7 @@ class CompleterServer(LanguageServer):
         following = self.lookups.followers(target.uri, before) if puts_following else None  # while the search runs
         header = self.lookups.header(target.uri) if puts_following and at.line_no == 0 else None
         key = (target.uri, doc.edits, target.line_no, target.column, self.settings_generation,
+               None if target.item_start is None else target.current,  # a selected item's line is not the document's
                self.documents.generation if others or around else 0,  # an edit elsewhere changes what is searched
                (self.repository.serial, self.repository.generation) if snippets and self.repository else 0)
         changes = target.changes  # an edit during the awaits above, or before the request's task ran, makes it stale

@@ -151,11 +151,30 @@ async def first_completing_position(client: Any, uri: str, lines: list[str] = SA
     raise AssertionError("the server offered no completion anywhere in the sample file")
 
 
-def apply_line_edit(lines: list[str], edit: types.TextEdit) -> list[str]:
-    """Apply a single-line TextEdit (columns in code points: ASCII test text)."""
+def units(text: str, encoding: str) -> int:
+    """The length of `text` in a position encoding's code units."""
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le")) // 2
+    return len(text)
+
+
+def column_of(line: str, character: int, encoding: str) -> int:
+    """A client's column, in `encoding`'s code units, as an index into `line`, by LSP's rules (a column past the
+    end is the end)."""
+    for index in range(len(line) + 1):
+        if units(line[:index], encoding) >= character:
+            return index
+    return len(line)
+
+
+def apply_line_edit(lines: list[str], edit: types.TextEdit, encoding: str = "utf-32") -> list[str]:
+    """Apply a single-line TextEdit as a client that negotiated `encoding` does (utf-32: code points)."""
     rng = edit.range
     assert rng.start.line == rng.end.line, "whole-line edits must stay on one line"
     out = list(lines)
     line = out[rng.start.line]
-    out[rng.start.line] = line[: rng.start.character] + edit.new_text + line[rng.end.character:]
+    start, end = column_of(line, rng.start.character, encoding), column_of(line, rng.end.character, encoding)
+    out[rng.start.line] = line[:start] + edit.new_text + line[end:]
     return out

@@ -38,6 +38,7 @@ from lsp_support import (
     open_doc,
     plain,
     server_env,
+    units,
     wait_ready,
 )
 
@@ -158,6 +159,50 @@ async def test_the_first_item_is_the_consensus_not_the_likeliest(client: Languag
     assert [item.insert_text for item in inline.items] == lines
 
 
+SELECTING = 'import os\n\n\ndef check(path):\n    mark = "\u2713\U0001F600"; return os.path.is'
+"""A line whose `is` a client's suggest widget offers to complete (another server's `isabs`, say), after characters
+of one and of two UTF-16 units."""
+
+
+def _with_selected_item(uri: str, line: int, character: int, item: types.TextEdit) -> types.InlineCompletionParams:
+    """An inline completion request made while the client's suggest widget has `item` selected."""
+    params = inline_params(uri, line, character)
+    params.context.selected_completion_info = types.SelectedCompletionInfo(range=item.range, text=item.new_text)
+    return params
+
+
+@pytest.mark.parametrize("name", ["isabs", "islink", "isdir"])
+async def test_inline_completions_beside_a_selected_item_extend_it_over_its_range(client: LanguageClient, name: str):
+    """LSP: inline completions asked with selectedCompletionInfo must extend the selected item's text and use its
+    range, or the client does not show them (VS Code shows none beside the suggest widget). The lines for the text
+    typed so far name whichever function the model guessed: the lines after the selected name are what counts."""
+    uri = "file:///work/selecting.py"
+    open_doc(client, uri, SELECTING)
+    lines = SELECTING.split("\n")
+    end = units(lines[4], "utf-16")
+    item = types.TextEdit(types.Range(types.Position(4, end - 2), types.Position(4, end)), name)
+    result = await client.text_document_inline_completion_async(_with_selected_item(uri, 4, end, item))
+    assert result.items, f"nothing extends {name}"
+    for suggestion in result.items:
+        assert suggestion.range == item.range
+        assert suggestion.insert_text.startswith(name) and suggestion.insert_text != name
+        accepted = apply_line_edit(lines, types.TextEdit(suggestion.range, suggestion.insert_text), "utf-16")
+        assert accepted[4] == lines[4][:-2] + suggestion.insert_text and accepted[:4] == lines[:4]
+
+
+async def test_inline_completions_beside_their_own_selected_item_offer_its_line(client: LanguageClient):
+    """With the server's own item selected (a whole line, over the whole line), ghost text still shows it."""
+    uri = "file:///work/selecting.py"
+    open_doc(client, uri, SELECTING)
+    end = units(SELECTING.split("\n")[4], "utf-16")
+    items = await client.text_document_completion_async(completion_params(uri, 4, end))
+    assert len(items.items) > 1
+    for chosen in (items.items[-1].text_edit, items.items[0].text_edit):
+        result = await client.text_document_inline_completion_async(_with_selected_item(uri, 4, end, chosen))
+        assert result.items
+        assert all(s.range == chosen.range and s.insert_text.startswith(chosen.new_text) for s in result.items)
+
+
 async def test_incremental_edits_keep_the_document_in_sync(client: LanguageClient):
     """Edits that rebuild the sample must leave the server with exactly the sample: completions
     at the same cursor then equal those of a freshly opened copy."""
@@ -197,14 +242,6 @@ ENCODING_TEXT = "\n".join([
 ])
 
 
-def _units(text: str, encoding: str) -> int:
-    if encoding == "utf-8":
-        return len(text.encode("utf-8"))
-    if encoding == "utf-16":
-        return len(text.encode("utf-16-le")) // 2
-    return len(text)
-
-
 @pytest.mark.parametrize("offered, expected", [
     (["utf-8"], "utf-8"),
     (["utf-16", "utf-32"], "utf-32"),
@@ -219,18 +256,18 @@ async def test_position_encoding_negotiation_and_conversion(bare_client: Languag
     # open with "name." missing on line 4, then type it in at a column given in client units
     typed_away = lines[4][: -len("name.")]
     open_doc(bare_client, URI, "\n".join(lines[:4] + [typed_away] + lines[5:]))
-    end = _units(typed_away, expected)
+    end = units(typed_away, expected)
     change_doc(bare_client, URI, 2, (4, end), (4, end), "name.")
     served = 0
     for line_no in (4, 5, 6):
         line = lines[line_no]
         for col in sorted({len(line), line.index('"') + 1, line.rindex('"') + 1}):
-            position = (line_no, _units(line[:col], expected))
+            position = (line_no, units(line[:col], expected))
             result = await bare_client.text_document_completion_async(completion_params(URI, *position))
             for item in result.items:
                 served += 1
                 assert item.text_edit.new_text.startswith(line[:col])
-                assert item.text_edit.range.end == types.Position(line_no, _units(line, expected))
+                assert item.text_edit.range.end == types.Position(line_no, units(line, expected))
     assert served, "no suggestion on any non-ASCII line"
 
 

@@ -30,7 +30,7 @@ def _units(text: str, encoding: str) -> int:
 @pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
 def test_codec_round_trips_every_column(encoding):
     codec = PositionCodec(encoding)
-    for line in (LINE, "plain ascii", "", "日本語", "\ud800lone"):
+    for line in (LINE, "plain ascii", "", "日本語", "\ud800lone", "a\ud83d\ude00b😀\ude00"):  # lone halves, apart
         for column in range(len(line) + 1):
             units = codec.to_units(line, column)
             assert units == _units(line[:column], encoding)
@@ -87,6 +87,32 @@ def test_random_incremental_edits_match_string_edits(encoding):
         end = (el, codec.to_units(lines[el], ec_cp))
         text = _edit(store, text, start, end, rng.choice(pieces))
         assert store.get("u").text() == text
+
+
+def _position(units: bytes, offset: int) -> tuple[int, int]:
+    """The (line, character) of code unit `offset` in UTF-16LE `units`, lines ended by "\n"."""
+    codes = [int.from_bytes(units[i:i + 2], "little") for i in range(0, 2 * offset, 2)]
+    newlines = [i for i, code in enumerate(codes) if code == 0x0A]
+    return len(newlines), len(codes) - (newlines[-1] + 1 if newlines else 0)
+
+
+def test_random_utf16_edits_at_any_code_unit_keep_the_clients_text():
+    """A UTF-16 client's edits count code units: one may fall between the two halves of an astral character, or put
+    in half of one (a JavaScript string holds either). The store's text must stay the client's, unit for unit."""
+    rng = random.Random(5)
+    store = DocumentStore(codec=PositionCodec(UTF16))
+    text = "x = '😀𝄞'\nd😀\n"
+    store.open("u", "python", 1, text)
+    client = text.encode("utf-16-le")
+    pieces = ["a", "😀", "\ud83d", "\ude00", "\n", "é", "", "𝄞\nb"]
+    for _ in range(400):
+        size = len(client) // 2
+        start = rng.randrange(size + 1)
+        end = min(size, start + rng.choice([0, 0, 1, 2, 3]))
+        new = rng.choice(pieces)
+        store.change("u", 0, [((*_position(client, start), *_position(client, end)), new)])
+        client = client[:2 * start] + new.encode("utf-16-le", "surrogatepass") + client[2 * end:]
+        assert store.get("u").text().encode("utf-16-le", "surrogatepass") == client
 
 
 def test_random_edits_at_mixed_line_ends_keep_the_editors_lines():

@@ -110,6 +110,52 @@ def test_params_of_the_wrong_type_get_invalid_params(raw: RawClient, params):
     _still_serving(raw)
 
 
+def test_a_second_initialize_is_refused_and_the_first_ones_position_encoding_stays(raw: RawClient):
+    """LSP allows one initialize. A second was answered with the capabilities its own offer would get, utf-8 here,
+    while the server went on counting columns in the first's utf-32: a client that took the second answer at its
+    word had its edits and requests read at other columns, and the items' ranges ended elsewhere than it counted."""
+    first = raw.initialize(capabilities={"general": {"positionEncodings": ["utf-32"]}})
+    assert first["result"]["capabilities"]["positionEncoding"] == "utf-32"
+    _ready(raw)
+    second = raw.request("initialize", {"processId": None, "rootUri": None,
+                                        "capabilities": {"general": {"positionEncodings": ["utf-8"]}}})
+    assert second.get("error", {}).get("code") == -32600, second
+    assert "already initialized" in second["error"]["message"]
+    assert raw.request("completer/info")["result"]["server"]["position_encoding"] == "utf-32"
+    line = '    label = "naïve café 😀 " + os.path.jo'
+    raw.open(URI, f"import os\n\n\ndef greet(name):\n{line}")
+    items = raw.completion(URI, 4, len(line))["result"]["items"]
+    assert items and all(item["textEdit"]["range"]["end"] == {"line": 4, "character": len(line)} for item in items)
+    _logged_once(raw, "already initialized")
+
+
+def _utf16(text: str) -> bytes:
+    """`text` as a UTF-16 client holds it: a surrogate pair and the astral character it encodes are the same."""
+    return text.encode("utf-16-le", "surrogatepass")
+
+
+def test_edits_between_the_halves_of_an_astral_character_leave_the_clients_text(raw: RawClient):
+    """A UTF-16 client's text (a JavaScript string) can hold half an astral character: an emoji put in as its two
+    surrogates one edit at a time, or text put between the two. The server put the second half before the first (it
+    read the column just after a lone high surrogate as inside a pair) and the text between them before both, and
+    the items gave the client back a line with an emoji's halves swapped or moved."""
+    raw.initialize()
+    _ready(raw)
+    raw.open(URI, 'import os\n\n\ndef f(path):\n    s = "\U0001F600"; return os.path.jo')
+    for version, (column, half) in enumerate([(4, "\\ud83d"), (5, "\\ude00"), (12, "x")], 2):
+        raw.send_raw(b'{"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {"textDocument": {"uri": "%s", '
+                     b'"version": %d}, "contentChanges": [{"range": {"start": {"line": 4, "character": %d}, "end": '
+                     b'{"line": 4, "character": %d}}, "text": "%s"}]}}'
+                     % (URI.encode(), version, column, column, half.encode()))
+    line = '    \ud83d\ude00s = "\ud83dx\ude00"; return os.path.jo'  # the client's, in code units
+    end = len(_utf16(line)) // 2
+    items = raw.completion(URI, 4, end)["result"]["items"]
+    assert items
+    for item in items:
+        assert item["textEdit"]["range"] == {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": end}}
+        assert _utf16(item["textEdit"]["newText"]).startswith(_utf16(line)), item["textEdit"]["newText"]
+
+
 def test_unknown_methods_and_bad_notifications(raw: RawClient):
     raw.initialize()
     assert raw.request("completer/noSuchThing", {})["error"]["code"] == -32601
