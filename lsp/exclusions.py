@@ -51,19 +51,16 @@ class Exclusions:
         return self._spec.match_file(relative_name(path, roots))
 
     def pattern_for(self, path: Path | None, roots: Sequence[Path] = ()) -> str | None:
-        """The last pattern that excludes `path` (the one a user would change), or None."""
+        """The last pattern that matches `path`, when the patterns exclude it (the one a user would change), or
+        None. A `!` pattern after it did not take it back (`excludes` decided, git's way: a file under an
+        excluded folder stays excluded), so the last one that matches is the one that holds."""
         if not self.excludes(path, roots):
             return None
         assert path is not None
         name = relative_name(path, roots)
-        found = None
-        for pattern in self.patterns:
-            spec = pathspec.GitIgnoreSpec.from_lines([pattern])
-            if spec.match_file(name):
-                found = pattern
-            elif pattern.startswith("!") and pathspec.GitIgnoreSpec.from_lines([pattern[1:]]).match_file(name):
-                found = None
-        return found
+        matching = [p for p in self.patterns if not p.startswith("!") and pathspec.GitIgnoreSpec.from_lines([p])
+                    .match_file(name)]
+        return matching[-1] if matching else None
 
 
 def relative_name(path: Path, roots: Sequence[Path]) -> str:
