@@ -42,28 +42,20 @@ class Exclusions:
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.patterns = tuple(patterns)
-        self._spec = pathspec.GitIgnoreSpec.from_lines(self.patterns)
+        self._lines = tuple(line for line in self.patterns if line.strip() and not line.startswith("#"))
+        self._spec = pathspec.GitIgnoreSpec.from_lines(self._lines)
 
     def excludes(self, path: Path | None, roots: Sequence[Path] = ()) -> bool:
         """Whether `path` (None: a document with no file, never excluded) is left alone."""
-        if path is None or not self.patterns:
-            return False
-        return self._spec.match_file(relative_name(path, roots))
+        return self.pattern_for(path, roots) is not None
 
     def pattern_for(self, path: Path | None, roots: Sequence[Path] = ()) -> str | None:
-        """The last pattern that excludes `path` (the one a user would change), or None."""
-        if not self.excludes(path, roots):
+        """The pattern that decides that `path` is left alone (the one a user would change), or None: git's last
+        pattern to match it, which a later `!folder/` does not overrule for the files inside the folder."""
+        if path is None or not self._lines:
             return None
-        assert path is not None
-        name = relative_name(path, roots)
-        found = None
-        for pattern in self.patterns:
-            spec = pathspec.GitIgnoreSpec.from_lines([pattern])
-            if spec.match_file(name):
-                found = pattern
-            elif pattern.startswith("!") and pathspec.GitIgnoreSpec.from_lines([pattern[1:]]).match_file(name):
-                found = None
-        return found
+        found = self._spec.check_file(relative_name(path, roots))
+        return self._lines[found.index] if found.include and found.index is not None else None
 
 
 def relative_name(path: Path, roots: Sequence[Path]) -> str:

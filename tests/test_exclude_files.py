@@ -26,7 +26,8 @@ def test_patterns_are_gitignore_lines_read_inside_the_innermost_workspace_folder
     assert not rules.excludes(outer / "app" / "config" / "prod.py", [outer])  # anchored to the folder's top
     assert rules.excludes(inner / "config" / "prod.py", [outer, inner])  # the innermost folder's top
     assert rules.excludes(tmp_path / "elsewhere" / "server.pem", [outer])  # outside every folder: the whole path
-    assert not rules.excludes(outer / "public.pem", [outer]) and rules.pattern_for(outer / "public.pem", [outer]) is None
+    assert not rules.excludes(outer / "public.pem", [outer])
+    assert rules.pattern_for(outer / "public.pem", [outer]) is None
     assert rules.pattern_for(outer / "x" / "server.pem", [outer]) == "*.pem"
     assert not rules.excludes(None, [outer])  # an untitled document has no file
 
@@ -153,3 +154,21 @@ def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_
     refused = [m["params"]["message"] for m in client.notifications
                if m.get("method") == "window/logMessage" and "completer/fileInfo" in m["params"]["message"]]
     assert len(refused) == 4 and not any("Traceback" in message for message in refused)
+
+
+def test_file_info_names_the_pattern_that_decides(tmp_path: Path):
+    """A folder taken back with `!` does not take back the files a pattern names inside it (git's rule, which the
+    server follows): the status bar names that pattern rather than saying the file is not excluded."""
+    rules = Exclusions(["# dotenv files", "", ".env.*", "!.env.example", "!docs/"])
+    assert rules.pattern_for(tmp_path / "docs" / ".env.local", [tmp_path]) == ".env.*"
+    assert rules.pattern_for(tmp_path / "docs" / ".env.example", [tmp_path]) is None
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"excludeFiles": rules.patterns}}})
+        client.notify("initialized", {})
+        uri = (tmp_path / "docs" / ".env.local").as_uri()
+        client.open(uri, "API_KEY=x\nAPI_", language_id="python")
+        assert client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"] == ".env.*"
+        assert client.completion(uri, 1, 4)["result"]["items"] == []
+        assert _logged(client, "matches excludeFiles' '.env.*'")
