@@ -1,12 +1,19 @@
 """Files the user wants left alone (`excludeFiles`): no suggestions in them, and nothing of them read as context
 for another file, by the local model or an endpoint (a `.env` file's keys, a private key).
 
-Patterns are .gitignore lines (pathspec's git semantics), matched against a file's path inside the innermost
-workspace folder that holds it, or, outside every folder, against its whole path: so `.env` and `secrets/` match at
-any depth everywhere, and `/config/prod.py` only at the top of a workspace folder.
+Patterns are .gitignore lines (pathspec's git semantics), matched against a file's path inside each workspace
+folder that holds it, or, outside every folder, against its whole path: so `.env` and `secrets/` match at any depth
+everywhere, and `/config/prod.py` only at the top of a workspace folder. A file is left alone when any of its names
+matches: the path a client gives (`..` segments taken out) and its real path, so that a symlink of another name
+(`settings_local.py -> secrets/prod.py`) does not let the file it points at be read. Letters match in either case,
+as git matches them on macOS and Windows, whose file systems take `.ENV` for `.env`; on Linux, where they are two
+files, a `.ENV` or a `SERVER.KEY` holds secrets as surely, and leaving a file alone by mistake costs only its
+suggestions.
 """
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -42,30 +49,41 @@ class Exclusions:
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.patterns = tuple(patterns)
-        self._spec = pathspec.GitIgnoreSpec.from_lines(self.patterns)
+        self._lines = tuple(line for line in self.patterns if line.strip() and not line.startswith("#"))
+        self._spec = pathspec.GitIgnoreSpec.from_lines(line.casefold() for line in self._lines)
 
-    def excludes(self, path: Path | None, roots: Sequence[Path] = ()) -> bool:
+    def excludes(self, path: Path | None, roots: Sequence[Path] = (), resolve: bool = True) -> bool:
         """Whether `path` (None: a document with no file, never excluded) is left alone."""
-        if path is None or not self.patterns:
-            return False
-        return self._spec.match_file(relative_name(path, roots))
+        return self.pattern_for(path, roots, resolve) is not None
 
-    def pattern_for(self, path: Path | None, roots: Sequence[Path] = ()) -> str | None:
-        """The last pattern that matches `path`, when the patterns exclude it (the one a user would change), or
-        None. A `!` pattern after it did not take it back (`excludes` decided, git's way: a file under an
-        excluded folder stays excluded), so the last one that matches is the one that holds."""
-        if not self.excludes(path, roots):
+    def pattern_for(self, path: Path | None, roots: Sequence[Path] = (), resolve: bool = True) -> str | None:
+        """The pattern that excludes `path` under one of its names (`names_of`), the one a user would change; None
+        when none does. `resolve`: look its symlinks up (the walk's paths, under a resolved folder, have none
+        but the file's own)."""
+        if path is None or not self._lines:
             return None
-        assert path is not None
-        name = relative_name(path, roots)
-        matching = [p for p in self.patterns if not p.startswith("!") and pathspec.GitIgnoreSpec.from_lines([p])
-                    .match_file(name)]
-        return matching[-1] if matching else None
+        for name in names_of(path, roots, resolve):
+            found = self._spec.check_file(name.casefold())
+            if found.include and found.index is not None:
+                return self._lines[found.index]
+        return None
 
 
-def relative_name(path: Path, roots: Sequence[Path]) -> str:
-    """`path` inside the innermost of `roots` holding it, else its whole path without the anchor, with slashes."""
-    inside = [root for root in roots if path.is_relative_to(root)]
-    if inside:
-        return path.relative_to(max(inside, key=lambda root: len(root.parts))).as_posix()
-    return path.relative_to(path.anchor).as_posix() if path.is_absolute() else path.as_posix()
+def names_of(path: Path, roots: Sequence[Path], resolve: bool = True) -> list[str]:
+    """The names a file is matched by: its path without `..` and its real one (a symlink's target, which it lets be
+    read), each inside every workspace folder that holds it (a folder opened inside another does not take back
+    what the outer one's patterns exclude), or, outside every folder, as its whole path without the anchor."""
+    paths = dict.fromkeys((os.path.normpath(path), *((os.path.realpath(path),) if resolve else ())))
+    folders = dict.fromkeys((*roots, *map(_real, roots))) if resolve else roots
+    names: list[str] = []
+    for candidate in map(Path, paths):
+        inside = [candidate.relative_to(root).as_posix() for root in folders if candidate.is_relative_to(root)]
+        names += inside or [candidate.relative_to(candidate.anchor).as_posix() if candidate.is_absolute()
+                            else candidate.as_posix()]
+    return list(dict.fromkeys(name for name in names if name != "."))
+
+
+@lru_cache(maxsize=64)
+def _real(root: Path) -> Path:
+    """A workspace folder's real path (a folder opened through a symlink), looked up once."""
+    return Path(os.path.realpath(root))

@@ -439,7 +439,7 @@ class WorkspaceFiles:
             for name in sorted(files):
                 path = here / name
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False) \
-                        or self.exclusions.excludes(path, self.folders):
+                        or self.exclusions.excludes(path, self.folders, resolve=path.is_symlink()):
                     continue
                 if _links_out(path, root):
                     continue
@@ -509,9 +509,9 @@ class WorkspaceFiles:
         return found
 
     def readable(self, path: Path) -> bool:
-        """Whether the walk would read `path`: under a root, in an enabled language, not excluded (excludeFiles), in
-        no skipped folder, not ignored by a .gitignore between its repository's top (`_Ignores.above`) and it, and no symlink out of the
-        root."""
+        """Whether the walk would read `path`: under a root, in an enabled language, excluded (excludeFiles) under
+        none of its names, in no skipped folder, not ignored by a .gitignore between its repository's top
+        (`_Ignores.above`) and it, and no symlink out of the root."""
         root = self.root_of(path)
         if root is None or not path.name.endswith(self.suffixes) or self.exclusions.excludes(path, self.folders):
             return False

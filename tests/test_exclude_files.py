@@ -26,7 +26,8 @@ def test_patterns_are_gitignore_lines_read_inside_the_innermost_workspace_folder
     assert not rules.excludes(outer / "app" / "config" / "prod.py", [outer])  # anchored to the folder's top
     assert rules.excludes(inner / "config" / "prod.py", [outer, inner])  # the innermost folder's top
     assert rules.excludes(tmp_path / "elsewhere" / "server.pem", [outer])  # outside every folder: the whole path
-    assert not rules.excludes(outer / "public.pem", [outer]) and rules.pattern_for(outer / "public.pem", [outer]) is None
+    assert not rules.excludes(outer / "public.pem", [outer])
+    assert rules.pattern_for(outer / "public.pem", [outer]) is None
     assert rules.pattern_for(outer / "x" / "server.pem", [outer]) == "*.pem"
     assert not rules.excludes(None, [outer])  # an untitled document has no file
 
@@ -153,3 +154,81 @@ def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_
     refused = [m["params"]["message"] for m in client.notifications
                if m.get("method") == "window/logMessage" and "completer/fileInfo" in m["params"]["message"]]
     assert len(refused) == 4 and not any("Traceback" in message for message in refused)
+
+
+def test_a_file_is_left_alone_under_each_of_its_names(tmp_path: Path, endpoint: FakeEndpoint):
+    """A symlink of an unexcluded name to an excluded file (or folder), a URI with `..` past an anchored pattern,
+    and a name in other letter case: the file behind each gets no suggestion, the status bar names its pattern,
+    and nothing of it is read into another file's prompt (the index walks the symlink, the open files' heads)."""
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "creds.py").write_text(f"def stripe_token():\n    return \"{SECRET}\"\n")
+    (tmp_path / "settings_local.py").symlink_to("secrets/creds.py")
+    (tmp_path / "lib").symlink_to("secrets", target_is_directory=True)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "prod.py").write_text(f"def stripe_token():\n    return \"{SECRET}\"\n")
+    (tmp_path / "billing.py").write_text("def charge_with_stripe(amount):\n    return stripe.charge(amount)\n")
+    options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
+               "excludeFiles": [*DEFAULT_EXCLUDED, "secrets/", "/config/prod.py"]}
+    names = {(tmp_path / "settings_local.py").as_uri(): "secrets/",
+             (tmp_path / "lib" / "creds.py").as_uri(): "secrets/",
+             tmp_path.as_uri() + "/app/../config/prod.py": "/config/prod.py",
+             (tmp_path / ".ENV").as_uri(): ".env"}
+    with _server(tmp_path, **options) as client:
+        time.sleep(0.5)
+        for uri, pattern in names.items():
+            assert client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"] == pattern, uri
+            client.open(uri, f"def stripe_token():\n    return \"{SECRET}\"\n\n\ndef stripe_key():\n    ")
+            assert client.completion(uri, 5, 4)["result"]["items"] == [], uri
+        assert endpoint.seen == []
+
+        cart = (tmp_path / "cart.py").as_uri()
+        client.open(cart, "import billing\n\n\ndef pay(amount):\n    token = stripe_token()\n    ")
+        assert client.completion(cart, 5, 4)["result"]["items"]
+        prompts = [seen.body["prompt"] for seen in endpoint.seen]
+        assert prompts and "charge_with_stripe" in prompts[-1]  # the index's other files are read ...
+        assert not any(SECRET in prompt for prompt in prompts)  # ... but no name of an excluded one
+
+
+def test_a_folder_opened_inside_another_takes_back_none_of_its_exclusions(tmp_path: Path, endpoint: FakeEndpoint):
+    """A multi-root workspace of a repository and one of its packages: a pattern anchored in the repository's folder
+    still leaves the package's file alone, as the walk of the repository reads it and when it is opened."""
+    (tmp_path / "service").mkdir()
+    (tmp_path / "service" / "settings.py").write_text(f"def stripe_token():\n    return \"{SECRET}\"\n")
+    (tmp_path / "billing.py").write_text("def charge_with_stripe(amount):\n    return stripe.charge(amount)\n")
+    settings = (tmp_path / "service" / "settings.py").as_uri()
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        client.request("initialize", {"processId": os.getpid(), "capabilities": {}, "workspaceFolders": [
+            {"uri": tmp_path.as_uri(), "name": "repo"}, {"uri": (tmp_path / "service").as_uri(), "name": "service"}],
+            "initializationOptions": {"completer": {
+                "backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
+                "excludeFiles": ["/service/settings.py"]}}})
+        client.notify("initialized", {})
+        time.sleep(0.5)
+        assert client.request("completer/fileInfo", {"uri": settings})["result"]["excluded"] == "/service/settings.py"
+        client.open(settings, f"def stripe_token():\n    return \"{SECRET}\"\n    ")
+        assert client.completion(settings, 2, 4)["result"]["items"] == [] and endpoint.seen == []
+        client.notify("textDocument/didClose", {"textDocument": {"uri": settings}})
+        cart = (tmp_path / "cart.py").as_uri()
+        client.open(cart, "import billing\n\n\ndef pay(amount):\n    token = stripe_token()\n    ")
+        assert client.completion(cart, 5, 4)["result"]["items"]
+        assert "charge_with_stripe" in endpoint.seen[-1].body["prompt"]
+        assert not any(SECRET in seen.body["prompt"] for seen in endpoint.seen)
+
+
+def test_file_info_names_the_pattern_that_decides(tmp_path: Path):
+    """A folder taken back with `!` does not take back the files a pattern names inside it (git's rule, which the
+    server follows): the status bar names that pattern rather than saying the file is not excluded."""
+    rules = Exclusions(["# dotenv files", "", ".env.*", "!.env.example", "!docs/"])
+    assert rules.pattern_for(tmp_path / "docs" / ".env.local", [tmp_path]) == ".env.*"
+    assert rules.pattern_for(tmp_path / "docs" / ".env.example", [tmp_path]) is None
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"excludeFiles": rules.patterns}}})
+        client.notify("initialized", {})
+        uri = (tmp_path / "docs" / ".env.local").as_uri()
+        client.open(uri, "API_KEY=x\nAPI_", language_id="python")
+        assert client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"] == ".env.*"
+        assert client.completion(uri, 1, 4)["result"]["items"] == []
+        assert _logged(client, "matches excludeFiles' '.env.*'")
