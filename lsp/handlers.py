@@ -20,6 +20,7 @@ FILE_INFO_METHOD = "completer/fileInfo"
 
 
 def _open(ls: CompleterServer, doc: types.TextDocumentItem) -> None:
+    ls.forget_exclusions(doc.uri)
     ls.searches.document_changed(doc.uri)
     ls.documents.open(doc.uri, doc.language_id, doc.version, doc.text)
     ls.workspace_document_edited(doc.uri)  # its text may not be the disk's: new, or restored unsaved
@@ -98,6 +99,7 @@ def register(server: CompleterServer) -> None:
         for cell in params.cell_text_documents:
             _open(ls, cell)
         ls.notebooks.open(notebook.uri, _cells(notebook.cells))
+        ls.forget_exclusions()  # its cells are now files of the notebook's
         last = ls.notebooks.last_code_cell(notebook.uri)
         if last is not None:
             ls.prefill(last)  # where a new line is most likely typed: the cells above it are its context
@@ -120,6 +122,7 @@ def register(server: CompleterServer) -> None:
                 opened.append(item.uri)
             array = cells.structure.array
             ls.notebooks.splice(uri, array.start, array.delete_count, _cells(array.cells or []))
+            ls.forget_exclusions()
         for cell in cells.data or []:
             ls.notebooks.set_kind(uri, cell.document, int(cell.kind))
         for content in cells.text_content or []:

@@ -59,6 +59,8 @@ INFO_TIMEOUT = 0.5
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
+EXCLUDED_KEPT = 4096
+"""Documents whose `excluded` answer is kept at most (all are asked anew past it)."""
 
 
 @dataclass
@@ -110,6 +112,8 @@ class CompleterServer(LanguageServer):
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
         self._exclusions = Exclusions(self.settings.exclude_files)  # compiled anew when the setting changes
+        self._excluded: dict[str, bool] = {}  # per document: `excluded`'s answer, for `_excluded_key`
+        self._excluded_key: tuple = ()
         self._client_capabilities: types.ClientCapabilities | None = None
         self.filter_text = True  # completion items carry filterText (not for Neovim 0.7 to 0.9: completions.py)
         self._watching: tuple[str, tuple[str, ...]] | None = None  # the watchers' registration id and suffixes
@@ -340,6 +344,7 @@ class CompleterServer(LanguageServer):
         thread (it reads the disk), after any unsaved text of it still being indexed, which would otherwise
         stand in place of the disk's. A document the editor holds keeps its text in the index: the disk's is
         older, or the same just saved."""
+        self.forget_exclusions()
         path = path_of(uri)
         if self.repository is None or path is None or self._editor_holds(uri):
             return
@@ -645,8 +650,24 @@ class CompleterServer(LanguageServer):
 
     def excluded(self, uri: str) -> bool:
         """Whether excludeFiles leaves the document (for a notebook's cell, its notebook) alone: no suggestions in
-        it, and its text is context for no other document."""
-        return self.exclusions().excludes(self.lookups.file_of(uri), self._roots)
+        it, and its text is context for no other document. Asked several times a keystroke and costly (it looks the
+        file's real path up), it is kept until the setting or the workspace folders change, the document is
+        opened, or an event says something changed on disk (a symlink made anew)."""
+        rules = self.exclusions()
+        key = (rules, tuple(self._roots))
+        if self._excluded_key != key or len(self._excluded) >= EXCLUDED_KEPT:
+            self._excluded, self._excluded_key = {}, key
+        found = self._excluded.get(uri)
+        if found is None:
+            found = self._excluded[uri] = rules.excludes(self.lookups.file_of(uri), self._roots)
+        return found
+
+    def forget_exclusions(self, uri: str | None = None) -> None:
+        """Ask `excluded` anew for `uri` (opened), or for every document (something changed on disk)."""
+        if uri is None:
+            self._excluded = {}
+        else:
+            self._excluded.pop(uri, None)
 
     def excluding_pattern(self, uri: str) -> str | None:
         """The excludeFiles pattern that leaves `uri` alone (for the log and a status bar), or None."""

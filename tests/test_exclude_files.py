@@ -232,3 +232,26 @@ def test_file_info_names_the_pattern_that_decides(tmp_path: Path):
         assert client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"] == ".env.*"
         assert client.completion(uri, 1, 4)["result"]["items"] == []
         assert _logged(client, "matches excludeFiles' '.env.*'")
+
+
+def test_a_symlink_pointed_at_an_excluded_file_later_is_left_alone_after_the_event(tmp_path: Path,
+                                                                                   endpoint: FakeEndpoint):
+    """The server keeps each document's answer between keystrokes; a symlink made anew (a checkout that switches
+    what `current.py` points at) is looked up again once the client's watcher reports it."""
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "creds.py").write_text(f"STRIPE = \"{SECRET}\"\n")
+    (tmp_path / "plain.py").write_text("STRIPE = None\n")
+    link = tmp_path / "current.py"
+    link.symlink_to("plain.py")
+    options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
+               "excludeFiles": ["secrets/"]}
+    with _server(tmp_path, **options) as client:
+        client.open(link.as_uri(), "STRIPE = None\n\n\ndef charge_with_stripe(amount):\n    ")
+        assert client.completion(link.as_uri(), 4, 4)["result"]["items"]
+        link.unlink()
+        link.symlink_to("secrets/creds.py")
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": link.as_uri(), "type": 2}]})
+        client.change(link.as_uri(), 2, (0, 0), (0, 0), f"STRIPE = \"{SECRET}\"\n")
+        asked = len(endpoint.seen)
+        assert client.completion(link.as_uri(), 5, 4)["result"]["items"] == []
+        assert len(endpoint.seen) == asked
