@@ -128,7 +128,10 @@ def line_range(line_no: int, end_units: int) -> types.Range:
 def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int,
                     filter_text: bool = True) -> types.CompletionList:
     """isIncomplete=True: the client must ask again on the next keystroke, not filter old lines. `filter_text`
-    False leaves filterText out (the label then filters), for a client that misplaces items that have one."""
+    False leaves filterText out (the label then filters), for a client that misplaces items that have one.
+    insertTextMode asIs: the line keeps the indentation it has (lsp-mode otherwise re-indents a line it inserts
+    on the buffer's last line with the major mode's indentation, putting `def f():` typed at column 0 inside the
+    block above)."""
     rng = line_range(line_no, end_units)
     items = []
     for rank, s in enumerate(lines):
@@ -140,6 +143,7 @@ def completion_list(lines: list[LineSuggestion], line_no: int, end_units: int,
             filter_text=s.line if filter_text else None,
             preselect=rank == 0,
             insert_text_format=types.InsertTextFormat.PlainText,
+            insert_text_mode=types.InsertTextMode.AsIs,
             text_edit=types.TextEdit(range=rng, new_text=s.line),
         ))
     return types.CompletionList(is_incomplete=True, items=items)

@@ -126,7 +126,8 @@ def _stub(folder: Path, name: str, script: str) -> None:
 
 def test_test_sh_runs_the_suite_where_emacs_cannot_be_installed(tmp_path: Path):
     """scripts/test.sh on a machine with Neovim, node and npm but no Emacs, where apt cannot install it (no sudo, no
-    mirror, not Debian): the Emacs test says why, and the rest of the suite runs, as before Emacs was added."""
+    mirror, not Debian): it names Emacs and both clients as missing, the Emacs tests say why, and the rest of the
+    suite runs, as before Emacs was added."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("bash", "dirname", "id", "cat"):  # no emacs among them
@@ -140,5 +141,6 @@ def test_test_sh_runs_the_suite_where_emacs_cannot_be_installed(tmp_path: Path):
     done = subprocess.run([str(bin_dir / "bash"), str(REPO / "scripts" / "test.sh"), "-k", "nothing"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "did not install; tests/test_lsp_emacs.py says why" in done.stderr
+    assert ("emacs-nox elpa-eglot elpa-lsp-mode did not install; tests/test_lsp_emacs.py and "
+            "tests/test_lsp_emacs_lsp_mode.py say why") in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "python3 -m pytest -q -rs -k nothing", done.stdout

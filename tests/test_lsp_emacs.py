@@ -39,7 +39,7 @@ TYPED = ["    ", "    return os.", "    return os.pa"]
 common start there, `    return os.return os.`); after part of a word, which eglot's completion styles filter."""
 
 
-def _write_snippet(tmp_path: Path, doc: str, heading: str) -> None:
+def write_snippet(tmp_path: Path, doc: str, heading: str) -> None:
     """`doc`'s elisp blocks under `heading`, as written, as tmp_path's init.el, running the server as `python -m
     lsp` (the same server as `completer serve`, from this checkout)."""
     section = (REPO / doc).read_text().split(heading + "\n", 1)[1]
@@ -53,7 +53,7 @@ def _write_snippet(tmp_path: Path, doc: str, heading: str) -> None:
 @pytest.mark.parametrize(("doc", "heading"), [("README.md", "### Emacs (eglot)"),
                                               ("docs/editors.md", "## Emacs (eglot)")])
 def test_the_docs_emacs_setup_completes_whole_lines_through_completion_at_point(tmp_path, doc, heading):
-    _write_snippet(tmp_path, doc, heading)
+    write_snippet(tmp_path, doc, heading)
     (tmp_path / "sample.py").write_text(SAMPLE_TEXT)
     env = server_env(COMPLETER_EMACS_FILE=str(tmp_path / "sample.py"), COMPLETER_EMACS_TYPED=json.dumps(TYPED),
                      COMPLETER_EMACS_OUT=str(tmp_path / "report.json"), XDG_CACHE_HOME=str(tmp_path / "cache"),

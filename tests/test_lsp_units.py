@@ -344,6 +344,7 @@ def test_suggested_lines_keep_the_users_prefix_and_drop_noise():
     assert first.text_edit.range == types.Range(types.Position(7, 0), types.Position(7, 9))
     assert first.label == "x = foo(1)" and first.filter_text == "\tx = foo(1)"
     assert first.sort_text < result.items[1].sort_text
+    assert {item.insert_text_mode for item in result.items} == {types.InsertTextMode.AsIs}  # indented as suggested
     inline = inline_list(lines, 7, 9)
     assert [i.insert_text for i in inline.items] == ["\tx = foo(1)", "\tx = format()"]
 
