@@ -102,6 +102,6 @@ def test_vscode_end_to_end(tmp_path: Path) -> None:
     out = run_driver(tools, artifacts, env=model_stores(tmp_path / "stores"))
     print(out[-6000:])
     passed = [line for line in out.splitlines() if line.startswith("PASS ")]
-    assert len(passed) == 18, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
+    assert len(passed) == 19, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
     assert (artifacts / "vscode-ghost-text.png").stat().st_size > 10_000
     assert (artifacts / "vscode-not-installed.png").stat().st_size > 10_000

@@ -203,7 +203,23 @@ export async function runChecks(session, { python, artifacts, workspace }) {
         'javascript without suggestions');
     pass(`in notes.js the status bar reads "${unanswered.text}": "${unanswered.label.slice(0, 110)}"`);
 
-    // 9c. A notebook: its last cell is completed with the cells above it, which define the name typed.
+    // 9c. A file completer.excludeFiles leaves alone (a pattern added to the defaults): the status bar says so and
+    //     names the pattern (the extension asks the server with completer/fileInfo), and no longer once it is gone.
+    session.settings = { ...session.settings, 'completer.excludeFiles': ['.env', 'vault/'] };
+    await editSettings(page, session.settings);
+    await openFile(page, 'vault_keys.py');
+    const excluded = await waitForStatus(page,
+        (s) => s.text.endsWith(`${MODEL} · excluded`) && s.label.includes('matches "vault/" in completer.excludeFiles'),
+        'the excluded file');
+    const { 'completer.excludeFiles': _vault, ...withDefaultExclusions } = session.settings;
+    session.settings = withDefaultExclusions;
+    await editSettings(page, session.settings);
+    await openFile(page, 'vault_keys.py');
+    await waitForStatus(page, running, 'the file no longer excluded');
+    pass(`with "completer.excludeFiles": [".env", "vault/"] vault/vault_keys.py's status bar reads "${excluded.text}", ` +
+        'and not after');
+
+    // 9d. A notebook: its last cell is completed with the cells above it, which define the name typed.
     await openFile(page, 'analysis.ipynb', { notebook: true });
     const lastCell = page.locator('.notebook-editor .code-cell-row .monaco-editor').last();
     await lastCell.waitFor({ state: 'visible', timeout: 20000 });

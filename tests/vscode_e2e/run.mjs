@@ -100,6 +100,8 @@ async function main() {
     fs.mkdirSync(workspace, { recursive: true });
     fs.writeFileSync(path.join(workspace, 'sample.py'), SAMPLE);
     fs.writeFileSync(path.join(workspace, 'notes.js'), 'const notes = [];\n');
+    fs.mkdirSync(path.join(workspace, 'vault'));
+    fs.writeFileSync(path.join(workspace, 'vault', 'vault_keys.py'), 'STRIPE_KEY = "sk-test"\n');
     fs.writeFileSync(path.join(workspace, 'analysis.ipynb'), JSON.stringify(NOTEBOOK, null, 1));
     const session = new Session({
         toolsDir: values.tools,
