@@ -16,6 +16,20 @@ from .types import CompletionResult, EngineSettings, ModelError, Suggestion
 DEMO_LINES = 12
 
 
+class UsageError(Exception):
+    """A mistake in the command (a malformed position, a file that cannot be read, an unknown option): one line on
+    stderr and status 2, as argparse gives its own, apart from 1's "the engine will not complete there"."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors `main` reports: in the JSON too where `complete --json` asks for it."""
+
+    def error(self, message: str):
+        """Print the usage, as argparse does, and leave the one line that says what was wrong to `main`."""
+        self.print_usage(sys.stderr)
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
 def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
     """Code lines of the sample, cursor alternately after the indentation and mid-line."""
     positions = []
@@ -75,9 +89,9 @@ def _read_bytes(path: Path) -> bytes:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SystemExit(f"cannot read {path}: {exc.strerror or exc}")
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise SystemExit(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        raise UsageError(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     return data
 
 
@@ -85,17 +99,17 @@ def _read(path: Path) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
     data = _read_bytes(path)
     if b"\x00" in data:
-        raise SystemExit(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
+        raise UsageError(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
     return data.decode("utf-8", errors="replace")
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
     match = re.fullmatch(r"(.+):([0-9]+):([0-9]+)", args.position)
     if not match:
-        raise SystemExit("position must be FILE:LINE:COL (1-based line and column)")
+        raise UsageError(f"position must be FILE:LINE:COL (1-based line and column), not {args.position}")
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
     if line < 1 or col < 1:
-        raise SystemExit("LINE and COL are 1-based")
+        raise UsageError(f"LINE and COL are 1-based: {args.position}")
     data = _read_bytes(path)
     others = [_read(Path(other)) for other in args.open or ()]
     if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
@@ -110,14 +124,18 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return _report(args, engine.complete(uri, line - 1, col - 1, others=others))
 
 
+def _payload(result: CompletionResult, error: str = "") -> dict:
+    """`complete --json`'s one object: the same keys whether it answered, skipped the position or was refused."""
+    return {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
+                            for s in result.suggestions],
+            "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
+            "out_of_time": result.out_of_time, "error": error}
+
+
 def _report(args: argparse.Namespace, result: CompletionResult) -> int:
     """Print `result` as `complete` does (JSON, or lines and a timing on stderr); 1 when it was skipped."""
     if args.json:
-        payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
-                                   for s in result.suggestions],
-                   "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
-                   "out_of_time": result.out_of_time}
-        print(json.dumps(payload))
+        print(json.dumps(_payload(result)))
     elif not result.skipped:
         for s in result.suggestions:
             print(f"{score_label(s, 3):>8}  {s.line}")
@@ -207,9 +225,9 @@ def cmd_serve(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="completer", description="Offline whole-line code completion.")
+    parser = _Parser(prog="completer", description="Offline whole-line code completion.")
     sub = parser.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--model", default=None,
                         help="model bundle dir (default: the embedded model); or a model another tool keeps, as "
                              "`completer convert` names it (ollama:NAME, ORG/NAME, a GGUF file), converted the "
@@ -285,22 +303,42 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
-    args = build_parser().parse_args(argv)
+    wants_json = argv[:1] == ["complete"] and "--json" in argv
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        return _refuse(str(exc) + _dash_hint(argv), wants_json)
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, where a reader gone away (`| head`) is caught, not at exit
         return code
+    except UsageError as exc:
+        return _refuse(f"completer: {exc}", wants_json)
     except ModelError as exc:
-        print(f"completer: model error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"completer: model error: {exc}", wants_json)
     except ValueError as exc:
-        print(f"completer: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"completer: {exc}", wants_json)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
+
+
+def _dash_hint(argv: list[str]) -> str:
+    """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
+    option, and said only that the position was missing."""
+    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in argv[1:]):
+        return " (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL; stdin is not read)"
+    return ""
+
+
+def _refuse(line: str, wants_json: bool) -> int:
+    """Say `line` on stderr and, for `complete --json`, put it in the JSON a script reads; status 2."""
+    print(line, file=sys.stderr)
+    if wants_json:
+        print(json.dumps(_payload(CompletionResult(), error=line.removeprefix("completer: "))))
+    return 2
 
 
 if __name__ == "__main__":

@@ -170,3 +170,36 @@ def test_a_model_path_starting_with_a_tilde_is_in_the_home_folder(model_dir: Pat
                           text=True, timeout=120, stdin=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["model_path"] == str(tmp_path / "models" / "small")
+
+
+def test_a_mistake_in_the_command_exits_2_with_one_line_and_json_when_asked(source: Path, tmp_path: Path):
+    """1 means "the engine will not complete there" (the reason in `skipped`); a mistake in the command (a
+    malformed position, a file that cannot be read, an option out of range, an unknown option, a missing model)
+    exits 2 with one "completer: ..." line, and with --json stdout is still one JSON object of the same shape,
+    whose `error` says what was wrong, so a script reading it never parses an empty output."""
+    (tmp_path / "a folder.py").mkdir()
+    cases = {
+        "no line and column": ((f"{source}:12",), "FILE:LINE:COL"),
+        "line 0": ((f"{source}:0:0",), "1-based"),
+        "a negative line": ((f"{source}:-1:3",), "FILE:LINE:COL"),
+        "a missing file": ((f"{tmp_path / 'gone.py'}:1:1",), "cannot read"),
+        "a folder": ((f"{tmp_path / 'a folder.py'}:1:1",), "Is a directory"),
+        "an unreadable --open": ((f"{source}:5:9", "--open", str(tmp_path)), "cannot read"),
+        "a setting out of range": ((f"{source}:5:9", "--beams", "17"), "must be between"),
+        "a missing model": ((f"{source}:5:9", "--model", str(tmp_path / "nowhere")), "not found"),
+        "an unknown option": ((f"{source}:5:9", "--beems", "2"), "unrecognized arguments: --beems"),
+        "a file named as an option": (("-:1:1",), "starts with '-' reads as an option"),
+    }
+    for name, (arguments, message) in cases.items():
+        done = run("complete", *arguments)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (name, done.returncode, done.stderr)
+        assert any(line.startswith("completer") and message in line for line in done.stderr.splitlines()), \
+            (name, done.stderr)
+        answered = run("complete", *arguments, "--json")
+        assert answered.returncode == 2, (name, answered.stderr)
+        payload = json.loads(answered.stdout)
+        assert message in payload["error"] and payload["suggestions"] == [], (name, payload)
+        assert set(payload) == {"suggestions", "latency_ms", "skipped", "out_of_time", "error"}, name
+    done = run("complete", f"{source}:5:9", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["error"] == ""
+
