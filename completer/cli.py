@@ -304,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
     wants_json = argv[:1] == ["complete"] and "--json" in argv
+    if hasattr(sys.stdout, "reconfigure"):  # a line the terminal's encoding lacks is shown escaped, not lost
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:

@@ -203,3 +203,14 @@ def test_a_mistake_in_the_command_exits_2_with_one_line_and_json_when_asked(sour
     done = run("complete", f"{source}:5:9", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["error"] == ""
 
+
+def test_suggestions_the_output_encoding_cannot_write_are_printed_escaped(tmp_path: Path):
+    """stdout in an encoding without the line's characters (a file on Windows is written in its ANSI code page):
+    the suggestions are still printed, the character escaped, not lost to a UnicodeEncodeError."""
+    script = tmp_path / "greet.py"
+    script.write_text('greeting = "h\u00e9llo"\nprint(greeting)\nother = "h\u00e9\n')
+    done = subprocess.run([sys.executable, "-m", "completer", "complete", f"{script}:3:12"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "codec" not in done.stderr, done.stderr
+    assert any('other = "h\\xe9' in row for row in done.stdout.splitlines()), done.stdout
