@@ -55,6 +55,10 @@ def _model_path(named: str | None) -> str | None:
     return named if source is None else str(convert_here(source))
 
 
+OPTION_OF_SETTING = {"beams": "--beams", "max_suggestions": "--suggestions", "max_tokens": "--max-tokens",
+                     "threads": "--threads", "search_budget_ms": "--search-budget-ms"}
+
+
 def _settings(args: argparse.Namespace) -> EngineSettings:
     settings = EngineSettings(model_path=_model_path(args.model), threads=args.threads, device=args.device)
     if getattr(args, "beams", None) is not None:
@@ -65,7 +69,11 @@ def _settings(args: argparse.Namespace) -> EngineSettings:
         settings.search_budget_ms = args.search_budget_ms
     if getattr(args, "suggestions", None) is not None:
         settings.max_suggestions = args.suggestions
-    settings.validate()
+    try:
+        settings.validate()
+    except ValueError as exc:  # named by the setting; said here by the option the user gave
+        field, _, rest = str(exc).partition(" ")
+        raise UsageError(f"{OPTION_OF_SETTING.get(field, field)} {rest}") from None
     return settings
 
 

@@ -51,7 +51,7 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
         assert re.fullmatch(r" *(?:-?\d+\.\d{3}|\(above\))  (.*)", row)[1].startswith(typed), row
     assert "suggestions in" in plain.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
-    assert refused.returncode == 2 and "search_budget_ms" in refused.stderr
+    assert refused.returncode == 2 and "completer: --search-budget-ms must be between" in refused.stderr
 
 
 def test_complete_searches_the_files_given_with_open(tmp_path: Path):
@@ -139,9 +139,11 @@ def test_a_reader_that_goes_away_ends_the_output_without_a_traceback(source: Pat
 
 
 def test_out_of_range_options_are_refused(source: Path):
-    for option, value in (("--beams", "-1"), ("--beams", "17"), ("--max-tokens", "0"), ("--suggestions", "0")):
+    """Each refused by the option's own name, not the setting's (max_suggestions for --suggestions)."""
+    for option, value in (("--beams", "-1"), ("--beams", "17"), ("--max-tokens", "0"), ("--suggestions", "0"),
+                          ("--threads", "-1")):
         done = run("complete", f"{source}:5:9", option, value)
-        assert done.returncode == 2 and "must be between" in done.stderr, (option, done.stderr)
+        assert done.returncode == 2 and f"completer: {option} must be between" in done.stderr, (option, done.stderr)
     done = run("complete", f"{source}:5:9", "--beams", "0", "--json")  # 0: the model's default
     assert done.returncode == 0 and "suggestions" in json.loads(done.stdout), done.stderr
 
