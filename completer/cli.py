@@ -240,14 +240,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="model bundle dir (default: the embedded model); or a model another tool keeps, as "
                              "`completer convert` names it (ollama:NAME, ORG/NAME, a GGUF file), converted the "
                              "first time into the user's cache")
-    common.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
-    common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL")
-    complete.add_argument("position", metavar="FILE:LINE:COL")
-    complete.add_argument("--beams", type=int, default=None)
-    complete.add_argument("--max-tokens", type=int, default=None)
-    complete.add_argument("--suggestions", type=int, default=None)
-    complete.add_argument("--search-budget-ms", type=int, default=None,
+    common.add_argument("--threads", type=int, default=0, metavar="N",
+                        help="onnxruntime intra-op threads, 0 to 256 (0: its default)")
+    common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where the model runs (auto: CUDA where onnxruntime has it, else the CPU)")
+    complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL",
+                              epilog="exit status: 0 suggestions printed (maybe none), 1 the engine does not complete "
+                                     "there (past the end, a binary file, a line over 4,096 characters: the reason "
+                                     "on stderr, and in the JSON's skipped), 2 a mistake in the command (the reason "
+                                     "on stderr, and in the JSON's error)")
+    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file, and the cursor's 1-based line and "
+                                                                     "column in it")
+    complete.add_argument("--beams", type=int, default=None, metavar="N",
+                          help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
+    complete.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                          help="tokens a suggestion may have at most, 1 to 256 (default 24)")
+    complete.add_argument("--suggestions", type=int, default=None, metavar="N",
+                          help="suggestions printed at most, 1 to 16 (default 3)")
+    complete.add_argument("--search-budget-ms", type=int, default=None, metavar="MS",
                           help="stop the beam search this long after the request (0: no limit)")
     complete.add_argument("--open", action="append", metavar="OTHER_FILE",
                           help="another file open beside FILE, whose head the document's repeats also search "
@@ -255,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.set_defaults(func=cmd_complete)
     demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")
-    demo.add_argument("--beams", type=int, default=None)
+    demo.add_argument("--beams", type=int, default=None, metavar="N",
+                      help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)

@@ -216,3 +216,20 @@ def test_suggestions_the_output_encoding_cannot_write_are_printed_escaped(tmp_pa
                           env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0 and "Traceback" not in done.stderr and "codec" not in done.stderr, done.stderr
     assert any('other = "h\\xe9' in row for row in done.stdout.splitlines()), done.stdout
+
+
+def test_each_commands_help_describes_every_option_and_names_only_options_it_has():
+    """`completer X --help`: no option shown bare (what --suggestions counts, what --beams 0 means), and no `--name`
+    in a description that the command does not take."""
+    from completer.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name, parser in commands.items():
+        if name == "serve":  # lsp/cli.py's parser, which `completer serve` hands its arguments to
+            continue
+        taken = {flag for action in parser._actions for flag in action.option_strings}
+        for action in parser._actions:
+            assert action.help, (name, action.dest)
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_help().split("options:")[1]))
+        assert named <= taken, (name, named - taken)
+    assert "exit status: 0" in commands["complete"].format_help()
