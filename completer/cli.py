@@ -350,7 +350,8 @@ def _dash_hint(argv: list[str]) -> str:
     """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
     option, and said only that the position was missing."""
     if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in argv[1:]):
-        return " (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL; stdin is not read)"
+        return (" (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL, or "
+                "/dev/stdin:LINE:COL to complete what stdin holds)")
     return ""
 
 

@@ -204,6 +204,9 @@ def test_a_mistake_in_the_command_exits_2_with_one_line_and_json_when_asked(sour
         assert set(payload) == {"suggestions", "latency_ms", "skipped", "out_of_time", "error"}, name
     done = run("complete", f"{source}:5:9", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["error"] == ""
+    piped = subprocess.run([sys.executable, "-m", "completer", "complete", "/dev/stdin:5:9", "--json"],
+                           input=SOURCE, capture_output=True, text=True, timeout=120)  # as the hint says
+    assert piped.returncode == 0 and json.loads(piped.stdout)["suggestions"] == json.loads(done.stdout)["suggestions"]
 
 
 def test_suggestions_the_output_encoding_cannot_write_are_printed_escaped(tmp_path: Path):
