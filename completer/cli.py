@@ -16,6 +16,20 @@ from .types import CompletionResult, EngineSettings, ModelError, Suggestion
 DEMO_LINES = 12
 
 
+class UsageError(Exception):
+    """A mistake in the command (a malformed position, a file that cannot be read, an unknown option): one line on
+    stderr and status 2, as argparse gives its own, apart from 1's "the engine will not complete there"."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors `main` reports: in the JSON too where `complete --json` asks for it."""
+
+    def error(self, message: str):
+        """Print the usage, as argparse does, and leave the one line that says what was wrong to `main`."""
+        self.print_usage(sys.stderr)
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
 def demo_positions(lines: list[str]) -> list[tuple[int, int]]:
     """Code lines of the sample, cursor alternately after the indentation and mid-line."""
     positions = []
@@ -41,6 +55,10 @@ def _model_path(named: str | None) -> str | None:
     return named if source is None else str(convert_here(source))
 
 
+OPTION_OF_SETTING = {"beams": "--beams", "max_suggestions": "--suggestions", "max_tokens": "--max-tokens",
+                     "threads": "--threads", "search_budget_ms": "--search-budget-ms"}
+
+
 def _settings(args: argparse.Namespace) -> EngineSettings:
     settings = EngineSettings(model_path=_model_path(args.model), threads=args.threads, device=args.device)
     if getattr(args, "beams", None) is not None:
@@ -51,7 +69,11 @@ def _settings(args: argparse.Namespace) -> EngineSettings:
         settings.search_budget_ms = args.search_budget_ms
     if getattr(args, "suggestions", None) is not None:
         settings.max_suggestions = args.suggestions
-    settings.validate()
+    try:
+        settings.validate()
+    except ValueError as exc:  # named by the setting; said here by the option the user gave
+        field, _, rest = str(exc).partition(" ")
+        raise UsageError(f"{OPTION_OF_SETTING.get(field, field)} {rest}") from None
     return settings
 
 
@@ -75,9 +97,9 @@ def _read_bytes(path: Path) -> bytes:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SystemExit(f"cannot read {path}: {exc.strerror or exc}")
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise SystemExit(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        raise UsageError(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     return data
 
 
@@ -85,17 +107,17 @@ def _read(path: Path) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
     data = _read_bytes(path)
     if b"\x00" in data:
-        raise SystemExit(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
+        raise UsageError(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
     return data.decode("utf-8", errors="replace")
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
     match = re.fullmatch(r"(.+):([0-9]+):([0-9]+)", args.position)
     if not match:
-        raise SystemExit("position must be FILE:LINE:COL (1-based line and column)")
+        raise UsageError(f"position must be FILE:LINE:COL (1-based line and column), not {args.position}")
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
     if line < 1 or col < 1:
-        raise SystemExit("LINE and COL are 1-based")
+        raise UsageError(f"LINE and COL are 1-based: {args.position}")
     data = _read_bytes(path)
     others = [_read(Path(other)) for other in args.open or ()]
     if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
@@ -110,14 +132,18 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return _report(args, engine.complete(uri, line - 1, col - 1, others=others))
 
 
+def _payload(result: CompletionResult, error: str = "") -> dict:
+    """`complete --json`'s one object: the same keys whether it answered, skipped the position or was refused."""
+    return {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
+                            for s in result.suggestions],
+            "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
+            "out_of_time": result.out_of_time, "error": error}
+
+
 def _report(args: argparse.Namespace, result: CompletionResult) -> int:
     """Print `result` as `complete` does (JSON, or lines and a timing on stderr); 1 when it was skipped."""
     if args.json:
-        payload = {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
-                                   for s in result.suggestions],
-                   "latency_ms": round(result.latency_ms, 2), "skipped": result.skipped,
-                   "out_of_time": result.out_of_time}
-        print(json.dumps(payload))
+        print(json.dumps(_payload(result)))
     elif not result.skipped:
         for s in result.suggestions:
             print(f"{score_label(s, 3):>8}  {s.line}")
@@ -207,21 +233,31 @@ def cmd_serve(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="completer", description="Offline whole-line code completion.")
+    parser = _Parser(prog="completer", description="Offline whole-line code completion.")
     sub = parser.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--model", default=None,
                         help="model bundle dir (default: the embedded model); or a model another tool keeps, as "
                              "`completer convert` names it (ollama:NAME, ORG/NAME, a GGUF file), converted the "
                              "first time into the user's cache")
-    common.add_argument("--threads", type=int, default=0, help="onnxruntime intra-op threads (0: its default)")
-    common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL")
-    complete.add_argument("position", metavar="FILE:LINE:COL")
-    complete.add_argument("--beams", type=int, default=None)
-    complete.add_argument("--max-tokens", type=int, default=None)
-    complete.add_argument("--suggestions", type=int, default=None)
-    complete.add_argument("--search-budget-ms", type=int, default=None,
+    common.add_argument("--threads", type=int, default=0, metavar="N",
+                        help="onnxruntime intra-op threads, 0 to 256 (0: its default)")
+    common.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where the model runs (auto: CUDA where onnxruntime has it, else the CPU)")
+    complete = sub.add_parser("complete", parents=[common], help="complete the line at FILE:LINE:COL",
+                              epilog="exit status: 0 suggestions printed (maybe none), 1 the engine does not complete "
+                                     "there (past the end, a binary file, a line over 4,096 characters: the reason "
+                                     "on stderr, and in the JSON's skipped), 2 a mistake in the command (the reason "
+                                     "on stderr, and in the JSON's error)")
+    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file, and the cursor's 1-based line and "
+                                                                     "column in it")
+    complete.add_argument("--beams", type=int, default=None, metavar="N",
+                          help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
+    complete.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                          help="tokens a suggestion may have at most, 1 to 256 (default 24)")
+    complete.add_argument("--suggestions", type=int, default=None, metavar="N",
+                          help="suggestions printed at most, 1 to 16 (default 3)")
+    complete.add_argument("--search-budget-ms", type=int, default=None, metavar="MS",
                           help="stop the beam search this long after the request (0: no limit)")
     complete.add_argument("--open", action="append", metavar="OTHER_FILE",
                           help="another file open beside FILE, whose head the document's repeats also search "
@@ -229,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.set_defaults(func=cmd_complete)
     demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")
-    demo.add_argument("--beams", type=int, default=None)
+    demo.add_argument("--beams", type=int, default=None, metavar="N",
+                      help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
     demo.set_defaults(func=cmd_demo)
     info = sub.add_parser("info", parents=[common], help="model, providers, threads, sizes, paths")
     info.set_defaults(func=cmd_info)
@@ -285,22 +322,45 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
-    args = build_parser().parse_args(argv)
+    wants_json = argv[:1] == ["complete"] and "--json" in argv
+    if hasattr(sys.stdout, "reconfigure"):  # a line the terminal's encoding lacks is shown escaped, not lost
+        sys.stdout.reconfigure(errors="backslashreplace")
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        return _refuse(str(exc) + _dash_hint(argv), wants_json)
     try:
         code = args.func(args)
         sys.stdout.flush()  # here, where a reader gone away (`| head`) is caught, not at exit
         return code
+    except UsageError as exc:
+        return _refuse(f"completer: {exc}", wants_json)
     except ModelError as exc:
-        print(f"completer: model error: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"completer: model error: {exc}", wants_json)
     except ValueError as exc:
-        print(f"completer: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"completer: {exc}", wants_json)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
+
+
+def _dash_hint(argv: list[str]) -> str:
+    """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
+    option, and said only that the position was missing."""
+    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in argv[1:]):
+        return (" (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL, or "
+                "/dev/stdin:LINE:COL to complete what stdin holds)")
+    return ""
+
+
+def _refuse(line: str, wants_json: bool) -> int:
+    """Say `line` on stderr and, for `complete --json`, put it in the JSON a script reads; status 2."""
+    print(line, file=sys.stderr)
+    if wants_json:
+        print(json.dumps(_payload(CompletionResult(), error=line.removeprefix("completer: "))))
+    return 2
 
 
 if __name__ == "__main__":

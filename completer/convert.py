@@ -212,11 +212,34 @@ def _check_reachable(out: Path) -> None:
     if os.path.islink(out):
         raise ConvertError(f"--out {out} is a symbolic link to nothing (or a loop of links); choose a new folder "
                            "for the bundle")
-    for above in out.parents:  # the nearest that is there must be a folder
+    for above in out.parents:  # the nearest that is there must be a folder, one this user can write in
         if os.path.lexists(above):
             if not above.is_dir():
                 raise ConvertError(f"--out {out}: {above} is not a folder")
+            _check_writable(out, above)
             return
+
+
+def _check_writable(out: Path, folder: Path) -> None:
+    """Make and remove a folder in `folder`, as the bundle's staging folder will be made: refused by --out's name
+    now, not later with the errno of a hidden folder the user never named. Permissions alone do not tell (root
+    writes anywhere but in /proc, or on a read-only mount)."""
+    try:
+        with _scratch_folder(f".{out.name}.converting-", folder):
+            pass
+    except OSError as exc:
+        raise ConvertError(f"--out {out}: cannot write in {folder} ({exc.strerror or exc})") from exc
+
+
+def _as_mkdir_makes(folder: Path) -> None:
+    """Give `folder`, made private by mkdtemp, the mode os.mkdir gives under this process's umask: a bundle is
+    read by whoever the user lets read their folders (a shared /opt/models), not by its maker alone."""
+    probe = folder / ".mode"
+    probe.mkdir()
+    try:
+        folder.chmod(probe.stat().st_mode & 0o777)
+    finally:
+        probe.rmdir()
 
 
 def _position_limit(config: dict) -> int:
@@ -303,6 +326,7 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
         manifest = _manifest(source, staging, out, arch, context, name or out.name, config, tokens, own_vocab, end_of_text,
                              fim_record, int8, fusions, slots, defaults, origin)
         (staging / "MODEL.md").write_text(_model_card(manifest), encoding="utf-8")
+        _as_mkdir_makes(staging)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         os.replace(staging, out)
@@ -609,6 +633,7 @@ def main(args) -> int:
         threading.Thread(target=_stop_when_stdin_closes, name="stop-with-parent", daemon=True).start()
     try:
         out = Path(args.out)
+        _check_reachable(out)  # before a GGUF file's folder is made beside it
         parent = Path(os.path.realpath(out)).parent
         beside = parent if parent.is_dir() else None
         with checkpoint_folder(args.source, getattr(args, "revision", "main"), beside) as (source, origin):

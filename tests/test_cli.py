@@ -51,7 +51,7 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
         assert re.fullmatch(r" *(?:-?\d+\.\d{3}|\(above\))  (.*)", row)[1].startswith(typed), row
     assert "suggestions in" in plain.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
-    assert refused.returncode == 2 and "search_budget_ms" in refused.stderr
+    assert refused.returncode == 2 and "completer: --search-budget-ms must be between" in refused.stderr
 
 
 def test_complete_searches_the_files_given_with_open(tmp_path: Path):
@@ -139,9 +139,11 @@ def test_a_reader_that_goes_away_ends_the_output_without_a_traceback(source: Pat
 
 
 def test_out_of_range_options_are_refused(source: Path):
-    for option, value in (("--beams", "-1"), ("--beams", "17"), ("--max-tokens", "0"), ("--suggestions", "0")):
+    """Each refused by the option's own name, not the setting's (max_suggestions for --suggestions)."""
+    for option, value in (("--beams", "-1"), ("--beams", "17"), ("--max-tokens", "0"), ("--suggestions", "0"),
+                          ("--threads", "-1")):
         done = run("complete", f"{source}:5:9", option, value)
-        assert done.returncode == 2 and "must be between" in done.stderr, (option, done.stderr)
+        assert done.returncode == 2 and f"completer: {option} must be between" in done.stderr, (option, done.stderr)
     done = run("complete", f"{source}:5:9", "--beams", "0", "--json")  # 0: the model's default
     assert done.returncode == 0 and "suggestions" in json.loads(done.stdout), done.stderr
 
@@ -170,3 +172,67 @@ def test_a_model_path_starting_with_a_tilde_is_in_the_home_folder(model_dir: Pat
                           text=True, timeout=120, stdin=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["model_path"] == str(tmp_path / "models" / "small")
+
+
+def test_a_mistake_in_the_command_exits_2_with_one_line_and_json_when_asked(source: Path, tmp_path: Path):
+    """1 means "the engine will not complete there" (the reason in `skipped`); a mistake in the command (a
+    malformed position, a file that cannot be read, an option out of range, an unknown option, a missing model)
+    exits 2 with one "completer: ..." line, and with --json stdout is still one JSON object of the same shape,
+    whose `error` says what was wrong, so a script reading it never parses an empty output."""
+    (tmp_path / "a folder.py").mkdir()
+    cases = {
+        "no line and column": ((f"{source}:12",), "FILE:LINE:COL"),
+        "line 0": ((f"{source}:0:0",), "1-based"),
+        "a negative line": ((f"{source}:-1:3",), "FILE:LINE:COL"),
+        "a missing file": ((f"{tmp_path / 'gone.py'}:1:1",), "cannot read"),
+        "a folder": ((f"{tmp_path / 'a folder.py'}:1:1",), "Is a directory"),
+        "an unreadable --open": ((f"{source}:5:9", "--open", str(tmp_path)), "cannot read"),
+        "a setting out of range": ((f"{source}:5:9", "--beams", "17"), "must be between"),
+        "a missing model": ((f"{source}:5:9", "--model", str(tmp_path / "nowhere")), "not found"),
+        "an unknown option": ((f"{source}:5:9", "--beems", "2"), "unrecognized arguments: --beems"),
+        "a file named as an option": (("-:1:1",), "starts with '-' reads as an option"),
+    }
+    for name, (arguments, message) in cases.items():
+        done = run("complete", *arguments)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (name, done.returncode, done.stderr)
+        assert any(line.startswith("completer") and message in line for line in done.stderr.splitlines()), \
+            (name, done.stderr)
+        answered = run("complete", *arguments, "--json")
+        assert answered.returncode == 2, (name, answered.stderr)
+        payload = json.loads(answered.stdout)
+        assert message in payload["error"] and payload["suggestions"] == [], (name, payload)
+        assert set(payload) == {"suggestions", "latency_ms", "skipped", "out_of_time", "error"}, name
+    done = run("complete", f"{source}:5:9", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["error"] == ""
+    piped = subprocess.run([sys.executable, "-m", "completer", "complete", "/dev/stdin:5:9", "--json"],
+                           input=SOURCE, capture_output=True, text=True, timeout=120)  # as the hint says
+    assert piped.returncode == 0 and json.loads(piped.stdout)["suggestions"] == json.loads(done.stdout)["suggestions"]
+
+
+def test_suggestions_the_output_encoding_cannot_write_are_printed_escaped(tmp_path: Path):
+    """stdout in an encoding without the line's characters (a file on Windows is written in its ANSI code page):
+    the suggestions are still printed, the character escaped, not lost to a UnicodeEncodeError."""
+    script = tmp_path / "greet.py"
+    script.write_text('greeting = "h\u00e9llo"\nprint(greeting)\nother = "h\u00e9\n')
+    done = subprocess.run([sys.executable, "-m", "completer", "complete", f"{script}:3:12"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "codec" not in done.stderr, done.stderr
+    assert any('other = "h\\xe9' in row for row in done.stdout.splitlines()), done.stdout
+
+
+def test_each_commands_help_describes_every_option_and_names_only_options_it_has():
+    """`completer X --help`: no option shown bare (what --suggestions counts, what --beams 0 means), and no `--name`
+    in a description that the command does not take."""
+    from completer.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name, parser in commands.items():
+        if name == "serve":  # lsp/cli.py's parser, which `completer serve` hands its arguments to
+            continue
+        taken = {flag for action in parser._actions for flag in action.option_strings}
+        for action in parser._actions:
+            assert action.help, (name, action.dest)
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_help().split("options:")[1]))
+        assert named <= taken, (name, named - taken)
+    assert "exit status: 0" in commands["complete"].format_help()

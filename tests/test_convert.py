@@ -721,6 +721,39 @@ def test_an_out_no_bundle_can_be_moved_to_is_refused_before_converting(source, t
     assert not [p for p in tmp_path.iterdir() if "converting" in p.name]
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="/proc: a folder no user, root included, writes in")
+@pytest.mark.parametrize("as_gguf", [False, True])
+def test_an_out_in_a_folder_that_cannot_be_written_is_refused_by_its_name_before_converting(source, tmp_path, capsys,
+                                                                                              monkeypatch, as_gguf):
+    """Not with the errno of a hidden folder made beside it (the staging folder, or a GGUF file's unpacked config),
+    a name the user never gave, and not after reading the weights."""
+    import completer.convert as convert_module
+    from gguf_files import write_gguf
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("the weights were read before --out was checked")
+
+    named = write_gguf(source, tmp_path / "model.gguf", "llama", quantized=False) if as_gguf else source
+    monkeypatch.setattr(convert_module, "_ReadOnce", no_weights)
+    said = _refused(["convert", str(named), "--out", "/proc/bundle", "--context", "64"], capsys)
+    assert said.startswith("completer convert: --out /proc/bundle: cannot write in /proc (") and "/proc/." not in said
+
+
+def test_a_bundle_folder_is_made_with_the_users_umask_as_mkdir_makes_one(source, tmp_path):
+    """A bundle written where others load it (`sudo completer convert ... --out /opt/models/x`) is readable by them
+    as any folder the user makes there, not private to its maker as a scratch folder is."""
+    old = os.umask(0o022)
+    try:
+        assert cli_main(["convert", str(source), "--out", str(tmp_path / "shared"), "--context", "64"]) == 0
+        os.umask(0o077)
+        assert cli_main(["convert", str(source), "--out", str(tmp_path / "private"), "--context", "64"]) == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "shared").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "private").stat().st_mode & 0o777 == 0o700
+    assert all(path.stat().st_mode & 0o077 == 0 for path in (tmp_path / "private").iterdir())
+
+
 def _interrupt() -> None:
     """Interrupt the main thread as the converter's stop-with-parent thread does, and give the interrupt a place
     to land at once unless it is held off."""
