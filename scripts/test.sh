@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian's packages for what pip cannot install: Neovim, and Emacs with eglot and lsp-mode, for the headless-editor
-# tests, node and npm for the extension's tests. Under CI=true a test that still finds one missing fails
-# (tests/conftest.py).
+# Debian's packages for what pip cannot install: Neovim, Emacs with eglot and lsp-mode, and Vim with ALE, for the
+# headless-editor tests, node and npm for the extension's tests. Under CI=true a test that still finds one missing
+# fails (tests/conftest.py).
 missing=()
 command -v nvim >/dev/null 2>&1 || missing+=(neovim)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
@@ -22,18 +22,34 @@ emacs_missing=()
 command -v emacs >/dev/null 2>&1 || emacs_missing+=(emacs-nox)
 emacs_has eglot || emacs_missing+=(elpa-eglot)
 emacs_has lsp-mode || emacs_missing+=(elpa-lsp-mode)
+# Vim with jobs and timers (vim-nox; vim-tiny has neither) and Debian's ALE, which `packadd ale` loads
+# (tests/test_lsp_vim_ale.py).
+vim_missing=()
+vim -N -u NONE -i NONE -es -c "if !has('job') || !has('timers') | cquit | endif" -c "qall!" >/dev/null 2>&1 \
+    || vim_missing+=(vim-nox)
+vim -N -u NONE -i NONE -es -c "packadd ale" -c "call ale#linter#GetAll(['python'])" -c "qall!" >/dev/null 2>&1 \
+    || vim_missing+=(vim-ale)
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# Emacs is for two tests: where apt cannot install it (no sudo, no mirror, not Debian), the rest of the suite runs.
+apt_updated=$([ ${#missing[@]} -gt 0 ] && echo true || echo false)
+# Emacs and Vim are for three tests: where apt cannot install them (no sudo, no mirror, not Debian), those tests say
+# why and the rest of the suite runs. optional_install "TESTS say(s) why" PACKAGE...
+optional_install() {
+    local why=$1
+    shift
+    { { $apt_updated || $SUDO apt-get update -qq; } && apt_updated=true \
+        && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null; } \
+        || echo "test.sh: $* did not install; $why" >&2
+}
 if [ ${#emacs_missing[@]} -gt 0 ]; then
-    { { [ ${#missing[@]} -gt 0 ] || $SUDO apt-get update -qq; } \
-        && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${emacs_missing[@]}" \
-        >/dev/null; } || echo "test.sh: ${emacs_missing[*]} did not install; tests/test_lsp_emacs.py and" \
-                              "tests/test_lsp_emacs_lsp_mode.py say why" >&2
+    optional_install "tests/test_lsp_emacs.py and tests/test_lsp_emacs_lsp_mode.py say why" "${emacs_missing[@]}"
+fi
+if [ ${#vim_missing[@]} -gt 0 ]; then
+    optional_install "tests/test_lsp_vim_ale.py says why" "${vim_missing[@]}"
 fi
 source scripts/env.sh
 choose_python  # a venv where the system Python is externally managed

@@ -124,13 +124,13 @@ def _stub(folder: Path, name: str, script: str) -> None:
     (folder / name).chmod(0o755)
 
 
-def test_test_sh_runs_the_suite_where_emacs_cannot_be_installed(tmp_path: Path):
-    """scripts/test.sh on a machine with Neovim, node and npm but no Emacs, where apt cannot install it (no sudo, no
-    mirror, not Debian): it names Emacs and both clients as missing, the Emacs tests say why, and the rest of the
-    suite runs, as before Emacs was added."""
+def test_test_sh_runs_the_suite_where_emacs_and_vim_cannot_be_installed(tmp_path: Path):
+    """scripts/test.sh on a machine with Neovim, node and npm but no Emacs and no Vim, where apt cannot install them
+    (no sudo, no mirror, not Debian): it names Emacs with both clients and Vim with ALE as missing, the tests that
+    need them say why, and the rest of the suite runs, as before Emacs and Vim were added."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "dirname", "id", "cat"):  # no emacs among them
+    for tool in ("bash", "dirname", "id", "cat"):  # no emacs and no vim among them
         (bin_dir / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
     for tool in ("nvim", "node", "npm"):
         _stub(bin_dir, tool, "exit 0")
@@ -143,4 +143,5 @@ def test_test_sh_runs_the_suite_where_emacs_cannot_be_installed(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert ("emacs-nox elpa-eglot elpa-lsp-mode did not install; tests/test_lsp_emacs.py and "
             "tests/test_lsp_emacs_lsp_mode.py say why") in done.stderr
+    assert "vim-nox vim-ale did not install; tests/test_lsp_vim_ale.py says why" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "python3 -m pytest -q -rs -k nothing", done.stdout
