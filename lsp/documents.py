@@ -81,6 +81,17 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """Half an astral character: a UTF-16 client's text (a JavaScript string) can hold one, put in by an edit."""
 ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 """A character of two UTF-16 units."""
+SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+"""The two halves of an astral character, side by side again."""
+
+
+def rejoined(line: str) -> str:
+    """`line` with each high surrogate followed by a low one made the astral character they are (an edit put the
+    halves an earlier edit split back together): the same units to the client, and a character the model reads."""
+    if not LONE_SURROGATE.search(line):
+        return line
+    return SURROGATE_PAIR.sub(lambda pair: pair.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le"),
+                              line)
 
 
 def _utf16_column(line: str, units: int) -> tuple[int, bool]:
@@ -316,6 +327,7 @@ class DocumentStore:
         head = lines[first] + breaks[first] if first < sl else ""
         region = head + lines[sl][:sc] + text + lines[el][ec:] + breaks[el]
         new_lines, new_breaks = split_lines_and_breaks(region)
+        new_lines = [rejoined(line) for line in new_lines]
         if breaks[el]:  # the region ends with a terminator: the empty "line" after it is the next line's start
             new_lines.pop()
             new_breaks.pop()

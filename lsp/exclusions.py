@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pathspec
 
@@ -24,6 +24,8 @@ DEFAULT_EXCLUDED = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pf
 """Files that hold secrets by convention: dotenv files, private keys and certificates, credential stores."""
 MAX_PATTERNS = 1000
 MAX_PATTERN_CHARS = 1000
+ANSWERS_KEPT = 4096
+"""Documents whose answer `DocumentExclusions` keeps at most (all are asked anew past it)."""
 
 
 def check_patterns(value: Any) -> tuple[str, ...]:
@@ -47,8 +49,9 @@ def check_patterns(value: Any) -> tuple[str, ...]:
 class Exclusions:
     """The compiled patterns; `excludes` answers for a file, given the workspace folders."""
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+    def __init__(self, patterns: Iterable[str], also: Sequence[Exclusions] = ()) -> None:
         self.patterns = tuple(patterns)
+        self.also = tuple(also)  # the patterns of settings changes not applied yet: until then they exclude too
         self._lines = tuple(line for line in self.patterns if line.strip() and not line.startswith("#"))
         self._spec = pathspec.GitIgnoreSpec.from_lines(line.casefold() for line in self._lines)
 
@@ -60,13 +63,25 @@ class Exclusions:
         """The pattern that excludes `path` under one of its names (`names_of`), the one a user would change; None
         when none does. `resolve`: look its symlinks up (the walk's paths, under a resolved folder, have none
         but the file's own)."""
-        if path is None or not self._lines:
+        if path is None:
             return None
-        for name in names_of(path, roots, resolve):
-            found = self._spec.check_file(name.casefold())
-            if found.include and found.index is not None:
-                return self._lines[found.index]
-        return None
+        if self._lines:
+            for name in names_of(path, roots, resolve):
+                found = self._deciding_line(name.casefold())
+                if found is not None:
+                    return found
+        return next((found for other in self.also if (found := other.pattern_for(path, roots, resolve))), None)
+
+    def _deciding_line(self, name: str) -> str | None:
+        """The line that excludes the file `name`, git's way: a file in an excluded folder stays excluded whatever
+        `!` line names it (git never looks inside a folder it ignores); else the last line that matches it."""
+        parts = name.split("/")
+        for depth in range(1, len(parts)):
+            folder = self._spec.check_file("/".join(parts[:depth]) + "/")
+            if folder.include and folder.index is not None:
+                return self._lines[folder.index]
+        found = self._spec.check_file(name)
+        return self._lines[found.index] if found.include and found.index is not None else None
 
 
 def names_of(path: Path, roots: Sequence[Path], resolve: bool = True) -> list[str]:
@@ -87,3 +102,45 @@ def names_of(path: Path, roots: Sequence[Path], resolve: bool = True) -> list[st
 def _real(root: Path) -> Path:
     """A workspace folder's real path (a folder opened through a symlink), looked up once."""
     return Path(os.path.realpath(root))
+
+
+class DocumentExclusions:
+    """The server's exclusions: the setting's patterns compiled with those of changes not applied yet (`pending`),
+    and each document's answer. A request asks several times (the document, the other open files) and an answer
+    looks the file's real path up, so it is kept until the patterns or the workspace folders change, or `forget`
+    is told the document was opened or something changed on disk (a symlink made anew)."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[str, ...]] = []  # excludeFiles of settings changes not applied yet
+        self._rules = Exclusions(DEFAULT_EXCLUDED)
+        self._answers: dict[str, bool] = {}
+        self._answered_for: tuple[Exclusions | None, tuple[Path, ...]] = (None, ())
+
+    def rules(self, patterns: tuple[str, ...]) -> Exclusions:
+        """`patterns` compiled with the pending ones, once per value of each."""
+        pending = tuple(self.pending)
+        if (self._rules.patterns, tuple(other.patterns for other in self._rules.also)) != (patterns, pending):
+            self._rules = Exclusions(patterns, [Exclusions(more) for more in pending])
+        return self._rules
+
+    def excluded(self, uri: str, rules: Exclusions, roots: Sequence[Path], path: Callable[[], Path | None]) -> bool:
+        """Whether `rules` leave the document `uri` (whose file `path` gives) alone."""
+        key = (rules, tuple(roots))
+        if self._answered_for != key or len(self._answers) >= ANSWERS_KEPT:
+            self._answers, self._answered_for = {}, key
+        found = self._answers.get(uri)
+        if found is None:
+            found = self._answers[uri] = rules.excludes(path(), roots)
+        return found
+
+    def forget(self, uri: str | None = None) -> None:
+        """Ask anew for `uri`, or for every document."""
+        if uri is None:
+            self._answers = {}
+        else:
+            self._answers.pop(uri, None)
+
+    @property
+    def answers(self) -> int:
+        """How many documents' answers are kept."""
+        return len(self._answers)

@@ -29,7 +29,7 @@ from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, extendi
                              wants_filter_text, with_document_tabs)
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
 from lsp.engine_socket import STANDALONE_ENV
-from lsp.exclusions import Exclusions
+from lsp.exclusions import DEFAULT_EXCLUDED, DocumentExclusions, Exclusions, check_patterns
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
@@ -42,7 +42,8 @@ from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, e
                           shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes, path_of
+from lsp.workspace import (SKIPPED_DIRS, RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes,
+                           path_of)
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,6 @@ INFO_TIMEOUT = 0.5
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
-EXCLUDED_KEPT = 4096
-"""Documents whose `excluded` answer is kept at most (all are asked anew past it)."""
 
 
 @dataclass
@@ -111,9 +110,7 @@ class CompleterServer(LanguageServer):
         self.repository: WorkspaceFiles | None = None
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
         self._roots: list[Path] = []
-        self._exclusions = Exclusions(self.settings.exclude_files)  # compiled anew when the setting changes
-        self._excluded: dict[str, bool] = {}  # per document: `excluded`'s answer, for `_excluded_key`
-        self._excluded_key: tuple = ()
+        self.document_exclusions = DocumentExclusions()  # excludeFiles compiled, and each document's answer
         self._client_capabilities: types.ClientCapabilities | None = None
         self.filter_text = True  # completion items carry filterText (not for Neovim 0.7 to 0.9: completions.py)
         self._watching: tuple[str, tuple[str, ...]] | None = None  # the watchers' registration id and suffixes
@@ -343,9 +340,12 @@ class CompleterServer(LanguageServer):
         """A file of the workspace was saved, closed, created, changed or deleted on disk: index it again, on a
         thread (it reads the disk), after any unsaved text of it still being indexed, which would otherwise
         stand in place of the disk's. A document the editor holds keeps its text in the index: the disk's is
-        older, or the same just saved."""
-        self.forget_exclusions()
+        older, or the same just saved. Events in folders the walk never enters (`.git`'s lock file at each `git
+        status`, `__pycache__`, `node_modules`) are passed over: the index holds nothing of theirs."""
         path = path_of(uri)
+        if path is not None and self._in_skipped_folder(path):
+            return
+        self.forget_exclusions()
         if self.repository is None or path is None or self._editor_holds(uri):
             return
         self._cancel_edit_index(uri)
@@ -355,6 +355,14 @@ class CompleterServer(LanguageServer):
         self._disk_reads[path] = None
         if self._disk_reader is None or self._disk_reader.done():
             self._disk_reader = self.spawn(self._read_disk())
+
+    def _in_skipped_folder(self, path: Path) -> bool:
+        """Whether `path` is, or lies in, a folder the workspace walk skips (SKIPPED_DIRS), below a workspace
+        folder."""
+        for root in self._roots:
+            if path.is_relative_to(root):
+                return any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in path.relative_to(root).parts)
+        return False
 
     async def _read_disk(self) -> None:
         """Read again the files events named, all those waiting at once on one thread: a branch switch's thousands
@@ -502,6 +510,28 @@ class CompleterServer(LanguageServer):
         changes = self._section(raw if raw is not None else await self._pulled_settings(), "didChangeConfiguration")
         if not changes:
             return
+        pending = self._exclude_meanwhile(changes)
+        try:
+            await self._apply_settings(changes)
+        finally:
+            if pending is not None:
+                self.document_exclusions.pending.remove(pending)
+
+    def _exclude_meanwhile(self, changes: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The change's excludeFiles, valid, excluding as well from now until the change is applied: a model that
+        loads holds the settings' lock for seconds, and a document opened meanwhile must not be read (prefilled,
+        indexed, sent) under the patterns of before."""
+        if "excludeFiles" not in changes:
+            return None
+        value = changes["excludeFiles"]
+        try:
+            pending = DEFAULT_EXCLUDED if value is None else check_patterns(value)
+        except ValueError:  # _merge says so when the change is applied
+            return None
+        self.document_exclusions.pending.append(pending)
+        return pending
+
+    async def _apply_settings(self, changes: Mapping[str, Any]) -> None:
         lock = self._config_lock or asyncio.Lock()
         async with lock:
             old = self.settings
@@ -512,6 +542,8 @@ class CompleterServer(LanguageServer):
                 self.settings = new
                 await self._replace_backend()
                 new = self.settings  # a local model that would not load fell back
+            elif new.engine != old.engine and getattr(self.worker, "code_changed", None):
+                log.info("engine settings kept for the restart the user was told of: the code changed on disk")
             elif new.engine != old.engine:
                 error = await self._configure(new)
                 kept = _with_model_of(new.engine, old.engine)
@@ -633,8 +665,8 @@ class CompleterServer(LanguageServer):
 
     def completes(self, doc: Document, unknown: bool = False) -> bool:
         """Whether the document gets suggestions: not excluded (excludeFiles), and its language enabled, by the
-        client's id (which may be the user's own) or the one its file's extension gives. While the model that decides is not known yet: Python, which every model
-        writes, or whatever `unknown` says."""
+        client's id (which may be the user's own) or the one its file's extension gives. While the model that
+        decides is not known yet: Python, which every model writes, or whatever `unknown` says."""
         if self.excluded(doc.uri):
             return False
         enabled = self.enabled_languages()
@@ -643,31 +675,18 @@ class CompleterServer(LanguageServer):
         return "*" in enabled or doc.language_id in enabled or doc.language in enabled
 
     def exclusions(self) -> Exclusions:
-        """excludeFiles compiled, once per value of the setting."""
-        if self._exclusions.patterns != self.settings.exclude_files:
-            self._exclusions = Exclusions(self.settings.exclude_files)
-        return self._exclusions
+        """excludeFiles compiled, with the patterns of changes not applied yet."""
+        return self.document_exclusions.rules(self.settings.exclude_files)
 
     def excluded(self, uri: str) -> bool:
         """Whether excludeFiles leaves the document (for a notebook's cell, its notebook) alone: no suggestions in
-        it, and its text is context for no other document. Asked several times a keystroke and costly (it looks the
-        file's real path up), it is kept until the setting or the workspace folders change, the document is
-        opened, or an event says something changed on disk (a symlink made anew)."""
-        rules = self.exclusions()
-        key = (rules, tuple(self._roots))
-        if self._excluded_key != key or len(self._excluded) >= EXCLUDED_KEPT:
-            self._excluded, self._excluded_key = {}, key
-        found = self._excluded.get(uri)
-        if found is None:
-            found = self._excluded[uri] = rules.excludes(self.lookups.file_of(uri), self._roots)
-        return found
+        it, and its text is context for no other document."""
+        return self.document_exclusions.excluded(uri, self.exclusions(), self._roots,
+                                                 lambda: self.lookups.file_of(uri))
 
     def forget_exclusions(self, uri: str | None = None) -> None:
         """Ask `excluded` anew for `uri` (opened), or for every document (something changed on disk)."""
-        if uri is None:
-            self._excluded = {}
-        else:
-            self._excluded.pop(uri, None)
+        self.document_exclusions.forget(uri)
 
     def excluding_pattern(self, uri: str) -> str | None:
         """The excludeFiles pattern that leaves `uri` alone (for the log and a status bar), or None."""

@@ -118,7 +118,7 @@ def path_of(uri: str) -> Path | None:
 def _fs_path(uri: str) -> str:
     """pygls's `uris.to_fs_path` of a `file:` URI, with its percent-escapes decoded as the system decodes file names
     (os.fsdecode, as the walk names files): pygls decodes bytes that are no UTF-8 (a name in Latin-1 on Linux) as
-    U+FFFD, a name no file has, so such a folder was never indexed and events for such a file never found it."""
+    U+FFFD, a name no file has, which would leave such a folder unindexed and its files' events unmatched."""
     netloc, path = (unquote(part, encoding=sys.getfilesystemencoding(), errors=sys.getfilesystemencodeerrors())
                     for part in urlsplit(uri)[1:3])
     if netloc and path:  # a UNC path: file://server/share/...

@@ -63,6 +63,17 @@ def _server(root: Path, **settings) -> RawClient:
     return client
 
 
+def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
+    """Wait until the workspace index is built and holds `files` files (the excluded ones left out)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        index = client.request("completer/info")["result"]["server"].get("workspace_index") or {}
+        if not index.get("building", True) and index.get("files") == files:
+            return
+        assert time.monotonic() < deadline, f"the index never held {files} files: {index}"
+        time.sleep(0.05)
+
+
 def _lines(client: RawClient, uri: str) -> list[str]:
     result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
     return [item["textEdit"]["newText"] for item in result["items"]]
@@ -80,7 +91,7 @@ def test_an_excluded_file_gets_no_suggestions_and_lends_none_of_its_lines(tmp_pa
     (tmp_path / "vault" / "registry.py").write_text(OTHER_FILE)
     (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
     with _server(tmp_path, excludeFiles=["vault/"]) as client:
-        time.sleep(0.5)  # the index is built on a thread; two files take milliseconds
+        _indexed(client, 1)  # install.py alone
         registry = (tmp_path / "vault" / "registry.py").as_uri()
         client.open(registry, OTHER_FILE)
         install = (tmp_path / "install.py").as_uri()
@@ -91,7 +102,7 @@ def test_an_excluded_file_gets_no_suggestions_and_lends_none_of_its_lines(tmp_pa
         assert len(_logged(client, "matches excludeFiles' 'vault/'")) == 1  # once per document
 
         client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"excludeFiles": []}}})
-        time.sleep(0.5)  # the index is built anew
+        _indexed(client, 2)  # built anew, with registry.py
         fresh = (tmp_path / "again.py").as_uri()  # a document with no earlier answer to type through
         client.open(fresh, BESIDE_OTHER_FILE)
         assert FROM_OTHER_FILE in _lines(client, fresh)
@@ -114,7 +125,7 @@ def test_nothing_of_an_excluded_file_reaches_an_endpoint(tmp_path: Path, endpoin
     options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
                "excludeFiles": [*DEFAULT_EXCLUDED, "keys.py"]}
     with _server(tmp_path, **options) as client:
-        time.sleep(0.5)
+        _indexed(client, 1)  # billing.py alone
         env, keys = (tmp_path / ".env").as_uri(), (tmp_path / "keys.py").as_uri()
         client.open(env, f"STRIPE_KEY={SECRET}\nSTRIPE_", language_id="dotenv")
         client.open(keys, f"STRIPE_KEY = \"{SECRET}\"\n\n\ndef stripe_key():\n    ")
@@ -174,7 +185,7 @@ def test_a_file_is_left_alone_under_each_of_its_names(tmp_path: Path, endpoint: 
              tmp_path.as_uri() + "/app/../config/prod.py": "/config/prod.py",
              (tmp_path / ".ENV").as_uri(): ".env"}
     with _server(tmp_path, **options) as client:
-        time.sleep(0.5)
+        _indexed(client, 1)  # billing.py alone
         for uri, pattern in names.items():
             assert client.request("completer/fileInfo", {"uri": uri})["result"]["excluded"] == pattern, uri
             client.open(uri, f"def stripe_token():\n    return \"{SECRET}\"\n\n\ndef stripe_key():\n    ")
@@ -204,7 +215,7 @@ def test_a_folder_opened_inside_another_takes_back_none_of_its_exclusions(tmp_pa
                 "backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000,
                 "excludeFiles": ["/service/settings.py"]}}})
         client.notify("initialized", {})
-        time.sleep(0.5)
+        _indexed(client, 1)  # billing.py alone
         assert client.request("completer/fileInfo", {"uri": settings})["result"]["excluded"] == "/service/settings.py"
         client.open(settings, f"def stripe_token():\n    return \"{SECRET}\"\n    ")
         assert client.completion(settings, 2, 4)["result"]["items"] == [] and endpoint.seen == []
@@ -255,3 +266,35 @@ def test_a_symlink_pointed_at_an_excluded_file_later_is_left_alone_after_the_eve
         asked = len(endpoint.seen)
         assert client.completion(link.as_uri(), 5, 4)["result"]["items"] == []
         assert len(endpoint.seen) == asked
+
+
+async def test_a_change_of_the_patterns_excludes_from_its_arrival_not_once_applied(tmp_path: Path):
+    """A settings change waits for the settings' lock, which a model that loads holds for seconds (eglot, lsp-mode
+    and ALE send their settings right after initialize, as the worker boots): its patterns exclude meanwhile."""
+    import asyncio
+
+    from lsp.server import CompleterServer
+
+    server = CompleterServer()
+    server._config_lock = lock = asyncio.Lock()
+    secret = (tmp_path / "vault.py").as_uri()
+    await lock.acquire()  # the model loading
+    change = asyncio.ensure_future(server.change_settings({"completer": {"excludeFiles": ["vault.py"]}}))
+    await asyncio.sleep(0.05)
+    assert server.settings.exclude_files == DEFAULT_EXCLUDED  # not applied yet ...
+    assert server.excluded(secret)  # ... but in force
+    lock.release()
+    await asyncio.wait_for(change, 10)
+    assert server.settings.exclude_files == ("vault.py",) and server.excluded(secret)
+    await server.change_settings({"completer": {"excludeFiles": None}})
+    assert not server.excluded(secret) and not server.document_exclusions.pending
+
+
+def test_a_file_in_an_excluded_folder_stays_excluded_whatever_a_later_line_says(tmp_path: Path):
+    """As in git, which never looks inside a folder it ignores: `!secrets/ok.py` cannot take a file of `secrets/`
+    back; `!public.pem` takes back a file that a pattern of files left out."""
+    rules = Exclusions(["secrets/", "!secrets/ok.py", "*.pem", "!public.pem"])
+    assert rules.pattern_for(tmp_path / "secrets" / "ok.py", [tmp_path], resolve=False) == "secrets/"
+    assert rules.pattern_for(tmp_path / "app" / "secrets" / "db" / "a.py", [tmp_path], resolve=False) == "secrets/"
+    assert rules.pattern_for(tmp_path / "public.pem", [tmp_path], resolve=False) is None
+    assert rules.pattern_for(tmp_path / "server.pem", [tmp_path], resolve=False) == "*.pem"

@@ -13,7 +13,8 @@ from lsprotocol import types
 from completer.text import OTHER_FILE_CHARS, head_of_file, split_lines_and_breaks
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
-from lsp.documents import UTF8, UTF16, UTF32, DocumentStore, PositionCodec, choose_position_encoding
+from lsp.documents import (SURROGATE_PAIR, UTF8, UTF16, UTF32, DocumentStore, PositionCodec,
+                           choose_position_encoding)
 from lsp.settings import ServerSettings, apply_changes, extract_section, likely_meant, shape_problem
 
 LINE = "a = 'é😀x𝄞' + b"  # ASCII, a 2-byte char, astral chars (2 UTF-16 units, 4 UTF-8 bytes)
@@ -113,6 +114,7 @@ def test_random_utf16_edits_at_any_code_unit_keep_the_clients_text():
         store.change("u", 0, [((*_position(client, start), *_position(client, end)), new)])
         client = client[:2 * start] + new.encode("utf-16-le", "surrogatepass") + client[2 * end:]
         assert store.get("u").text().encode("utf-16-le", "surrogatepass") == client
+        assert not SURROGATE_PAIR.search(store.get("u").text())  # halves side by side again are one character
 
 
 def test_random_edits_at_mixed_line_ends_keep_the_editors_lines():

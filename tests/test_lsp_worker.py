@@ -64,14 +64,18 @@ async def test_a_job_sent_between_the_engines_death_and_its_replacement_is_answe
     try:
         assert await worker.start() is None and worker.on_shared_engine
         os.kill(worker.pid, signal.SIGKILL)
-        while worker._event().is_set():  # the reader saw the engine die; its replacement is being started
+        for _ in range(10000):  # until the reader saw the engine die; its replacement is being started
+            if not worker._event().is_set():
+                break
             await asyncio.sleep(0.001)
-        try:
+        else:
+            raise AssertionError("the reader never saw the engine die")
+        try:  # sent between the death and the replacement: refused at once, or answered by the replacement
             _, future = worker.submit("info")
         except WorkerDied:
             return
         try:
-            await asyncio.wait_for(future, 10)
+            await asyncio.wait_for(future, 10)  # before the fix: waited forever on the dead connection
         except WorkerError:
             pass
     finally:

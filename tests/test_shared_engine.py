@@ -315,6 +315,9 @@ def test_a_window_whose_code_changed_on_disk_starts_no_engine_of_the_new_code(tm
         time.sleep(1.0)  # any restart would be under way by now
         assert not _listening(old_socket), "an engine of the new code on the old code's socket"
         assert len([m for m in old.notifications if m["method"] == "window/showMessage"]) == 1, "told once"
+        old.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"beams": 2}}})
+        assert _info(old)["server"]["settings"]["beams"] == 2  # kept for the restart, applied to no worker
+        assert len([m for m in old.notifications if m["method"] == "window/showMessage"]) == 1, "told once only"
         new = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(tmp_path))
         new.initialize({"completer": {"searchAhead": False}})
         info = _ready(new)

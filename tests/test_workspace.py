@@ -1291,3 +1291,20 @@ def test_a_repository_that_ignores_the_workspace_folder_itself_says_nothing_of_i
     (project / "cli.py").write_text("def main_zq():\n    return 0\n")
     files = _index(project)
     assert [Path(p).name for p in files.index.files] == ["cli.py"]
+
+
+def test_events_in_folders_the_walk_skips_are_passed_over(tmp_path: Path):
+    """The catch-all watcher reports `.git`'s lock file at every `git status`: such events read nothing again and
+    keep the server's per-document answers; one in a folder that merely has such a name above the workspace counts."""
+    root = tmp_path / "build" / "project"  # `build` above the workspace folder is not a skipped folder of it
+    server = CompleterServer()
+    server._roots = [root]
+    for skipped in (".git/index.lock", "src/__pycache__/a.cpython-311.pyc", "node_modules", "pkg.egg-info/PKG"):
+        assert server._in_skipped_folder(root / skipped), skipped
+    for read in ("src/a.py", "gitignored.py", "notes/.gitkeep"):
+        assert not server._in_skipped_folder(root / read), read
+    server.excluded((root / "src" / "a.py").as_uri())
+    server.workspace_file_changed((root / ".git" / "index.lock").as_uri())
+    assert server.document_exclusions.answers, "an event in .git dropped the answers kept"
+    server.workspace_file_changed((root / "src" / "b.py").as_uri())
+    assert not server.document_exclusions.answers

@@ -209,15 +209,16 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     await editSettings(page, session.settings);
     await openFile(page, 'vault_keys.py');
     const excluded = await waitForStatus(page,
-        (s) => s.text.endsWith(`${MODEL} · excluded`) && s.label.includes('matches "vault/" in completer.excludeFiles'),
+        (s) => s.text.endsWith(`${MODEL} · excluded`)
+            && s.label.includes('matches "vault/" in completer.excludeFiles'),
         'the excluded file');
     const { 'completer.excludeFiles': _vault, ...withDefaultExclusions } = session.settings;
     session.settings = withDefaultExclusions;
     await editSettings(page, session.settings);
     await openFile(page, 'vault_keys.py');
     await waitForStatus(page, running, 'the file no longer excluded');
-    pass(`with "completer.excludeFiles": [".env", "vault/"] vault/vault_keys.py's status bar reads "${excluded.text}", ` +
-        'and not after');
+    pass(`with "completer.excludeFiles": [".env", "vault/"] vault/vault_keys.py's status bar reads ` +
+        `"${excluded.text}", and not after`);
 
     // 9d. A notebook: its last cell is completed with the cells above it, which define the name typed.
     await openFile(page, 'analysis.ipynb', { notebook: true });

@@ -272,7 +272,7 @@ export class ServerManager {
             answer = await client.sendRequest<unknown>(FILE_INFO_REQUEST, { uri });
         } catch (err) {
             this.deps.log.warn(`${FILE_INFO_REQUEST} failed: ${errorText(err)}`);
-            return;
+            answer = undefined; // not the previous file's word on this one
         }
         if (this.client !== client || this.deps.activeFileUri?.() !== uri) {
             return; // another file or server since: its own answer decides

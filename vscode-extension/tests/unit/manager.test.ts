@@ -436,6 +436,11 @@ describe('server manager', () => {
         };
         await manager.refreshActiveFile();
         assert.equal(status.excluded, '*.py', "the other file's own answer decides, not this stale one");
+        clients[0].fileInfo = () => {
+            throw new Error('the server went away');
+        };
+        await manager.refreshActiveFile();
+        assert.equal(status.excluded, undefined, "a failed answer keeps no other file's word");
         active.uri = undefined; // the output panel
         await manager.refreshActiveFile();
         assert.equal(status.excluded, undefined);
