@@ -8,6 +8,7 @@ import re
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any, NoReturn
 
 from .syntax import PYTHON_NAME, language_of_path
 from .text import split_lines
@@ -24,7 +25,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse's parser, whose usage errors `main` reports: in the JSON too where `complete --json` asks for it."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         """Print the usage, as argparse does, and leave the one line that says what was wrong to `main`."""
         self.print_usage(sys.stderr)
         raise UsageError(f"{self.prog}: error: {message}")
@@ -132,7 +133,7 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return _report(args, engine.complete(uri, line - 1, col - 1, others=others))
 
 
-def _payload(result: CompletionResult, error: str = "") -> dict:
+def _payload(result: CompletionResult, error: str = "") -> dict[str, Any]:
     """`complete --json`'s one object: the same keys whether it answered, skipped the position or was refused."""
     return {"suggestions": [{"line": s.line, "text": s.text, "score": s.score, "source": s.source}
                             for s in result.suggestions],
