@@ -298,6 +298,18 @@ class DocumentStore:
         self._docs[uri] = doc  # the most recently edited last
         return doc
 
+    def unchanged_by(self, uri: str, version: int,
+                     changes: list[tuple[tuple[int, int, int, int] | None, str]]) -> bool:
+        """Whether `changes` send the document's whole text as it is (ALE sends the buffer whole, the same, as it
+        lints): then only its version moves, and a search running for it goes on instead of being abandoned."""
+        doc = self._docs.get(uri)
+        if doc is None or not doc.in_sync or not changes or any(rng is not None for rng, _ in changes):
+            return False
+        if split_lines_and_breaks(changes[-1][1]) != (doc.lines, doc.breaks):
+            return False
+        doc.version = version
+        return True
+
     def lost_change(self, uri: str) -> Document | None:
         """A change to `uri` that could not be read: the client's text and ours now differ, in a way we cannot
         know, until it sends the whole text again (a full change, or didOpen after a close)."""

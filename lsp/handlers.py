@@ -29,7 +29,6 @@ def _open(ls: CompleterServer, doc: types.TextDocumentItem) -> None:
 def _change(ls: CompleterServer, document: types.VersionedTextDocumentIdentifier,
             content_changes: list[types.TextDocumentContentChangeEvent]) -> None:
     uri = document.uri
-    ls.searches.document_changed(uri)  # a newer edit makes running searches stale
     changes = []
     for change in content_changes:
         if isinstance(change, types.TextDocumentContentChangePartial):
@@ -37,6 +36,9 @@ def _change(ls: CompleterServer, document: types.VersionedTextDocumentIdentifier
             changes.append(((r.start.line, r.start.character, r.end.line, r.end.character), change.text))
         else:
             changes.append((None, change.text))
+    if ls.documents.unchanged_by(uri, document.version, changes):  # the same whole text again: nothing is stale
+        return
+    ls.searches.document_changed(uri)  # a newer edit makes running searches stale
     doc = ls.documents.change(uri, document.version, changes)
     if doc is not None and doc.in_sync:
         ls.skips_noted.discard((uri, SKIPPED_OUT_OF_SYNC))  # if it is lost again, say so again

@@ -574,3 +574,14 @@ def test_a_suggested_line_that_is_a_document_line_with_tabs_gets_its_tabs_back()
     assert back[0].score is None and back[1].score == -1.0
     assert with_document_tabs(lines, '', ['no tabs here']) is lines
     assert [s.line for s in with_document_tabs(lines, '\t', document)][2] == '\tx = g(3,\t4)'  # trailing space dropped
+
+
+def test_only_the_same_whole_text_leaves_a_document_unchanged():
+    store = DocumentStore()
+    store.open("u", "python", 1, "import os\r\nx = 1\n")
+    assert store.unchanged_by("u", 2, [(None, "import os\r\nx = 1\n")])
+    assert store.get("u").version == 2 and store.get("u").edits == 0
+    assert not store.unchanged_by("u", 3, [(None, "import os\nx = 1\n")])  # another line break is another text
+    assert not store.unchanged_by("u", 3, [((0, 0, 0, 0), "")])  # a ranged edit is applied, not compared
+    assert store.unchanged_by("u", 4, [(None, "x"), (None, "import os\r\nx = 1\n")])  # the text it ends with
+    assert not store.unchanged_by("missing", 1, [(None, "")])

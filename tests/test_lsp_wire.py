@@ -444,6 +444,19 @@ def test_an_edit_while_the_worker_boots_makes_the_waiting_request_stale(raw: Raw
     assert "result" in raw.completion(URI, 3, 5)
 
 
+def test_the_same_whole_text_sent_again_leaves_the_waiting_request_to_be_answered(raw: RawClient):
+    """ALE sends the buffer whole at every check it runs, the same text when nothing was typed: a search for it is
+    not stale. Before, the request that waited for the worker was abandoned (ContentModified) and Vim's menu empty
+    (a whole text that differs: test_lsp_units.py)."""
+    raw.initialize()
+    raw.open(URI, SAMPLE_TEXT)
+    waiting = raw.request_nowait("textDocument/completion",
+                                 {"textDocument": {"uri": URI}, "position": {"line": 3, "character": 4}})
+    raw.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 2},
+                                          "contentChanges": [{"text": SAMPLE_TEXT}]})
+    assert "result" in raw.wait(waiting, timeout=60)
+
+
 SLOW_SNIPPETS_SERVER = [sys.executable, "-c", "import sys, time, lsp.server, lsp.workspace as w; "
                         "pick = w.WorkspaceFiles.snippets; "
                         "w.WorkspaceFiles.snippets = lambda *a, **k: (time.sleep(0.5), pick(*a, **k))[1]; "
