@@ -166,10 +166,21 @@ def wants_filter_text(client: types.ClientInfo | None) -> bool:
 def inline_list(lines: list[LineSuggestion], line_no: int, end_units: int, start: int = 0,
                 start_units: int = 0) -> types.InlineCompletionList:
     """Each line from code point `start` on, over the range from `start_units` to the line's end: the whole line,
-    or what follows the text before a selected completion item's range (which the range then starts at)."""
+    or what follows the text before a selected completion item's range (which the range then starts at), or before
+    the point `inline_start` puts it at."""
     rng = types.Range(types.Position(line_no, start_units), types.Position(line_no, end_units))
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=s.line[start:], range=rng)
                                              for s in lines])
+
+
+def inline_start(current: str, column: int, lines: list[LineSuggestion]) -> int:
+    """Where inline items for the cursor at code point `column` of `current` start: after the last character
+    before the cursor that is outside the Basic Multilingual Plane (or half of one), else at the line's start.
+    VS Code counts such a character, two UTF-16 units, as one column when it takes off the text an item shares with
+    the line, puts the rest a column early and shows no ghost text; an item that starts after it shares none."""
+    start = next((i + 1 for i in range(column - 1, -1, -1) if ord(current[i]) > 0xFFFF
+                  or 0xD800 <= ord(current[i]) <= 0xDFFF), 0)
+    return start if all(s.line.startswith(current[:start]) for s in lines) else 0
 
 
 def extending(lines: list[LineSuggestion], accepted: str) -> list[LineSuggestion]:

@@ -9,7 +9,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from completer.types import SKIPPED_OUT_OF_SYNC
 
-from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list
+from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list, inline_start
 from lsp.notebooks import Cell
 from lsp.server import CompleterServer
 
@@ -185,7 +185,7 @@ def register(server: CompleterServer) -> None:
             return types.InlineCompletionList(items=[])
         start = item.item_start if item is not None else None
         if start is None:
-            return inline_list(lines, target.line_no, target.end_units)
+            start = inline_start(target.current, target.column, lines)
         return inline_list(lines, target.line_no, target.end_units, start,
                            ls.documents.codec.to_units(target.current, start))  # the client's line before `start`
 

@@ -203,6 +203,28 @@ async def test_inline_completions_beside_their_own_selected_item_offer_its_line(
         assert all(s.range == chosen.range and s.insert_text.startswith(chosen.new_text) for s in result.items)
 
 
+ASTRAL = 'import os\n\n\ndef check(path):\n    mark = "\U0001F600"; return os.path.jo'
+"""A line with a character of two UTF-16 units (outside the Basic Multilingual Plane) before the cursor."""
+
+
+async def test_inline_completions_start_after_an_astral_character_before_the_cursor(client: LanguageClient):
+    """VS Code takes off the text an inline completion shares with the line counting a character of two UTF-16
+    units as one column (TextLength.ofText), so past such a character it puts the rest a column early, over text
+    it does not match, and shows no ghost text at all: on a line with an emoji before the cursor, never any. Items
+    start after the last such character before the cursor, and still give the whole line."""
+    uri = "file:///work/astral.py"
+    open_doc(client, uri, ASTRAL)
+    lines = ASTRAL.split("\n")
+    end = units(lines[4], "utf-16")
+    after_emoji = units(lines[4][:lines[4].index("\U0001F600") + 1], "utf-16")
+    result = await client.text_document_inline_completion_async(inline_params(uri, 4, end))
+    assert result.items
+    for suggestion in result.items:
+        assert suggestion.range == types.Range(types.Position(4, after_emoji), types.Position(4, end))
+        accepted = apply_line_edit(lines, types.TextEdit(suggestion.range, suggestion.insert_text), "utf-16")
+        assert accepted[4].startswith(lines[4]) and accepted[4] != lines[4] and accepted[:4] == lines[:4]
+
+
 async def test_incremental_edits_keep_the_document_in_sync(client: LanguageClient):
     """Edits that rebuild the sample must leave the server with exactly the sample: completions
     at the same cursor then equal those of a freshly opened copy."""
