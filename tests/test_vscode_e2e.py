@@ -2,10 +2,9 @@
 into a notebook's cell.
 
 tests/vscode_e2e/run.mjs drives the real workbench through playwright-core: ghost text from the server at the
-cursor, Tab and Ctrl+Right, ghost text beside the suggest widget that extends its selected word (Tab, Enter and
-Escape there), the status bar, Toggle and Restart Server, the "messages" trace in the Completer output channel, a
-model of the Hugging Face cache picked with "Use a Model Already on This Machine", converted and loaded, and the
-install command shown for an interpreter without the server. Screenshots go to the
+cursor, Tab and Ctrl+Right, the status bar, Toggle and Restart Server, the "messages" trace in the Completer
+output channel, a model of the Hugging Face cache picked with "Use a Model Already on This Machine", converted
+and loaded, and the install command shown for an interpreter without the server. Screenshots go to the
 artifacts folder the test prints. code-server, playwright-core and Debian's chromium are installed by
 scripts/install_vscode_e2e.sh (scripts/test.sh runs it); without them this test is skipped, which fails the
 run under CI=true.
@@ -103,7 +102,6 @@ def test_vscode_end_to_end(tmp_path: Path) -> None:
     out = run_driver(tools, artifacts, env=model_stores(tmp_path / "stores"))
     print(out[-6000:])
     passed = [line for line in out.splitlines() if line.startswith("PASS ")]
-    assert len(passed) == 20, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
+    assert len(passed) == 19, out[-6000:]  # one line per check in tests/vscode_e2e/checks.mjs
     assert (artifacts / "vscode-ghost-text.png").stat().st_size > 10_000
-    assert (artifacts / "vscode-suggest-widget.png").stat().st_size > 10_000
     assert (artifacts / "vscode-not-installed.png").stat().st_size > 10_000

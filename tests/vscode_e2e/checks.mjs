@@ -13,7 +13,6 @@ import {
     openFile,
     runCommand,
     statusBar,
-    suggestWidget,
     waitForGhost,
     waitForStatus,
 } from './workbench.mjs';
@@ -22,10 +21,6 @@ const MODEL = 'python-small';
 const INDENT = '    ';
 /** Line starts, ending inside a word, tried in turn for a suggestion that goes on with that word and more. */
 const PREFIXES = ['pri', 'ret', 'tot', 'wit', 'lin', 'pat', 'res', 'fo', 'wor', 'cou'];
-/** Line starts ending in the start of a word sample.py holds, tried in turn for a suggest widget whose selected word
- *  the server extends: plain, and after an emoji (two UTF-16 units, which VS Code miscounts in an item's range). */
-const WORD_PREFIXES = ['tot', 'cou', 'rea', 'ret', 'lin'];
-const EMOJI_WORD_PREFIXES = ["n = '\u{1F600}' + cou", "n = '\u{1F600}' + tot", "n = '\u{1F600}' + rea"];
 
 function check(condition, message) {
     if (!condition) {
@@ -42,113 +37,6 @@ const running = (status) => status.label.includes(`Completer: model ${MODEL}`) &
 /** Lines of the Completer output channel (its log file) matching `pattern`. */
 function logLines(session, pattern) {
     return session.completerLog().split('\n').filter((line) => pattern.test(line));
-}
-
-/** The inline completion requests in the "verbose" trace `text`, each with its params and result (once answered). */
-function tracedInlineCompletions(text) {
-    const exchanges = new Map();
-    const block = /'textDocument\/inlineCompletion - \((\d+)\)'[^\n]*\n(Params|Result): (\{[\s\S]*?\n\})/g;
-    for (const [, id, kind, json] of text.matchAll(block)) {
-        const exchange = exchanges.get(id) ?? {};
-        exchange[kind === 'Params' ? 'params' : 'result'] = JSON.parse(json);
-        exchanges.set(id, exchange);
-    }
-    return [...exchanges.values()];
-}
-
-/** `line` with an inline completion item applied as LSP says: its insertText in place of its range. */
-function applied(line, item) {
-    return line.slice(0, item.range.start.character) + item.insertText + line.slice(item.range.end.character);
-}
-
-/**
- * Type `prefix` on the cursor's (indented, otherwise empty) line: the word it ends with opens the suggest widget
- * with the document's words. Wait for ghost text that extends the word selected there past its end; undefined when
- * none comes within `timeoutMs`. `accepted` is the line as accepting that word leaves it.
- */
-async function typeForWidgetGhost(page, prefix, timeoutMs = 6000) {
-    const word = prefix.match(/\w+$/)[0];
-    await page.keyboard.type(prefix, { delay: 40 });
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-        const [widget, state] = [await suggestWidget(page), await ghostState(page)];
-        const accepted = INDENT + prefix.slice(0, -word.length) + (widget?.selected ?? '');
-        if (widget?.selected?.startsWith(word) && state.line === INDENT + prefix && state.preview.trim() !== ''
-            && state.full.startsWith(accepted) && state.full.length > accepted.length) {
-            return { widget, state, accepted };
-        }
-        await sleep(30);
-    }
-    return undefined;
-}
-
-/** The ghost state once two reads `ms` apart agree (or the last of 10 reads). */
-async function settledGhost(page, ms = 300) {
-    let state = await ghostState(page);
-    for (let round = 0; round < 10; round++) {
-        await sleep(ms);
-        const now = await ghostState(page);
-        if (JSON.stringify(now) === JSON.stringify(state)) {
-            return now;
-        }
-        state = now;
-    }
-    return state;
-}
-
-/**
- * The first of `prefixes` that gets ghost text beside the suggest widget (typeForWidgetGhost), checked: VS Code asked
- * with the selected item (selectedCompletionInfo) and shows the server's answer; `key` Tab or Enter accepts the item
- * and leaves the rest as ghost text, Escape closes the widget and leaves ghost text for the line as typed; then Tab
- * accepts that ghost text. What was sent and seen, for the PASS line.
- */
-async function widgetFlow(session, prefixes, key, screenshot) {
-    const page = session.page;
-    for (const prefix of prefixes) {
-        await clearLine(page);
-        const mark = session.completerLog().length;
-        const shown = await typeForWidgetGhost(page, prefix);
-        if (!shown) {
-            continue;
-        }
-        const { widget, state, accepted } = shown;
-        if (screenshot) {
-            await session.screenshot(screenshot);
-        }
-        const traced = () => tracedInlineCompletions(session.completerLog().slice(mark));
-        const answered = await session.waitFor(() => traced().find(({ params, result }) =>
-            params?.context.selectedCompletionInfo?.text === widget.selected
-                && result?.items?.some((item) => applied(state.line, item) === state.full)),
-        5000, `a traced inlineCompletion request with "${widget.selected}" selected, answered with "${state.full}"`,
-        () => JSON.stringify(traced(), null, 1).slice(-3000));
-        const item = answered.params.context.selectedCompletionInfo;
-        const rest = state.full.slice(accepted.length);
-        const closes = key === 'Escape';
-        const beforeKey = session.completerLog().length;
-        await page.keyboard.press(key);
-        if (closes) {
-            // The widget's ghost text lingers until the answer to the request VS Code then makes for the line as typed.
-            await session.waitFor(() => tracedInlineCompletions(session.completerLog().slice(beforeKey)).some(
-                ({ params, result }) => params && !params.context.selectedCompletionInfo && result), 5000,
-            'an answered inline completion request without a selected item after Escape');
-        }
-        const after = await session.waitFor(async () => {
-            const now = closes ? await settledGhost(page) : await ghostState(page);
-            const expected = closes ? now.line === state.line && now.ghost.trim() !== '' && now.preview === ''
-                : now.line === accepted && now.ghost === rest;
-            return expected && !(await suggestWidget(page)) ? now : null;
-        }, 5000, closes ? `Escape to close the suggest widget and leave ghost text after "${state.line}"`
-            : `${key} to accept "${widget.selected}" and leave "${rest}" as ghost text`,
-        async () => JSON.stringify([await ghostState(page), await suggestWidget(page)]));
-        await page.keyboard.press('Tab');
-        await session.waitFor(async () => (await ghostState(page)).line === after.full, 5000,
-            `Tab to accept the ghost text "${after.ghost}"`, async () => JSON.stringify(await ghostState(page)));
-        return `"${prefix}": "${widget.selected}" selected of ${JSON.stringify(widget.items)}, sent as ` +
-            `${JSON.stringify(item.text)} over ${item.range.start.character}-${item.range.end.character}; ghost ` +
-            `"${state.ghost}" + preview "${state.preview}"; ${key} -> "${after.line}" + ghost "${after.ghost}"; ` +
-            `Tab -> "${after.full}"`;
-    }
-    throw new Error(`no ghost text extended the suggest widget's selected word after any of ${prefixes.join(', ')}`);
 }
 
 /** Type `prefix` on the cursor's (indented, otherwise empty) line and wait for ghost text after it. */
@@ -228,25 +116,8 @@ export async function runChecks(session, { python, artifacts, workspace }) {
     check(afterAccept.ghost === '', `ghost text "${afterAccept.ghost}" extends the line just accepted, "${afterAccept.line}"`);
     pass(`no ghost text extends the accepted line in 2 s`);
 
-    // 6c. The suggest widget, as a user meets it with VS Code's defaults: typing a word's start opens it with the
-    //     document's words (VS Code's word-based suggestions), one selected. VS Code then asks for inline completions
-    //     with that item (LSP's selectedCompletionInfo) and shows only those that extend it: the server's line is the
-    //     item's rest as ghost text and what follows it as the "suggest preview". Tab (or Enter) accepts the item and
-    //     leaves the rest as ghost text, which Tab accepts. After an emoji (which VS Code counts as one column where
-    //     LSP's positions have two UTF-16 units), Escape closes the widget and leaves the ghost text for the line.
-    const withoutWidget = session.settings;
-    session.settings = { ...withoutWidget, 'editor.quickSuggestions': { other: 'on', comments: 'off', strings: 'off' },
-        'editor.wordBasedSuggestions': 'currentDocument' };
-    await editSettings(page, session.settings);
-    const flows = [
-        await widgetFlow(session, WORD_PREFIXES, 'Tab', path.join(artifacts, 'vscode-suggest-widget.png')),
-        await widgetFlow(session, [...WORD_PREFIXES.slice(1), WORD_PREFIXES[0]], 'Enter'),
-        await widgetFlow(session, EMOJI_WORD_PREFIXES, 'Escape'),
-    ];
-    pass(`suggest widget: ${flows.join('; ')}`);
-
-    // Back to the "messages" trace, and no suggest widget while typing.
-    session.settings = { ...withoutWidget, 'completer.trace.server': 'messages' };
+    // Back to the "messages" trace.
+    session.settings = { ...session.settings, 'completer.trace.server': 'messages' };
     await editSettings(page, session.settings);
 
     // 7. Ctrl+Right accepts one word. VS Code's rule: up to the end of the word the ghost text starts with (or

@@ -9,9 +9,6 @@ export const STATUS_ITEM = '[id="completer.completer.completer.status"]';
 /**
  * The focused editor's ghost text (Monaco's inline suggestion, `.ghost-text-decoration` spans) and the line
  * it is on, without it; plus the cursor's and the ghost text's left edges in pixels. `ghost` is '' when none.
- * Beside the suggest widget, the ghost text is what accepting its selected item inserts, and what an inline
- * suggestion adds past that item is `preview` (`.ghost-text-decoration-preview` spans); `full` is the line
- * with both in place.
  */
 export async function ghostState(page) {
     return page.evaluate(() => {
@@ -20,7 +17,6 @@ export async function ghostState(page) {
         const cursor = editor?.querySelector('.cursors-layer .cursor');
         const cursorRect = cursor?.getBoundingClientRect();
         const spans = editor ? [...editor.querySelectorAll('.view-line .ghost-text-decoration')] : [];
-        const previews = editor ? [...editor.querySelectorAll('.view-line .ghost-text-decoration-preview')] : [];
         const lineOfCursor = () => {
             if (!editor || !cursorRect) {
                 return undefined;
@@ -33,13 +29,9 @@ export async function ghostState(page) {
         };
         const line = spans.length ? spans[0].closest('.view-line') : lineOfCursor();
         const lineSpans = line ? [...line.querySelectorAll('span > span')] : [];
-        const typed = (span) => !span.classList.contains('ghost-text-decoration')
-            && !span.classList.contains('ghost-text-decoration-preview');
         return {
             ghost: spans.map(text).join(''),
-            preview: previews.map(text).join(''),
-            line: lineSpans.filter(typed).map(text).join(''),
-            full: lineSpans.map(text).join(''),
+            line: lineSpans.filter((span) => !span.classList.contains('ghost-text-decoration')).map(text).join(''),
             ghostLeft: spans.length ? spans[0].getBoundingClientRect().left : null,
             ghostTop: spans.length ? spans[0].getBoundingClientRect().top : null,
             cursorLeft: cursorRect ? cursorRect.left : null,
@@ -64,21 +56,6 @@ export async function waitForGhost(page, { timeoutMs = 15000, lineOk = () => tru
         await sleep(30);
     }
     throw new Error(`no ghost text within ${timeoutMs} ms; last state ${JSON.stringify(state)}`);
-}
-
-/** The suggest widget's items (their labels) and the one selected; null while the widget is hidden. */
-export async function suggestWidget(page) {
-    return page.evaluate(() => {
-        const widget = document.querySelector('.suggest-widget.visible');
-        if (!widget) {
-            return null;
-        }
-        const label = (row) => (row?.querySelector('.label-name')?.textContent ?? '').replace(/\u00a0/g, ' ');
-        return {
-            items: [...widget.querySelectorAll('.monaco-list-row')].map(label),
-            selected: label(widget.querySelector('.monaco-list-row.focused')) || null,
-        };
-    });
 }
 
 /** The Completer status bar item's text (codicons dropped) and its accessible label (which holds the tooltip). */
