@@ -76,6 +76,28 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def workspace_server(root: Path, **settings: Any) -> Any:
+    """The real server over a RawClient, with `root` as its workspace folder and `settings`, once its worker has
+    loaded the model."""
+    from lsp.rawclient import RawClient
+
+    client = RawClient(SERVER_CMD, env=server_env())
+    client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                  "initializationOptions": {"completer": settings}})
+    client.notify("initialized", {})
+    deadline = time.monotonic() + 60
+    while not client.request("completer/info")["result"].get("model"):
+        assert time.monotonic() < deadline, "the worker never loaded the model"
+        time.sleep(0.05)
+    return client
+
+
+def lines_beside_other_file(client: Any, uri: str) -> list[str]:
+    """The lines offered at BESIDE_OTHER_FILE_CURSOR: FROM_OTHER_FILE among them only if OTHER_FILE was read."""
+    result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
+    return [item["textEdit"]["newText"] for item in result["items"]]
+
+
 def candidate_positions(lines: list[str] = SAMPLE_LINES) -> list[tuple[int, int]]:
     """Cursor positions worth asking about: after the indentation of code lines, and mid-line."""
     out: list[tuple[int, int]] = []

@@ -12,8 +12,8 @@ from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.exclusions import DEFAULT_EXCLUDED, Exclusions, check_patterns
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes
-from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, \
-    server_env
+from lsp_support import BESIDE_OTHER_FILE, FROM_OTHER_FILE, OTHER_FILE, SERVER_CMD, server_env
+from lsp_support import lines_beside_other_file as _lines, workspace_server as _server
 
 SECRET = "sk-live-51Hq0TESTSECRET"
 
@@ -51,18 +51,6 @@ def test_a_bad_value_is_refused_with_the_setting_named_and_the_rest_applies():
     assert apply_changes(ServerSettings(exclude_files=()), {"excludeFiles": None})[0].exclude_files == DEFAULT_EXCLUDED
 
 
-def _server(root: Path, **settings) -> RawClient:
-    client = RawClient(SERVER_CMD, env=server_env())
-    client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
-                                  "initializationOptions": {"completer": settings}})
-    client.notify("initialized", {})
-    deadline = time.monotonic() + 60
-    while not client.request("completer/info")["result"].get("model"):
-        assert time.monotonic() < deadline, "the worker never loaded the model"
-        time.sleep(0.05)
-    return client
-
-
 def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
     """Wait until the workspace index is built and holds `files` files (the excluded ones left out)."""
     deadline = time.monotonic() + timeout
@@ -72,11 +60,6 @@ def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
             return
         assert time.monotonic() < deadline, f"the index never held {files} files: {index}"
         time.sleep(0.05)
-
-
-def _lines(client: RawClient, uri: str) -> list[str]:
-    result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
-    return [item["textEdit"]["newText"] for item in result["items"]]
 
 
 def _logged(client: RawClient, text: str) -> list[str]:

@@ -23,15 +23,16 @@ built in."""
 
 
 @functools.cache
-def has_eglot() -> bool:
+def emacs_has(feature: str) -> bool:
+    """Whether Emacs, with Debian's elpa packages initialized, can `require` `feature`."""
     if EMACS is None:
         return False
-    found = subprocess.run([EMACS, "--batch", "-Q", "--eval", PACKAGES, "--eval", "(require 'eglot)"],
+    found = subprocess.run([EMACS, "--batch", "-Q", "--eval", PACKAGES, "--eval", f"(require '{feature})"],
                            capture_output=True, timeout=60)
     return found.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not has_eglot(), reason="emacs with eglot is not installed "
+pytestmark = pytest.mark.skipif(not emacs_has("eglot"), reason="emacs with eglot is not installed "
                                                         "(apt-get install emacs-nox elpa-eglot)")
 
 TYPED = ["    ", "    return os.", "    return os.pa"]

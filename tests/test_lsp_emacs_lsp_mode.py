@@ -5,28 +5,18 @@ too), a sole item replaces the line at once, and the snippet's settings reach th
 changed with its command."""
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 
 import pytest
 
 from lsp_support import REPO, SAMPLE_TEXT, server_env
-from test_lsp_emacs import EMACS, PACKAGES, write_snippet
+from test_lsp_emacs import EMACS, PACKAGES, emacs_has, write_snippet
 
 CHECK = REPO / "tests" / "emacs_lsp_mode_check.el"
 
 
-@functools.cache
-def has_lsp_mode() -> bool:
-    if EMACS is None:
-        return False
-    found = subprocess.run([EMACS, "--batch", "-Q", "--eval", PACKAGES, "--eval", "(require 'lsp-mode)"],
-                           capture_output=True, timeout=60)
-    return found.returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not has_lsp_mode(), reason="emacs with lsp-mode is not installed "
+pytestmark = pytest.mark.skipif(not emacs_has("lsp-mode"), reason="emacs with lsp-mode is not installed "
                                                            "(apt-get install emacs-nox elpa-lsp-mode)")
 
 TYPED = ["    ", "    return os.pa", "def ", "# Ret"]

@@ -25,6 +25,7 @@ from lsp.server import EDIT_INDEX_DELAY, CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, REPO, SERVER_CMD, \
     server_env
+from lsp_support import lines_beside_other_file as _lines, workspace_server as _server
 
 
 def _index(root: Path, budget_mb: int = 8) -> WorkspaceFiles:
@@ -298,23 +299,6 @@ def test_the_line_hashes_count_against_the_budget():
     assert with_hashes.costs["a.py"] >= 8 * 400  # a hash per line
     small = WorkspaceIndex(with_hashes.costs["a.py"] - 1)
     assert not small.add("a.py", text) and small.nbytes == 0
-
-
-def _server(root: Path, **settings) -> RawClient:
-    client = RawClient(SERVER_CMD, env=server_env())
-    client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
-                                  "initializationOptions": {"completer": settings}})
-    client.notify("initialized", {})
-    deadline = time.monotonic() + 60
-    while not client.request("completer/info")["result"].get("model"):
-        assert time.monotonic() < deadline, "the worker never loaded the model"
-        time.sleep(0.05)
-    return client
-
-
-def _lines(client: RawClient, uri: str) -> list[str]:
-    result = client.completion(uri, *BESIDE_OTHER_FILE_CURSOR)["result"]
-    return [item["textEdit"]["newText"] for item in result["items"]]
 
 
 @pytest.fixture
