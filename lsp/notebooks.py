@@ -13,6 +13,18 @@ from lsp.documents import Document, DocumentStore
 log = logging.getLogger(__name__)
 
 CODE = 2  # NotebookCellKind.Code; 1 is Markup
+CELL_SCHEME = "vscode-notebook-cell:"
+
+
+def cell_file_uri(uri: str) -> str | None:
+    """The `file:` URI of the notebook a VS Code cell URI names, for a cell whose notebook the client does not sync
+    (no notebookDocument/didOpen): VS Code gives each cell the notebook's path, the cell in the fragment
+    (`vscode-notebook-cell:/home/u/book.ipynb#W0sZmlsZQ%3D%3D`). None for any other URI, and for an untitled
+    notebook's cell, whose path names no file."""
+    if not uri.startswith(CELL_SCHEME):
+        return None
+    rest = uri[len(CELL_SCHEME):].partition("#")[0]
+    return "file:" + rest if rest.startswith("/") else None
 
 
 @dataclasses.dataclass

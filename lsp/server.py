@@ -33,7 +33,7 @@ from lsp.exclusions import DEFAULT_EXCLUDED, DocumentExclusions, Exclusions, che
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
-from lsp.notebooks import NotebookStore
+from lsp.notebooks import NotebookStore, cell_file_uri
 from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
@@ -681,8 +681,12 @@ class CompleterServer(LanguageServer):
     def excluded(self, uri: str) -> bool:
         """Whether excludeFiles leaves the document (for a notebook's cell, its notebook) alone: no suggestions in
         it, and its text is context for no other document."""
-        return self.document_exclusions.excluded(uri, self.exclusions(), self._roots,
-                                                 lambda: self.lookups.file_of(uri))
+        return self.document_exclusions.excluded(uri, self.exclusions(), self._roots, lambda: self._file_named(uri))
+
+    def _file_named(self, uri: str) -> Path | None:
+        """The file excludeFiles matches for `uri`: its own, or its notebook's for a cell, synced or not (a cell's
+        URI names its notebook's path)."""
+        return self.lookups.file_of(uri) or path_of(cell_file_uri(uri) or "")
 
     def forget_exclusions(self, uri: str | None = None) -> None:
         """Ask `excluded` anew for `uri` (opened), or for every document (something changed on disk)."""
@@ -690,7 +694,7 @@ class CompleterServer(LanguageServer):
 
     def excluding_pattern(self, uri: str) -> str | None:
         """The excludeFiles pattern that leaves `uri` alone (for the log and a status bar), or None."""
-        return self.exclusions().pattern_for(self.lookups.file_of(uri), self._roots)
+        return self.exclusions().pattern_for(self._file_named(uri), self._roots)
 
     def model_changed(self) -> None:
         """Another model answers now: where enabledLanguages is not set, the workspace index and its file watchers

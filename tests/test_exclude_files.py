@@ -139,6 +139,7 @@ def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_
         assert excluded((tmp_path / "server.pem").as_uri()) == "*.pem"
         assert excluded((tmp_path / "public.pem").as_uri()) is None
         assert excluded((tmp_path / "app.py").as_uri()) is None and excluded("untitled:Untitled-1") is None
+        assert excluded("vscode-notebook-cell:Untitled-1.ipynb#W0sZmlsZQ%3D%3D") is None  # an untitled notebook
         client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"excludeFiles": None}}})
         assert excluded((tmp_path / "app" / "secrets" / "db.py").as_uri()) is None  # the change is applied first
         assert excluded((tmp_path / "deploy" / ".env.production").as_uri()) == ".env.*"
@@ -166,7 +167,10 @@ def test_a_file_is_left_alone_under_each_of_its_names(tmp_path: Path, endpoint: 
     names = {(tmp_path / "settings_local.py").as_uri(): "secrets/",
              (tmp_path / "lib" / "creds.py").as_uri(): "secrets/",
              tmp_path.as_uri() + "/app/../config/prod.py": "/config/prod.py",
-             (tmp_path / ".ENV").as_uri(): ".env"}
+             (tmp_path / ".ENV").as_uri(): ".env",
+             # a cell of a notebook the client does not sync: its URI names the notebook's path
+             (tmp_path / "secrets" / "book.ipynb").as_uri().replace("file://", "vscode-notebook-cell:")
+             + "#W0sZmlsZQ%3D%3D": "secrets/"}
     with _server(tmp_path, **options) as client:
         _indexed(client, 1)  # billing.py alone
         for uri, pattern in names.items():
