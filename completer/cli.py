@@ -259,10 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--suggestions", type=int, default=None, metavar="N",
                           help="suggestions printed at most, 1 to 16 (default 3)")
     complete.add_argument("--search-budget-ms", type=int, default=None, metavar="MS",
-                          help="stop the beam search this long after the request (0: no limit)")
+                          help="stop the beam search this long after it starts, 0 to 60000 (0, the default: no limit)")
     complete.add_argument("--open", action="append", metavar="OTHER_FILE",
                           help="another file open beside FILE, whose head the document's repeats also search "
-                               "(repeatable, most recently edited first; as many as the openFiles setting)")
+                               f"(repeatable, most recently edited first; the first {EngineSettings.open_files} "
+                               "are searched, as the server's openFiles setting's default)")
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.set_defaults(func=cmd_complete)
     demo = sub.add_parser("demo", parents=[common], help="complete lines of a bundled sample file")

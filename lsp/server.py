@@ -711,7 +711,10 @@ class CompleterServer(LanguageServer):
 
     def prefill(self, uri: str) -> None:
         """Ask the worker to run the model over a newly opened document's context while it is idle: the text
-        before a cursor at its end, which begins every cursor's context while the file fits the window."""
+        before a cursor at its end, which begins every cursor's context while the file fits the window. Not while
+        both kinds of answer are off (VS Code's toggle): nothing would use it, and the user turned the work off."""
+        if not (self.settings.completion_items or self.settings.inline_completions):
+            return
         doc = self.documents.get(uri)
         if doc is None or not doc.lines or not self.completes(doc):
             return

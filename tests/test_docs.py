@@ -172,3 +172,70 @@ def test_the_extension_contributes_every_server_setting_with_the_servers_default
     assert contributed.keys() - EXTENSION_ONLY == defaults.keys()
     differ = {key for key in defaults if contributed[key] != defaults[key]}
     assert differ == {"completionItems"}  # the extension's ghost text only, as README's settings table says
+
+
+def extension_properties() -> dict[str, dict]:
+    """The VS Code extension's settings that the server reads, by their server key."""
+    manifest = json.loads((REPO / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    properties = manifest["contributes"]["configuration"]["properties"]
+    return {key.removeprefix("completer."): value for key, value in properties.items()
+            if key.removeprefix("completer.") not in EXTENSION_ONLY}
+
+
+def refused(key: str, value: object) -> bool:
+    """Whether the server's settings refuse `value` for `key` (a warning, the old value kept)."""
+    from lsp.settings import ServerSettings, apply_changes
+
+    current = ServerSettings()
+    new, warnings, unknown = apply_changes(current, {key: value})
+    assert not unknown
+    return bool(warnings) and new == current
+
+
+RANGED = sorted(key for key, value in extension_properties().items() if "maximum" in value)
+
+
+def mentions(row: str, number: int) -> bool:
+    """Whether a settings table row gives `number` (4096, or 16,777,216), not as part of another number."""
+    return any(re.search(rf"(?<![\d,.]){re.escape(form)}(?![\d,])", row) for form in {str(number), f"{number:,}"})
+
+
+@pytest.mark.parametrize("key", RANGED)
+def test_an_integer_settings_range_is_the_servers_in_the_extension_and_both_tables(key):
+    """The range VS Code's settings editor enforces is the one the server takes (its bounds accepted, one past
+    either refused), and README's and docs/editors.md's settings tables state both of its bounds."""
+    low, high = extension_properties()[key]["minimum"], extension_properties()[key]["maximum"]
+    assert not refused(key, low) and not refused(key, high), (key, low, high)
+    assert refused(key, low - 1) and refused(key, high + 1), (key, low, high)
+    for doc in ("README.md", "docs/editors.md"):
+        text = (REPO / doc).read_text(encoding="utf-8").split("\n## Settings\n", 1)[1]
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{key}` |"))
+        assert mentions(row, low) and mentions(row, high), f"{doc}'s {key} row does not give {low} and {high}"
+
+
+@pytest.mark.parametrize("key", sorted(key for key, value in extension_properties().items() if "enum" in value))
+def test_a_settings_choices_in_the_extension_are_the_servers(key):
+    """Each choice VS Code offers is taken by the server, and the server takes no choice VS Code leaves out."""
+    from completer.fim import FIM_TEMPLATES
+    from lsp.settings import BACKENDS
+
+    choices = extension_properties()[key]["enum"]
+    assert not [choice for choice in choices if refused(key, choice)], key
+    server = {"device": ("auto", "cpu", "cuda"), "backend": BACKENDS, "fimTemplate": ("auto", "none", *FIM_TEMPLATES)}
+    assert sorted(choices) == sorted(server[key])
+    assert refused(key, "no-such-choice")
+
+
+def test_the_capabilities_table_lists_what_the_server_advertises():
+    """docs/editors.md's "What the server advertises" names each capability the real server answers initialize
+    with (to a client that takes notebooks), and only those; pygls' empty executeCommandProvider aside."""
+    from lsp.rawclient import RawClient
+    from lsp_support import SERVER_CMD, server_env
+
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        answer = client.initialize({}, {"notebookDocument": {"synchronization": {}}})
+    advertised = set(answer["result"]["capabilities"]) - {"executeCommandProvider"}
+    text = (REPO / "docs" / "editors.md").read_text(encoding="utf-8").split("What the server advertises:", 1)[1]
+    table = text.split("\n\n", 2)[1]
+    listed = {re.match(r"\| `(\w+)`", row).group(1) for row in table.splitlines()[2:]}
+    assert listed == advertised

@@ -9,7 +9,7 @@ from typing import Any
 
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.rawclient import RawClient
-from lsp_support import SERVER_CMD, server_env
+from lsp_support import SAMPLE_TEXT, SERVER_CMD, server_env
 
 URI = "file:///work/live.py"
 TEXT = "import os\nos.pa"
@@ -202,3 +202,31 @@ def test_a_completer_section_that_is_not_an_object_is_a_warning(tmp_path):
         client.close()
     logged = _clean_log(tmp_path)
     assert "unknown settings" not in logged and logged.count("settings must be an object") == 1, logged
+
+
+def _model_runs_after_opening(client: RawClient, uri: str, text: str, wait_s: float) -> int:
+    """The engine's model runs while `uri` has been open `wait_s`, left alone: its background prefill runs while the
+    worker is idle (a completer/info is a job too, so none is asked meanwhile). The wait before lets the prefills of
+    documents opened earlier end first."""
+    time.sleep(wait_s)
+    before = client.request("completer/info")["result"]["model_runs"]
+    client.open(uri, text)
+    time.sleep(wait_s)
+    return client.request("completer/info")["result"]["model_runs"] - before
+
+
+def test_a_file_opened_with_both_kinds_of_answer_off_is_not_prefilled(tmp_path):
+    """VS Code's toggle turns inlineCompletions and completionItems off, and says the server then runs the model for
+    nothing; a file opened meanwhile was still run through the model (its background prefill: 4 to 6 model runs for
+    the sample). Turned on again, a file opened is prefilled (the same wait is long enough)."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"inlineCompletions": False, "completionItems": False}})
+        assert client.request("completer/info")["result"]["server"]["settings"]["inlineCompletions"] is False
+        assert _model_runs_after_opening(client, "file:///work/off.py", SAMPLE_TEXT, 3) == 0
+        _change(client, {"completer": {"inlineCompletions": True}})
+        assert client.request("completer/info")["result"]["server"]["settings"]["inlineCompletions"] is True
+        assert _model_runs_after_opening(client, "file:///work/on.py", SAMPLE_TEXT, 3) > 0
+    finally:
+        client.close()
+    _clean_log(tmp_path)
