@@ -358,10 +358,11 @@ def _dash_hint(argv: list[str]) -> str:
 
 
 def _refuse(line: str, wants_json: bool) -> int:
-    """Say `line` on stderr and, for `complete --json`, put it in the JSON a script reads; status 2."""
+    """Say `line` on stderr and, for `complete --json`, put it in the JSON a script reads (without the program's
+    name and argparse's "error: ", which the field's name says); status 2."""
     print(line, file=sys.stderr)
     if wants_json:
-        print(json.dumps(_payload(CompletionResult(), error=line.removeprefix("completer: "))))
+        print(json.dumps(_payload(CompletionResult(), error=re.sub(r"^completer( \w+)?: (error: )?", "", line))))
     return 2
 
 

@@ -201,6 +201,7 @@ def test_a_mistake_in_the_command_exits_2_with_one_line_and_json_when_asked(sour
         assert answered.returncode == 2, (name, answered.stderr)
         payload = json.loads(answered.stdout)
         assert message in payload["error"] and payload["suggestions"] == [], (name, payload)
+        assert not payload["error"].startswith(("completer", "error")), (name, payload)  # the field names it
         assert set(payload) == {"suggestions", "latency_ms", "skipped", "out_of_time", "error"}, name
     done = run("complete", f"{source}:5:9", "--json")
     assert done.returncode == 0 and json.loads(done.stdout)["error"] == ""
