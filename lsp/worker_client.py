@@ -40,6 +40,12 @@ milliseconds): the loop cannot be torn down while it is."""
 INIT_TIMEOUT = 120.0
 """Loading a model takes well under a second on the CPU; a worker silent this long is hung (a driver,
 a disk) and is killed, so it cannot hold the settings lock forever. Its replacement backs off."""
+HOLD_AFTER_BYTES = 1024 * 1024
+"""A worker this far behind in reading its jobs is not reading (its process stopped: SIGSTOP, a frozen cgroup, a
+debugger): the server holds the jobs from then on (`Outbox`). A worker that reads takes each job as it comes, and
+the socket's or pipe's own buffer holds a few of them."""
+FLUSH_RETRY_S = 0.05
+"""How soon an outbox whose transport let it through still behind looks again (none seen: a guard, not a poll)."""
 
 
 class WorkerError(Exception):
@@ -70,6 +76,61 @@ def worker_environment() -> dict[str, str]:
     return env
 
 
+class Outbox:
+    """The jobs on their way to a worker: written at once while it reads them, held in order once it has fallen
+    HOLD_AFTER_BYTES behind, and written as it catches up. A held job whose request was abandoned meanwhile (the
+    next keystroke, a cancel) is never sent: were every job written, a stopped engine's would pile up in the
+    server's buffer, each with its context (tens of kB; 1,000 keystrokes grew the server by over 100 MB, kept after
+    the engine caught up), and the engine would read and refuse them all before the last keystroke's."""
+
+    def __init__(self, writer: Any, wanted: Callable[[int], bool]) -> None:
+        self._writer = writer
+        self._wanted = wanted  # whether a held job is still awaited when its turn comes
+        self._held: collections.OrderedDict[int, bytes] = collections.OrderedDict()
+        self._flushing: asyncio.Task[None] | None = None
+
+    def send(self, job_id: int, frame: bytes) -> None:
+        """Write `frame`, or hold it behind those held already. Raises what the writer raises."""
+        if not self._held and not self._behind():
+            self._writer.write(frame)
+            return
+        self._held[job_id] = frame
+        if self._flushing is None:
+            self._flushing = asyncio.ensure_future(self._flush())
+
+    def withdraw(self, job_id: int) -> bool:
+        """Take back a job not sent yet; False when it was sent (or never was the outbox's)."""
+        return self._held.pop(job_id, None) is not None
+
+    def clear(self) -> None:
+        """The worker is gone: nothing held will be sent (its jobs' futures fail with it)."""
+        self._held.clear()
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+
+    def _behind(self) -> bool:
+        transport = self._writer.transport
+        return transport is not None and transport.get_write_buffer_size() > HOLD_AFTER_BYTES
+
+    async def _flush(self) -> None:
+        """Write the held jobs still wanted, in order, as the worker reads what was written before them."""
+        try:
+            while self._held:
+                await self._writer.drain()  # until the transport's buffer is down to its low-water mark
+                if self._behind():  # a transport that does not pause at our mark: look again shortly
+                    await asyncio.sleep(FLUSH_RETRY_S)
+                    continue
+                while self._held and not self._behind():
+                    job_id, frame = self._held.popitem(last=False)
+                    if self._wanted(job_id):
+                        self._writer.write(frame)
+        except Exception:  # noqa: BLE001 (the connection was lost: its reader ends it and fails the jobs)
+            self._held.clear()
+        finally:
+            self._flushing = None
+
+
 class PipeChannel:
     """A private worker: a child process, its stdin and stdout."""
 
@@ -78,6 +139,7 @@ class PipeChannel:
         self.proc = proc
         self.reader: asyncio.StreamReader = proc.stdout
         self.writer: Any = proc.stdin
+        self.outbox: Outbox | None = None  # set by the WorkerClient that uses it
         self.pid = proc.pid
         self.shared = False
         self.reading = True  # until its reader saw the end: a job sent after that would wait forever
@@ -119,6 +181,7 @@ class SocketChannel:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer: Any = writer
+        self.outbox: Outbox | None = None  # set by the WorkerClient that uses it
         self.pid: int | None = None  # the engine's, from its hello
         self.shared = True
         self.reading = True  # until its reader saw the end: a connection the engine closed is only half closed
@@ -411,6 +474,8 @@ class WorkerClient:
             future.set_result(ok)
 
     async def _on_exit(self, channel: Channel) -> None:
+        if channel.outbox is not None:
+            channel.outbox.clear()
         if channel is not self._channel:
             return
         self._event().clear()
@@ -472,11 +537,25 @@ class WorkerClient:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[job_id] = future
         try:
-            channel.writer.write(framing.encode({"id": job_id, "op": op, **fields}))
+            self._outbox(channel).send(job_id, framing.encode({"id": job_id, "op": op, **fields}))
         except Exception as exc:
             self._pending.pop(job_id, None)
             raise WorkerDied(f"cannot write to the inference worker: {exc}") from exc
         return job_id, future
+
+    def _outbox(self, channel: Channel) -> Outbox:
+        if channel.outbox is None:
+            channel.outbox = Outbox(channel.writer, self._awaited)
+        return channel.outbox
+
+    def _awaited(self, job_id: int) -> bool:
+        """Whether a held job is still to be sent: someone awaits its reply (a request abandoned meanwhile has its
+        future settled, a call that timed out has it cancelled), or it is a note nobody awaits (prefill, close)."""
+        future = self._pending.get(job_id)
+        if future is not None and not future.done():
+            return True
+        self._pending.pop(job_id, None)
+        return False
 
     async def _call_on(self, channel: Channel, op: str, **fields: Any) -> Any:
         _, future = self._submit_on(channel, op, fields)
@@ -493,6 +572,9 @@ class WorkerClient:
         """Ask the worker to abandon job `job_id` at its next beam step (or skip it if queued)."""
         channel = self._channel
         if channel is None or not channel.alive:
+            return
+        if channel.outbox is not None and channel.outbox.withdraw(job_id):  # never sent: nothing to stop
+            self._pending.pop(job_id, None)
             return
         try:
             channel.writer.write(framing.encode({"op": "cancel", "id": job_id}))
