@@ -84,7 +84,7 @@ def test_keystrokes_while_the_engine_is_stopped_do_not_pile_up_in_the_server(tmp
         typed = TYPED[:(len(ids) - 1) % len(TYPED) + 1]
         lines = [item["textEdit"]["newText"] for item in last["result"]["items"]]
         assert all(line.startswith(typed) for line in lines), (typed, lines)
-        assert waited < 3, f"the last keystroke was answered {waited:.1f} s after the engine ran again"
+        assert waited < 10, f"the last keystroke was answered {waited:.1f} s after the engine ran again"
     finally:
         if stopped:
             os.kill(engine, signal.SIGCONT)
