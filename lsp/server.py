@@ -721,12 +721,15 @@ class CompleterServer(LanguageServer):
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker
         stopped to load another model, or a backend stopped as the settings replaced it, is asked again, of what
-        replaced it, once the change is applied: the client did not cancel it."""
-        try:
-            return await self._suggest(target, retried=False)
-        except _StoppedForSettings:
-            await self.settings_applied("a completion stopped by a settings change")
-            return await self._suggest(target, retried=True)
+        replaced it, once the change is applied: the client did not cancel it. Asked again as often as changes stop
+        it (each stop needs a change of its own): two model switches in turn stop it twice."""
+        retried = False
+        while True:
+            try:
+                return await self._suggest(target, retried)
+            except _StoppedForSettings:
+                await self.settings_applied("a completion stopped by a settings change")
+                retried = True
 
     async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
@@ -789,14 +792,14 @@ class CompleterServer(LanguageServer):
                     self.stats.content_modified += 1
                     raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
                 except WorkerDied as exc:
-                    if not retried and self._settings_moved(generation):  # a backend the settings replaced
+                    if self._settings_moved(generation):  # a backend the settings replaced
                         raise _StoppedForSettings from None
                     if attempt:
                         self.stats.worker_failures += 1
                         log.warning("completion failed: %s", exc)
                         return []
                 except WorkerError as exc:
-                    if exc.kind == "cancelled" and not retried and self._settings_moved(generation):
+                    if exc.kind == "cancelled" and self._settings_moved(generation):
                         raise _StoppedForSettings from None
                     if exc.kind == "cancelled":
                         self.stats.cancelled += 1

@@ -99,6 +99,29 @@ def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
     _clean_log(tmp_path)
 
 
+def test_a_search_stopped_by_two_model_switches_in_turn_is_asked_again_each_time(tmp_path):
+    """A search stopped by a model switch was asked again once: stopped a second time, by the next switch while the
+    first retry ran, it was answered RequestCancelled, which the client never asked for, and the user lost the line."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"modelPath": "python-base"}})
+        deadline = time.monotonic() + 30
+        while (info := client.request("completer/info")["result"])["server"]["searches_stopped_in_worker"] < 1:
+            assert time.monotonic() < deadline, info
+            time.sleep(0.05)
+        time.sleep(0.3)  # the search asked again of python-base is running
+        _change(client, {"completer": {"modelPath": None}})
+        assert _items(client.wait(in_flight, 60))
+        info = client.request("completer/info")["result"]
+        assert info["model"] == "python-small" and info["server"]["searches_stopped_in_worker"] == 2, info
+        assert info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
 def test_a_request_in_flight_when_a_setting_turns_its_answer_off_gets_none(tmp_path):
     """enabledLanguages, inlineCompletions and completionItems were read before the search only: a request in flight
     when the user turned them off was answered with lines, in a language or a kind of suggestion just turned off."""
