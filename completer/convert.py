@@ -5,12 +5,14 @@ Hugging Face cache named by its id (hf_cache.py), or from a GGUF file (gguf_sour
 repository in that cache, or a model Ollama or Tabby downloaded (ollama_store.py, tabby_store.py); never the
 network, never a pickle. Builds the decoder graph with the beam step inside (completer/graph), quantizes its
 weights to INT8 unless --fp32, and writes the bundle into a staging folder beside --out that takes --out's place
-only when every file is written, so a failure leaves nothing half-written.
+only when every file is written, so a failure leaves nothing half-written; what a converter killed outright left
+there, the next conversion beside it removes.
 """
 from __future__ import annotations
 
 import _thread
 import contextlib
+import glob
 import json
 import os
 import re
@@ -338,15 +340,62 @@ def _scratch_folder(prefix: str, beside: Path | None) -> Iterator[Path]:
     """A new folder, removed afterwards however the conversion ends, unless it was moved (the bundle made). Made
     and removed with interrupts held off: one landing half-way would leave the folder, or what the removal had
     not reached yet, where nothing removes it (a converter whose parent was killed stops by an interrupt)."""
-    folder = None
+    folder, held = None, None
     try:
         with _interrupts_held():
-            folder = Path(tempfile.mkdtemp(prefix=prefix, dir=beside))
+            _clear_abandoned(prefix, beside)
+            folder, held = _made_and_held(prefix, beside)
         yield folder
     finally:
         if folder is not None:
             with _interrupts_held():
                 shutil.rmtree(folder, ignore_errors=True)
+        if held is not None:
+            os.close(held)
+
+
+def _made_and_held(prefix: str, beside: Path | None) -> tuple[Path, int | None]:
+    """A new folder, and an open descriptor of it that holds its flock while the conversion lives (None without
+    flock, on Windows): what a converter killed outright (SIGKILL, out of memory) leaves is then known by its lock
+    having gone, and cleared by the next conversion beside it (`_clear_abandoned`)."""
+    while True:
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=beside))
+        try:
+            import fcntl
+        except ImportError:
+            return folder, None
+        held = os.open(folder, os.O_RDONLY)
+        fcntl.flock(held, fcntl.LOCK_EX)  # waits for a conversion that found it unlocked a moment ago and clears it
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(held), os.stat(folder)):
+                return folder, held
+        os.close(held)  # cleared as abandoned before the lock was taken: make another
+
+
+def _clear_abandoned(prefix: str, beside: Path | None) -> None:
+    """Remove the folders named `prefix`* beside which no live conversion holds its lock: a converter killed
+    outright left them, half-written (a partial model.onnx.data as large as the model); never taken for a bundle,
+    but nothing else would ever remove them."""
+    try:
+        import fcntl
+
+        found = list(Path(beside or tempfile.gettempdir()).glob(glob.escape(prefix) + "*"))
+    except (ImportError, OSError):
+        return
+    for folder in found:
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            held = os.open(folder, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # a live conversion's (BlockingIOError), or one this user cannot lock
+            pass
+        finally:
+            os.close(held)
 
 
 @contextlib.contextmanager

@@ -117,11 +117,16 @@ def bundle_for(source: str) -> Path:
 
 
 def is_bundle(folder: Path) -> bool:
-    """Whether `folder` holds a bundle; False where it cannot be looked at (a name too long, no permission), which
-    the conversion into it then reports."""
+    """Whether `folder` holds a whole bundle: its manifest readable, and every file it lists there at the size it
+    says. A bundle of the cache truncated or thinned since (a full disk, a cleaner of caches) is made again, not
+    refused by the loader at every start; the loader's checksums catch the rest. False where the folder cannot be
+    looked at (a name too long, no permission), which the conversion into it then reports."""
     try:
-        return (folder / "manifest.json").is_file()
-    except OSError:
+        files = json.loads((folder / "manifest.json").read_bytes()).get("files")
+        return isinstance(files, dict) and bool(files) and all(
+            isinstance(meta, dict) and (folder / name).stat().st_size == meta.get("bytes")
+            for name, meta in files.items())
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 
@@ -171,14 +176,29 @@ def work_folder(bundle: Path) -> Iterator[Path]:
 
 
 def put_in_place(made: Path, bundle: Path) -> None:
-    """The whole bundle `made` in a work folder becomes `bundle`. Its manifest and model card record the command
-    that made it: they now name the folder it lies in, not the work folder (neither file is among those the
-    manifest checksums)."""
-    os.replace(made, bundle)
+    """The whole bundle `made` in a work folder becomes `bundle`, in one rename: a bundle found damaged there before
+    (`is_bundle`) goes first. Its manifest and model card record the command that made it: they are made to name the
+    folder it will lie in, not the work folder, before it moves (neither file is among those the manifest
+    checksums), so no process ever reads them half-rewritten."""
     for name in ("manifest.json", "MODEL.md"):
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            file = bundle / name
+        file = made / name
+        with contextlib.suppress(FileNotFoundError):
             file.write_text(file.read_text(encoding="utf-8").replace(str(made), str(bundle)), encoding="utf-8")
+    if os.path.lexists(bundle):
+        damaged = bundle.parent / f".{bundle.name}.damaged"
+        _remove(damaged)
+        os.replace(bundle, damaged)  # out of the way at once: what is left of it is removed at leisure
+        _remove(damaged)
+    os.replace(made, bundle)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder and what it holds, or a file; nothing where there is none."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def how_it_ended(code: int, step: str = "") -> str:

@@ -174,7 +174,8 @@ class CompleterServer(LanguageServer):
         if self.settings.remote.is_remote:
             return OpenAIBackend(lambda: self.settings)
         return WorkerClient(lambda: self._engine_dict(self.settings), self.log_level, self.worker_log_file,
-                            shared=self.shared_engine, tell_user=lambda why: self.show(why, types.MessageType.Error))
+                            shared=self.shared_engine, tell_user=lambda why: self.show(why, types.MessageType.Error),
+                            on_restart=self._worker_restarted)
 
     async def _replace_backend(self) -> None:
         """The `backend` setting (or the endpoint's) changed: stop the old backend and start the new one. Its
@@ -441,17 +442,38 @@ class CompleterServer(LanguageServer):
         if not error:
             self.sources.loaded(self._handed)
             self.model_changed()
-        defaults = EngineSettings()
-        for fallback in (_with_model_of(self.settings.engine, defaults), defaults):
-            if not error or fallback == self.settings.engine:
-                continue
-            self.show(f"cannot load the model with the configured settings ({error}); "
-                      f"using the default {'model' if fallback != defaults else 'settings'}")
-            self.settings = dataclasses.replace(self.settings, engine=fallback)
-            error = await self._configure(self.settings)
+        error = await self._fall_back(error, "cannot load the model with the configured settings")
         if error:
             self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
         self.sources.settle(self.settings.engine.model_path)
+
+    async def _fall_back(self, error: str | None, why: str) -> str | None:
+        """The model of the settings would not load (`error`): the default model with the other settings, then the
+        default settings, each said once (`why` the model would not load); the error left, None once one loads."""
+        defaults = EngineSettings()
+        for what, fallback in (("model", _with_model_of(self.settings.engine, defaults)), ("settings", defaults)):
+            if not error or fallback == self.settings.engine:
+                continue
+            self.show(f"{why} ({error}); using the default {what}")
+            self.settings = dataclasses.replace(self.settings, engine=fallback)
+            error = await self._configure(self.settings)
+        return error
+
+    async def _worker_restarted(self, error: str) -> None:
+        """The worker started in place of one that died (a crash, a converted bundle's weights truncated in place
+        under its memory map, the shared engine killed) could not load the model of the settings: its bundle moved
+        or changed on disk since. Fall back as at startup, and say so, rather than leave completions off unsaid."""
+        async with self._config_lock or asyncio.Lock():
+            if self.worker.model_error is None or isinstance(self.worker, OpenAIBackend) or self.worker.code_changed:
+                return  # a settings change loaded a model meanwhile
+            old = self.settings
+            error = await self._fall_back(error, "the inference worker restarted and cannot load the model")
+            if error:
+                self.show(f"no model loaded, completions are off: {error}", types.MessageType.Error)
+            if self.settings != old:
+                self.settings_generation += 1
+                self.searches.invalidate()
+                self.sources.settle(self.settings.engine.model_path)
 
     async def shutdown_worker(self) -> None:
         await self.sources.close()
@@ -728,12 +750,15 @@ class CompleterServer(LanguageServer):
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker
         stopped to load another model, or a backend stopped as the settings replaced it, is asked again, of what
-        replaced it, once the change is applied: the client did not cancel it."""
-        try:
-            return await self._suggest(target, retried=False)
-        except _StoppedForSettings:
-            await self.settings_applied("a completion stopped by a settings change")
-            return await self._suggest(target, retried=True)
+        replaced it, once the change is applied: the client did not cancel it. Asked again as often as changes stop
+        it (each stop needs a change of its own): two model switches in turn stop it twice."""
+        retried = False
+        while True:
+            try:
+                return await self._suggest(target, retried)
+            except _StoppedForSettings:
+                await self.settings_applied("a completion stopped by a settings change")
+                retried = True
 
     async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
@@ -796,14 +821,14 @@ class CompleterServer(LanguageServer):
                     self.stats.content_modified += 1
                     raise JsonRpcContentModified(message="the document changed; the search was abandoned") from None
                 except WorkerDied as exc:
-                    if not retried and self._settings_moved(generation):  # a backend the settings replaced
+                    if self._settings_moved(generation):  # a backend the settings replaced
                         raise _StoppedForSettings from None
                     if attempt:
                         self.stats.worker_failures += 1
                         log.warning("completion failed: %s", exc)
                         return []
                 except WorkerError as exc:
-                    if exc.kind == "cancelled" and not retried and self._settings_moved(generation):
+                    if exc.kind == "cancelled" and self._settings_moved(generation):
                         raise _StoppedForSettings from None
                     if exc.kind == "cancelled":
                         self.stats.cancelled += 1

@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from lsp import __version__, framing
 from lsp.engine_socket import (SOURCE_FINGERPRINT, CodeChanged, EngineSocketError, code_changed_message,
@@ -226,13 +226,16 @@ async def _handshake(channel: SocketChannel) -> dict[str, Any]:
 class WorkerClient:
     """One live worker at a time, plus the futures of the jobs it has not answered yet. `shared`: use the
     user's shared engine, falling back to a private worker when it cannot be used (said once in the log).
-    `tell_user` shows the user what only a restart of the server mends (its code changed on disk)."""
+    `tell_user` shows the user what only a restart of the server mends (its code changed on disk); `on_restart` is told
+    why a worker started in place of one that died has no model (the server falls back and says so)."""
 
     def __init__(self, engine_settings: Callable[[], dict[str, Any]], log_level: str = "INFO",
                  log_file: str | None = None, shared: bool = False,
-                 tell_user: Callable[[str], None] | None = None) -> None:
+                 tell_user: Callable[[str], None] | None = None,
+                 on_restart: Callable[[str], Awaitable[None]] | None = None) -> None:
         self._engine_settings = engine_settings
         self._tell_user = tell_user
+        self._on_restart = on_restart  # told why a worker started in place of one that died has no model
         self.code_changed: str | None = None  # why no worker will be started again, once the code changed on disk
         self._log_level = log_level
         self._log_file = log_file
@@ -496,9 +499,12 @@ class WorkerClient:
             return
         self.restarts += 1
         try:
-            await self.start()
+            error = await self.start(reported=self._on_restart is not None)
         except Exception:
             log.exception("could not restart the inference worker")
+            return
+        if error is not None and self._on_restart is not None and self._event().is_set() and not self.code_changed:
+            self._spawn(self._on_restart(error))  # the process works, but not with the model it had
 
     def _next_restart_delay(self) -> float:
         """Count a death; restarts are immediate at first and back off when deaths come quickly."""

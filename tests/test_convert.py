@@ -739,6 +739,47 @@ def test_an_out_in_a_folder_that_cannot_be_written_is_refused_by_its_name_before
     assert said.startswith("completer convert: --out /proc/bundle: cannot write in /proc (") and "/proc/." not in said
 
 
+def _converter_paused_in_its_staging_folder(source: Path, out: Path) -> tuple[subprocess.Popen, Path]:
+    """A `completer convert` into `out`, stopped (SIGSTOP) once its staging folder holds a file (the folder made
+    to check that --out's is writable never does)."""
+    import signal
+
+    before = set(out.parent.glob(f".{out.name}.converting-*"))
+    process = subprocess.Popen([sys.executable, "-m", "completer", "convert", str(source), "--out", str(out),
+                                "--context", "64"], env=server_env(), stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        with contextlib.suppress(OSError):
+            made = [path for path in set(out.parent.glob(f".{out.name}.converting-*")) - before if any(path.iterdir())]
+            if made:
+                process.send_signal(signal.SIGSTOP)
+                return process, made[0]
+        assert process.poll() is None and time.monotonic() < deadline, "no staging folder seen"
+        time.sleep(0.002)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGSTOP, and flock")
+def test_what_a_converter_killed_outright_left_is_cleared_by_the_next_and_a_live_ones_is_not(source, tmp_path):
+    """A converter killed outright (SIGKILL, out of memory) cannot remove its staging folder: a partial bundle, as
+    large as the model's weights, was left hidden beside --out for good. The next conversion there now removes it,
+    but not the folder of a conversion still running (here stopped) into the same --out."""
+    import signal
+
+    out = tmp_path / "bundle"
+    live, running = _converter_paused_in_its_staging_folder(source, out)
+    try:
+        killed, abandoned = _converter_paused_in_its_staging_folder(source, out)
+        killed.kill()
+        killed.wait()
+        assert abandoned.is_dir() and running.is_dir()
+        assert cli_main(["convert", str(source), "--out", str(out), "--context", "64"]) == 0
+        assert not abandoned.exists() and running.is_dir()
+    finally:
+        live.send_signal(signal.SIGCONT)
+        assert live.wait(60) == 0  # it replaces the bundle, as a second --out of the same model always did
+    assert (out / "manifest.json").is_file() and not list(tmp_path.glob(".bundle.converting-*"))
+
+
 def test_a_bundle_folder_is_made_with_the_users_umask_as_mkdir_makes_one(source, tmp_path):
     """A bundle written where others load it (`sudo completer convert ... --out /opt/models/x`) is readable by them
     as any folder the user makes there, not private to its maker as a scratch folder is."""

@@ -2,6 +2,9 @@
 settings: through the real server process and its worker, with a raw client."""
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import socket
 import time
 from pathlib import Path
@@ -9,7 +12,7 @@ from typing import Any
 
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.rawclient import RawClient
-from lsp_support import SAMPLE_TEXT, SERVER_CMD, server_env
+from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, server_env
 
 URI = "file:///work/live.py"
 TEXT = "import os\nos.pa"
@@ -97,6 +100,57 @@ def test_a_search_stopped_by_a_model_switch_is_asked_of_the_new_model(tmp_path):
     finally:
         client.close()
     _clean_log(tmp_path)
+
+
+def test_a_search_stopped_by_two_model_switches_in_turn_is_asked_again_each_time(tmp_path):
+    """A search stopped by a model switch was asked again once: stopped a second time, by the next switch while the
+    first retry ran, it was answered RequestCancelled, which the client never asked for, and the user lost the line."""
+    client = _started(tmp_path, COMPLETER_WORKER_STEP_DELAY_MS="100")
+    try:
+        in_flight = _ask(client)
+        time.sleep(0.3)
+        _change(client, {"completer": {"modelPath": "python-base"}})
+        deadline = time.monotonic() + 30
+        while (info := client.request("completer/info")["result"])["server"]["searches_stopped_in_worker"] < 1:
+            assert time.monotonic() < deadline, info
+            time.sleep(0.05)
+        time.sleep(0.3)  # the search asked again of python-base is running
+        _change(client, {"completer": {"modelPath": None}})
+        assert _items(client.wait(in_flight, 60))
+        info = client.request("completer/info")["result"]
+        assert info["model"] == "python-small" and info["server"]["searches_stopped_in_worker"] == 2, info
+        assert info["server"]["cancelled"] == 0, info
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_worker_restarted_after_its_bundle_moved_falls_back_to_the_default_model_and_says_so(tmp_path):
+    """The worker that replaced one that died (a crash; a converted bundle's weights truncated in place, which its
+    memory map turns into SIGBUS; the shared engine killed) loaded the model of the settings again: its bundle since
+    moved, it had none, and completions stopped without a word to the user (an error in the log alone). Now the server
+    falls back to the default model, as at startup, with one popup that says why."""
+    bundle = tmp_path / "mine"
+    shutil.copytree(REPO / "models" / "python-small", bundle, ignore=shutil.ignore_patterns("training"))
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+    try:
+        client.initialize({"modelPath": str(bundle)})
+        info = _ready(client)
+        client.open(URI, TEXT)
+        bundle.rename(tmp_path / "moved")
+        os.kill(info["server"]["worker_pid"], signal.SIGKILL)
+        shown = client.wait_for(lambda m: m.get("method") == "window/showMessage", timeout=30)["params"]["message"]
+        assert "using the default" in shown and f"{bundle} is not a directory" in shown, shown
+        deadline = time.monotonic() + 30
+        while (info := client.request("completer/info")["result"])["server"]["worker_restarts"] < 1 \
+                or info.get("model_error") or not info.get("model"):
+            assert time.monotonic() < deadline, info
+            time.sleep(0.05)
+        assert info["server"]["settings"]["modelPath"] is None and _items(client.wait(_ask(client), 60))
+        assert len(_shown(client)) == 1, _shown(client)
+    finally:
+        client.close()
 
 
 def test_a_request_in_flight_when_a_setting_turns_its_answer_off_gets_none(tmp_path):

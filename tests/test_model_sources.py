@@ -282,6 +282,28 @@ def test_the_cli_converts_a_named_model_once_into_the_bundle_the_server_loads(st
         assert not any(info.get("model_conversion") for info in _wait_for_model(client, bundle.name))
 
 
+def test_a_converted_bundle_damaged_since_is_converted_again_by_the_cli_and_the_server(stores, environment, tmp_path):
+    """A bundle in the user's cache whose weights were truncated or removed since (a full disk, a cleaner of caches)
+    was still taken for the bundle of its model: the loader refused it by its checksums, the CLI exited 2 and the
+    server fell back to the default model, every time, until the user found and deleted the folder. Being a cache, it
+    is now made again."""
+    source = tmp_path / "main.py"
+    source.write_text("import os\n\n\ndef main(argv):\n    return 0\n")
+    bundle = bundle_for("acme/tiny-coder")
+    assert _cli(environment, "info", "--model", "acme/tiny-coder").returncode == 0
+    os.truncate(bundle / "model.onnx.data", 1000)
+    again = _cli(environment, "complete", f"{source}:4:10", "--model", "acme/tiny-coder", "--json")
+    assert again.returncode in (0, 1) and "converting it once" in again.stderr, again.stderr
+    assert json.loads(again.stdout)["error"] == ""
+    (bundle / "model.onnx.data").unlink()
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        seen = _wait_for_model(client, bundle.name)
+        assert any(info.get("model_conversion") for info in seen) and seen[-1]["model_error"] is None
+        assert not _shown(client, "cannot load")
+    assert sorted(path.name for path in (tmp_path / "converted").iterdir()) == [f".{bundle.name}.lock", bundle.name]
+
+
 def test_the_cli_says_in_one_line_why_a_named_model_cannot_be_converted(environment, tmp_path):
     failed = _cli(environment, "info", "--model", "ollama:nothing:latest")
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
