@@ -104,8 +104,22 @@ class Client:
 
 
 def model_key(settings: Any) -> tuple:
-    """What loads a model: clients that agree on it share one Engine."""
-    return (settings.model_path, settings.device, settings.threads)
+    """What loads a model: clients that agree on it share one Engine. The bundle's manifest as it is on disk is part
+    of it: a bundle made again in place (`completer convert --force`) while a window still uses it is loaded anew
+    for the next window that asks (a restarted one), not served from the copy loaded before."""
+    return (settings.model_path, _manifest_stamp(settings.model_path), settings.device, settings.threads)
+
+
+def _manifest_stamp(model_path: str | None) -> tuple[int, int, int] | None:
+    """The identity of the bundle's manifest file (inode, size, modification time), which every conversion or copy
+    writes anew; None where it cannot be read (loading then says why)."""
+    from completer.bundle import bundle_dir
+
+    try:
+        found = (bundle_dir(model_path) / "manifest.json").stat()
+    except (OSError, ValueError):
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns
 
 
 class Worker:

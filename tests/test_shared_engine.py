@@ -3,6 +3,7 @@ lsp/worker.py --listen), each test with a runtime directory of its own."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 
 from lsp.engine_socket import socket_path
 from lsp.rawclient import RawClient
-from lsp_support import SAMPLE_TEXT, server_env
+from lsp_support import REPO, SAMPLE_TEXT, server_env
 
 URI = "file:///work/window{}.py"
 LINE, COLUMN = 12, 4  # a position of the sample where the model offers lines
@@ -196,6 +197,30 @@ def test_two_servers_starting_at_once_start_one_engine(tmp_path: Path):
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_bundle_made_again_in_place_is_loaded_anew_by_the_next_window(tmp_path: Path):
+    """A bundle a window still uses is made again in its folder (`completer convert --force`, or a copy): the next
+    window to start (a restart) gets what the folder holds now, not the engine's copy of the old one; the first
+    window keeps the model it has, its files still open."""
+    bundle = tmp_path / "model"
+    shutil.copytree(REPO / "models" / "python-small", bundle)
+    options = {"completer": {"searchAhead": False, "modelPath": str(bundle)}}
+    first = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run"))
+    second = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run"))
+    try:
+        first.initialize(options)
+        before = _ready(first)
+        shutil.rmtree(bundle)
+        shutil.copytree(REPO / "models" / "python-base", bundle)
+        second.initialize(options)
+        after = _ready(second)
+        assert after["server"]["worker_pid"] == before["server"]["worker_pid"]  # one engine
+        assert (before["vocab_size"], after["vocab_size"]) == (8192, 8195)
+        assert _info(first)["vocab_size"] == 8192
+    finally:
+        first.close()
+        second.close()
 
 
 def test_cancelling_one_windows_search_leaves_the_others_running(tmp_path: Path, fp32_bundle_dir: Path):
