@@ -11,6 +11,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -1025,6 +1026,75 @@ def test_a_tcp_client_that_resets_its_connection_is_one_log_line(tmp_path):
                 proc.kill()
                 proc.wait()
     assert len(_logged_lines(tmp_path / "stderr", "connection was lost")) == 1
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server's memory is read in /proc")
+def test_a_tcp_client_that_stops_reading_is_not_read_either():
+    """Over TCP the answers are written without blocking: a client that stopped reading them and went on sending
+    had every answer kept for it in the server (each of these echoes an id of 100 kB: 500 grew it by over 50 MB,
+    and a client flooding keystrokes grew it by 25 MB a minute). Its messages are now read as it takes the answers,
+    as on stdio, where a write blocks; once it reads again, every request is answered."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+                time.sleep(0.1)
+        sock.settimeout(30)
+        with sock, sock.makefile("rb") as replies:
+            def answer() -> dict:
+                while True:
+                    length = None
+                    while (line := replies.readline()) not in (b"\r\n", b""):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    assert length is not None, "the server closed the connection"
+                    message = json.loads(replies.read(length))
+                    if "id" in message and "method" not in message:
+                        return message
+
+            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+            assert answer()["id"] == 1
+            before = _rss_mb(proc.pid)
+            ids = [f"{n}:{'x' * 100_000}" for n in range(500)]
+            sent: list[str] = []
+
+            def flood() -> None:
+                for msg_id in ids:
+                    sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/noSuchMethod"}))
+                    sent.append(msg_id)
+
+            sender = threading.Thread(target=flood, daemon=True)
+            sender.start()
+            progress, since = -1, time.monotonic()
+            while sender.is_alive() and time.monotonic() - since < 3:  # all sent, or the server reads no more
+                if len(sent) != progress:
+                    progress, since = len(sent), time.monotonic()
+                time.sleep(0.1)
+            grown = _rss_mb(proc.pid) - before
+            answered = {answer()["id"] for _ in ids}
+            sender.join(30)
+            assert grown < 25, f"the server grew by {grown:.0f} MB holding answers its client did not read"
+            assert answered == set(ids), "not every request was answered once the client read again"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _frames(*messages: dict) -> bytes:
