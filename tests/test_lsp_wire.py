@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import socket
 import struct
@@ -1026,6 +1027,48 @@ def test_a_tcp_client_that_resets_its_connection_is_one_log_line(tmp_path):
                 proc.kill()
                 proc.wait()
     assert len(_logged_lines(tmp_path / "stderr", "connection was lost")) == 1
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds now, without waiting for more."""
+    os.set_blocking(fd, False)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+@pytest.mark.parametrize("layout", ["in-process", "session-host"])
+def test_an_editor_that_never_reads_stderr_does_not_hang_the_server(tmp_path, layout: str):
+    """Each frame that is not JSON is one warning, in the log file and on stderr. An editor that never reads the
+    server's stderr let its pipe fill after a few hundred, and the next warning blocked the server for good: no
+    request was answered again. A line stderr has no room for is left out of it, and the next line written there
+    says how many were; the log file has every one."""
+    env = server_env(COMPLETER_LOG_DIR=str(tmp_path))
+    if layout == "session-host":
+        env.update(COMPLETER_RUNTIME_DIR=str(tmp_path / "run"), COMPLETER_ENGINE_IDLE_EXIT_S="3")
+        env.pop("COMPLETER_STANDALONE")
+    client = RawClient(SERVER_CMD, env=env, stderr=subprocess.PIPE)  # not read until the server has answered
+    try:
+        client.initialize()
+        for _ in range(2000):
+            client.send_raw(b"not json")
+        assert "result" in client.request("completer/info", timeout=30)  # raises TimeoutError: the server hung
+        assert client.proc.stderr is not None
+        _read_available(client.proc.stderr.fileno())
+        client.send_raw(b"not json")
+        assert "result" in client.request("completer/info", timeout=30)
+        said = _read_available(client.proc.stderr.fileno()).decode()
+        assert re.search(r"\(\d+ log lines left out here: stderr was not being read\)\n.*not JSON", said), said
+    finally:
+        client.close()
+    logged = (tmp_path / "lsp.log").read_text(encoding="utf-8").count("a message body that is not JSON")
+    assert logged == 2001, "the log file lost lines"
 
 
 def _rss_mb(pid: int) -> float:
