@@ -10,6 +10,7 @@ import asyncio
 import logging
 import logging.handlers
 import os
+import select
 import sys
 import threading
 from pathlib import Path
@@ -55,7 +56,7 @@ def _configure(level: str, path: Path | None, stderr: bool) -> Path | None:
         root.addHandler(handler)
         written = path
     if stderr:
-        err = logging.StreamHandler(sys.stderr)
+        err = StderrHandler(sys.stderr)
         err.setFormatter(logging.Formatter(_FORMAT))
         err.setLevel(max(numeric, logging.WARNING))
         root.addHandler(err)
@@ -66,6 +67,60 @@ def _configure(level: str, path: Path | None, stderr: bool) -> Path | None:
         if not any(isinstance(f, _HandledElsewhere) for f in noisy_logger.filters):
             noisy_logger.addFilter(_HandledElsewhere())
     return written
+
+
+class StderrHandler(logging.StreamHandler):
+    """The log's copy on stderr (warnings and errors), which never waits for its reader. An editor that does not read
+    the server's stderr let the pipe fill (64 kB, a few hundred warnings of a client's mistakes or a bad setting), and
+    the next warning blocked the server for good: nothing was answered again. A line the pipe has no room for is left
+    out (the log file has it), and the next one written says how many were."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self.left_out = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture), or closed: written as before
+            super().emit(record)
+            return
+        try:
+            text = self.format(record) + self.terminator
+            if self.left_out:
+                text = f"\n({self.left_out} log lines left out here: stderr was not being read)\n{text}"
+            if not self._write(fd, text.encode(getattr(self.stream, "encoding", None) or "utf-8", "backslashreplace")):
+                self.left_out += 1
+                return
+            self.left_out = 0
+        except Exception:  # noqa: BLE001 (as StreamHandler: logging must never take the server down)
+            self.handleError(record)
+
+    def _write(self, fd: int, data: bytes) -> bool:
+        """Write `data` in pieces a pipe takes whole or not at all, each only where there is room for it; False
+        once one had none (the line was left out, or cut)."""
+        if _room_in(fd):
+            self.stream.flush()  # what was written to the stream itself (print) comes first
+        for start in range(0, len(data), _ATOMIC_BYTES):
+            piece = data[start:start + _ATOMIC_BYTES]
+            if not _room_in(fd):
+                return False
+            while piece:
+                piece = piece[os.write(fd, piece):]
+        return True
+
+
+_ATOMIC_BYTES = getattr(select, "PIPE_BUF", 512)
+"""A write this long to a pipe with room for it (POLLOUT: a page, 4096 bytes, free) goes through whole at once."""
+
+
+def _room_in(fd: int) -> bool:
+    """Whether a write of _ATOMIC_BYTES to `fd` goes through without waiting (always, where poll is not there)."""
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLOUT for _, events in poller.poll(0))
 
 
 class _HandledElsewhere(logging.Filter):

@@ -97,15 +97,21 @@ async def next_length(reader: AsyncReader) -> int | None:
 
 
 async def read_messages(stop: Any, reader: AsyncReader, protocol: Any,
-                        error_handler: Callable[[Exception, Any], Any]) -> None:
+                        error_handler: Callable[[Exception, Any], Any],
+                        drain: Callable[[], Awaitable[None]] | None = None) -> None:
     """The server's main loop, in place of pygls' `run_async`: each message's JSON goes to the protocol;
     a frame that cannot be read, or a body that is not JSON, gets a parse error and the loop goes on.
-    `stop` is the server's threading.Event, set by `exit`."""
+    `stop` is the server's threading.Event, set by `exit`. `drain`, where the answers are written without
+    blocking (TCP), waits while those not yet taken by the client are over its transport's high-water mark: a
+    client that stops reading is not read either, as on stdio, where a write blocks, instead of having every
+    answer to what it goes on sending kept for it."""
     from pygls.exceptions import JsonRpcException
 
     from lsp.protocol import is_parse_error
 
     while not stop.is_set():
+        if drain is not None:
+            await drain()
         try:
             length = await next_length(reader)
         except BadFrame as exc:

@@ -28,6 +28,7 @@ from lsp.cli import parse_args
 from lsp.completions import (TRIGGER_CHARACTERS, LineSuggestion, Target, extending, suggested_lines,
                              wants_filter_text, with_document_tabs)
 from lsp.documents import Document, DocumentStore, PositionCodec, choose_position_encoding
+from lsp.editor_process import exit_when_gone
 from lsp.engine_socket import STANDALONE_ENV
 from lsp.exclusions import DEFAULT_EXCLUDED, DocumentExclusions, Exclusions, check_patterns
 from lsp.line_order import following_first, header_first, known_names_first
@@ -134,6 +135,8 @@ class CompleterServer(LanguageServer):
         self._handed: str | None = None  # the model path last handed to the worker (_engine_dict)
         self.log_handler = LspLogHandler(self._send_log)
         self.session_host_pid: int | None = None  # set when a session host forked this server
+        self.started_as: int | None = None  # the process the editor started, where not this one (a session's relay)
+        self._editor_watched = False  # exits once initialize's processId is gone (lsp/editor_process.py)
 
     def set_up_run(self, log_level: str, log_file: Path | None, worker_log_file: str | None,
                    shared_engine: bool) -> None:
@@ -212,6 +215,8 @@ class CompleterServer(LanguageServer):
         self.filter_text = wants_filter_text(params.client_info)
         self.index_workspace()
         self.spawn(self.boot_worker())
+        if not self._editor_watched:  # its pipes may outlive it: held by what it started, or what started it
+            self._editor_watched = exit_when_gone(params.process_id, self.started_as or os.getpid())
 
     def index_workspace(self) -> None:
         """Start indexing the workspace folders when the setting asks for it and no index runs yet; stop and
@@ -977,9 +982,10 @@ def _take_spare_server() -> CompleterServer | None:
     return server
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_host_pid: int | None = None) -> int:
-    """Run the server until the client says exit (or disconnects): in the process the editor started, or in a
-    session the session host forked for it (lsp/session_host.py)."""
+def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_host_pid: int | None = None,
+         started_as: int | None = None) -> int:
+    """Run the server until the client says exit (or disconnects, or its process is gone): in the process the editor
+    started, or in a session the session host forked for it (lsp/session_host.py) for the relay `started_as`."""
     args = parse_args(argv, prog)
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
@@ -991,6 +997,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_hos
     else:
         server.set_up_run(*run)
     server.session_host_pid = session_host_pid
+    server.started_as = started_as
     attach_lsp_handler(server.log_handler, args.log_level)
     fm = server.protocol.fm
     log.debug("handlers: %s; options: %s", ", ".join(sorted({*fm.features, *fm.builtin_features})), fm.feature_options)

@@ -136,8 +136,10 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     REQUEST_TIMEOUT_S all told."""
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     conn.settimeout(REQUEST_TIMEOUT_S)
+    relay_pid = None
     if hasattr(socket, "SO_PEERCRED"):
-        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        relay_pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                struct.calcsize("3i")))
         if uid != os.getuid():
             raise ValueError(f"a connection from uid {uid}")
     header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
@@ -147,7 +149,9 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
         (size,) = HEADER.unpack(header)
         if size > MAX_REQUEST_BYTES:
             raise ValueError(f"a request of {size} bytes")
-        return _valid_request(json.loads(_read_exactly(conn, size, deadline))), fds
+        request = _valid_request(json.loads(_read_exactly(conn, size, deadline)))
+        request["relay_pid"] = relay_pid  # the process the editor started, whose processId may name it
+        return request, fds
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -221,7 +225,8 @@ def _run_session(listener: socket.socket, conn: socket.socket, fds: list[int], r
         threading.Thread(target=_watch_relay, args=(conn,), name="relay-watch", daemon=True).start()
         from lsp.server import main
 
-        code = main(request["argv"], prog=request["prog"], session_host_pid=os.getppid())
+        code = main(request["argv"], prog=request["prog"], session_host_pid=os.getppid(),
+                    started_as=request.get("relay_pid"))
     except SystemExit as exc:  # argparse's usage errors and --help
         code = exc.code
     except BaseException:  # noqa: BLE001 (a session's crash is its own; the editor sees it on stderr)

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import sys
 import threading
-from typing import BinaryIO
+from typing import Awaitable, BinaryIO, Callable
 
 from pygls.io_ import StdinAsyncReader, StdoutWriter
 from pygls.lsp.server import LanguageServer
@@ -47,12 +47,13 @@ class StdoutOnce(StdoutWriter):
             log.warning("the client's end of stdio is gone (%s); nothing more is sent", exc)
 
 
-async def read_until_done(server: LanguageServer, reader: AsyncReader) -> None:
+async def read_until_done(server: LanguageServer, reader: AsyncReader,
+                          drain: Callable[[], Awaitable[None]] | None = None) -> None:
     """The client's messages until `exit` or the end of its input. Either way the worker is stopped while
     the loop still runs: left to asyncio.run's teardown, a client gone without `exit` had its worker
-    waited on for 5 s, killed, and restarted just before the server quit."""
+    waited on for 5 s, killed, and restarted just before the server quit. `drain`: see `read_messages`."""
     try:
-        await read_messages(server._stop_event, reader, server.protocol, server.report_server_error)
+        await read_messages(server._stop_event, reader, server.protocol, server.report_server_error, drain)
     finally:
         stop_worker = getattr(server, "shutdown_worker", None)
         if stop_worker is not None:
@@ -74,7 +75,7 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
         log.info("TCP client connected from %s; no longer listening", writer.get_extra_info("peername"))
         server.protocol.set_writer(writer)  # type: ignore[arg-type]
         try:
-            await read_until_done(server, reader)
+            await read_until_done(server, reader, writer.drain)  # answers it does not read hold its messages
         except SystemExit:  # `exit`: the session is over; raised here it would be logged as a crash
             pass
         except ConnectionError as exc:  # reset by a client that crashed: its input ended, not the server

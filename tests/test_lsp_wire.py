@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import socket
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -1025,6 +1027,117 @@ def test_a_tcp_client_that_resets_its_connection_is_one_log_line(tmp_path):
                 proc.kill()
                 proc.wait()
     assert len(_logged_lines(tmp_path / "stderr", "connection was lost")) == 1
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds now, without waiting for more."""
+    os.set_blocking(fd, False)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
+@pytest.mark.parametrize("layout", ["in-process", "session-host"])
+def test_an_editor_that_never_reads_stderr_does_not_hang_the_server(tmp_path, layout: str):
+    """Each frame that is not JSON is one warning, in the log file and on stderr. An editor that never reads the
+    server's stderr let its pipe fill after a few hundred, and the next warning blocked the server for good: no
+    request was answered again. A line stderr has no room for is left out of it, and the next line written there
+    says how many were; the log file has every one."""
+    env = server_env(COMPLETER_LOG_DIR=str(tmp_path))
+    if layout == "session-host":
+        env.update(COMPLETER_RUNTIME_DIR=str(tmp_path / "run"), COMPLETER_ENGINE_IDLE_EXIT_S="3")
+        env.pop("COMPLETER_STANDALONE")
+    client = RawClient(SERVER_CMD, env=env, stderr=subprocess.PIPE)  # not read until the server has answered
+    try:
+        client.initialize()
+        for _ in range(2000):
+            client.send_raw(b"not json")
+        assert "result" in client.request("completer/info", timeout=30)  # raises TimeoutError: the server hung
+        assert client.proc.stderr is not None
+        _read_available(client.proc.stderr.fileno())
+        client.send_raw(b"not json")
+        assert "result" in client.request("completer/info", timeout=30)
+        said = _read_available(client.proc.stderr.fileno()).decode()
+        assert re.search(r"\(\d+ log lines left out here: stderr was not being read\)\n.*not JSON", said), said
+    finally:
+        client.close()
+    logged = (tmp_path / "lsp.log").read_text(encoding="utf-8").count("a message body that is not JSON")
+    assert logged == 2001, "the log file lost lines"
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server's memory is read in /proc")
+def test_a_tcp_client_that_stops_reading_is_not_read_either():
+    """Over TCP the answers are written without blocking: a client that stopped reading them and went on sending
+    had every answer kept for it in the server (each of these echoes an id of 100 kB: 500 grew it by over 50 MB,
+    and a client flooding keystrokes grew it by 25 MB a minute). Its messages are now read as it takes the answers,
+    as on stdio, where a write blocks; once it reads again, every request is answered."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
+                time.sleep(0.1)
+        sock.settimeout(30)
+        with sock, sock.makefile("rb") as replies:
+            def answer() -> dict:
+                while True:
+                    length = None
+                    while (line := replies.readline()) not in (b"\r\n", b""):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    assert length is not None, "the server closed the connection"
+                    message = json.loads(replies.read(length))
+                    if "id" in message and "method" not in message:
+                        return message
+
+            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+            assert answer()["id"] == 1
+            before = _rss_mb(proc.pid)
+            ids = [f"{n}:{'x' * 100_000}" for n in range(500)]
+            sent: list[str] = []
+
+            def flood() -> None:
+                for msg_id in ids:
+                    sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/noSuchMethod"}))
+                    sent.append(msg_id)
+
+            sender = threading.Thread(target=flood, daemon=True)
+            sender.start()
+            progress, since = -1, time.monotonic()
+            while sender.is_alive() and time.monotonic() - since < 3:  # all sent, or the server reads no more
+                if len(sent) != progress:
+                    progress, since = len(sent), time.monotonic()
+                time.sleep(0.1)
+            grown = _rss_mb(proc.pid) - before
+            answered = {answer()["id"] for _ in ids}
+            sender.join(30)
+            assert grown < 25, f"the server grew by {grown:.0f} MB holding answers its client did not read"
+            assert answered == set(ids), "not every request was answered once the client read again"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _frames(*messages: dict) -> bytes:

@@ -129,8 +129,8 @@ def test_a_killed_editor_process_ends_its_session_and_no_other(tmp_path: Path):
 
 
 def test_a_killed_editor_process_ends_its_session_even_with_its_stderr_full(tmp_path: Path):
-    """The editor stopped reading the server's stderr, so the session is stuck writing its log there: killing
-    the editor's process still ends it."""
+    """The editor stopped reading the server's stderr, which the session then leaves lines out of rather than wait
+    (lsp/logs.py StderrHandler): killing the editor's process still ends it."""
     window = _window(tmp_path)  # stderr is a pipe this test never reads
     try:
         session = _ready(window)["server"]["pid"]
