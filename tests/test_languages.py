@@ -4,6 +4,7 @@ enabledLanguages says otherwise, while the embedded models stay with Python."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -89,6 +90,28 @@ def test_what_each_language_allows_is_kept(line, above, language):
 ])
 def test_broken_brackets_and_strings_are_refused_in_javascript(line, above):
     assert not kept(line, above, JS)
+
+
+
+def _seconds_to_read(line: str, syntax) -> float:
+    """The least of three timings of the filters reading `line` above the cursor."""
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        line_context([line], syntax)
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def test_a_line_of_many_slashes_that_open_no_regular_expression_is_read_in_one_pass():
+    """Each `/` where an operand may stand is matched as a regular expression to the line's end when it opens a
+    character class that never closes: a 30,000-character line of `(/[` took seconds to read, a hundred times a
+    line as long without the slashes, at every keystroke below it. It now costs about what that line does, and a
+    regular expression on such a line still ends where it ends."""
+    slashes, plain = "(/[" * 10_000, "(([" * 10_000
+    assert _seconds_to_read(slashes, JS) < 10 * _seconds_to_read(plain, JS)
+    read = scan(slashes + r" + (/a'/) + (/b\/c/) + 1 / 2 / (3", syntax=JS)  # the regular expressions after them
+    assert read.stack == ["(", "["] * 10_000 + ["("] and not read.broken  # hold a quote and an escaped `/`
 
 
 SHELL = syntax_for("shellscript")
