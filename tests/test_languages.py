@@ -390,6 +390,23 @@ def test_the_line_after_a_statement_over_several_lines_starts_at_the_statements_
     assert next_line_indents("  });", "function f() {\n  run(() => {\n    go();", JS) == ["  ", ""]
 
 
+def test_the_statement_a_line_ends_is_looked_for_among_the_lines_above_within_a_bounded_text():
+    """Each line further up is read again with all the lines below it, until the brackets the line closes are
+    found open: under forty lines of a thousand unclosed brackets, the search ahead after a `)` read them twenty
+    times over (more than a second) whenever the user paused. Only the last STATEMENT_CHARS characters are read,
+    now: less than reading the lines above once."""
+    above = "\n".join(["(" * 1000] * 40)
+    started = time.perf_counter()
+    scan(above, syntax=PYTHON)
+    once = time.perf_counter() - started
+    for syntax in (PYTHON, JS):
+        started = time.perf_counter()
+        next_line_indents(")", above, syntax)
+        assert time.perf_counter() - started < 5 * once
+    assert next_line_indents("         3):", "class A:\n    def f(a,\n          b,", PYTHON) == ["        "]
+    assert next_line_indents("     3);", "function f() {\n  go(1,\n     2,", JS) == ["  ", ""]  # still found
+
+
 @pytest.mark.parametrize("line,above,language,expected", [
     ("  if ready then", "function f()\n  x = 1", "lua", ["    ", "  "]),
     ("  for i = 1, #t do", "function f(t)\n  x = 1", "lua", ["    ", "  "]),
