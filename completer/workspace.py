@@ -41,6 +41,8 @@ HASH_BYTES = 8  # each line's hash, packed in a bytes object per file, for `foll
 BYTES_HEADER = 33  # a bytes object's own header
 FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
 SITES_PER_FOLLOWER = 4  # the places of one following line that are read
+COPIES_READ = 1024  # copies of the lines above looked at, in all files: past these, what follows them is known (a
+# workspace of files each one line repeated 50,000 times was looked through for seconds, holding the index's lock)
 FIRST_LINE_FILES = 3  # a first line that at least this many files (and most of them) start with is the header
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
@@ -205,13 +207,18 @@ class WorkspaceIndex:
         """Where the lines after a copy of `anchor` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER
         for each different line (it may stand at other depths there, or a file may have changed since); none
         when the anchor holds no name to find its files by, or when more than FOLLOWERS different lines follow
-        it. Reads no file: the line hashes say where the copies are (consecutive hashes, for consecutive lines)."""
+        it; only the first COPIES_READ copies are looked at. Reads no file: the line hashes say where the copies are
+        (consecutive hashes, for consecutive lines)."""
         needle = b"".join(packed_hash(line) for line in anchor)
         found: dict[bytes, list[tuple[str, int]]] = {}  # the follower's hash -> (file, line) where it follows
+        looked = 0
         for path in self.files_holding(anchor, exclude, within):
             hashes = self.line_hashes[path]
             at = hashes.find(needle)
             while 0 <= at <= len(hashes) - len(needle) - HASH_BYTES:  # a copy with a line after it
+                looked += 1
+                if looked > COPIES_READ:
+                    return [site for sites in found.values() for site in sites]
                 if at % HASH_BYTES:  # the bytes of two neighbouring hashes: look on
                     at = hashes.find(needle, at + 1)
                     continue
