@@ -585,3 +585,37 @@ def test_only_the_same_whole_text_leaves_a_document_unchanged():
     assert not store.unchanged_by("u", 3, [((0, 0, 0, 0), "")])  # a ranged edit is applied, not compared
     assert store.unchanged_by("u", 4, [(None, "x"), (None, "import os\r\nx = 1\n")])  # the text it ends with
     assert not store.unchanged_by("missing", 1, [(None, "")])
+
+
+class _CountedLines(list):
+    """A document's lines, counting the lines read one by one."""
+
+    reads = 0
+
+    def __getitem__(self, index):  # type: ignore[override]
+        _CountedLines.reads += 1
+        return super().__getitem__(index)
+
+
+def test_the_line_below_that_a_following_line_must_not_repeat_is_looked_for_near_the_cursor():
+    """The line that follows copies of the lines above goes first unless it is the next line with code below the
+    cursor. That line was looked for through every line below: a million blank lines cost 125 ms of the server's
+    loop at every keystroke above them (and header_first, on a first line, copied them all too). It is looked for
+    among the lines the engine reads below the cursor, as many as fit in MAX_CONTEXT_CHARS."""
+    from lsp.completions import LineSuggestion, Target
+    from lsp.line_order import following_first
+
+    head = ["x = compute(alpha)", "y = use(x, beta)", "x = compute(alpha)"]
+    model = [LineSuggestion("z = other()", -1.0)]
+
+    def first_line(below: list[str]) -> str:
+        document = _CountedLines([*head, "", *below])
+        target = Target("file:///a.py", len(head), 0, "", 0)
+        before = "\n".join(head) + "\n"
+        return asyncio.run(following_first(None, model, target, before, document, 3))[0].line
+
+    assert first_line(["", "w = 1"]) == "y = use(x, beta)"
+    assert first_line(["", "y = use(x, beta)"]) == "z = other()"  # the line below already: not offered again
+    _CountedLines.reads = 0
+    assert first_line([""] * 1_000_000 + ["y = use(x, beta)"]) == "y = use(x, beta)"  # far below: not the next
+    assert _CountedLines.reads < 40_000
