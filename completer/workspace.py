@@ -28,12 +28,14 @@ from itertools import accumulate, islice
 from typing import NamedTuple
 
 from .earlier_lines import MIN_FOLLOWED_CHARS, indentation, statement_start
-from .text import clean, split_lines
+from .text import OTHER_FILE_CHARS, clean, head_of_file, split_lines
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 QUERY_LINES = 40  # the lines above the cursor that say what it is about
 SNIPPET_LINES = 60  # a snippet: this many lines of another file
 SNIPPET_STRIDE = 10  # snippets start every this many lines
+SNIPPET_CHARS = OTHER_FILE_CHARS  # and hold at most the whole lines that fit in this many characters, as much as
+# the repeats search of another file: sixty lines of a generated file went whole to the worker at each keystroke
 NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
 SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
 FILE_BYTES = 200  # a file's path and its entries in the index's dicts
@@ -191,7 +193,9 @@ class WorkspaceIndex:
             self.lines[path] = names
             while len(self.lines) > LINE_INDEXES_KEPT:
                 self.lines.popitem(last=False)
-            found.append(Snippet(path, names.best_window(query)))
+            window = names.best_window(query)
+            if window:  # not a line too long to send
+                found.append(Snippet(path, window))
         return found
 
     def followers(self, anchor: Sequence[str], exclude: str | None, read: Callable[[str], str | None]
@@ -342,7 +346,10 @@ class LineNames:
 
     def best_window(self, query: set[str]) -> str:
         """The SNIPPET_LINES lines that share the most identifiers with `query` (counted per line: a window's score
-        is the sum of its lines'); the earliest of equal windows."""
+        is the sum of its lines'), the earliest of equal windows; of them, the lines that fit in SNIPPET_CHARS."""
+        return head_of_file(self._best_lines(query), SNIPPET_CHARS)
+
+    def _best_lines(self, query: set[str]) -> str:
         count = len(self.starts)
         if count <= SNIPPET_LINES:
             return self.text

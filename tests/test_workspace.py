@@ -973,6 +973,19 @@ def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
         assert index.windows(["kept.py"], query, lambda _: text) == [("kept.py", plain(text, query))]
 
 
+def test_a_window_of_long_lines_is_cut_to_what_the_repeats_search():
+    """A window was its sixty lines whatever their length: a generated file of long lines (or one minified line)
+    went whole, megabytes with every request, to the worker, whose repeats search 16,384 characters of it. A
+    window holds the whole lines of it that fit in SNIPPET_CHARS; a line longer than that is no snippet."""
+    row = ", ".join(f"table_{i} = build(column_{i})" for i in range(200))  # 5,780 characters
+    index = WorkspaceIndex(8 << 20)
+    texts = {"rows.py": (row + "\n") * 45, "one.py": row * 200, "short.py": "x = build(column_1)\n" * 100}
+    found = dict(index.windows(list(texts), {"table_1", "column_1"}, texts.get))
+    assert found["rows.py"] == (row + "\n") * 2 and len(found["rows.py"]) <= 16_384
+    assert "one.py" not in found  # one line of 1.1 MB
+    assert found["short.py"] == "x = build(column_1)\n" * 60  # sixty short lines, as before
+
+
 async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_during_it(tmp_path: Path):
     """A new line's snippets are picked once the request's search is over; a document closed meanwhile has had
     its snippets forgotten, and picking them then would read files for it and keep them."""
