@@ -117,12 +117,15 @@ def indentation(line: str) -> int:
 def _copies_followed(text: str, anchor: Sequence[str]) -> Iterator[tuple[str, str]]:
     """For each copy of the `anchor` lines in `text` (the same but for the white space around each line), its
     first line with code and the line after it (right-stripped), nearest the end first; found by the text's own
-    search for the anchor's longest line, then the lines around each hit."""
+    search for the anchor's longest line, then the lines around each hit. A line holds one hit at most that is
+    the whole line, stripped: the search goes on above the line of each hit, so that a long line holding the
+    anchor's line thousands of times (`aaaa...` above `aaaaaaaa`) is read once, not once for each."""
     longest = max(range(len(anchor)), key=lambda number: len(anchor[number]))
     needle, start = anchor[longest], len(text)
     while (start := text.rfind(needle, 0, start)) >= 0:
         line_start = text.rfind("\n", 0, start) + 1
         lines = _lines_around(text, line_start, longest, len(anchor) - longest)
+        start = line_start
         if lines is None or [line.strip() for line in lines[:-1]] != list(anchor):
             continue
         yield statement_start(lines, anchor), lines[-1].rstrip()

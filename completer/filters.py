@@ -78,6 +78,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
     i, n = 0, len(text)
     s.code_end = n
     block_comments = syntax.block_comments
+    regexes: _RegexEnds | None = None  # where regular expressions end on a line where one did not (`_RegexEnds`)
     if syntax.line_blocks and not s.triple:
         i = _past_block_start(text, 0, s, syntax)
     while i < n:
@@ -176,7 +177,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                     s.triple = f"{QUOTED}0//1"  # m/.../, which may go on over lines
                 i += 1
                 continue
-            end = _regex_end(text, i)
+            end, regexes = _regex_end(text, i, regexes)
             i = _past_name(text, end) if syntax.quote_like and end > i + 1 else end  # Perl's flags: /x/s ? a : b
             continue
         elif ch in OPENERS:
@@ -378,15 +379,73 @@ def _apostrophe(text: str, at: int, syntax: Syntax) -> bool:
     return bool(word) and word not in syntax.string_prefixes
 
 
-def _regex_end(text: str, at: int) -> int:
+def _regex_end(text: str, at: int, known: _RegexEnds | None = None) -> tuple[int, _RegexEnds | None]:
     """Where scanning goes on after the `/` at `at` in JavaScript: past a regular expression literal when one
     starts there (where an operand may stand: after an operator, an opening bracket, a keyword like `return`,
-    or first on its line) and ends on its line; else just past the `/`, a division."""
+    or first on its line) and ends on its line; else just past the `/`, a division. Also the ends `known` for
+    the rest of the line (`_RegexEnds`), worked out once a regular expression did not end on a long line."""
     before = text[max(0, at - 40):at].rstrip(" \t")
     operand_here = not before or before.endswith(("\n", "=>")) or before[-1] in _REGEX_AFTER or bool(
         _REGEX_KEYWORDS.search(before)) or (before[-1] == "!" and not _POSTFIX_BANG.search(before))
-    found = _REGEX.match(text, at) if operand_here else None
-    return found.end() if found else at + 1
+    if not operand_here:
+        return at + 1, known
+    if known is not None and known.covers(at):
+        return known.end(at), known
+    found = _REGEX.match(text, at)
+    if found is not None:
+        return found.end(), known
+    return at + 1, _RegexEnds.after_failure(text, at) or known
+
+
+RESCANNED_CHARS = 1024
+"""A regular expression that does not end on its line is matched to the line's end. Past this many characters
+left, each later `/` of the line would be matched to its end again (a line of thousands of `(/[`, each opening
+a character class that never closes, took seconds): the ends of all of them are worked out in one pass instead."""
+
+
+class _RegexEnds:
+    """Where `_REGEX` matches at each `/` of a stretch of one line end, worked out in one pass from the stretch's
+    end back: the pattern never has two ways to go on (each character is a character, an escape's start, or a
+    class's bracket), so a line of many `/` costs its length once, not once for each."""
+
+    def __init__(self, text: str, start: int, stop: int) -> None:
+        self.text, self.start, self.stop = text, start, stop
+        size = stop - start
+        outside = [-1] * (size + 2)  # per offset: where a regular expression's text from there ends, past its `/`
+        inside = [-1] * (size + 2)  # the same from inside a character class; -1: it does not end on the line
+        for k in range(size - 1, -1, -1):
+            ch = text[start + k]
+            if ch == "\\":  # and the character after it, which must be on the line
+                after = k + 2 if k + 1 < size else size
+                outside[k], inside[k] = outside[after], inside[after]
+            elif ch == "/":
+                outside[k], inside[k] = start + k + 1, inside[k + 1]
+            elif ch == "[":
+                outside[k] = inside[k] = inside[k + 1]
+            elif ch == "]":
+                outside[k] = inside[k] = outside[k + 1]
+            else:
+                outside[k], inside[k] = outside[k + 1], inside[k + 1]
+        self._outside = outside
+
+    @classmethod
+    def after_failure(cls, text: str, at: int) -> _RegexEnds | None:
+        """The ends for the rest of the line from `at`, where no regular expression ended, when more than
+        RESCANNED_CHARS are left; else None."""
+        stop = text.find("\n", at)
+        stop = len(text) if stop == -1 else stop
+        return cls(text, at, stop) if stop - at > RESCANNED_CHARS else None
+
+    def covers(self, at: int) -> bool:
+        return self.start <= at < self.stop
+
+    def end(self, at: int) -> int:
+        """`_REGEX.match(text, at).end()` for the `/` at `at`, or at + 1 where it does not match."""
+        body = at + 1  # a regular expression holds something between its slashes
+        if body >= self.stop or self.text[body] == "/":
+            return at + 1
+        found = self._outside[body - self.start]
+        return found if found != -1 else at + 1
 
 
 @dataclass(frozen=True)

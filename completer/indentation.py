@@ -89,6 +89,8 @@ def opens_block(line: str, syntax: Syntax) -> bool:
 
 
 STATEMENT_LINES = 40  # how far up a statement continued over several lines is looked for
+STATEMENT_CHARS = 4096  # and at most this long with the line it ends: each line further up is read again with all
+# those below it, and forty lines of a thousand brackets each took more than a second after each keystroke
 
 
 def statement_line(above: str, line: str, syntax: Syntax = PYTHON) -> str:
@@ -100,8 +102,12 @@ def statement_line(above: str, line: str, syntax: Syntax = PYTHON) -> str:
     closes_above = scan(line, syntax=syntax)
     if not (closes_above.broken or closes_above.overclosed):
         return line
-    lines = above.split("\n")[-STATEMENT_LINES:]
+    lines = above[-STATEMENT_CHARS:].split("\n")[-STATEMENT_LINES:]
+    size = len(line)
     for start in range(len(lines) - 1, -1, -1):
+        size += len(lines[start]) + 1
+        if size > STATEMENT_CHARS:
+            break
         state = scan("\n".join(lines[start:] + [line]), syntax=syntax)
         if not state.broken and not state.overclosed and not state.triple and (
                 not state.stack or not syntax.statements):

@@ -48,15 +48,9 @@ def known_word_first(lines: list[str], typed: str, is_known: Callable[[str], boo
 
 
 def used_in(text: str, name: str) -> bool:
-    """Whether `text` holds `name` as a whole word."""
-    start = text.find(name)
-    while start >= 0:
-        end = start + len(name)
-        if (start == 0 or not _word_char(text[start - 1])) and (end == len(text) or not _word_char(text[end])):
-            return True
-        start = text.find(name, start + 1)
-    return False
-
-
-def _word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
+    """Whether `text` holds `name` as a whole word (next to no letter, digit or underscore: `\\w` is exactly
+    those). One regular expression search, the name first so that it is looked for as fast as `str.find` does
+    (the character before it is asked after it): a step of Python per place that held it inside a longer word
+    took a third of a second per name in a megabyte of `zabczabc...`, on the server's loop, at every keystroke."""
+    escaped = re.escape(name)
+    return re.search(rf"{escaped}(?<!\w{escaped})(?!\w)", text) is not None

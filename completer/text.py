@@ -56,7 +56,12 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 def split_lines_and_breaks(text: str) -> tuple[list[str], list[str]]:
     """`split_lines(text)`, and the terminator that ended each line ("" after the last): an editor that
-    inserts "\n" after a lone "\r" has one line break there, not two."""
+    inserts "\n" after a lone "\r" has one line break there, not two. Text without a "\r" is split by `str.split`:
+    a regular expression match per line cost 0.3 s for a megabyte of blank lines, at each open and, from a client
+    that sends the whole text (ALE), twice at every keystroke."""
+    if "\r" not in text:
+        lines = text.split("\n")
+        return lines, ["\n"] * (len(lines) - 1) + [""]
     lines, breaks, start = [], [], 0
     for match in LINE_BREAK.finditer(text):
         lines.append(text[start:match.start()])

@@ -21,6 +21,7 @@ import math
 import re
 import sys
 from array import array
+from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +29,14 @@ from itertools import accumulate, islice
 from typing import NamedTuple
 
 from .earlier_lines import MIN_FOLLOWED_CHARS, indentation, statement_start
-from .text import clean, split_lines
+from .text import OTHER_FILE_CHARS, clean, head_of_file, split_lines
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 QUERY_LINES = 40  # the lines above the cursor that say what it is about
 SNIPPET_LINES = 60  # a snippet: this many lines of another file
 SNIPPET_STRIDE = 10  # snippets start every this many lines
+SNIPPET_CHARS = OTHER_FILE_CHARS  # and hold at most the whole lines that fit in this many characters, as much as
+# the repeats search of another file: sixty lines of a generated file went whole to the worker at each keystroke
 NEW_NAME_BYTES = 420  # a name no other file has: its string, its postings set and dict slot (tracemalloc)
 SHARED_NAME_BYTES = 48  # a name other files have too: a slot in its postings set and in the file's tuple
 FILE_BYTES = 200  # a file's path and its entries in the index's dicts
@@ -41,8 +44,11 @@ HASH_BYTES = 8  # each line's hash, packed in a bytes object per file, for `foll
 BYTES_HEADER = 33  # a bytes object's own header
 FOLLOWERS = 16  # distinct lines after a line, at most: past this it says little of what comes next
 SITES_PER_FOLLOWER = 4  # the places of one following line that are read
+COPIES_READ = 1024  # copies of the lines above looked at, in all files: past these, what follows them is known (a
+# workspace of files each one line repeated 50,000 times was looked through for seconds, holding the index's lock)
 FIRST_LINE_FILES = 3  # a first line that at least this many files (and most of them) start with is the header
 LINE_INDEXES_KEPT = 16  # files whose names by line are kept between requests: the files the last queries chose
+DIGITS = "0123456789"
 COMMON_WORDS = frozenset({"self", "def", "return", "import", "from", "class", "None", "True", "False", "for", "not",
                           "and", "with", "else", "elif", "while", "pass", "raise", "try", "except", "lambda", "yield",
                           "async", "await", "cls", "args", "kwargs"})
@@ -189,7 +195,9 @@ class WorkspaceIndex:
             self.lines[path] = names
             while len(self.lines) > LINE_INDEXES_KEPT:
                 self.lines.popitem(last=False)
-            found.append(Snippet(path, names.best_window(query)))
+            window = names.best_window(query)
+            if window:  # not a line too long to send
+                found.append(Snippet(path, window))
         return found
 
     def followers(self, anchor: Sequence[str], exclude: str | None, read: Callable[[str], str | None]
@@ -205,13 +213,18 @@ class WorkspaceIndex:
         """Where the lines after a copy of `anchor` stand: (file, line number) pairs, up to SITES_PER_FOLLOWER
         for each different line (it may stand at other depths there, or a file may have changed since); none
         when the anchor holds no name to find its files by, or when more than FOLLOWERS different lines follow
-        it. Reads no file: the line hashes say where the copies are (consecutive hashes, for consecutive lines)."""
+        it; only the first COPIES_READ copies are looked at. Reads no file: the line hashes say where the copies are
+        (consecutive hashes, for consecutive lines)."""
         needle = b"".join(packed_hash(line) for line in anchor)
         found: dict[bytes, list[tuple[str, int]]] = {}  # the follower's hash -> (file, line) where it follows
+        looked = 0
         for path in self.files_holding(anchor, exclude, within):
             hashes = self.line_hashes[path]
             at = hashes.find(needle)
             while 0 <= at <= len(hashes) - len(needle) - HASH_BYTES:  # a copy with a line after it
+                looked += 1
+                if looked > COPIES_READ:
+                    return [site for sites in found.values() for site in sites]
                 if at % HASH_BYTES:  # the bytes of two neighbouring hashes: look on
                     at = hashes.find(needle, at + 1)
                     continue
@@ -320,28 +333,50 @@ def identifiers_above(before: str) -> set[str]:
 
 
 class LineNames:
-    """A file's text, where each of its lines starts, and for each name in it the lines that hold it: a query's
-    best window then costs the lines its names are on, not a pass over the whole file."""
+    """A file's text, where each of its lines starts, and for each name a query asked about the lines that hold it
+    (found by a search of the text for that name, when first asked): a query's best window then costs the lines
+    its names are on. Every name of every line was indexed at first, 14 MB and 0.2 s for a megabyte of generated
+    code, for each of the LINE_INDEXES_KEPT files."""
 
     def __init__(self, text: str) -> None:
         self.text = text  # what a file read again is compared with
         lines = text.split("\n")
         self.starts = array("q", accumulate((len(line) + 1 for line in lines[:-1]), initial=0))  # one per line
-        self.holders: dict[str, list[int]] = {}
-        if len(lines) > SNIPPET_LINES:
-            for number, line in enumerate(lines):
-                for name in set(IDENTIFIER.findall(line)):
-                    self.holders.setdefault(name, []).append(number)
+        self.holders: dict[str, list[int]] = {}  # per name asked about: the lines that hold it
+
+    def lines_holding(self, name: str) -> list[int]:
+        """The numbers of the lines whose names (IDENTIFIER's matches: a run of letters, digits and underscores
+        less the digits it starts with) include `name`, in order."""
+        found = self.holders.get(name)
+        if found is None:
+            found = self.holders[name] = self._search(name) if IDENTIFIER.fullmatch(name) else []
+        return found
+
+    def _search(self, name: str) -> list[int]:
+        text, numbers = self.text, []
+        for match in re.finditer(re.escape(name) + "(?![A-Za-z0-9_])", text):  # the name first: a fast search
+            start = match.start()
+            while start and text[start - 1] in DIGITS:
+                start -= 1
+            if start and (text[start - 1].isascii() and (text[start - 1].isalpha() or text[start - 1] == "_")):
+                continue  # the end of a longer name
+            number = bisect_right(self.starts, match.start()) - 1
+            if not numbers or numbers[-1] != number:
+                numbers.append(number)
+        return numbers
 
     def best_window(self, query: set[str]) -> str:
         """The SNIPPET_LINES lines that share the most identifiers with `query` (counted per line: a window's score
-        is the sum of its lines'); the earliest of equal windows."""
+        is the sum of its lines'), the earliest of equal windows; of them, the lines that fit in SNIPPET_CHARS."""
+        return head_of_file(self._best_lines(query), SNIPPET_CHARS)
+
+    def _best_lines(self, query: set[str]) -> str:
         count = len(self.starts)
         if count <= SNIPPET_LINES:
             return self.text
         shared = [0] * count
         for name in query:
-            for number in self.holders.get(name, ()):
+            for number in self.lines_holding(name):
                 shared[number] += 1
         sums = [0, *accumulate(shared)]  # sums[i]: the lines before i
         starts = range(0, count - SNIPPET_LINES // 2, SNIPPET_STRIDE)

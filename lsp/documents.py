@@ -222,6 +222,60 @@ def _splice(doc: Document, regions: list[_Region]) -> None:
     doc.breaks[:] = breaks
 
 
+class _Below:
+    """Edits of one didChange each below the one before (a replace-all sent in the order it was made, top to
+    bottom), put in place in one pass: the document is `lines` (down to the last edit's, as the edits left them)
+    and then the document's lines from `kept` on, which no edit has reached, so that an edit's lines there are its
+    own less the lines the edits before it added. Put in one at a time, each that adds or removes lines moved every
+    line below it: five thousand in a million-line document took 1.2 s."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.breaks: list[str] = []
+        self.kept = 0  # the document's first line no edit has reached yet
+
+    def translated(self, doc: Document, rng: tuple[int, int, int, int]) -> tuple[int, int, int, int] | None:
+        """`rng` as a range of `doc`'s lines, the lines it reads (and the line before, which an edit at a line's
+        start reads too) given back to `doc` from `lines` when the last edit left them; None when it reaches
+        further up than BELOW_GIVEN_BACK lines."""
+        shift = len(self.lines) - self.kept
+        start_line, start_char, end_line, end_char = rng
+        first = min(start_line, end_line) - shift
+        if min(start_line, end_line) < 0 or first < 0:
+            return None
+        first = min(first, len(doc.lines) - 1)  # past the end: the last line, as `_clamp` reads it
+        if first == 0 and shift > 0:  # the line before it is one the edits left, which no line of `doc` can be
+            return None
+        given_back = self.kept - max(first - 1, 0)
+        if given_back > min(BELOW_GIVEN_BACK, len(self.lines)):
+            return None
+        for _ in range(given_back):
+            self.kept -= 1
+            doc.lines[self.kept] = self.lines.pop()
+            doc.breaks[self.kept] = self.breaks.pop()
+        return start_line - shift, start_char, end_line - shift, end_char
+
+    def reads_untouched(self, region: _Region) -> bool:
+        """Whether `region` (of a `translated` range) reads only lines no edit has reached."""
+        return region.first >= self.kept
+
+    def add(self, doc: Document, region: _Region) -> None:
+        self.lines += doc.lines[self.kept:region.first]
+        self.lines += region.lines
+        self.breaks += doc.breaks[self.kept:region.first]
+        self.breaks += region.breaks
+        self.kept = region.end
+
+    def finish(self, doc: Document) -> None:
+        doc.lines[:] = self.lines + doc.lines[self.kept:]
+        doc.breaks[:] = self.breaks + doc.breaks[self.kept:]
+
+
+BELOW_GIVEN_BACK = 16
+"""Lines an edit below the one before may reach up into what the edits before it left (the same line, the line
+before a line's start), and still be put in place in the same pass."""
+
+
 @dataclass
 class DocumentStore:
     """All documents the client opened, by URI, the most recently opened or edited last."""
@@ -277,19 +331,35 @@ class DocumentStore:
             log.warning("didChange for a document that is not open: %s", uri)
             return None
         run: list[_Region] = []  # edits each above the one before, found where the first left the document
+        below: _Below | None = None  # or edits each below the one before
         for rng, text in changes:
+            if below is not None:
+                translated = below.translated(doc, rng) if rng is not None else None
+                region = self._region(doc, translated, text) if translated is not None else None
+                if region is not None and below.reads_untouched(region):
+                    below.add(doc, region)
+                    continue
+                below.finish(doc)
+                below = None
             if rng is None:
                 _splice(doc, run)
                 run = []
                 doc.lines, doc.breaks = split_lines_and_breaks(text)
                 doc.in_sync = True
                 continue
-            region = self._region(doc, rng, text)
-            if run and not (max(rng[0], rng[2]) < run[-1].first and region.end <= run[-1].first):
-                _splice(doc, run)  # this edit is not above the last: it reads the document those left
+            # An edit not above the last reads the document those left: they are put in place first, before its
+            # region is found (which splits an astral character its positions fall inside: in the document as it
+            # stood, that split one on a line the edit did not touch, and the text was no longer the client's).
+            region = self._region(doc, rng, text) if not run or max(rng[0], rng[2]) < run[-1].first else None
+            if run and (region is None or region.end > run[-1].first):
+                _splice(doc, run)
                 run = []
-                region = self._region(doc, rng, text)
-            run.append(region)
+                below = _Below()  # and it may begin edits each below the one before
+                below.add(doc, self._region(doc, rng, text))
+                continue
+            run.append(region)  # type: ignore[arg-type]
+        if below is not None:
+            below.finish(doc)
         _splice(doc, run)
         doc.version = version
         doc.edits += 1

@@ -19,6 +19,12 @@ from lsp.workspace import WorkspaceFiles, context_suffixes, normal_path, path_of
 
 log = logging.getLogger(__name__)
 
+SNIPPETS_WAIT = 0.3
+"""How long a request waits for its document's snippets when it has none to take meanwhile (a document's first
+request, or the first after a file changed on disk): the pick reads and indexes by line up to eight files, which
+took 1.8 s for files of a megabyte of generated code, before the first keystroke's search even began. Past this,
+the request is searched without them, and the pick, which goes on, serves the keystrokes after it."""
+
 
 class _Server(Protocol):
     """What the lookups read from the server, as it is at each request (its index and settings change)."""
@@ -33,6 +39,7 @@ class RepositoryLookups:
     def __init__(self, server: _Server) -> None:
         self._server = server
         self._picking_snippets: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (lines above, task)
+        self._late_picks: set[asyncio.Future] = set()  # picks a request stopped waiting for: no request waits again
         self._finding_followers: dict[str, tuple[tuple, asyncio.Future]] = {}  # per document: (key, lookup)
         self._snippets_after_search: dict[str, str] = {}  # per document: the text before the cursor to pick for
 
@@ -71,7 +78,8 @@ class RepositoryLookups:
         per document while the lines above stay the same; picked again on a thread, which reads files. When only
         the lines above have changed (a new line), the request does not wait for that: it takes the document's
         snippets of the line before, which differ from the new ones by one line of the 40 they are picked for,
-        and the new ones serve the keystrokes after it. After a change to the index it waits."""
+        and the new ones serve the keystrokes after it. With none to take (a document's first request, or the first
+        after a change to the index) it waits, at most SNIPPETS_WAIT."""
         repository = self._repository(uri)
         if repository is None:
             return []
@@ -85,7 +93,16 @@ class RepositoryLookups:
                 self._snippets_after_search[uri] = before
                 return earlier
             picking = self._pick_snippets(repository, uri, before)
-        return earlier if earlier is not None else await asyncio.shield(picking[1])
+        if earlier is not None or picking[1] in self._late_picks:
+            return earlier or []
+        try:
+            return await asyncio.wait_for(asyncio.shield(picking[1]), SNIPPETS_WAIT)
+        except asyncio.TimeoutError:
+            log.debug("searching %s without the workspace's snippets: picking them takes longer than %.1f s", uri,
+                      SNIPPETS_WAIT)
+            if not picking[1].done():
+                self._late_picks.add(picking[1])
+            return []
 
     def pick_after_search(self, uri: str) -> None:
         """A request's search is over: pick the snippets it left to pick (`snippets`), unless they are
@@ -109,6 +126,7 @@ class RepositoryLookups:
 
     def _picked_snippets(self, uri: str, task: asyncio.Future) -> None:
         """A pick ended: a document closed while it ran has its snippets forgotten again (the pick kept them)."""
+        self._late_picks.discard(task)
         if self._picking_snippets.get(uri, (None, None))[1] is task:
             del self._picking_snippets[uri]
         if self._server.documents.get(uri) is None and self._server.repository is not None:

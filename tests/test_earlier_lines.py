@@ -185,3 +185,23 @@ def test_a_follower_that_would_lie_left_of_the_margin_makes_the_line_not_the_one
     assert following_line("import logging\n\n\nresult = compute_result(config)\n", "", [
         ("    result = compute_result(config)", "    return result"),
         ("    result = compute_result(config)", "def teardown():")]) is None
+
+
+class _CountedText(str):
+    """The text above the cursor, counting the searches made in it from Python."""
+
+    searches = 0
+
+    def rfind(self, *args) -> int:  # type: ignore[override]
+        _CountedText.searches += 1
+        return super().rfind(*args)
+
+
+def test_a_long_line_holding_the_line_above_many_times_is_read_once():
+    """Each place the line above stood inside a longer line was a hit, and each hit read back to its line's start
+    and on to its end: thirty thousand `a` above the line `aaaaaaaa` cost 50 ms of the server's loop at every
+    keystroke, quadratic in the line. A line holds one copy at most (its whole text), so the search goes on above
+    each hit's line; the copies found are the same."""
+    head = _CountedText("a" * 30_000 + "\naaaaaaaa\nbbbbbbbbbb\naaaaaaaa\n")
+    assert following_line(head, "") == ("bbbbbbbbbb", False)
+    assert _CountedText.searches < 20

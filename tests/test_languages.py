@@ -4,6 +4,7 @@ enabledLanguages says otherwise, while the embedded models stay with Python."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -89,6 +90,28 @@ def test_what_each_language_allows_is_kept(line, above, language):
 ])
 def test_broken_brackets_and_strings_are_refused_in_javascript(line, above):
     assert not kept(line, above, JS)
+
+
+
+def _seconds_to_read(line: str, syntax) -> float:
+    """The least of three timings of the filters reading `line` above the cursor."""
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        line_context([line], syntax)
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def test_a_line_of_many_slashes_that_open_no_regular_expression_is_read_in_one_pass():
+    """Each `/` where an operand may stand is matched as a regular expression to the line's end when it opens a
+    character class that never closes: a 30,000-character line of `(/[` took seconds to read, a hundred times a
+    line as long without the slashes, at every keystroke below it. It now costs about what that line does, and a
+    regular expression on such a line still ends where it ends."""
+    slashes, plain = "(/[" * 10_000, "(([" * 10_000
+    assert _seconds_to_read(slashes, JS) < 10 * _seconds_to_read(plain, JS)
+    read = scan(slashes + r" + (/a'/) + (/b\/c/) + 1 / 2 / (3", syntax=JS)  # the regular expressions after them
+    assert read.stack == ["(", "["] * 10_000 + ["("] and not read.broken  # hold a quote and an escaped `/`
 
 
 SHELL = syntax_for("shellscript")
@@ -365,6 +388,23 @@ def test_the_line_after_a_statement_over_several_lines_starts_at_the_statements_
     assert next_line_indents("      ready) {", "function f() {\n  if (loaded &&", JS) == ["    ", "      "]
     assert next_line_indents("\t\tb int) {", "func f() {\n\tgo func(a int,", GO) == ["\t\t", "\t\t\t"]
     assert next_line_indents("  });", "function f() {\n  run(() => {\n    go();", JS) == ["  ", ""]
+
+
+def test_the_statement_a_line_ends_is_looked_for_among_the_lines_above_within_a_bounded_text():
+    """Each line further up is read again with all the lines below it, until the brackets the line closes are
+    found open: under forty lines of a thousand unclosed brackets, the search ahead after a `)` read them twenty
+    times over (more than a second) whenever the user paused. Only the last STATEMENT_CHARS characters are read,
+    now: less than reading the lines above once."""
+    above = "\n".join(["(" * 1000] * 40)
+    started = time.perf_counter()
+    scan(above, syntax=PYTHON)
+    once = time.perf_counter() - started
+    for syntax in (PYTHON, JS):
+        started = time.perf_counter()
+        next_line_indents(")", above, syntax)
+        assert time.perf_counter() - started < 5 * once
+    assert next_line_indents("         3):", "class A:\n    def f(a,\n          b,", PYTHON) == ["        "]
+    assert next_line_indents("     3);", "function f() {\n  go(1,\n     2,", JS) == ["  ", ""]  # still found
 
 
 @pytest.mark.parametrize("line,above,language,expected", [

@@ -488,6 +488,23 @@ def _indexed_beside_lib(command: list[str], folder: Path) -> RawClient:
     return client
 
 
+def test_a_first_request_waits_for_its_snippets_a_moment_not_as_long_as_picking_them_takes(tmp_path):
+    """A document's first request waited for its snippets however long picking them took: the pick reads and
+    indexes up to eight files by line, 1.8 s for files of a megabyte of generated code, before the search began.
+    It waits SNIPPETS_WAIT at most, is searched without them, and the keystrokes meanwhile wait no more."""
+    slow = [*SLOW_SNIPPETS_SERVER[:2], SLOW_SNIPPETS_SERVER[2].replace("time.sleep(0.5)", "time.sleep(4)")]
+    client = _indexed_beside_lib(slow, tmp_path)
+    try:
+        uri = (tmp_path / "doc.py").as_uri()
+        client.open(uri, "import os\nos.pa")
+        for _ in range(2):
+            started = time.monotonic()
+            assert client.completion(uri, 1, 5)["result"]["items"]
+            assert time.monotonic() - started < 2.5
+    finally:
+        client.close()
+
+
 def _completion_at_os_pa(client: RawClient, uri: str) -> Any:
     """A completion request after `os.pa` on line 1, not waited for."""
     return client.request_nowait("textDocument/completion", {"textDocument": {"uri": uri},

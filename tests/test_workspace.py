@@ -220,6 +220,32 @@ def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     assert all(path not in index.line_hashes for path in ("m0.py",))
 
 
+class _CountedFinds(bytes):
+    """A file's line hashes, counting the searches made in them."""
+
+    finds = 0
+
+    def find(self, *args) -> int:  # type: ignore[override]
+        _CountedFinds.finds += 1
+        return super().find(*args)
+
+
+def test_the_lines_after_a_line_copied_thousands_of_times_are_found_from_its_first_copies():
+    """Every copy of the lines above was looked at, whatever their number: in a workspace of generated files each
+    one line repeated 55,000 times, each new line above cost seconds on a thread holding the index's lock (the
+    names of the answer's words wait for it on the server's loop; a keystroke took 1.5 s). The first COPIES_READ
+    copies (a thousand) now say what follows them."""
+    index = WorkspaceIndex(64 << 20)
+    texts = {f"gen{i}.py": "table = build_table(rows)\n" * 20_000 for i in range(20)}
+    for path, text in texts.items():
+        index.add(path, text)
+        index.line_hashes[path] = _CountedFinds(index.line_hashes[path])
+    _CountedFinds.finds = 0
+    assert index.followers(("table = build_table(rows)",), None, texts.get) == [
+        ("table = build_table(rows)", "table = build_table(rows)")]
+    assert _CountedFinds.finds < 2_000  # of 400,000 copies
+
+
 HEADER = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
 
 
@@ -945,6 +971,42 @@ def test_the_best_window_is_the_one_a_pass_over_every_line_finds():
         query = set(rng.sample(words, rng.randint(1, 8)))
         assert best_window(text, query) == plain(text, query)
         assert index.windows(["kept.py"], query, lambda _: text) == [("kept.py", plain(text, query))]
+
+
+def test_a_window_of_long_lines_is_cut_to_what_the_repeats_search():
+    """A window was its sixty lines whatever their length: a generated file of long lines (or one minified line)
+    went whole, megabytes with every request, to the worker, whose repeats search 16,384 characters of it. A
+    window holds the whole lines of it that fit in SNIPPET_CHARS; a line longer than that is no snippet."""
+    row = ", ".join(f"table_{i} = build(column_{i})" for i in range(200))  # 5,780 characters
+    index = WorkspaceIndex(8 << 20)
+    texts = {"rows.py": (row + "\n") * 45, "one.py": row * 200, "short.py": "x = build(column_1)\n" * 100}
+    found = dict(index.windows(list(texts), {"table_1", "column_1"}, texts.get))
+    assert found["rows.py"] == (row + "\n") * 2 and len(found["rows.py"]) <= 16_384
+    assert "one.py" not in found  # one line of 1.1 MB
+    assert found["short.py"] == "x = build(column_1)\n" * 60  # sixty short lines, as before
+
+
+def test_a_file_kept_for_its_windows_holds_the_lines_of_the_names_asked_about_only():
+    """Each of the LINE_INDEXES_KEPT files kept between picks held the lines of every name in it: 14 MB (and 0.2 s
+    to build) for a megabyte of generated code, sixteen of them outside the index's memory budget. It holds the
+    lines of the names a query asked about, found by searching the text for each, as IDENTIFIER reads names."""
+    import tracemalloc
+
+    from completer.workspace import IDENTIFIER, LineNames
+
+    text = "".join(f"v{i} = f{i}(a{i}, shared_{i % 2})\n" for i in range(25_000))
+    tracemalloc.start()
+    try:
+        names = LineNames(text)
+        window = names.best_window({"v100", "f100", "shared_0", "a200"})
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert "\nv100 = f100(a100, shared_0)\n" in window and kept < 4_000_000
+    tricky = "x1abc = abc_1(abc)\n2abc éabc abcd\n_abc 1_abc abc1 ab\n"
+    by_line = [set(IDENTIFIER.findall(line)) for line in tricky.split("\n")]
+    for name in ("abc", "abc_1", "x1abc", "_abc", "abc1", "abcd", "ab", "1_abc", "_1_abc"):
+        assert LineNames(tricky).lines_holding(name) == [n for n, held in enumerate(by_line) if name in held], name
 
 
 async def test_no_snippets_are_picked_after_the_search_for_a_document_closed_during_it(tmp_path: Path):
