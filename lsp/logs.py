@@ -11,6 +11,7 @@ import logging
 import logging.handlers
 import os
 import select
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -98,7 +99,13 @@ class StderrHandler(logging.StreamHandler):
 
     def _write(self, fd: int, data: bytes) -> bool:
         """Write `data` in pieces a pipe takes whole or not at all, each only where there is room for it; False
-        once one had none (the line was left out, or cut)."""
+        once one had none (the line was left out, or cut). Anything but a pipe or a socket (a file, a terminal)
+        takes it all, as any program's stderr would."""
+        if not _may_stall(fd):
+            self.stream.flush()
+            while data:
+                data = data[os.write(fd, data):]
+            return True
         if _room_in(fd):
             self.stream.flush()  # what was written to the stream itself (print) comes first
         for start in range(0, len(data), _ATOMIC_BYTES):
@@ -112,6 +119,17 @@ class StderrHandler(logging.StreamHandler):
 
 _ATOMIC_BYTES = getattr(select, "PIPE_BUF", 512)
 """A write this long to a pipe with room for it (POLLOUT: a page, 4096 bytes, free) goes through whole at once."""
+
+
+def _may_stall(fd: int) -> bool:
+    """Whether `fd` is a pipe or a socket, what an editor that may not read it connects stderr to: the only kinds
+    `_room_in` can tell of. macOS's poll answers POLLNVAL for a device (a terminal), and every line written to a
+    terminal there was left out; Linux's says a terminal has room where a line may not fit."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False  # closed: the write says so, as a plain StreamHandler's would
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _room_in(fd: int) -> bool:

@@ -703,3 +703,46 @@ def test_a_document_of_a_million_lines_is_split_at_the_speed_of_str_split():
     assert timings[0] < 5 * timings[1]
     assert split_lines_and_breaks("a\n\nb\n") == (["a", "", "b", ""], ["\n", "\n", "\n", ""])
     assert split_lines_and_breaks("a\r\nb\rc") == (["a", "b", "c"], ["\r\n", "\r", ""])
+
+
+def test_stderr_on_a_terminal_gets_every_line_where_poll_cannot_tell_of_devices(monkeypatch):
+    """StderrHandler leaves a line out only where stderr is a pipe or a socket that has no room for it. macOS's poll
+    answers POLLNVAL for a device: every warning of a server run in a terminal (`completer serve --tcp`) was left
+    out there. Its poll is stood in for here: POLLNVAL for a character device, as there."""
+    import logging
+    import os
+    import pty
+    import select
+    import stat
+
+    from lsp.logs import StderrHandler
+
+    real_poll = select.poll
+
+    class DarwinPoll:
+        def __init__(self) -> None:
+            self.poller, self.fds = real_poll(), []
+
+        def register(self, fd: int, events: int) -> None:
+            self.fds.append(fd)
+            self.poller.register(fd, events)
+
+        def poll(self, timeout: int) -> list[tuple[int, int]]:
+            if any(stat.S_ISCHR(os.fstat(fd).st_mode) for fd in self.fds):
+                return [(fd, select.POLLNVAL) for fd in self.fds]
+            return self.poller.poll(timeout)
+
+    monkeypatch.setattr(select, "poll", DarwinPoll)
+    master, terminal = pty.openpty()
+    try:
+        with open(terminal, "w", closefd=False) as stream:
+            handler = StderrHandler(stream)
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            for number in range(3):
+                handler.emit(logging.LogRecord("lsp", logging.WARNING, __file__, 1, "warning %d", (number,), None))
+            readable = select.select([master], [], [], 5)[0]  # none, where every line was left out
+            said = os.read(master, 4096).decode() if readable else ""
+        assert said.split() == ["warning", "0", "warning", "1", "warning", "2"] and handler.left_out == 0
+    finally:
+        os.close(master)
+        os.close(terminal)
