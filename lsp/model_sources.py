@@ -162,7 +162,9 @@ class ModelSources:
     """The server's conversions: at most one at a time, of the source the settings in effect name.
 
     `resolve` gives the model path the worker is handed: a source's bundle once it is converted, else, while it
-    is, the model the worker last loaded (`loaded`, told by the server after each load that succeeded).
+    is, the model the worker last loaded (`loaded`, told by the server after each load that succeeded), or the
+    default model where that was the bundle itself, damaged since (a worker restarted after its weights were
+    truncated under it would not load it, and the server would fall back, setting modelPath aside for good).
     `settle` is told the modelPath of the settings in effect: it stops a conversion of anything else and starts
     that source's if need be. `converted(source, error)` is awaited when a conversion ends, so the server can
     load the bundle or say why there is none."""
@@ -187,7 +189,7 @@ class ModelSources:
         if is_bundle(bundle):
             return str(bundle)
         self._start(source, bundle)
-        return self.standin
+        return self.standin if self.standin != str(bundle) else None  # damaged since it loaded: the default model
 
     def loaded(self, model_path: str | None) -> None:
         """The worker loaded `model_path` (what `resolve` gave): the model that answers while one converts."""

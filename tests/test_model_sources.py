@@ -304,6 +304,29 @@ def test_a_converted_bundle_damaged_since_is_converted_again_by_the_cli_and_the_
     assert sorted(path.name for path in (tmp_path / "converted").iterdir()) == [f".{bundle.name}.lock", bundle.name]
 
 
+def test_a_converted_bundle_damaged_under_a_running_worker_is_converted_again_not_given_up(stores, environment):
+    """The bundle the worker answers from, truncated under it (a full disk, a cleaner of caches: its memory map then
+    kills it, SIGBUS; killed here): the replacement was handed that bundle again, as the model to answer with while
+    the damaged one converted again, and could not load it; the server then fell back to the default model for good,
+    modelPath set aside and the conversion it had just started stopped. Now the default model answers while the
+    bundle is made again, and then the bundle does, modelPath as the user set it."""
+    import signal
+
+    bundle = bundle_for("acme/tiny-coder")
+    with RawClient(SERVER_CMD, env=environment) as client:
+        client.initialize({"modelPath": "acme/tiny-coder"})
+        info = _wait_for_model(client, bundle.name)[-1]
+        os.truncate(bundle / "model.onnx.data", 1000)
+        os.kill(info["server"]["worker_pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while (info := _info(client))["server"]["worker_restarts"] < 1 or info.get("model_conversion") \
+                or info.get("model") != bundle.name:
+            assert time.monotonic() < deadline and info["server"]["settings"]["modelPath"] == "acme/tiny-coder", info
+            time.sleep(0.2)
+        assert info["model_error"] is None and not _shown(client, "using the default")
+        assert _shown(client, "converted, and now answering")
+
+
 def test_the_cli_says_in_one_line_why_a_named_model_cannot_be_converted(environment, tmp_path):
     failed = _cli(environment, "info", "--model", "ollama:nothing:latest")
     assert failed.returncode == 2 and "Traceback" not in failed.stderr
