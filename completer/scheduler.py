@@ -12,6 +12,16 @@ or a background prefill of a document just opened. Each iteration
    prefill's chunk it stops, completer/preemption.py);
 4. starts the tasks that were waiting for an earlier task of the same document.
 
+Live tasks of different *owners* (the shared engine's clients: editor windows) share the model's time, not its
+iterations: an owner whose live tasks have used more than FAIR_SHARE_S of model time beyond the owner that used
+least sits out the iterations until that one catches up (`_held`). An iteration's cost is mostly the work of
+one owner (a prefill chunk of a whole context costs a dozen beam steps), so without that a window that keeps
+the engine busy, with requests it never cancels, would make each keystroke of another window wait for a chunk
+of the other's at every beam step. An owner that starts asking counts from NEW_OWNER_CREDIT_S below the least
+used of the others, so a keystroke's search, which needs less, runs alone until it is answered, and an owner
+that has kept the engine busy a long time is held no longer than that. Waiting changes no task's result: a
+call is computed the same whenever it runs.
+
 A task joins at the next iteration and leaves as soon as it finishes or is cancelled. Live requests come before
 searches run ahead, and those before prefetching: a prefetch runs only while no live request or search ahead is
 active, and a request that arrives meanwhile stops its call (`preemption`, completer/preemption.py), which runs
@@ -22,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -30,6 +40,14 @@ from typing import Any
 from .calls import ModelCall, Steps, advance
 from .preemption import MAX_STOPS, Preempted, Preemption
 from .types import CancelCheck, Cancelled
+
+
+FAIR_SHARE_S = 0.01
+"""How much more model time one owner's live tasks may have used than another owner's before they wait for it."""
+NEW_OWNER_CREDIT_S = 0.1
+"""The model time an owner that starts asking may use before the owners already at work run again beside it: more
+than a keystroke's search takes (the typing replay's p95 is under 50 ms on two CPUs, scripts/bench_lsp.py), and
+a few of a whole context's prefill chunks."""
 
 
 class Priority(IntEnum):
@@ -57,6 +75,7 @@ class Task:
     last_chunk: int = -1  # when it last ran a prefill chunk (the scheduler's counter), for turns among prefills
     stops: int = 0  # how many times its call under way was stopped (a prefetch's, completer/preemption.py)
     submitted_at: float = field(default_factory=time.perf_counter)
+    owner: Hashable | None = None  # who asked (a shared engine's client): owners' live tasks share the model's time
 
     @property
     def steps_next(self) -> bool:
@@ -71,6 +90,7 @@ class Scheduler:
         self.tasks: list[Task] = []
         self._order = itertools.count()
         self.preemption = Preemption()  # the threads that read requests stop a prefetch's call through it
+        self.used: dict[Hashable, float] = {}  # model seconds of each owner with live tasks, since it has had them
 
     def submit(self, task: Task) -> Task:
         """Add a task; it starts at once unless an earlier task of its document is still active. A task that needs
@@ -110,8 +130,10 @@ class Scheduler:
                 self._advance(task, cancel=True)
         self._start_ready()
         urgent = any(t.priority < Priority.PREFETCH for t in self.tasks)  # then no prefetch runs
+        held = self._held()
         runnable = sorted((t for t in self.tasks if t.call is not None and not (urgent and t.priority ==
-                                                                                 Priority.PREFETCH)),
+                                                                                 Priority.PREFETCH)
+                           and not (t.priority == Priority.LIVE and t.owner in held)),
                           key=lambda t: (t.priority, t.order))
         stepping = [t for t in runnable if t.steps_next]
         # The most urgent prefill chunk; among equally urgent ones, the task that ran one least recently, so a
@@ -120,12 +142,12 @@ class Scheduler:
                     default=None)
         for runtime in dict.fromkeys(t.runtime for t in stepping):  # one batch per model
             group = [t for t in stepping if t.runtime is runtime]
-            outputs = self._run(runtime, group)
+            outputs = self._timed_run(runtime, group)
             for task, output in zip(group, outputs or ()):
                 self._advance(task, output)
         if chunk is not None:
             chunk.last_chunk = next(self._order)
-            outputs = self._run(chunk.runtime, [chunk])
+            outputs = self._timed_run(chunk.runtime, [chunk])
             if outputs:
                 self._advance(chunk, outputs[0])
         self._start_ready()
@@ -140,6 +162,34 @@ class Scheduler:
         return task.result
 
     # -- internals --------------------------------------------------------------------------------
+    def _held(self) -> set[Hashable]:
+        """The owners whose live tasks sit out this iteration: those that have used more than FAIR_SHARE_S of model
+        time beyond the owner with runnable live tasks that used least. An owner new to live work starts
+        NEW_OWNER_CREDIT_S below the least used one; one with none left is forgotten."""
+        owners = {t.owner for t in self.tasks if t.priority == Priority.LIVE and t.owner is not None}
+        for owner in [o for o in self.used if o not in owners]:
+            del self.used[owner]
+        start = min(self.used.values(), default=0.0) - NEW_OWNER_CREDIT_S
+        for owner in owners:
+            self.used.setdefault(owner, start)
+        running = {t.owner for t in self.tasks if t.priority == Priority.LIVE and t.owner is not None
+                   and t.call is not None}
+        if len(running) < 2:
+            return set()
+        least = min(self.used[owner] for owner in running)
+        return {owner for owner in running if self.used[owner] > least + FAIR_SHARE_S}
+
+    def _timed_run(self, runtime: Any, tasks: list[Task]) -> list[Any] | None:
+        """`_run`, its time counted to the owners of the live tasks among `tasks`, in equal shares."""
+        started = time.perf_counter()
+        try:
+            return self._run(runtime, tasks)
+        finally:
+            share = (time.perf_counter() - started) / len(tasks)
+            for task in tasks:
+                if task.priority == Priority.LIVE and task.owner in self.used:
+                    self.used[task.owner] += share
+
     def _run(self, runtime: Any, tasks: list[Task]) -> list[Any] | None:
         """The tasks' calls in one batch; None when it failed, which fails each of these tasks (the reason thrown
         at the call each waits on), not the scheduler, or when a request stopped a prefetch's call, which the

@@ -25,7 +25,9 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
 Completions are tasks of the engine's scheduler (completer/scheduler.py): every active search, of every client
 and document, advances one beam step per iteration, in one batched call where the model has a batched graph,
 and a long prefill runs in chunks between iterations. A completion joins at the next iteration and its reply
-goes out as soon as it finishes; the other jobs are answered as they arrive. A reader thread drains each
+goes out as soon as it finishes; the other jobs are answered as they arrive. Each task names its client as its
+owner, so the clients' live searches share the model's time: one that keeps the engine busy waits while another's
+keystroke is searched (completer/scheduler.py). A reader thread drains each
 client's channel continuously so a cancel arrives while a search is running; the scheduler asks for it at
 every iteration.
 
@@ -351,7 +353,7 @@ class Worker:
 
         client.completions.add(job_id)
         task = Task(steps(), Priority.LIVE, document, engine.runtime,
-                    is_cancelled=lambda: self.is_cancelled(client, job_id), on_done=done)
+                    is_cancelled=lambda: self.is_cancelled(client, job_id), on_done=done, owner=client.id)
         if foreseen:
             self._waiting_for_ahead[task] = (engine, (request["before"], after, request["below"], request["others"]))
         self.scheduler.submit(task)
@@ -401,7 +403,7 @@ class Worker:
 
         task = self._ahead_tasks[document] = Task(ahead_steps(), Priority.AHEAD, document, engine.runtime,
                                                   is_cancelled=lambda: self.is_cancelled(client, None),
-                                                  on_done=ahead_done)
+                                                  on_done=ahead_done, owner=client.id)
         self.scheduler.submit(task)
 
     def _prefill_next(self) -> None:
@@ -419,7 +421,8 @@ class Worker:
             return (yield from engine.prefill_steps(document, text))
 
         self.scheduler.submit(Task(prefill_steps(), Priority.PREFETCH, document, engine.runtime,
-                                   is_cancelled=lambda: self.is_cancelled(client, None), on_done=_log_failure))
+                                   is_cancelled=lambda: self.is_cancelled(client, None), on_done=_log_failure,
+                                   owner=client.id))
 
     def send(self, client: Client, reply: dict[str, Any]) -> None:
         """Write a reply. A shared engine's client that stops reading is cut off once a write has waited

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from completer import scheduler as scheduler_module
 from completer.calls import ModelCall
 from completer.engine import Engine
 from completer.scheduler import Priority, Scheduler, Task
@@ -32,9 +34,11 @@ def solo_answers(path: Path, cursors: list[tuple[int, int]]) -> list[list[tuple[
             for k, c in enumerate(cursors)]
 
 
-def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -> tuple[list, list[int]]:
+def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int, owners: int = 0
+                        ) -> tuple[list, list[int]]:
     """The same cursors as tasks of one scheduler, submitted at random iterations, so they join and leave the
-    batch at different steps; also the sizes of the batched calls it ran."""
+    batch at different steps; also the sizes of the batched calls it ran. With `owners`, the tasks are asked by
+    that many owners in turn, whose share of the model's time holds some of them back at some iterations."""
     engine = Engine(EngineSettings(model_path=str(path)))
     scheduler = Scheduler()
     rng = random.Random(seed)
@@ -47,7 +51,8 @@ def interleaved_answers(path: Path, cursors: list[tuple[int, int]], seed: int) -
                 if pending:
                     k, cursor = pending.pop()
                     steps = engine.complete_steps(f"file:///mixed{k}.py", cursor_text(*cursor), "")
-                    tasks[k] = scheduler.submit(Task(steps, Priority.LIVE, f"mixed{k}", engine.runtime))
+                    tasks[k] = scheduler.submit(Task(steps, Priority.LIVE, f"mixed{k}", engine.runtime,
+                                                     owner=k % owners if owners else None))
             scheduler.iterate()
     answers = []
     for k in range(len(cursors)):
@@ -61,6 +66,14 @@ def test_interleaved_searches_answer_exactly_as_alone_in_fp32(fp32_bundle_dir: P
     alone = solo_answers(fp32_bundle_dir, CURSORS)
     together, sizes = interleaved_answers(fp32_bundle_dir, CURSORS, seed)
     assert max(sizes) >= 3, "searches shared batched calls"
+    for mine, theirs in zip(together, alone):
+        assert [line for line, _ in mine] == [line for line, _ in theirs]
+        assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-3)
+
+
+def test_searches_held_back_by_their_owners_share_answer_exactly_as_alone_in_fp32(fp32_bundle_dir: Path):
+    alone = solo_answers(fp32_bundle_dir, CURSORS)
+    together, _ = interleaved_answers(fp32_bundle_dir, CURSORS, 4, owners=3)
     for mine, theirs in zip(together, alone):
         assert [line for line, _ in mine] == [line for line, _ in theirs]
         assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], abs=1e-3)
@@ -249,3 +262,73 @@ def test_the_throughput_benchmark_sorts_calls_by_what_they_hold():
     assert costs == {"one_search_step": 3.0, "one_search_step_calls": 2, "all_searches_step": 7.5,
                      "all_searches_step_per_search": 2.5, "all_searches_step_calls": 2}
     assert step_costs([], [], 3)["one_search_step"] is None
+
+
+
+def _recorded(scheduler: Scheduler) -> list[tuple[list, float]]:
+    """Each model call the scheduler runs from now on: the owners of its tasks, and its seconds."""
+    log: list[tuple[list, float]] = []
+    run = scheduler._run
+
+    def recording(runtime, tasks):
+        started = time.perf_counter()
+        try:
+            return run(runtime, tasks)
+        finally:
+            log.append(([task.owner for task in tasks], time.perf_counter() - started))
+
+    scheduler._run = recording
+    return log
+
+
+def _flood(engine: Engine, scheduler: Scheduler, name: str) -> Task:
+    """Owner "flood"'s search at the end of a long document new to the engine, its prefill begun."""
+    flood = scheduler.submit(Task(engine.complete_steps(f"file:///{name}.py", SAMPLE_TEXT * 12, ""), Priority.LIVE,
+                                  name, engine.runtime, owner="flood"))
+    for _ in range(3):
+        scheduler.iterate()
+    assert flood.call is not None and flood.call.is_prefill
+    return flood
+
+
+def test_an_owner_that_keeps_the_engine_busy_does_not_slow_another_owners_keystroke(engine: Engine, monkeypatch):
+    """Owner "flood" has a long prefill under way; owner "typist"'s keystroke, which needs much less model time
+    than NEW_OWNER_CREDIT_S, then runs alone until it is answered: its beam steps do not each wait for a chunk
+    of the flood's, which goes on once the keystroke is answered."""
+    monkeypatch.setattr(scheduler_module, "NEW_OWNER_CREDIT_S", 1.0)  # far more than a keystroke on any machine
+    scheduler = Scheduler()
+    log = _recorded(scheduler)
+    flood = _flood(engine, scheduler, "flooding")
+    engine.prefill("file:///keystroke.py", SAMPLE_TEXT)
+    keystroke = engine.complete_steps("file:///keystroke.py", SAMPLE_TEXT + "\nimport os\nimport sy", "")
+    typed = scheduler.submit(Task(keystroke, Priority.LIVE, "keystroke", engine.runtime, owner="typist"))
+    before = len(log)
+    while not typed.done:
+        scheduler.iterate()
+    assert typed.error is None and typed.result.suggestions
+    beside = [owners for owners, _ in log[before:] if "flood" in owners]
+    assert len(beside) <= 1, f"the flood ran {len(beside)} calls beside one keystroke"
+    scheduler.run_until_done(flood)
+    assert flood.result.new_tokens > 500
+
+
+def test_an_owner_that_kept_the_engine_busy_waits_only_its_share_for_a_new_one(engine: Engine, monkeypatch):
+    """However long owner "flood" has kept the engine busy, an owner that starts asking gets only its share
+    ahead of it (here no credit, so FAIR_SHARE_S and one call): a long paste of the other owner does not hold
+    the flood back until the paste is done."""
+    monkeypatch.setattr(scheduler_module, "NEW_OWNER_CREDIT_S", 0.0)
+    scheduler = Scheduler()
+    log = _recorded(scheduler)
+    flood = _flood(engine, scheduler, "flooded")
+    scheduler.used["flood"] += 10.0  # as after ten seconds of model time with live searches all along
+    pasted = scheduler.submit(Task(engine.complete_steps("file:///paste.py", SAMPLE_TEXT * 12, ""), Priority.LIVE,
+                                   "paste", engine.runtime, owner="typist"))
+    before = len(log)
+    while "flood" not in [owner for owners, _ in log[before:] for owner in owners]:
+        scheduler.iterate()
+    assert not pasted.done, "the flood waited for all of the other owner's paste"
+    ahead = sum(seconds for owners, seconds in log[before:-1])
+    assert ahead <= scheduler_module.FAIR_SHARE_S + max(seconds for _, seconds in log[before:])
+    while scheduler.busy:
+        scheduler.iterate()
+    assert flood.error is None and pasted.error is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import socket
 import sys
 import time
@@ -196,4 +197,44 @@ def test_info_says_private_worker_when_the_shared_engine_could_not_be_reached(tm
         assert info["engine"]["shared"] is False  # the worker says it is private
         assert info["server"]["shared_engine"] is False, "reported as on the shared engine"
     finally:
+        window.close()
+
+
+def _answer_times(client: RawClient, uri: str) -> list[float]:
+    """Open `uri` with the sample, ask at its first cursor of POSITIONS (its context computed, as the background
+    prefill does while the user pauses), then at the others one after another: the seconds each took."""
+    client.open(uri, SAMPLE_TEXT)
+    assert _lines(client.completion(uri, *POSITIONS[0], timeout=120))
+    times = []
+    for line, column in POSITIONS[1:]:
+        started = time.monotonic()
+        assert "result" in client.completion(uri, line, column, timeout=120)
+        times.append(time.monotonic() - started)
+    return times
+
+
+def test_a_window_that_floods_the_engine_does_not_slow_another_windows_answers(tmp_path: Path):
+    """A window that asks at hundreds of cursors of a long file and cancels none (a buggy plugin, a script) keeps
+    the engine busy for minutes, each of its searches prefilling a whole context. Another window's requests
+    meanwhile are answered about as fast as alone: the windows' searches share the model's time
+    (completer/scheduler.py), so a request's beam steps do not each wait for a chunk of the flood's prefills."""
+    lines = (REPO / "lsp" / "worker.py").read_text(encoding="utf-8").split("\n")
+    cursors = [(i, len(text)) for i, text in enumerate(lines) if text.strip() and i > 100]
+    window = _server(tmp_path)
+    flood = _server(tmp_path)
+    try:
+        _ready(window)
+        _ready(flood)
+        alone = _answer_times(window, "file:///work/alone.py")
+        flood.open("file:///work/flood.py", "\n".join(lines))
+        params = [{"textDocument": {"uri": "file:///work/flood.py"}, "position": {"line": line, "character": column}}
+                  for line, column in random.Random(7).sample(cursors, 300)]
+        ids = [flood.request_nowait("textDocument/completion", p) for p in params]
+        flood.wait(ids[0], timeout=60)  # the engine is at it; its server forwards the others as it reads them
+        time.sleep(1.0)
+        flooded = _answer_times(window, "file:///work/flooded.py")
+        assert len(flood.responses) < len(ids) - 100, "the flood was over before the other window asked"
+        assert sum(flooded) < 4 * sum(alone) + 0.5, f"answered in {flooded} s beside the flood, {alone} s alone"
+    finally:
+        flood.close()
         window.close()
