@@ -76,6 +76,24 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, not reaped yet by a parent that is not the test, has ended), by /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def gone_within(pid: int, timeout: float) -> bool:
+    """Whether `pid` ends within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process_alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def workspace_server(root: Path, **settings: Any) -> Any:
     """The real server over a RawClient, with `root` as its workspace folder and `settings`, once its worker has
     loaded the model."""

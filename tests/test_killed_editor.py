@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lsp.rawclient import RawClient
-from lsp_support import SAMPLE_TEXT, server_env
+from lsp_support import SAMPLE_TEXT, gone_within, server_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="processes are looked at in /proc")
 
@@ -21,22 +21,6 @@ EDITOR = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-m', 
 """An editor that starts the server on its own stdin and stdout, which the test holds too (as a launcher that made
 the pipes, or a process the editor started that inherited them, would): killing it does not end the server's input."""
 IDLE_EXIT_S = 3
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
-def _gone_within(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _children(pid: int) -> list[int]:
@@ -79,13 +63,13 @@ def test_a_killed_editor_whose_pipes_stay_open_leaves_no_process_behind(tmp_path
         assert server["shared_engine"] is not standalone and (server["pid"] == started) is standalone
         client.proc.kill()  # SIGKILL: no shutdown, no exit, and the test still holds the server's stdin open
         client.proc.wait()
-        assert _gone_within(server["pid"], 10), "the server outlived its editor"
-        assert _gone_within(started, 10), "the process the editor started outlived it"
+        assert gone_within(server["pid"], 10), "the server outlived its editor"
+        assert gone_within(started, 10), "the process the editor started outlived it"
         if standalone:
-            assert _gone_within(server["worker_pid"], 10), "the private worker outlived the server"
+            assert gone_within(server["worker_pid"], 10), "the private worker outlived the server"
         else:
-            assert _gone_within(server["worker_pid"], IDLE_EXIT_S + 10), "the engine did not exit once idle"
-            assert _gone_within(server["session_host_pid"], IDLE_EXIT_S + 10), "the session host did not exit"
+            assert gone_within(server["worker_pid"], IDLE_EXIT_S + 10), "the engine did not exit once idle"
+            assert gone_within(server["session_host_pid"], IDLE_EXIT_S + 10), "the session host did not exit"
     finally:
         client.close()
 

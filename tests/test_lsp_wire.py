@@ -3,6 +3,7 @@ client (typed clients refuse to send it), plus the TCP transport. Every request 
 one response and the server must go on serving."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -15,13 +16,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 import pytest
 
 from completer.text import split_lines
 from lsp.rawclient import RawClient
-from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, server_env
+from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, process_alive, server_env
 
 URI = "file:///work/sample.py"
 
@@ -553,9 +554,10 @@ def test_an_edit_while_the_other_files_lines_are_awaited_makes_the_answer_stale(
         client.close()
 
 
-def test_an_edit_read_with_the_request_before_it_ran_makes_it_stale():
-    """Over TCP the messages that came together are read at once, before the request's handler runs: it was
-    searched at its position in the text after the edit, which it was never sent for."""
+@contextlib.contextmanager
+def _tcp_server() -> Iterator[tuple[subprocess.Popen, socket.socket]]:
+    """A server on loopback TCP (`--tcp`) and a connection to it, reads timing out after 30 s; the server is killed
+    after."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -565,48 +567,61 @@ def test_an_edit_read_with_the_request_before_it_ran_makes_it_stale():
         deadline = time.monotonic() + 20
         while True:
             try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
                 break
             except OSError:
                 assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
                 time.sleep(0.1)
-        with sock, sock.makefile("rb") as replies:
-            def answer(msg_id: int) -> dict:
-                while True:
-                    length = None
-                    while (line := replies.readline()) not in (b"\r\n", b""):
-                        if line.lower().startswith(b"content-length:"):
-                            length = int(line.split(b":")[1])
-                    assert length is not None, "the server closed the connection"
-                    message = json.loads(replies.read(length))
-                    if message.get("id") == msg_id and "method" not in message:
-                        return message
-
-            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}},
-                                 {"jsonrpc": "2.0", "method": "initialized", "params": {}}))
-            answer(1)
-            deadline = time.monotonic() + 30
-            for msg_id in itertools.count(2):
-                sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/info"}))
-                info = answer(msg_id)["result"]
-                if info.get("model") and info["server"]["worker_pid"]:
-                    break
-                assert time.monotonic() < deadline, "worker never became ready"
-                time.sleep(0.05)
-            uri = "file:///work/tcp.py"
-            request = {"jsonrpc": "2.0", "id": 100, "method": "textDocument/completion",
-                       "params": {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 5}}}
-            sock.sendall(_frames({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-                "uri": uri, "languageId": "python", "version": 1, "text": "import os\nos.pa"}}}, request,
-                _typed_over(uri)))
-            assert answer(100).get("error", {}).get("code") == -32801, "answered for `os.ge`"  # ContentModified
-            sock.sendall(_frames({**request, "id": 101}))
-            items = answer(101)["result"]["items"]
-            assert items and all(item["textEdit"]["newText"].startswith("os.ge") for item in items), items
+        sock.settimeout(30)
+        with sock:
+            yield proc, sock
     finally:
         proc.kill()
         proc.wait()
+
+
+def _next_message(replies: BinaryIO) -> dict:
+    """The next message the server wrote, read from a TCP connection's file."""
+    length = None
+    while (line := replies.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    assert length is not None, "the server closed the connection"
+    return json.loads(replies.read(length))
+
+
+def test_an_edit_read_with_the_request_before_it_ran_makes_it_stale():
+    """Over TCP the messages that came together are read at once, before the request's handler runs: it was
+    searched at its position in the text after the edit, which it was never sent for."""
+    with _tcp_server() as (proc, sock), sock.makefile("rb") as replies:
+        def answer(msg_id: int) -> dict:
+            while True:
+                message = _next_message(replies)
+                if message.get("id") == msg_id and "method" not in message:
+                    return message
+
+        sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+                             {"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        answer(1)
+        deadline = time.monotonic() + 30
+        for msg_id in itertools.count(2):
+            sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/info"}))
+            info = answer(msg_id)["result"]
+            if info.get("model") and info["server"]["worker_pid"]:
+                break
+            assert time.monotonic() < deadline, "worker never became ready"
+            time.sleep(0.05)
+        uri = "file:///work/tcp.py"
+        request = {"jsonrpc": "2.0", "id": 100, "method": "textDocument/completion",
+                   "params": {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 5}}}
+        sock.sendall(_frames({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": uri, "languageId": "python", "version": 1, "text": "import os\nos.pa"}}}, request,
+            _typed_over(uri)))
+        assert answer(100).get("error", {}).get("code") == -32801, "answered for `os.ge`"  # ContentModified
+        sock.sendall(_frames({**request, "id": 101}))
+        items = answer(101)["result"]["items"]
+        assert items and all(item["textEdit"]["newText"].startswith("os.ge") for item in items), items
 
 
 def test_notifications_leave_nothing_behind(raw: RawClient):
@@ -639,9 +654,9 @@ def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: Raw
     raw.notify("exit")
     assert raw.proc.wait(10) == 1
     deadline = time.monotonic() + 5
-    while _alive(worker) and time.monotonic() < deadline:
+    while process_alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(worker)
+    assert not process_alive(worker)
 
 
 def test_a_client_gone_without_exit_stops_the_worker_and_starts_no_other():
@@ -656,20 +671,12 @@ def test_a_client_gone_without_exit_stops_the_worker_and_starts_no_other():
         assert client.proc.stdin is not None
         client.proc.stdin.close()
         assert client.proc.wait(10) == 1
-        assert not _alive(worker)
+        assert not process_alive(worker)
         logged = "".join(p.read_text() for p in Path(log_dir).glob("*.log"))
         assert "exited" in logged and "restarting" not in logged and "died" not in logged
     finally:
         if client.proc.poll() is None:
             client.proc.kill()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_tcp_transport_binds_loopback_only_and_serves_one_client():
@@ -1101,60 +1108,37 @@ def test_a_tcp_client_that_stops_reading_is_not_read_either():
     had every answer kept for it in the server (each of these echoes an id of 100 kB: 500 grew it by over 50 MB,
     and a client flooding keystrokes grew it by 25 MB a minute). Its messages are now read as it takes the answers,
     as on stdio, where a write blocks; once it reads again, every request is answered."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", str(port)], env=server_env(),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "TCP server did not come up"
-                time.sleep(0.1)
-        sock.settimeout(30)
-        with sock, sock.makefile("rb") as replies:
-            def answer() -> dict:
-                while True:
-                    length = None
-                    while (line := replies.readline()) not in (b"\r\n", b""):
-                        if line.lower().startswith(b"content-length:"):
-                            length = int(line.split(b":")[1])
-                    assert length is not None, "the server closed the connection"
-                    message = json.loads(replies.read(length))
-                    if "id" in message and "method" not in message:
-                        return message
+    with _tcp_server() as (proc, sock), sock.makefile("rb") as replies:
+        def answer() -> dict:
+            while True:
+                message = _next_message(replies)
+                if "id" in message and "method" not in message:
+                    return message
 
-            sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                  "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
-            assert answer()["id"] == 1
-            before = _rss_mb(proc.pid)
-            ids = [f"{n}:{'x' * 100_000}" for n in range(500)]
-            sent: list[str] = []
+        sock.sendall(_frames({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"processId": None, "rootUri": None, "capabilities": {}}}))
+        assert answer()["id"] == 1
+        before = _rss_mb(proc.pid)
+        ids = [f"{n}:{'x' * 100_000}" for n in range(500)]
+        sent: list[str] = []
 
-            def flood() -> None:
-                for msg_id in ids:
-                    sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/noSuchMethod"}))
-                    sent.append(msg_id)
+        def flood() -> None:
+            for msg_id in ids:
+                sock.sendall(_frames({"jsonrpc": "2.0", "id": msg_id, "method": "completer/noSuchMethod"}))
+                sent.append(msg_id)
 
-            sender = threading.Thread(target=flood, daemon=True)
-            sender.start()
-            progress, since = -1, time.monotonic()
-            while sender.is_alive() and time.monotonic() - since < 3:  # all sent, or the server reads no more
-                if len(sent) != progress:
-                    progress, since = len(sent), time.monotonic()
-                time.sleep(0.1)
-            grown = _rss_mb(proc.pid) - before
-            answered = {answer()["id"] for _ in ids}
-            sender.join(30)
-            assert grown < 25, f"the server grew by {grown:.0f} MB holding answers its client did not read"
-            assert answered == set(ids), "not every request was answered once the client read again"
-    finally:
-        proc.kill()
-        proc.wait()
+        sender = threading.Thread(target=flood, daemon=True)
+        sender.start()
+        progress, since = -1, time.monotonic()
+        while sender.is_alive() and time.monotonic() - since < 3:  # all sent, or the server reads no more
+            if len(sent) != progress:
+                progress, since = len(sent), time.monotonic()
+            time.sleep(0.1)
+        grown = _rss_mb(proc.pid) - before
+        answered = {answer()["id"] for _ in ids}
+        sender.join(30)
+        assert grown < 25, f"the server grew by {grown:.0f} MB holding answers its client did not read"
+        assert answered == set(ids), "not every request was answered once the client read again"
 
 
 def _frames(*messages: dict) -> bytes:

@@ -20,7 +20,7 @@ from lsprotocol import types
 
 from lsp.rawclient import RawClient
 from lsp.session_host import _valid_request
-from lsp_support import SAMPLE_TEXT, server_env
+from lsp_support import SAMPLE_TEXT, gone_within, server_env
 from test_shared_engine import COLUMN, LINE, URI, _info, _lines, _ready
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the session host runs on Linux")
@@ -58,23 +58,6 @@ def _planted_host(runtime: Path) -> tuple[socket.socket, Path]:
     return listener, path
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1] != "Z"
-
-
-def _gone_within(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_windows_are_sessions_of_one_host_and_answer_as_a_server_in_its_own_process(tmp_path: Path,
                                                                                   fp32_bundle_dir: Path):
     model = str(fp32_bundle_dir)
@@ -102,7 +85,7 @@ def test_windows_are_sessions_of_one_host_and_answer_as_a_server_in_its_own_proc
         codes = [window.close() for window in [*windows, alone]]
     assert codes == [0, 0, 0], "shutdown then exit: code 0, through the relay too"
     host = hosts.pop()
-    assert _gone_within(host, 15), "the host outlived its last session by far more than 3 s"
+    assert gone_within(host, 15), "the host outlived its last session by far more than 3 s"
     assert not _sessions_socket(tmp_path).exists()
 
 
@@ -111,7 +94,7 @@ def test_exit_without_shutdown_is_code_1_through_the_relay(tmp_path: Path):
     session = _ready(window)["server"]["pid"]
     window.notify("exit")
     assert window.proc.wait(10) == 1
-    assert _gone_within(session, 5)
+    assert gone_within(session, 5)
 
 
 def test_a_killed_editor_process_ends_its_session_and_no_other(tmp_path: Path):
@@ -120,7 +103,7 @@ def test_a_killed_editor_process_ends_its_session_and_no_other(tmp_path: Path):
         session = _ready(killed)["server"]["pid"]
         _ready(kept)
         killed.proc.kill()  # the editor gives up on the process it started; it may keep the pipes open
-        assert _gone_within(session, 2.0), "the session outlived the editor's process"
+        assert gone_within(session, 2.0), "the session outlived the editor's process"
         kept.open(URI.format(0), SAMPLE_TEXT)
         assert _lines(kept.completion(URI.format(0), LINE, COLUMN, timeout=60))
     finally:
@@ -138,7 +121,7 @@ def test_a_killed_editor_process_ends_its_session_even_with_its_stderr_full(tmp_
             window.send_raw(b"not json")
         time.sleep(1.0)
         window.proc.kill()
-        assert _gone_within(session, 2.0), "the session outlived the editor's process"
+        assert gone_within(session, 2.0), "the session outlived the editor's process"
     finally:
         window.close()
 
@@ -307,7 +290,7 @@ def test_a_killed_host_leaves_its_sessions_running_and_is_replaced(tmp_path: Pat
     try:
         host = _ready(first)["server"]["session_host_pid"]
         os.kill(host, signal.SIGKILL)
-        assert _gone_within(host, 5)
+        assert gone_within(host, 5)
         first.open(URI.format(0), SAMPLE_TEXT)
         assert _lines(first.completion(URI.format(0), LINE, COLUMN, timeout=60)), "the session outlives its host"
         second = _window(tmp_path)
