@@ -76,6 +76,17 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def counting(base: type, method: str) -> type:
+    """A subclass of `base` whose `method` counts its calls in the class's `calls`: the work a search did in a text,
+    for tests that bound it where a time would be flaky."""
+    def counted(self: Any, *args: Any) -> Any:
+        counter.calls += 1
+        return getattr(base, method)(self, *args)
+
+    counter = type(f"Counting{base.__name__.title()}", (base,), {method: counted, "calls": 0})
+    return counter
+
+
 def process_alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie, not reaped yet by a parent that is not the test, has ended), by /proc."""
     try:

@@ -6,6 +6,7 @@ from completer.answer import LineOffer, offer_earlier_line
 from completer.earlier_lines import anchor_above, earlier_line, following_line
 from completer.filters import line_context
 from completer.types import SOURCE_EARLIER_LINE, SOURCE_WORKSPACE_LINE
+from lsp_support import counting
 
 HEAD = "x = load(path)\ny = save(path)\n    x = load(other)  \n\nx\n"
 
@@ -187,21 +188,12 @@ def test_a_follower_that_would_lie_left_of_the_margin_makes_the_line_not_the_one
         ("    result = compute_result(config)", "def teardown():")]) is None
 
 
-class _CountedText(str):
-    """The text above the cursor, counting the searches made in it from Python."""
-
-    searches = 0
-
-    def rfind(self, *args) -> int:  # type: ignore[override]
-        _CountedText.searches += 1
-        return super().rfind(*args)
-
-
 def test_a_long_line_holding_the_line_above_many_times_is_read_once():
     """Each place the line above stood inside a longer line was a hit, and each hit read back to its line's start
     and on to its end: thirty thousand `a` above the line `aaaaaaaa` cost 50 ms of the server's loop at every
     keystroke, quadratic in the line. A line holds one copy at most (its whole text), so the search goes on above
     each hit's line; the copies found are the same."""
-    head = _CountedText("a" * 30_000 + "\naaaaaaaa\nbbbbbbbbbb\naaaaaaaa\n")
+    counted = counting(str, "rfind")
+    head = counted("a" * 30_000 + "\naaaaaaaa\nbbbbbbbbbb\naaaaaaaa\n")
     assert following_line(head, "") == ("bbbbbbbbbb", False)
-    assert _CountedText.searches < 20
+    assert counted.calls < 20

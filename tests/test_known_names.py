@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from completer.known_names import known_word_first, used_in
+from lsp_support import counting
 
 KNOWN = {"compute_total", "payload"}
 
@@ -45,22 +46,13 @@ def test_used_in_finds_whole_words_only():
     assert used_in("a.total(", "total")
 
 
-class _CountedStr(str):
-    """A text that counts the searches made in it from Python."""
-
-    finds = 0
-
-    def find(self, *args) -> int:  # type: ignore[override]
-        _CountedStr.finds += 1
-        return super().find(*args)
-
-
 def test_a_name_held_inside_many_longer_words_is_looked_for_in_one_search():
     """Each place a name stood inside a longer word cost a step of Python: in a megabyte of `zabczabc...` a third
     of a second per name of the answer, on the server's loop, at every keystroke. The whole text is now searched in
     one go, with the same verdicts: a letter of any script, a digit or an underscore next to it makes another word."""
-    text = _CountedStr("zabc" * 250_000 + " zabc_1 abcé éabc 1abc")
-    assert not used_in(text, "abc") and _CountedStr.finds < 10
+    counted = counting(str, "find")
+    text = counted("zabc" * 250_000 + " zabc_1 abcé éabc 1abc")
+    assert not used_in(text, "abc") and counted.calls < 10
     assert used_in(text + " (abc)", "abc") and used_in("abc", "abc") and used_in("é abc", "abc")
 
 

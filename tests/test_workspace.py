@@ -25,7 +25,7 @@ from lsp.server import EDIT_INDEX_DELAY, CompleterServer
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, REPO, SERVER_CMD, \
     server_env
-from lsp_support import lines_beside_other_file as _lines, workspace_server as _server
+from lsp_support import counting, lines_beside_other_file as _lines, workspace_server as _server
 
 
 def _index(root: Path, budget_mb: int = 8) -> WorkspaceFiles:
@@ -220,30 +220,20 @@ def test_the_lines_after_a_line_are_found_where_its_copies_stand():
     assert all(path not in index.line_hashes for path in ("m0.py",))
 
 
-class _CountedFinds(bytes):
-    """A file's line hashes, counting the searches made in them."""
-
-    finds = 0
-
-    def find(self, *args) -> int:  # type: ignore[override]
-        _CountedFinds.finds += 1
-        return super().find(*args)
-
-
 def test_the_lines_after_a_line_copied_thousands_of_times_are_found_from_its_first_copies():
     """Every copy of the lines above was looked at, whatever their number: in a workspace of generated files each
     one line repeated 55,000 times, each new line above cost seconds on a thread holding the index's lock (the
     names of the answer's words wait for it on the server's loop; a keystroke took 1.5 s). The first COPIES_READ
     copies (a thousand) now say what follows them."""
     index = WorkspaceIndex(64 << 20)
+    counted = counting(bytes, "find")  # a file's line hashes, counting the searches made in them
     texts = {f"gen{i}.py": "table = build_table(rows)\n" * 20_000 for i in range(20)}
     for path, text in texts.items():
         index.add(path, text)
-        index.line_hashes[path] = _CountedFinds(index.line_hashes[path])
-    _CountedFinds.finds = 0
+        index.line_hashes[path] = counted(index.line_hashes[path])
     assert index.followers(("table = build_table(rows)",), None, texts.get) == [
         ("table = build_table(rows)", "table = build_table(rows)")]
-    assert _CountedFinds.finds < 2_000  # of 400,000 copies
+    assert counted.calls < 2_000  # of 400,000 copies
 
 
 HEADER = "# SPDX-License-Identifier: Apache-2.0 OR MIT"
