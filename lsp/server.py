@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
@@ -82,14 +82,36 @@ class Stats:
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
-    """The folders the editor opened: workspaceFolders, else rootUri, else the deprecated rootPath."""
+    """The folders the editor opened: workspaceFolders, else rootUri, else the deprecated rootPath (a path, or
+    a `file:` URI some clients send there)."""
     if params.workspace_folders:
-        found = [path_of(folder.uri) for folder in params.workspace_folders]
-    elif params.root_uri:
-        found = [path_of(params.root_uri)]
-    else:
-        found = [Path(params.root_path)] if params.root_path else []
-    return [path for path in found if path is not None]
+        return folders_named([folder.uri for folder in params.workspace_folders])
+    if params.root_uri:
+        return folders_named([params.root_uri])
+    if params.root_path and not params.root_path.startswith("file:"):
+        return folders_named([params.root_path], Path)
+    return folders_named([params.root_path]) if params.root_path else []
+
+
+def folders_named(names: list[str], to_path: Callable[[str], Path | None] = path_of) -> list[Path]:
+    """The paths of the workspace folders `names` (URIs, or paths with `to_path=Path`), each that names no folder
+    on this machine said in one log line: a Windows URI sent to a Linux server, a folder deleted since, a file, a
+    URI of another scheme. The index then holds nothing of it, which nothing else would explain."""
+    paths = []
+    for name in names:
+        path = to_path(name)
+        if path is None:
+            log.info("workspace folder %.300r is no file: URI this machine can read; it is not indexed", name)
+            continue
+        paths.append(path)
+        try:
+            is_folder = path.is_dir()
+        except OSError:  # a name longer than the system takes
+            is_folder = False
+        if not is_folder:
+            log.warning("workspace folder %.300r names no folder on this machine (%.300s); it is not indexed",
+                        name, path)
+    return paths
 
 
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
@@ -248,7 +270,7 @@ class CompleterServer(LanguageServer):
         """workspace/didChangeWorkspaceFolders: index the folders open now, anew (a rare event: a rebuild on a
         thread costs less than keeping two walks apart)."""
         removed = {path for path in (path_of(folder.uri) for folder in event.removed or ()) if path is not None}
-        added = [path for path in (path_of(folder.uri) for folder in event.added or ()) if path is not None]
+        added = folders_named([folder.uri for folder in event.added or ()])
         roots = [root for root in self._roots if root not in removed]
         for path in added:
             if path not in roots:

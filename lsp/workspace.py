@@ -118,9 +118,13 @@ def path_of(uri: str) -> Path | None:
 def _fs_path(uri: str) -> str:
     """pygls's `uris.to_fs_path` of a `file:` URI, with its percent-escapes decoded as the system decodes file names
     (os.fsdecode, as the walk names files): pygls decodes bytes that are no UTF-8 (a name in Latin-1 on Linux) as
-    U+FFFD, a name no file has, which would leave such a folder unindexed and its files' events unmatched."""
+    U+FFFD, a name no file has, which would leave such a folder unindexed and its files' events unmatched. A host of
+    `localhost` names this machine (RFC 8089) where there are no UNC paths: pygls made `//localhost/...` of it, a
+    path no file has, and a document so named escaped the excludeFiles patterns anchored to its workspace folder."""
     netloc, path = (unquote(part, encoding=sys.getfilesystemencoding(), errors=sys.getfilesystemencodeerrors())
                     for part in urlsplit(uri)[1:3])
+    if netloc.lower() == "localhost" and not uris.IS_WIN:
+        netloc = ""
     if netloc and path:  # a UNC path: file://server/share/...
         value = f"//{netloc}{path}"
     elif uris.RE_DRIVE_LETTER_PATH.match(path):  # file:///C:/...

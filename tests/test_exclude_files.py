@@ -153,8 +153,9 @@ def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_
 
 def test_a_file_is_left_alone_under_each_of_its_names(tmp_path: Path, endpoint: FakeEndpoint):
     """A symlink of an unexcluded name to an excluded file (or folder), a URI with `..` past an anchored pattern,
-    and a name in other letter case: the file behind each gets no suggestion, the status bar names its pattern,
-    and nothing of it is read into another file's prompt (the index walks the symlink, the open files' heads)."""
+    one naming this machine's host (`file://localhost/...`) and a name in other letter case: the file behind each
+    gets no suggestion, the status bar names its pattern, and nothing of it is read into another file's prompt (the
+    index walks the symlink, the open files' heads)."""
     (tmp_path / "secrets").mkdir()
     (tmp_path / "secrets" / "creds.py").write_text(f"def stripe_token():\n    return \"{SECRET}\"\n")
     (tmp_path / "settings_local.py").symlink_to("secrets/creds.py")
@@ -167,6 +168,7 @@ def test_a_file_is_left_alone_under_each_of_its_names(tmp_path: Path, endpoint: 
     names = {(tmp_path / "settings_local.py").as_uri(): "secrets/",
              (tmp_path / "lib" / "creds.py").as_uri(): "secrets/",
              tmp_path.as_uri() + "/app/../config/prod.py": "/config/prod.py",
+             (tmp_path / "config" / "prod.py").as_uri().replace("file://", "file://localhost", 1): "/config/prod.py",
              (tmp_path / ".ENV").as_uri(): ".env",
              # a cell of a notebook the client does not sync: its URI names the notebook's path
              (tmp_path / "secrets" / "book.ipynb").as_uri().replace("file://", "vscode-notebook-cell:")

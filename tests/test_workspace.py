@@ -1350,3 +1350,38 @@ def test_events_in_folders_the_walk_skips_are_passed_over(tmp_path: Path):
     assert server.document_exclusions.answers, "an event in .git dropped the answers kept"
     server.workspace_file_changed((root / "src" / "b.py").as_uri())
     assert not server.document_exclusions.answers
+
+
+@pytest.mark.parametrize("form", ["localhost", "rootPath as a URI"])
+def test_a_workspace_folder_is_indexed_in_every_form_a_client_names_it(tmp_path: Path, form: str):
+    """`file://localhost/...` names this machine (RFC 8089), and some clients put a URI in rootPath: each was read
+    as a path no folder has, and the workspace went unindexed."""
+    root = tmp_path / "my project ü"
+    root.mkdir()
+    (root / "handlers.py").write_text(OTHER_FILE)
+    named = {"localhost": {"rootUri": root.as_uri().replace("file://", "file://localhost", 1)},
+             "rootPath as a URI": {"rootPath": root.as_uri()}}
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "capabilities": {}, **named[form]})
+        client.notify("initialized", {})
+        assert _index_info(client, lambda index: index["files"] == 1)["folders"] == [str(root.resolve())]
+
+
+def test_a_workspace_folder_that_names_no_folder_here_is_said_once_and_the_others_are_indexed(tmp_path: Path):
+    """A Windows URI sent to a Linux server, a folder deleted since, a file, a URI of another scheme: one log line
+    each names it (the index held nothing of them and nothing said why), and the real folder is indexed."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "handlers.py").write_text(OTHER_FILE)
+    bad = ["file:///c%3A/Users/dev/project", (tmp_path / "deleted").as_uri(), (root / "handlers.py").as_uri(),
+           "vscode-vfs://github/dev/project"]
+    folders = [{"uri": uri, "name": str(number)} for number, uri in enumerate([*bad, root.as_uri()])]
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "capabilities": {}, "workspaceFolders": folders[:-1]})
+        client.notify("initialized", {})
+        client.notify("workspace/didChangeWorkspaceFolders", {"event": {"added": folders[-1:], "removed": []}})
+        assert _index_info(client, lambda index: index["files"] == 1)["folders"] == [str(root.resolve())]
+    logs = [m["params"]["message"] for m in client.notifications if m.get("method") == "window/logMessage"]
+    for uri in bad:
+        assert len([line for line in logs if f"workspace folder {uri!r} " in line]) == 1, (uri, logs)
+    assert not any(f"workspace folder {root.as_uri()!r} " in line or "Traceback" in line for line in logs), logs
