@@ -385,12 +385,12 @@ class CompleterServer(LanguageServer):
             self._disk_reader = self.spawn(self._read_disk())
 
     def _in_skipped_folder(self, path: Path) -> bool:
-        """Whether `path` is, or lies in, a folder the workspace walk skips (SKIPPED_DIRS), below a workspace
-        folder."""
-        for root in self._roots:
-            if path.is_relative_to(root):
-                return any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in path.relative_to(root).parts)
-        return False
+        """Whether `path` is, or lies in, a folder the workspace walk skips (SKIPPED_DIRS), below the innermost
+        workspace folder that holds it (one opened inside another's node_modules is walked as its own)."""
+        root = max((root for root in self._roots if path.is_relative_to(root)), key=lambda root: len(root.parts),
+                   default=None)
+        return root is not None and any(part in SKIPPED_DIRS or part.endswith(".egg-info")
+                                        for part in path.relative_to(root).parts)
 
     async def _read_disk(self) -> None:
         """Read again the files events named, all those waiting at once on one thread: a branch switch's thousands

@@ -242,12 +242,16 @@ def read_source(path: Path) -> str | None:
     return code
 
 
-def outermost_folders(roots: list[Path]) -> list[Path]:
+def outermost_folders(roots: list[Path], reaches: Callable[[Path, Path], bool] = lambda outer, inner: True
+                      ) -> list[Path]:
     """The folders of `roots` that can be looked at, resolved, in the client's order, each once and none inside
-    another (its files are read with the outer one's). The order is the walk's, which decides what a memory
-    budget too small for all of them holds: a set's order would change with each process's hash seed."""
+    another whose walk `reaches` it (its files are read with the outer one's): one the outer folder's walk passes
+    over (in its node_modules, or a folder its .gitignore ignores) is walked as its own, as it is when opened alone.
+    The order is the walk's, which decides what a memory budget too small for all of them holds: a set's order
+    would change with each process's hash seed."""
     resolved = list(dict.fromkeys(folder for folder in map(_folder, roots) if folder is not None))
-    return [root for root in resolved if not any(root != outer and root.is_relative_to(outer) for outer in resolved)]
+    return [root for root in resolved
+            if not any(root != outer and root.is_relative_to(outer) and reaches(outer, root) for outer in resolved)]
 
 
 def _folder(root: Path) -> Path | None:
@@ -392,7 +396,7 @@ class WorkspaceFiles:
 
     # -- building -----------------------------------------------------------------------------------
     def start(self, roots: list[Path]) -> None:
-        self.roots = outermost_folders(roots)
+        self.roots = outermost_folders(roots, lambda outer, inner: self._walked(outer, inner) is not None)
         self.folders = [folder for folder in map(_folder, roots) if folder is not None]
         self._building = True
         threading.Thread(target=self._build, name="workspace-index", daemon=True).start()
@@ -503,7 +507,10 @@ class WorkspaceFiles:
 
     # -- keeping up -------------------------------------------------------------------------------
     def root_of(self, path: Path) -> Path | None:
-        return next((root for root in self.roots if path.is_relative_to(root)), None)
+        """The innermost walked workspace folder that holds `path`: a folder inside another that the outer one's walk
+        passes over is read by its own rules (`outermost_folders`)."""
+        return max((root for root in self.roots if path.is_relative_to(root)), key=lambda root: len(root.parts),
+                   default=None)
 
     def _ignores_above(self, root: Path) -> _Ignores:
         """`_Ignores.above(root)`, read once per workspace folder (an index built anew reads them again)."""

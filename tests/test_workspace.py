@@ -1385,3 +1385,30 @@ def test_a_workspace_folder_that_names_no_folder_here_is_said_once_and_the_other
     for uri in bad:
         assert len([line for line in logs if f"workspace folder {uri!r} " in line]) == 1, (uri, logs)
     assert not any(f"workspace folder {root.as_uri()!r} " in line or "Traceback" in line for line in logs), logs
+
+
+def test_a_folder_opened_inside_one_the_outer_walk_passes_over_is_indexed_as_when_opened_alone(tmp_path: Path):
+    """A repository beside one of its dependencies (in node_modules) and a folder its .gitignore ignores, each opened
+    as a workspace folder of its own: their files were left out, as the repository's walk leaves them, though each
+    opened alone is indexed; so were the events and the unsaved text of their files. The repository's own
+    node_modules stays out."""
+    repo = tmp_path / "repo"
+    lib, generated, other = repo / "node_modules" / "lib", repo / "generated", repo / "node_modules" / "other"
+    for folder in (lib, generated, other, repo / ".git"):
+        folder.mkdir(parents=True)
+    (repo / ".gitignore").write_text("generated/\n")
+    for number, folder in enumerate((repo, lib, generated, other)):
+        (folder / "code.py").write_text(f"NAME_{number} = {number}\n")
+    folders = [{"uri": folder.as_uri(), "name": folder.name} for folder in (repo, lib, generated)]
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "capabilities": {}, "workspaceFolders": folders})
+        client.notify("initialized", {})
+        index = _index_info(client, lambda index: index["files"] >= 3)
+        assert index["files"] == 3 and index["folders"] == [str(folder.resolve()) for folder in (repo, lib, generated)]
+        (lib / "added.py").write_text("ADDED = 1\n")
+        (other / "added.py").write_text("ADDED = 1\n")
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [
+            {"uri": (lib / "added.py").as_uri(), "type": 1}, {"uri": (other / "added.py").as_uri(), "type": 1}]})
+        _index_info(client, lambda index: index["files"] == 4)
+        client.open((generated / "unsaved.py").as_uri(), "UNSAVED = 1\n")
+        _index_info(client, lambda index: index["files"] == 5)
