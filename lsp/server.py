@@ -39,7 +39,7 @@ from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepa
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
 from lsp.searches import ContentModified, SearchScheduler
-from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant,
+from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant, quoted,
                           shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
@@ -58,6 +58,8 @@ PULL_TIMEOUT = 5.0
 """How long a didChangeConfiguration without settings waits for the client to answer workspace/configuration."""
 INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
+UNKNOWN_NAMED = 10
+"""Unknown settings a log line names (a client that sends all its servers' settings sends hundreds)."""
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
@@ -548,9 +550,11 @@ class CompleterServer(LanguageServer):
         misspelt = {key: meant for key in unknown if (meant := likely_meant(key)) is not None}
         for key, meant in misspelt.items():  # a typo would otherwise leave the user's setting silently unused
             self.show(f"{SECTION}.{key} is not a setting; ignored (did you mean {SECTION}.{meant}?)")
-        if len(unknown) > len(misspelt):
-            log.warning("%s: ignoring unknown settings %s", source,
-                        ", ".join(sorted(key for key in unknown if key not in misspelt)))
+        others = sorted(key for key in unknown if key not in misspelt)
+        if others:
+            more = f" and {len(others) - UNKNOWN_NAMED} more" if len(others) > UNKNOWN_NAMED else ""
+            log.warning("%s: ignoring unknown settings %s%s", source,
+                        ", ".join(quoted(key) for key in others[:UNKNOWN_NAMED]), more)
         return new
 
     async def change_settings(self, raw: Any) -> None:

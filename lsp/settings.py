@@ -11,6 +11,7 @@ import difflib
 import ipaddress
 import os
 import re
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -132,6 +133,22 @@ def shape_problem(settings: Any) -> str | None:
     return None
 
 
+def _short_repr() -> reprlib.Repr:
+    short = reprlib.Repr()
+    short.maxlevel, short.maxdict, short.maxlist, short.maxtuple = 2, 4, 6, 6
+    short.maxstring = short.maxother = short.maxlong = 80
+    return short
+
+
+_SHORT = _short_repr()
+
+
+def quoted(value: Any) -> str:
+    """A setting's value (or name) as a message quotes it, cut short and built at a bounded cost: a value of kilobytes
+    (generated, or nested junk) made a popup and a log line of kilobytes for each key."""
+    return _SHORT.repr(value)
+
+
 def _kind(value: Any) -> str:
     """A JSON value's type, as a message names it (never the value: it may be long, or a secret pasted there)."""
     if isinstance(value, bool):
@@ -143,10 +160,10 @@ def _kind(value: Any) -> str:
 
 def _integer(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{key} must be an integer, got {value!r}")
+        raise ValueError(f"{key} must be an integer, got {quoted(value)}")
     if isinstance(value, float):
         if not value.is_integer():
-            raise ValueError(f"{key} must be an integer, got {value!r}")
+            raise ValueError(f"{key} must be an integer, got {quoted(value)}")
         value = int(value)
     return value
 
@@ -194,13 +211,13 @@ _KEY_LIKE = re.compile(r"[A-Z0-9]{24}")
 def _coerce_remote(key: str, value: Any) -> Any:
     if key == "backend":
         if value not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {value!r}")
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {quoted(value)}")
         return value
     if key == "endpoint":
         return check_endpoint(value)
     if key == "model":
         if not isinstance(value, str):
-            raise ValueError(f"model must be a string, got {value!r}")
+            raise ValueError(f"model must be a string, got {quoted(value)}")
         return value.strip()
     if key == "apiKeyEnv":
         if not isinstance(value, str) or not _ENV_NAME.fullmatch(value) or _KEY_LIKE.search(value):
@@ -210,7 +227,7 @@ def _coerce_remote(key: str, value: Any) -> Any:
     if key == "fimTemplate":
         allowed = ("auto", "none", *FIM_TEMPLATES)
         if value not in allowed:
-            raise ValueError(f"fimTemplate must be one of {', '.join(allowed)}, got {value!r}")
+            raise ValueError(f"fimTemplate must be one of {', '.join(allowed)}, got {quoted(value)}")
         return value
     limits = {"requestTimeoutMs": (100, 120000), "promptChars": (256, MAX_CONTEXT_CHARS), "endpointChoices": (1, 16)}
     low, high = limits[key]
@@ -228,30 +245,30 @@ def _coerce(key: str, value: Any) -> Any:
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            raise ValueError(f"modelPath must be a string or null, got {value!r}")
+            raise ValueError(f"modelPath must be a string or null, got {quoted(value)}")
         try:
             os.fsencode(value)  # a lone surrogate (a JSON escape) names no file, nor a model to convert
         except UnicodeEncodeError:
-            raise ValueError(f"modelPath must be a path, got {value!r} (a lone surrogate)") from None
+            raise ValueError(f"modelPath must be a path, got {quoted(value)} (a lone surrogate)") from None
         if "\0" in value:
-            raise ValueError(f"modelPath must be a path, got {value!r} (a NUL character)")
+            raise ValueError(f"modelPath must be a path, got {quoted(value)} (a NUL character)")
         return os.path.expanduser(value)
     if key == "device":
         if not isinstance(value, str):
-            raise ValueError(f"device must be \"auto\", \"cpu\" or \"cuda\", got {value!r}")
+            raise ValueError(f"device must be \"auto\", \"cpu\" or \"cuda\", got {quoted(value)}")
         return value.lower()
     if key == "enabledLanguages":
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"enabledLanguages must be a list of language ids, got {value!r}")
+            raise ValueError(f"enabledLanguages must be a list of language ids, got {quoted(value)}")
         return tuple(value)
     if key == "excludeFiles":
         return check_patterns(value)
     if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle",
                "workspaceContext"):
         if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false, got {value!r}")
+            raise ValueError(f"{key} must be true or false, got {quoted(value)}")
         return value
     return _integer(key, value)
 

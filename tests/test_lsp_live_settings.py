@@ -258,6 +258,28 @@ def test_a_completer_section_that_is_not_an_object_is_a_warning(tmp_path):
     assert "unknown settings" not in logged and logged.count("settings must be an object") == 1, logged
 
 
+def test_a_value_of_kilobytes_is_quoted_short_in_its_warning(tmp_path):
+    """Nested junk of 100 kB in each of several settings, and hundreds of unknown keys (a client that sends every
+    server's settings): each invalid value was quoted whole, a popup and a log line of 100 kB per key. Each is now one
+    short warning, and the valid key beside them applies."""
+    client = _started(tmp_path)
+    try:
+        junk = {"nested": [{f"key{number}": "v" * 50} for number in range(2000)]}
+        keys = ("maxSuggestions", "enabledLanguages", "modelPath", "device", "backend", "fimTemplate", "model")
+        _change(client, {"completer": {**{key: junk for key in keys}, **{f"x{n}" * 500: n for n in range(300)},
+                                       "beams": 2}})
+        assert client.request("completer/info")["result"]["server"]["settings"]["beams"] == 2
+        messages = [m["params"]["message"] for m in list(client.notifications)
+                    if m.get("method") in ("window/showMessage", "window/logMessage")]
+        assert max(map(len, messages)) < 2000, sorted(map(len, messages))[-3:]
+        for key in keys:
+            assert len([message for message in _shown(client) if f"completer.{key}:" in message]) == 1, key
+        assert any("ignoring unknown settings" in message and "and 290 more" in message for message in messages)
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
 def _model_runs_after_opening(client: RawClient, uri: str, text: str, wait_s: float) -> int:
     """The engine's model runs while `uri` has been open `wait_s`, left alone: its background prefill runs while the
     worker is idle (a completer/info is a job too, so none is asked meanwhile). The wait before lets the prefills of
