@@ -199,6 +199,8 @@ def _check_out(source: Path, out: Path, force: bool) -> None:
     _check_reachable(out)
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
+    if not out.is_dir():  # a file, even an empty one, or a device: never replaced, --force or not
+        raise ConvertError(f"--out {out} exists and is not a folder; choose a new folder for the bundle")
     if not force:
         raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
     if not (out.is_dir() and (out / "manifest.json").is_file()):

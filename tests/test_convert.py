@@ -692,6 +692,12 @@ def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_pa
     assert "exists and is not empty" in _refused(["convert", str(source), "--out", str(out)], capsys)
     assert "--force replaces only a bundle" in _refused(["convert", str(source), "--out", str(out), "--force"], capsys)
     assert (out / "keep.txt").read_text() == "mine"
+    for named in (tmp_path / "notes.txt", tmp_path / "empty.txt"):  # said as it is: a file, empty or not
+        named.write_text("mine" if named.stem == "notes" else "")
+        for force in ([], ["--force"]):
+            said = _refused(["convert", str(source), "--out", str(named), *force], capsys)
+            assert said.endswith(f"--out {named} exists and is not a folder; choose a new folder for the bundle"), said
+        assert named.read_text() == ("mine" if named.stem == "notes" else "")
     bundle = tmp_path / "bundle"
     assert cli_main(["convert", str(source), "--out", str(bundle), "--context", "64"]) == 0
     (bundle / "extra.txt").write_text("old")
