@@ -786,6 +786,22 @@ def test_what_a_converter_killed_outright_left_is_cleared_by_the_next_and_a_live
     assert (out / "manifest.json").is_file() and not list(tmp_path.glob(".bundle.converting-*"))
 
 
+@pytest.mark.skipif(os.name != "posix", reason="SIGSTOP, SIGTERM and SIGHUP")
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_converter_terminated_removes_its_staging_folder_and_dies_of_the_signal(source, tmp_path, name):
+    """`timeout`, a service stopping or a closed terminal (SIGTERM, SIGHUP) killed the converter outright, which left
+    its half-written staging folder, as large as the model, hidden beside --out until another conversion into that
+    --out: now it stops as on Ctrl-C, removing what it had begun, and dies of the signal it got."""
+    import signal
+
+    out = tmp_path / "bundle"
+    process, staging = _converter_paused_in_its_staging_folder(source, out)
+    process.send_signal(getattr(signal, name))
+    process.send_signal(signal.SIGCONT)
+    assert process.wait(60) == -getattr(signal, name)
+    assert not staging.exists() and not out.exists() and not list(tmp_path.glob(".bundle.converting-*"))
+
+
 def test_a_bundle_folder_is_made_with_the_users_umask_as_mkdir_makes_one(source, tmp_path):
     """A bundle written where others load it (`sudo completer convert ... --out /opt/models/x`) is readable by them
     as any folder the user makes there, not private to its maker as a scratch folder is."""
