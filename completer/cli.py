@@ -397,7 +397,7 @@ def _refuse(line: str, wants_json: bool, quiet: bool = False) -> int:
         try:
             print(json.dumps(_payload(CompletionResult(), error=re.sub(r"^completer( \w+)?: (error: )?", "", line))))
             sys.stdout.flush()
-        except OSError:  # a reader gone, or no room: the line on stderr has said it
+        except (OSError, OutputError):  # a reader gone, or no room: the line on stderr has said it
             drop_stdout()
     return 2
 

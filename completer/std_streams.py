@@ -16,9 +16,14 @@ _DIRECTION = {0: os.O_WRONLY, 1: os.O_RDONLY, 2: os.O_WRONLY}
 stderr's writes go nowhere, as its closing asked."""
 
 
-class OutputError(OSError):
+class OutputError(Exception):
     """stdout took no more of the output (a full disk, /dev/full): said in one line, not a traceback. A reader gone
-    away (`| head`) stays a BrokenPipeError, which ends the output as SIGPIPE would."""
+    away (`| head`) stays a BrokenPipeError, which ends the output as SIGPIPE would. Not an OSError, which argparse
+    swallows where it prints --help: unbuffered (python -u), the text would be lost with status 0."""
+
+    def __init__(self, strerror: str) -> None:
+        super().__init__(strerror)
+        self.strerror = strerror
 
 
 def hold_closed_fds() -> frozenset[int]:
@@ -48,7 +53,7 @@ class _CheckedStdout(io.FileIO):
         except BrokenPipeError:
             raise
         except OSError as exc:
-            raise OutputError(exc.errno, f"cannot write the output: {exc.strerror}") from None
+            raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
 
 
 def check_stdout_writes(errors: str = "backslashreplace") -> None:
@@ -62,8 +67,10 @@ def check_stdout_writes(errors: str = "backslashreplace") -> None:
         return
     stdout.flush()
     raw = _CheckedStdout(stdout.fileno(), "w", closefd=False)
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=stdout.encoding, errors=errors,
-                                  line_buffering=stdout.line_buffering, write_through=stdout.write_through)
+    buffered = isinstance(stdout.buffer, io.BufferedWriter)  # else unbuffered (python -u, PYTHONUNBUFFERED)
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw) if buffered else raw, encoding=stdout.encoding,
+                                  errors=errors, line_buffering=stdout.line_buffering,
+                                  write_through=stdout.write_through)
 
 
 def drop_stdout() -> None:

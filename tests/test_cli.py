@@ -303,3 +303,17 @@ def test_ctrl_c_ends_the_command_by_the_signal_with_the_json_saying_so():
         os.close(write)
     assert process.returncode == -signal.SIGINT and "Traceback" not in err, (process.returncode, err)
     assert json.loads(out)["error"] == "interrupted"
+
+
+def test_python_unbuffered_output_is_written_as_it_goes(tmp_path: Path):
+    """Under PYTHONUNBUFFERED (python -u) each line reaches the reader when printed, as it did before stdout's
+    writes were checked (completer/std_streams.py), not all at exit: demo's first read holds its heading alone, the
+    lines it completes coming after their searches. And --help into a full stdout is refused as when buffered."""
+    with subprocess.Popen([sys.executable, "-m", "completer", "demo", "--beams", "16"], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}) as process:
+        first = os.read(process.stdout.fileno(), 1 << 16).decode()
+        process.communicate(timeout=120)
+    assert first.startswith("model ") and "typed" not in first, first
+    done = _bash(f"{shlex.quote(sys.executable)} -m completer --help > /dev/full", PYTHONUNBUFFERED="1")
+    assert done.returncode == 2 and "cannot write the output" in done.stderr, (done.returncode, done.stderr)
