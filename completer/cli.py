@@ -243,7 +243,11 @@ def cmd_serve(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lsp import __version__
+
     parser = _Parser(prog="completer", description="Offline whole-line code completion.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version (the server's, as `completer serve --version` does) and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _Parser(add_help=False)
     common.add_argument("--model", default=None,

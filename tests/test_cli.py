@@ -317,3 +317,11 @@ def test_python_unbuffered_output_is_written_as_it_goes(tmp_path: Path):
     assert first.startswith("model ") and "typed" not in first, first
     done = _bash(f"{shlex.quote(sys.executable)} -m completer --help > /dev/full", PYTHONUNBUFFERED="1")
     assert done.returncode == 2 and "cannot write the output" in done.stderr, (done.returncode, done.stderr)
+
+
+def test_version_is_printed_as_the_servers():
+    """`completer --version`, as `completer serve --version` has always answered, not "arguments are required"."""
+    done = run("--version")
+    served = run("serve", "--version")
+    assert done.returncode == 0 and served.returncode == 0, (done.stderr, served.stderr)
+    assert done.stdout.split() == ["completer", served.stdout.split()[-1]], (done.stdout, served.stdout)
