@@ -14,6 +14,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import hf_cache
 from .convertible import is_gguf_file
 from .types import ModelError
 
@@ -247,6 +248,12 @@ def _not_a_bundle(directory: Path, named: str) -> str:
                 else f"{directory} is not a directory")
     if (directory / "config.json").is_file():
         return f"{directory} is a Hugging Face checkpoint folder, not a bundle{convert}"
+    repository = named.partition(":")[0]
+    if not directory.exists() and hf_cache.REPOSITORY_ID.match(repository):  # a Hugging Face id, not downloaded
+        where = " or ".join(map(str, hf_cache.caches()))
+        return (f"model bundle not found: {named} is not a folder, and no local Hugging Face cache ({where}) holds "
+                f"{repository}; download it first (hf download {repository}), and it is converted the first time "
+                f"it is used")
     if not directory.is_dir():
         return f"model bundle not found: {directory} is not a directory"
     return f"model bundle {directory} has no manifest.json"

@@ -5,11 +5,13 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .std_streams import OutputError, check_stdout_writes, drop_stdout, hold_closed_fds
 from .syntax import PYTHON_NAME, language_of_path
 from .text import split_lines
 from .types import CompletionResult, EngineSettings, ModelError, Suggestion
@@ -92,8 +94,14 @@ SKIPPED_NUL_BYTES = "the file looks binary (it holds NUL bytes)"
 the text before the cursor."""
 
 
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes, or a one-line refusal: unreadable, or over MAX_FILE_BYTES."""
+STDIN_PATHS = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+
+
+def _read_bytes(path: Path, stdin_closed: bool = False) -> bytes:
+    """The file's bytes, or a one-line refusal: unreadable, or over MAX_FILE_BYTES; or stdin, which the command
+    was started without (its fd then holds /dev/null, which would read as an empty file)."""
+    if stdin_closed and str(path) in STDIN_PATHS:
+        raise UsageError(f"cannot read {path}: stdin is closed")
     try:
         with open(path, "rb") as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
@@ -104,9 +112,9 @@ def _read_bytes(path: Path) -> bytes:
     return data
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, stdin_closed: bool = False) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
-    data = _read_bytes(path)
+    data = _read_bytes(path, stdin_closed)
     if b"\x00" in data:
         raise UsageError(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
     return data.decode("utf-8", errors="replace")
@@ -119,8 +127,9 @@ def cmd_complete(args: argparse.Namespace) -> int:
     path, line, col = Path(match[1]), int(match[2]), int(match[3])
     if line < 1 or col < 1:
         raise UsageError(f"LINE and COL are 1-based: {args.position}")
-    data = _read_bytes(path)
-    others = [_read(Path(other)) for other in args.open or ()]
+    stdin_closed = getattr(args, "stdin_closed", False)
+    data = _read_bytes(path, stdin_closed)
+    others = [_read(Path(other), stdin_closed) for other in args.open or ()]
     if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
         return _report(args, CompletionResult(skipped=SKIPPED_NUL_BYTES))
     text = data.decode("utf-8", errors="replace")
@@ -234,7 +243,11 @@ def cmd_serve(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lsp import __version__
+
     parser = _Parser(prog="completer", description="Offline whole-line code completion.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version (the server's, as `completer serve --version` does) and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _Parser(add_help=False)
     common.add_argument("--model", default=None,
@@ -249,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog="exit status: 0 suggestions printed (maybe none), 1 the engine does not complete "
                                      "there (past the end, a binary file, a line over 4,096 characters: the reason "
                                      "on stderr, and in the JSON's skipped), 2 a mistake in the command (the reason "
-                                     "on stderr, and in the JSON's error)")
+                                     "on stderr, and in the JSON's error) or an output that cannot be written")
     complete.add_argument("position", metavar="FILE:LINE:COL", help="the file, and the cursor's 1-based line and "
                                                                      "column in it")
     complete.add_argument("--beams", type=int, default=None, metavar="N",
@@ -324,14 +337,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
+    closed = hold_closed_fds()
     wants_json = argv[:1] == ["complete"] and "--json" in argv
-    if hasattr(sys.stdout, "reconfigure"):  # a line the terminal's encoding lacks is shown escaped, not lost
-        sys.stdout.reconfigure(errors="backslashreplace")
+    if 1 in closed:
+        if argv[:1] != ["convert"]:  # whose product is the bundle, not what it prints
+            return _refuse("completer: stdout is closed: there is nowhere to print the output", False)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own, for its lifetime)
+    check_stdout_writes()  # a line the terminal's encoding lacks is shown escaped, not lost
     try:
-        args = build_parser().parse_args(argv)
-    except UsageError as exc:
-        return _refuse(str(exc) + _dash_hint(argv), wants_json)
-    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except UsageError as exc:
+            return _refuse(str(exc) + _dash_hint(argv), wants_json)
+        except SystemExit as done:  # --help: written out here, where a full stdout is caught, not at exit
+            sys.stdout.flush()
+            return done.code if isinstance(done.code, int) else 0
+        args.stdin_closed = 0 in closed
         code = args.func(args)
         sys.stdout.flush()  # here, where a reader gone away (`| head`) is caught, not at exit
         return code
@@ -339,13 +360,27 @@ def main(argv: list[str] | None = None) -> int:
         return _refuse(f"completer: {exc}", wants_json)
     except ModelError as exc:
         return _refuse(f"completer: model error: {exc}", wants_json)
+    except OutputError as exc:  # `> /dev/full`: said, with no JSON, which would not be written either
+        drop_stdout()
+        return _refuse(f"completer: {exc.strerror}", False)
     except ValueError as exc:
         return _refuse(f"completer: {exc}", wants_json)
     except KeyboardInterrupt:
-        return 130
+        return _interrupted(wants_json)
     except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
+        drop_stdout()
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
+
+
+def _interrupted(wants_json: bool) -> int:
+    """Ctrl-C: the JSON a script reads says so; then die of SIGINT, as convert does, so that a shell's loop running
+    the command stops too (bash goes on when its child merely exits 130)."""
+    if wants_json:
+        _refuse("completer: interrupted", True, quiet=True)
+    if os.name == "posix":
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    return 130
 
 
 def _dash_hint(argv: list[str]) -> str:
@@ -357,12 +392,17 @@ def _dash_hint(argv: list[str]) -> str:
     return ""
 
 
-def _refuse(line: str, wants_json: bool) -> int:
-    """Say `line` on stderr and, for `complete --json`, put it in the JSON a script reads (without the program's
-    name and argparse's "error: ", which the field's name says); status 2."""
-    print(line, file=sys.stderr)
+def _refuse(line: str, wants_json: bool, quiet: bool = False) -> int:
+    """Say `line` on stderr (unless `quiet`) and, for `complete --json`, put it in the JSON a script reads (without
+    the program's name and argparse's "error: ", which the field's name says); status 2."""
+    if not quiet:
+        print(line, file=sys.stderr)
     if wants_json:
-        print(json.dumps(_payload(CompletionResult(), error=re.sub(r"^completer( \w+)?: (error: )?", "", line))))
+        try:
+            print(json.dumps(_payload(CompletionResult(), error=re.sub(r"^completer( \w+)?: (error: )?", "", line))))
+            sys.stdout.flush()
+        except (OSError, OutputError):  # a reader gone, or no room: the line on stderr has said it
+            drop_stdout()
     return 2
 
 

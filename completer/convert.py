@@ -199,6 +199,8 @@ def _check_out(source: Path, out: Path, force: bool) -> None:
     _check_reachable(out)
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
+    if not out.is_dir():  # a file, even an empty one, or a device: never replaced, --force or not
+        raise ConvertError(f"--out {out} exists and is not a folder; choose a new folder for the bundle")
     if not force:
         raise ConvertError(f"{out} exists and is not empty; choose another --out, or --force to replace it")
     if not (out.is_dir() and (out / "manifest.json").is_file()):
@@ -680,6 +682,40 @@ def main(args) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.stderr = _ParentsStderr(sys.stderr)  # type: ignore[assignment]
         threading.Thread(target=_stop_when_stdin_closes, name="stop-with-parent", daemon=True).start()
+    with _terminations_stop_it() as stopped_by:
+        return _convert_main(args, stopped_by)
+
+
+@contextlib.contextmanager
+def _terminations_stop_it() -> Iterator[list[int]]:
+    """SIGTERM and SIGHUP (`timeout`, a service stopping, the terminal closed) stop the conversion as Ctrl-C does,
+    so that what it had begun is removed: killed by them outright, it left a staging folder as large as the model
+    beside --out, which only another conversion into that --out would clear. Yields the list the signal that came
+    is put in; a signal ignored (nohup) stays ignored."""
+    came: list[int] = []
+    if os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+
+    def stop(signum: int, frame) -> None:
+        came.append(signum)
+        if callable(signal.getsignal(signal.SIGINT)):  # held off, as Ctrl-C is, while a folder is made or removed
+            signal.raise_signal(signal.SIGINT)
+        else:  # SIGINT ignored (a background job of a script): stop all the same
+            signal.default_int_handler(signum, frame)
+
+    replaced = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    for signum, handler in replaced.items():
+        if handler is signal.SIG_DFL:
+            signal.signal(signum, stop)
+    try:
+        yield came
+    finally:
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
+
+
+def _convert_main(args, stopped_by: list[int]) -> int:
     try:
         out = Path(args.out)
         _check_reachable(out)  # before a GGUF file's folder is made beside it
@@ -708,8 +744,9 @@ def main(args) -> int:
     except KeyboardInterrupt:  # what it had begun is removed on the way out (convert, checkpoint_folder)
         print("completer convert: stopped; nothing was written", file=sys.stderr)
         if os.name == "posix":  # die of the signal, as a shell's loop expects of Ctrl-C, not a traceback
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+            signum = stopped_by[0] if stopped_by else signal.SIGINT
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
         return 130
     size = sum(meta["bytes"] for meta in manifest["files"].values())
     print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"

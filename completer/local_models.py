@@ -75,8 +75,10 @@ def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalMo
     """A cached checkpoint folder as one entry; a GGUF repository as one entry per file, each named as
     ORG/NAME:QUANT where that tag picks it (hf_cache.pick_gguf), else by its path."""
     if model.weights != "gguf":
-        return [LocalModel(model.repository, "Hugging Face cache", model.model_type, _why_not(model, supported),
-                           str(model.snapshot), _checkpoint_parameters(model.snapshot))]
+        parameters, unreadable = _checkpoint_parameters(model.snapshot)
+        why_not = _why_not(model, supported) or unreadable
+        return [LocalModel(model.repository, "Hugging Face cache", model.model_type, why_not, str(model.snapshot),
+                           parameters)]
     files = gguf_files(model.snapshot)
     entries = []
     for file in files:
@@ -98,13 +100,23 @@ def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
     return None if model.tokenizer else "no tokenizer.json"
 
 
-def _checkpoint_parameters(snapshot: Path) -> int | None:
-    """The weights of a checkpoint folder's safetensors files, counted from their headers."""
+def _checkpoint_parameters(snapshot: Path) -> tuple[int | None, str | None]:
+    """The weights of a checkpoint folder's safetensors files (the shards its index names, if it has one), counted
+    from their headers; and, where they cannot all be read, why, as the converter would refuse them: a shard or a
+    file whose download did not finish (no file yet, or a link to a blob not there)."""
+    index = snapshot / "model.safetensors.index.json"
     try:
-        files = sorted(snapshot.glob("*.safetensors"))
-        return sum(safetensors_header.parameters(file) for file in files) if files else None
-    except (OSError, ValueError):
-        return None
+        if index.is_file():
+            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+            files = [snapshot / str(name) for name in names]
+        else:
+            files = sorted(snapshot.glob("*.safetensors"))
+        missing = [file.name for file in files if not file.is_file()]
+        if missing:
+            return None, f"{', '.join(missing)} missing (a download that did not finish?)"
+        return (sum(safetensors_header.parameters(file) for file in files) if files else None), None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        return None, f"unreadable weights ({getattr(exc, 'strerror', None) or exc})"
 
 
 def _gguf_model(source: str, store: str, path: Path) -> LocalModel:

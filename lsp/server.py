@@ -20,6 +20,7 @@ from pygls.exceptions import JsonRpcContentModified, JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 
 from completer.indentation import UNIT_LINES, indent_unit
+from completer.std_streams import STREAM_NAMES, hold_closed_fds
 from completer.syntax import PYTHON_NAME, syntax_for
 from completer.text import MAX_LINE_CHARS, clean, context_slice, looks_binary, text_below
 from completer.types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUT_OF_SYNC, EngineSettings
@@ -1012,7 +1013,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m lsp", session_hos
          started_as: int | None = None) -> int:
     """Run the server until the client says exit (or disconnects, or its process is gone): in the process the editor
     started, or in a session the session host forked for it (lsp/session_host.py) for the relay `started_as`."""
+    closed = hold_closed_fds()  # before the log file is opened, which would otherwise take a closed one's number
     args = parse_args(argv, prog)
+    if not args.tcp and (no_channel := sorted(closed & {0, 1})):
+        names = " and ".join(STREAM_NAMES[fd] for fd in no_channel)
+        print(f"{prog}: {names} {'is' if len(no_channel) == 1 else 'are'} closed: there is no client to speak LSP "
+              f"with on stdio (--tcp --port N serves one over TCP)", file=sys.stderr)
+        return 1
     log_file = setup_server_logging(args.log_level, args.log_file)
     worker_log = str(Path(args.log_file).with_name(WORKER_LOG)) if args.log_file else None
     shared = not (args.standalone or os.environ.get(STANDALONE_ENV) == "1")

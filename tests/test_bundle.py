@@ -182,5 +182,20 @@ def test_a_model_path_naming_another_tools_model_says_how_to_convert_it(tmp_path
         assert f"`completer convert {named} --out BUNDLE` and set modelPath to BUNDLE" in str(caught.value)
     with pytest.raises(ModelError, match="notes.txt is not a directory$"):
         load_bundle(tmp_path / "notes.txt")
+
+
+def test_a_model_path_naming_a_hugging_face_id_not_downloaded_says_to_download_it(tmp_path: Path, monkeypatch):
+    """ORG/NAME converts from the local Hugging Face cache; one not there is not merely "not a directory"."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("LLAMA_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for named in ("Qwen/Qwen2.5-Coder-1.5B", "ggml-org/Qwen2.5-Coder-1.5B-Q8_0-GGUF:Q8_0"):
+        with pytest.raises(ModelError) as caught:
+            load_bundle(named)
+        repository = named.partition(":")[0]
+        assert str(caught.value) == (
+            f"model bundle not found: {named} is not a folder, and no local Hugging Face cache ({tmp_path / 'hub'}) "
+            f"holds {repository}; download it first (hf download {repository}), and it is converted the first time "
+            f"it is used")
     with pytest.raises(ModelError, match="has no manifest.json"):
         load_bundle(tmp_path)

@@ -237,3 +237,91 @@ def test_each_commands_help_describes_every_option_and_names_only_options_it_has
         named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", parser.format_help().split("options:")[1]))
         assert named <= taken, (name, named - taken)
     assert "exit status: 0" in commands["complete"].format_help()
+
+
+def _bash(command: str, **env: str) -> subprocess.CompletedProcess:
+    """`command` run by bash, where `>&-`, `<&-` and `> /dev/full` say what the standard streams are."""
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_status_2(source: Path, tmp_path: Path):
+    """A full stdout (a full disk, /dev/full) or a closed one: one line that says so and status 2, not a traceback
+    (nor --help's status 0 with its text lost); a convert's bundle, its product, is still made with stdout closed."""
+    completer = f"{shlex.quote(sys.executable)} -m completer"
+    for command, says in ((f"complete {source}:5:9 > /dev/full", "cannot write the output: No space left on device"),
+                          (f"complete {tmp_path / 'gone.py'}:1:1 --json > /dev/full", "cannot read"),
+                          ("info > /dev/full", "cannot write the output: No space left on device"),
+                          ("--help > /dev/full", "cannot write the output: No space left on device"),
+                          (f"complete {source}:5:9 >&-", "stdout is closed")):
+        done = _bash(f"{completer} {command}")
+        lines = done.stderr.splitlines()
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (command, done.returncode, done.stderr)
+        assert lines[-1].startswith("completer: ") and says in lines[-1], (command, done.stderr)
+        assert len([line for line in lines if line.startswith("completer")]) == 1, (command, done.stderr)
+
+
+def test_closed_stdin_and_stderr_are_said_or_left_alone(source: Path, tmp_path: Path):
+    """/dev/stdin when stdin is closed is refused as such (not read as an empty file); with stderr closed the
+    reason does not land in stdout, whose JSON stays one object."""
+    completer = f"{shlex.quote(sys.executable)} -m completer"
+    done = _bash(f"{completer} complete /dev/stdin:1:1 --json <&-")
+    assert done.returncode == 2 and json.loads(done.stdout)["error"] == "cannot read /dev/stdin: stdin is closed"
+    done = _bash(f"{completer} complete {tmp_path / 'gone.py'}:1:1 --json 2>&-")
+    assert done.returncode == 2 and "cannot read" in json.loads(done.stdout)["error"], done.stdout
+
+
+def test_serve_without_stdio_says_so_and_writes_no_frames_into_its_log(tmp_path: Path):
+    """`completer serve` with stdin or stdout closed has no client: one line and status 1. Before, the log file
+    took the closed stdout's number and the server wrote its LSP frames into it, or a closed stdin was a traceback."""
+    for streams, says in (("<&-", "stdin is closed"), (">&- < /dev/null", "stdout is closed")):
+        done = _bash(f"timeout 60 {shlex.quote(sys.executable)} -m completer serve {streams}",
+                     COMPLETER_LOG_DIR=str(tmp_path))
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (streams, done.returncode, done.stderr)
+        assert done.stderr.startswith(f"completer serve: {says}: there is no client"), (streams, done.stderr)
+        log = tmp_path / "lsp.log"
+        assert not log.exists() or "Content-Length" not in log.read_text(), (streams, log.read_text())
+
+
+def test_ctrl_c_ends_the_command_by_the_signal_with_the_json_saying_so():
+    """SIGINT while the command waits (here for stdin): no traceback, the JSON a script reads says `interrupted`, and
+    the process dies of SIGINT, as a shell expects of Ctrl-C: bash goes on with its loop when a child merely exits
+    130, so `for f in *.py; do completer complete ...; done` could not be stopped."""
+    import signal
+    import time
+
+    read, write = os.pipe()
+    with subprocess.Popen([sys.executable, "-m", "completer", "complete", "/dev/stdin:1:1", "--json"], stdin=read,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as process:
+        os.close(read)
+        deadline = time.monotonic() + 60
+        while "pipe_read" not in Path(f"/proc/{process.pid}/wchan").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)  # reading stdin, past its imports: in main's hands
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        os.close(write)
+    assert process.returncode == -signal.SIGINT and "Traceback" not in err, (process.returncode, err)
+    assert json.loads(out)["error"] == "interrupted"
+
+
+def test_python_unbuffered_output_is_written_as_it_goes(tmp_path: Path):
+    """Under PYTHONUNBUFFERED (python -u) each line reaches the reader when printed, as it did before stdout's
+    writes were checked (completer/std_streams.py), not all at exit: demo's first read holds its heading alone, the
+    lines it completes coming after their searches. And --help into a full stdout is refused as when buffered."""
+    with subprocess.Popen([sys.executable, "-m", "completer", "demo", "--beams", "16"], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}) as process:
+        first = os.read(process.stdout.fileno(), 1 << 16).decode()
+        process.communicate(timeout=120)
+    assert first.startswith("model ") and "typed" not in first, first
+    done = _bash(f"{shlex.quote(sys.executable)} -m completer --help > /dev/full", PYTHONUNBUFFERED="1")
+    assert done.returncode == 2 and "cannot write the output" in done.stderr, (done.returncode, done.stderr)
+
+
+def test_version_is_printed_as_the_servers():
+    """`completer --version`, as `completer serve --version` has always answered, not "arguments are required"."""
+    done = run("--version")
+    served = run("serve", "--version")
+    assert done.returncode == 0 and served.returncode == 0, (done.stderr, served.stderr)
+    assert done.stdout.split() == ["completer", served.stdout.split()[-1]], (done.stdout, served.stdout)

@@ -692,6 +692,12 @@ def test_an_existing_out_is_kept_unless_it_is_a_bundle_and_forced(source, tmp_pa
     assert "exists and is not empty" in _refused(["convert", str(source), "--out", str(out)], capsys)
     assert "--force replaces only a bundle" in _refused(["convert", str(source), "--out", str(out), "--force"], capsys)
     assert (out / "keep.txt").read_text() == "mine"
+    for named in (tmp_path / "notes.txt", tmp_path / "empty.txt"):  # said as it is: a file, empty or not
+        named.write_text("mine" if named.stem == "notes" else "")
+        for force in ([], ["--force"]):
+            said = _refused(["convert", str(source), "--out", str(named), *force], capsys)
+            assert said.endswith(f"--out {named} exists and is not a folder; choose a new folder for the bundle"), said
+        assert named.read_text() == ("mine" if named.stem == "notes" else "")
     bundle = tmp_path / "bundle"
     assert cli_main(["convert", str(source), "--out", str(bundle), "--context", "64"]) == 0
     (bundle / "extra.txt").write_text("old")
@@ -778,6 +784,22 @@ def test_what_a_converter_killed_outright_left_is_cleared_by_the_next_and_a_live
         live.send_signal(signal.SIGCONT)
         assert live.wait(60) == 0  # it replaces the bundle, as a second --out of the same model always did
     assert (out / "manifest.json").is_file() and not list(tmp_path.glob(".bundle.converting-*"))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGSTOP, SIGTERM and SIGHUP")
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_converter_terminated_removes_its_staging_folder_and_dies_of_the_signal(source, tmp_path, name):
+    """`timeout`, a service stopping or a closed terminal (SIGTERM, SIGHUP) killed the converter outright, which left
+    its half-written staging folder, as large as the model, hidden beside --out until another conversion into that
+    --out: now it stops as on Ctrl-C, removing what it had begun, and dies of the signal it got."""
+    import signal
+
+    out = tmp_path / "bundle"
+    process, staging = _converter_paused_in_its_staging_folder(source, out)
+    process.send_signal(getattr(signal, name))
+    process.send_signal(signal.SIGCONT)
+    assert process.wait(60) == -getattr(signal, name)
+    assert not staging.exists() and not out.exists() and not list(tmp_path.glob(".bundle.converting-*"))
 
 
 def test_a_bundle_folder_is_made_with_the_users_umask_as_mkdir_makes_one(source, tmp_path):

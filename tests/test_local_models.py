@@ -292,6 +292,30 @@ def test_models_lists_every_store_with_the_command_that_converts_each(files, iso
         assert _convert(name, "--out", f"b{number}") == 0
 
 
+def test_a_checkpoint_whose_download_did_not_finish_is_listed_as_not_converting(isolated, capsys):
+    """A cached checkpoint missing a shard its index names, or whose weights link to a blob not there (a download
+    cut short), was listed as converting, with the size of what was there; converting it then failed. Now the list
+    says why not, as the converter does."""
+    from test_hf_cache import _cache_entry
+
+    checkpoint(isolated / "tiny", "qwen2", tied=True)
+    sharded = _cache_entry(isolated / "hub", "acme/sharded", isolated / "tiny")
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.embed_tokens.weight": "model.safetensors", "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    cut = _cache_entry(isolated / "hub", "acme/cut-short", isolated / "tiny")
+    (cut / "model.safetensors").resolve().unlink()
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    unfinished = " missing (a download that did not finish?)"
+    assert rows["acme/sharded"]["why_not"] == "model-00002-of-00002.safetensors" + unfinished
+    assert rows["acme/cut-short"]["why_not"] == "model.safetensors" + unfinished
+    assert not rows["acme/sharded"]["convertible"] and not rows["acme/cut-short"]["convertible"]
+    assert rows["acme/sharded"]["parameters"] is None
+    for name in ("acme/sharded", "acme/cut-short"):  # as the converter finds
+        assert _convert(name, "--out", str(isolated / name.replace("/", "-"))) == 2
+    assert "missing" in capsys.readouterr().err
+
+
 def test_models_says_where_it_looked_when_it_finds_nothing(isolated, capsys):
     assert cli_main(["models"]) == 0
     out = capsys.readouterr().out
