@@ -11,6 +11,7 @@ from completer.types import SKIPPED_OUT_OF_SYNC
 
 from lsp.completions import TRIGGER_CHARACTERS, completion_list, inline_list, inline_start
 from lsp.notebooks import Cell
+from lsp.searches import Superseded
 from lsp.server import CompleterServer
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,10 @@ def register(server: CompleterServer) -> None:
         target = ls.locate(params.text_document.uri, params.position)
         if target is None or not ls.settings.completion_items:
             return types.CompletionList(is_incomplete=True, items=[])
-        lines = await ls.suggest(target)
+        try:
+            lines = await ls.suggest(target)
+        except Superseded:  # the client asked at another cursor since, and did not cancel this: answered empty,
+            return types.CompletionList(is_incomplete=True, items=[])  # which every client takes, and asks again
         if not ls.settings.completion_items:  # turned off while it searched
             return types.CompletionList(is_incomplete=True, items=[])
         return completion_list(lines, target.line_no, target.end_units, ls.filter_text)
@@ -180,7 +184,10 @@ def register(server: CompleterServer) -> None:
         item = ls.with_selected_item(target, selected) if selected is not None else None
         if selected is not None and item is None:
             return types.InlineCompletionList(items=[])
-        lines = await (ls.suggest(target) if item is None else ls.suggest_beside_item(target, item))
+        try:
+            lines = await (ls.suggest(target) if item is None else ls.suggest_beside_item(target, item))
+        except Superseded:  # the client asked at another cursor since, and did not cancel this
+            return types.InlineCompletionList(items=[])
         if not ls.settings.inline_completions:  # turned off while it searched
             return types.InlineCompletionList(items=[])
         start = item.item_start if item is not None else None

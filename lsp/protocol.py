@@ -19,7 +19,7 @@ import uuid
 from concurrent.futures import Future
 from contextvars import ContextVar
 from functools import partial
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from urllib.parse import urlsplit
 
 import attrs
@@ -38,6 +38,9 @@ from pygls.exceptions import (
 from pygls.protocol import LanguageServerProtocol, default_converter, lsp_method
 
 from lsp.documents import prefer_encodings
+
+if TYPE_CHECKING:
+    from lsp.searches import Arrival
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +68,11 @@ class DroppedNotification:
 _NOT_JSONRPC = object()
 
 SEARCH_REQUESTS = frozenset((types.TEXT_DOCUMENT_COMPLETION, types.TEXT_DOCUMENT_INLINE_COMPLETION))
-ARRIVED_AFTER: ContextVar[int | None] = ContextVar("arrived_after", default=None)
+ARRIVAL: ContextVar[Arrival | None] = ContextVar("arrival", default=None)
 """In a completion request's handler: its document's edit count (`SearchScheduler.changes`) when the request was
-read. The handler's task runs later, after the messages read meanwhile (a TCP client's, read all at once), and an
-edit among them makes the request stale: it was sent for the text before."""
+read, and its place among the requests (`SearchScheduler.arrived`). The handler's task runs later, after the
+messages read meanwhile (a TCP client's, read all at once): an edit among them makes the request stale, as it was
+sent for the text before, and a request at another cursor of the document makes it obsolete."""
 
 NOTIFICATIONS = frozenset(method for method, (_, response, *_rest) in types.METHOD_TO_TYPES.items()
                           if response is None)
@@ -259,11 +263,15 @@ class CompleterProtocol(LanguageServerProtocol):
         if not (is_request and method in SEARCH_REQUESTS and document is not None and searches is not None):
             super().handle_message(message)
             return
-        arrived = ARRIVED_AFTER.set(searches.changes(document.uri))  # the handler's task copies it as it is made
+        position = getattr(message.params, "position", None)
+        documents = getattr(self._server, "documents", None)
+        open_ = documents is not None and documents.get(document.uri) is not None  # no cursor kept for another
+        at = (position.line, position.character) if position is not None and open_ else None
+        arrived = ARRIVAL.set(searches.arrived(document.uri, at))  # the handler's task copies it as it is made
         try:
             super().handle_message(message)
         finally:
-            ARRIVED_AFTER.reset(arrived)
+            ARRIVAL.reset(arrived)
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None) -> None:

@@ -36,10 +36,10 @@ from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
 from lsp.notebooks import NotebookStore, cell_file_uri
-from lsp.protocol import ARRIVED_AFTER, CompleterProtocol, is_parse_error, prepare_converter, strict_converter
+from lsp.protocol import ARRIVAL, CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
-from lsp.searches import ContentModified, SearchScheduler
+from lsp.searches import UNNUMBERED, ContentModified, SearchScheduler, Superseded
 from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, extract_section, likely_meant, quoted,
                           shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
@@ -74,6 +74,7 @@ class Stats:
     answered: int = 0
     cancelled: int = 0
     content_modified: int = 0
+    superseded: int = 0  # answered empty: a newer request of the document, at another cursor, came meanwhile
     worker_failures: int = 0
     last_latency_ms: float | None = None  # request received -> answer ready, in the server
     last_engine_latency_ms: float | None = None  # the engine's own figure for that search
@@ -671,9 +672,11 @@ class CompleterServer(LanguageServer):
         current = doc.lines[position.line]
         codec = self.documents.codec
         column = codec.to_code_points(current, position.character)
-        arrived = ARRIVED_AFTER.get()  # an edit read since the request was makes it stale (SearchScheduler.run)
-        changes = self.searches.changes(uri) if arrived is None else arrived
-        return Target(uri, position.line, column, current, codec.to_units(current, len(current)), changes)
+        arrived = ARRIVAL.get()  # an edit read since the request was makes it stale (SearchScheduler.run), and a
+        # request read since at another cursor obsolete
+        changes = self.searches.changes(uri) if arrived is None else arrived.changes
+        return Target(uri, position.line, column, current, codec.to_units(current, len(current)), changes,
+                      arrival=UNNUMBERED if arrived is None else arrived.number)
 
     def with_selected_item(self, target: Target, item: types.SelectedCompletionInfo) -> Target | None:
         """`target` as accepting `item`, the completion item the client's suggest widget has selected, would leave
@@ -844,10 +847,13 @@ class CompleterServer(LanguageServer):
                 try:
                     result = await self.searches.run(key, target.uri, before, after, READY_TIMEOUT, changes, below,
                                                      others, [snippet.text for snippet in snippets], placed,
-                                                     doc.language, self.engine_document(target.uri))
+                                                     doc.language, self.engine_document(target.uri), target.arrival)
                     break
                 except asyncio.CancelledError:
                     self.stats.cancelled += 1
+                    raise
+                except Superseded:
+                    self.stats.superseded += 1
                     raise
                 except ContentModified:
                     self.stats.content_modified += 1

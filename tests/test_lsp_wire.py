@@ -460,6 +460,32 @@ def test_the_same_whole_text_sent_again_leaves_the_waiting_request_to_be_answere
     assert "result" in raw.wait(waiting, timeout=60)
 
 
+def test_requests_a_client_never_cancels_are_answered_empty_once_it_asks_at_another_cursor(raw: RawClient):
+    """A client that never cancels (a script, a plugin) asks at 40 cursors of one document it does not edit. Each
+    request is answered, empty, once a newer one at another cursor comes, and its search stops: only the newest
+    cursor is searched, not every one the client left, in turn, before it. Completion items and inline completions
+    at that newest cursor (one keystroke's) still share their search, and both get its lines."""
+    raw.initialize({"completer": {"searchAhead": False}})
+    _ready(raw)
+    raw.open(URI, SAMPLE_TEXT)
+    cursors = candidate_positions()[:40]
+    line, column = cursors[-1]
+    left = [raw.request_nowait("textDocument/completion", {"textDocument": {"uri": URI},
+                                                           "position": {"line": r, "character": c}})
+            for r, c in cursors[:-1]]
+    at = {"textDocument": {"uri": URI}, "position": {"line": line, "character": column}}
+    newest = raw.request_nowait("textDocument/completion", at)
+    inline = raw.request_nowait("textDocument/inlineCompletion", {**at, "context": {"triggerKind": 2}})
+    answers = [raw.wait(msg_id, timeout=120) for msg_id in left]
+    assert all(answer.get("result") == {"isIncomplete": True, "items": []} for answer in answers), \
+        [answer.get("result", answer) for answer in answers if answer.get("result", {}).get("items") != []]
+    items = [item["textEdit"]["newText"] for item in raw.wait(newest, timeout=60)["result"]["items"]]
+    assert items, "the newest cursor got no lines"
+    assert [item["insertText"] for item in raw.wait(inline, timeout=60)["result"]["items"]] == items
+    server = raw.request("completer/info")["result"]["server"]
+    assert server["superseded"] == len(left) and server["answered"] == 2
+
+
 SLOW_SNIPPETS_SERVER = [sys.executable, "-c", "import sys, time, lsp.server, lsp.workspace as w; "
                         "pick = w.WorkspaceFiles.snippets; "
                         "w.WorkspaceFiles.snippets = lambda *a, **k: (time.sleep(0.5), pick(*a, **k))[1]; "

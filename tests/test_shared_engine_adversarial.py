@@ -214,10 +214,11 @@ def _answer_times(client: RawClient, uri: str) -> list[float]:
 
 
 def test_a_window_that_floods_the_engine_does_not_slow_another_windows_answers(tmp_path: Path):
-    """A window that asks at hundreds of cursors of a long file and cancels none (a buggy plugin, a script) keeps
-    the engine busy for minutes, each of its searches prefilling a whole context. Another window's requests
-    meanwhile are answered about as fast as alone: the windows' searches share the model's time
-    (completer/scheduler.py), so a request's beam steps do not each wait for a chunk of the flood's prefills."""
+    """A window that asks in many long files at once and cancels none (a buggy plugin, a script: in one file, its
+    newer request would make the older ones obsolete, test_lsp_wire.py) keeps the engine busy for a long while, each
+    of its searches prefilling a whole context. Another window's requests meanwhile are answered about as fast as
+    alone: the windows' searches share the model's time (completer/scheduler.py), so a request's beam steps do not
+    each wait for a chunk of the flood's prefills."""
     lines = (REPO / "lsp" / "worker.py").read_text(encoding="utf-8").split("\n")
     cursors = [(i, len(text)) for i, text in enumerate(lines) if text.strip() and i > 100]
     window = _server(tmp_path)
@@ -226,14 +227,15 @@ def test_a_window_that_floods_the_engine_does_not_slow_another_windows_answers(t
         _ready(window)
         _ready(flood)
         alone = _answer_times(window, "file:///work/alone.py")
-        flood.open("file:///work/flood.py", "\n".join(lines))
-        params = [{"textDocument": {"uri": "file:///work/flood.py"}, "position": {"line": line, "character": column}}
-                  for line, column in random.Random(7).sample(cursors, 300)]
+        uris = [f"file:///work/flood{index}.py" for index in range(20)]  # their caches within the memory budget
+        for uri in uris:
+            flood.open(uri, "\n".join(lines))
+        params = [{"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
+                  for uri, (line, column) in zip(uris, random.Random(7).sample(cursors, len(uris)))]
         ids = [flood.request_nowait("textDocument/completion", p) for p in params]
-        flood.wait(ids[0], timeout=60)  # the engine is at it; its server forwards the others as it reads them
-        time.sleep(1.0)
+        time.sleep(1.0)  # the engine is at them: they prefill side by side, a chunk each in turn
         flooded = _answer_times(window, "file:///work/flooded.py")
-        assert len(flood.responses) < len(ids) - 100, "the flood was over before the other window asked"
+        assert len(flood.responses) < len(ids) // 2, "the flood was over before the other window asked"
         assert sum(flooded) < 4 * sum(alone) + 0.5, f"answered in {flooded} s beside the flood, {alone} s alone"
     finally:
         flood.close()
