@@ -58,6 +58,9 @@ class NotebookStore:
     def __contains__(self, uri: str) -> bool:
         return uri in self._notebooks
 
+    def uris(self) -> list[str]:
+        return list(self._notebooks)
+
     def open(self, uri: str, cells: Iterable[Cell]) -> None:
         self.close(uri)
         notebook = Notebook(uri, list(cells))

@@ -614,6 +614,8 @@ class CompleterServer(LanguageServer):
                 self.settings_generation += 1
                 self.searches.invalidate()
                 log.info("settings now %s", new.to_camel())
+                if not (old.completion_items or old.inline_completions):  # both were off: nothing was prefilled
+                    self.prefill_open_documents()
                 if not isinstance(self.worker, OpenAIBackend):
                     self.sources.settle(new.engine.model_path)
                 self.index_workspace()  # turned on, or on from the start once settings arrive
@@ -781,6 +783,17 @@ class CompleterServer(LanguageServer):
         sliced = context_slice(text_lines, last, len(text_lines[last]))
         if sliced is not None and not looks_binary(sliced[0]):
             self.worker.notify_open(self.engine_document(uri) or uri, clean(sliced[0]))
+
+    def prefill_open_documents(self) -> None:
+        """Prefill the open documents as when each was opened (a notebook: its last code cell), for answers turned
+        on again: while both kinds were off, nothing was prefilled (`prefill`)."""
+        for uri in self.documents.uris():
+            if self.notebooks.notebook_of(uri) is None:
+                self.prefill(uri)
+        for notebook in self.notebooks.uris():
+            last = self.notebooks.last_code_cell(notebook)
+            if last is not None:
+                self.prefill(last)
 
     async def suggest(self, target: Target) -> list[LineSuggestion]:
         """Best-first whole lines for `target`; raises JSON-RPC cancel/content-modified errors. A search the worker

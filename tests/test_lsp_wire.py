@@ -817,6 +817,38 @@ def test_an_opened_document_is_prefilled_while_the_worker_is_idle(raw: RawClient
     assert server["last_context_tokens"] > 500 and server["last_new_tokens"] <= 2, server
 
 
+def _prefilled(client: RawClient, timeout: float = 30) -> int:
+    """The engine's cache bytes once they stop growing (a background prefill grows them chunk by chunk)."""
+    deadline = time.monotonic() + timeout
+    cached = [-1]
+    while time.monotonic() < deadline:
+        time.sleep(0.5)  # (each poll is a job that pauses the prefill; the worker resumes it once idle again)
+        cached.append(client.request("completer/info")["result"].get("cache_bytes") or 0)
+        if cached[-1] == cached[-2]:
+            break
+    return cached[-1]
+
+
+def test_documents_opened_while_both_answers_were_off_are_prefilled_once_one_is_turned_on(raw: RawClient):
+    """With completion items and inline completions off (VS Code's toggle) an opened file is not prefilled:
+    nothing would use it. Turned on again, every open document is prefilled as if just opened, so the first
+    keystroke in a long file runs only its last tokens, not the whole file."""
+    import argparse
+
+    raw.initialize({"completer": {"searchAhead": False, "completionItems": False, "inlineCompletions": False}})
+    _ready(raw)
+    text = Path(argparse.__file__).read_text()[:6000]
+    text = text[:text.rfind("\n") + 1] + "    parser = argparse.Arg"
+    lines = text.split("\n")
+    raw.open("file:///work/opened.py", text)
+    assert _prefilled(raw, timeout=2) == 0
+    raw.notify("workspace/didChangeConfiguration", {"settings": {"completer": {"completionItems": True}}})
+    assert _prefilled(raw) > 0, "nothing was prefilled once completion items were turned on"
+    raw.completion("file:///work/opened.py", len(lines) - 1, len(lines[-1]))
+    server = raw.request("completer/info")["result"]["server"]
+    assert server["last_context_tokens"] > 500 and server["last_new_tokens"] <= 2, server
+
+
 def test_a_line_just_accepted_gets_no_suggestion_to_extend_it(raw: RawClient):
     """After the client applies a suggestion, a request at the end of that line answers nothing (no `.close()`
     after `main(sys.stdout)`); typing on asks the model again."""
