@@ -25,8 +25,9 @@ export interface ClientHooks {
     python: string;
     getSettings(): ExtensionSettings;
     onLatency(ms: number): void;
-    /** The client reports it (re)started or stopped on its own, e.g. after a server crash. */
-    onStateChange(state: 'running' | 'stopped'): void;
+    /** The client reports it (re)started or stopped on its own, e.g. after a server crash; `failed`: stopped for
+     *  good (it stopped too often, or a restart failed), with `reason`, the one message the user gets about it. */
+    onStateChange(state: 'running' | 'stopped' | 'failed', reason?: string): void;
 }
 
 export interface StatusLike {
@@ -331,7 +332,7 @@ export class ServerManager {
                     void this.refreshInfo(client, this.infoRetryDelays.length, remoteDue);
                 }
             },
-            onStateChange: (state) => {
+            onStateChange: (state, reason) => {
                 if (this.client !== client) {
                     return;
                 }
@@ -339,6 +340,8 @@ export class ServerManager {
                     status.setState('running');
                     this.modelKnown = false;
                     void this.refreshInfo();
+                } else if (state === 'failed') {
+                    this.reportStopped(reason ?? 'the server stopped');
                 } else {
                     status.setState('error', 'the server stopped');
                 }
@@ -352,7 +355,7 @@ export class ServerManager {
             this.client = undefined;
             const text = errorText(err);
             log.error(`The server failed to start: ${text}`);
-            status.setState('error', 'the server failed to start');
+            status.setState('error', `the server failed to start: ${text}`);
             try {
                 await client.stop();
             } catch {
@@ -440,6 +443,15 @@ export class ServerManager {
             const timer = setTimeout(() => void this.refreshInfo(client, retry + 1), this.infoRetryDelays[retry]);
             timer.unref?.();
         }
+    }
+
+    /** The server stopped for good on its own: the status bar and one message say why, with a restart at hand. */
+    private reportStopped(reason: string): void {
+        this.deps.log.error(`The server is not running: ${reason}`);
+        this.deps.status.setState('error', reason);
+        void this.deps
+            .showError(`Completer: ${reason}.`, ACTIONS.showLogs, ACTIONS.restart)
+            .then((choice) => this.onAction(choice));
     }
 
     private reportInstallProblem(python: string, check: Extract<InstallCheck, { ok: false }>): void {

@@ -363,6 +363,21 @@ describe('server manager', () => {
         assert.equal(clients.length, 1, 'no start after dispose');
     });
 
+    test('a server stopped for good says why once, and Restart Server starts a new one', async () => {
+        const { manager, clients, status, errors, logs } = setup({ choice: ACTIONS.restart });
+        await manager.start();
+        clients[0].hooks.onStateChange('failed', "the server stopped and did not start again: ImportError: boom");
+        assert.equal(status.state, 'error');
+        assert.equal(status.problem, 'the server stopped and did not start again: ImportError: boom');
+        assert.deepEqual(errors, [{
+            message: 'Completer: the server stopped and did not start again: ImportError: boom.',
+            actions: [ACTIONS.showLogs, ACTIONS.restart],
+        }]);
+        assert.ok(logs.some((line) => line.includes('ImportError: boom')));
+        await until(() => clients.length === 2 && status.state === 'running', 'the restart the message offered');
+        assert.equal(clients[0].stopped, true);
+    });
+
     test('concurrent operations are serialised', async () => {
         const { manager, clients } = setup();
         await Promise.all([manager.start(), manager.start(), manager.restart()]);
