@@ -414,10 +414,17 @@ export class ServerManager {
         this.remote = remote !== undefined;
         this.deps.status.setRemote(remote?.endpoint);
         this.deps.status.setLanguages(languagesOf(info));
+        const problem = typeof modelError === 'string' && modelError !== '' ? modelError : undefined;
         if (label && remote?.state === 'error') {
             this.modelKnown = true;
             this.deps.status.setModel(label);
             this.deps.status.setState('error', `the endpoint ${remote.endpoint} failed: ${remote.lastError ?? 'no reply'}`);
+        } else if (label && problem !== undefined) {
+            // A backend named but unusable: "openai" without an endpoint (or one the server refused) answers nothing.
+            this.modelKnown = true;
+            this.deps.log.error(`The server gives no suggestions: ${problem}`);
+            this.deps.status.setModel(label);
+            this.deps.status.setState('error', problem);
         } else if (label) {
             if (!this.modelKnown) {
                 this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
@@ -436,9 +443,9 @@ export class ServerManager {
                 }, this.conversionInfoInterval);
                 this.conversionPoll.unref?.();
             }
-        } else if (typeof modelError === 'string' && modelError !== '') {
-            this.deps.log.error(`The server has no model: ${modelError}`);
-            this.deps.status.setState('error', `no model loaded: ${modelError}`);
+        } else if (problem !== undefined) {
+            this.deps.log.error(`The server has no model: ${problem}`);
+            this.deps.status.setState('error', `no model loaded: ${problem}`);
         } else if (retry < this.infoRetryDelays.length) {
             const timer = setTimeout(() => void this.refreshInfo(client, retry + 1), this.infoRetryDelays[retry]);
             timer.unref?.();

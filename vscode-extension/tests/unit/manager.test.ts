@@ -559,6 +559,26 @@ describe('server manager', () => {
         assert.equal(status.state, 'running');
     });
 
+    test('backend "openai" without a usable endpoint is an error, not a model that answers', async () => {
+        const why = 'backend "openai" needs completer.endpoint, the API\'s base URL';
+        const { manager, clients, change, status } = setup();
+        await manager.start();
+        clients[0].info = { // what the server answers then: a label, no endpoint, and why
+            model: "(the endpoint's default model)",
+            backend: 'openai',
+            remote: { endpoint: null, state: 'error', last_error: why },
+            model_error: why,
+        };
+        await change({ backend: 'openai', endpoint: 'http://gpu.example.com/v1' }); // plain http: the server refuses it
+        assert.equal(status.state, 'error');
+        assert.equal(status.problem, why);
+        assert.equal(status.endpoint, undefined, 'nothing is sent anywhere');
+        clients[0].info = { model: 'qwen2.5-coder', remote: { endpoint: 'https://gpu.example.com/v1', state: 'ready' } };
+        await change({ endpoint: 'https://gpu.example.com/v1' });
+        assert.equal(status.state, 'running');
+        assert.equal(status.endpoint, 'https://gpu.example.com/v1');
+    });
+
     test('remoteOf', () => {
         assert.deepEqual(remoteOf({ remote: { endpoint: 'http://127.0.0.1:8080/v1', state: 'ready' } }), {
             endpoint: 'http://127.0.0.1:8080/v1',
