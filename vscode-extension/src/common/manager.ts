@@ -10,6 +10,7 @@ import {
     ExtensionSettings,
     needsRestart,
     serverSettingsChanged,
+    settingsForLog,
 } from './settings';
 import type { ServerState } from './status';
 
@@ -239,7 +240,7 @@ export class ServerManager {
             }
             if (this.client && serverSettingsChanged(before, after)) {
                 const params = didChangeConfigurationParams(after);
-                this.deps.log.info(`Sending settings: ${JSON.stringify(params.settings.completer)}`);
+                this.deps.log.info(`Sending settings: ${JSON.stringify(settingsForLog(params.settings.completer))}`);
                 try {
                     await this.client.sendNotification('workspace/didChangeConfiguration', params);
                 } catch (err) {

@@ -330,6 +330,37 @@ export function unseenBecause(settings: ExtensionSettings, inlineSuggestEnabled:
     return inlineSuggestEnabled ? undefined : "VS Code's editor.inlineSuggest.enabled is off";
 }
 
+/** An environment variable's name as the server takes it for apiKeyEnv (lsp/settings.py), and a run of capitals and
+ *  digits so long it is a key's, not a name's. */
+const ENV_NAME = /^[A-Z_][A-Z0-9_]{0,63}$/;
+const KEY_LIKE = /[A-Z0-9]{24}/;
+
+/** The settings as the log shows them: a key pasted into apiKeyEnv, or credentials in the endpoint's URL, never
+ *  reach it (the server refuses both without repeating them either). */
+export function settingsForLog(settings: ServerSettings): ServerSettings {
+    const { apiKeyEnv, endpoint } = settings;
+    const keyHidden = apiKeyEnv !== null && (!ENV_NAME.test(apiKeyEnv) || KEY_LIKE.test(apiKeyEnv));
+    return {
+        ...settings,
+        apiKeyEnv: keyHidden ? '(hidden: not the name of an environment variable)' : apiKeyEnv,
+        endpoint: endpoint === null ? null : endpointForLog(endpoint),
+    };
+}
+
+function endpointForLog(endpoint: string): string {
+    let url: URL;
+    try {
+        url = new URL(endpoint);
+    } catch {
+        return '(hidden: not a URL)';
+    }
+    if (url.username === '' && url.password === '') {
+        return endpoint;
+    }
+    url.username = url.password = '';
+    return `${url.toString()} (its credentials hidden)`;
+}
+
 /** `initializationOptions` of the `initialize` request. */
 export function initializationOptions(settings: ExtensionSettings): { completer: ServerSettings } {
     return { completer: toServerSettings(settings) };

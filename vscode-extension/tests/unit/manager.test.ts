@@ -274,6 +274,25 @@ describe('server manager', () => {
         assert.equal(clients[0].notifications.length, 1);
     });
 
+    test('a key pasted into apiKeyEnv, or credentials in the endpoint, reach the server, not the log', async () => {
+        const { manager, clients, change, logs } = setup();
+        await manager.start();
+        const key = 'SKPROJ4F9A8B7C6D5E4F3A2B1C0D9E8F';
+        const endpoint = 'https://bob:hunter2@gpu.example.com/v1';
+        await change({ backend: 'openai', endpoint, apiKeyEnv: key });
+        const sent = clients[0].notifications[0].params.settings.completer;
+        assert.equal(sent.apiKeyEnv, key, 'the server says what is wrong with it');
+        const logged = logs.filter((line) => line.startsWith('Sending settings'));
+        assert.equal(logged.length, 1);
+        for (const secret of [key, 'hunter2', 'bob']) {
+            assert.ok(!logged[0].includes(secret), `${secret} in ${logged[0]}`);
+        }
+        assert.match(logged[0], /"https:\/\/gpu\.example\.com\/v1 \(its credentials hidden\)"/);
+        await change({ apiKeyEnv: 'TEAM_COMPLETIONS_KEY', endpoint: 'https://gpu.example.com/v1' });
+        const last = logs.filter((line) => line.startsWith('Sending settings')).pop();
+        assert.match(String(last), /"endpoint":"https:\/\/gpu\.example\.com\/v1","model":"","apiKeyEnv":"TEAM_/);
+    });
+
     test('refreshes the model name when modelPath changes', async () => {
         const { manager, clients, change, status } = setup();
         await manager.start();
