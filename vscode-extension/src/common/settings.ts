@@ -124,7 +124,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     maxTokens: [1, 256],
     threads: [0, 256],
     memoryBudgetMb: [1, 65536],
-    contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
+    contextTokens: [0, 16777216], // the server's MAX_CONTEXT_TOKENS; it checks the rest against maxTokens
     searchBudgetMs: [0, 60000],
     openFiles: [0, 16],
     workspaceMemoryMb: [1, 4096],
