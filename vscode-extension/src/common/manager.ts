@@ -141,6 +141,7 @@ export class ServerManager {
     private settings: ExtensionSettings;
     private queue: Promise<unknown> = Promise.resolve();
     private toggling: Promise<unknown> = Promise.resolve();
+    private restartWaiting: Promise<void> | undefined;
     private interpreter: Interpreter | undefined;
     private disposed = false;
     private modelKnown = false;
@@ -197,11 +198,18 @@ export class ServerManager {
         return this.enqueue(() => this.doStop());
     }
 
+    /** Restarts asked for while one waits its turn are that one: Restart Server run twice quickly, or the Python
+     *  extension's interpreter changes in a row (an event per resource), start one new server, not one after
+     *  another. One asked for once it began is its own (the settings may have changed). */
     restart(): Promise<void> {
-        return this.enqueue(async () => {
-            await this.doStop();
-            await this.startSafely();
-        });
+        if (this.restartWaiting === undefined) {
+            this.restartWaiting = this.enqueue(async () => {
+                this.restartWaiting = undefined;
+                await this.doStop();
+                await this.startSafely();
+            });
+        }
+        return this.restartWaiting;
     }
 
     /**

@@ -369,6 +369,25 @@ describe('server manager', () => {
         assert.equal(pinned.clients.length, 1);
     });
 
+    test('restarts asked for while one waits are that one; one asked for once it began is its own', async () => {
+        const { manager, clients } = setup({ settings: { pythonPath: null } });
+        const starting = manager.start();
+        const asked = [manager.restart(), manager.onInterpreterChanged(), manager.onInterpreterChanged()];
+        asked.push(manager.restart());
+        await Promise.all([starting, ...asked]);
+        assert.equal(clients.length, 2, 'the first server, and one restart');
+        let again: Promise<void> | undefined;
+        const first = manager.restart();
+        clients[1].stop = async () => {
+            again = manager.restart(); // asked while the restart stops the old server
+            clients[1].stopped = true;
+        };
+        await first;
+        await again;
+        assert.equal(clients.length, 4);
+        assert.equal(clients.filter((client) => !client.stopped).length, 1);
+    });
+
     test('client state changes after start reach the status bar', async () => {
         const { manager, clients, status } = setup();
         await manager.start();
