@@ -69,6 +69,8 @@ export interface ManagerDeps {
     infoRetryDelaysMs?: readonly number[];
     /** The wait before asking completer/info again while the server converts a model. */
     conversionInfoIntervalMs?: number;
+    /** How long an operation of the queue waits for the server's answer to completer/info or completer/fileInfo. */
+    infoWaitMs?: number;
 }
 
 export const ACTIONS = {
@@ -135,6 +137,9 @@ export const REMOTE_INFO_INTERVAL_MS = 2000;
 /** How often it asks again while the server converts a model: the new one may write other languages, and a file
  *  in one the old model does not write asks for no suggestion that would bring the news. */
 export const CONVERSION_INFO_INTERVAL_MS = 3000;
+/** How long a start or a settings change waits for the server's answer to completer/info before it lets the next
+ *  operation (a restart, another change) go. */
+export const INFO_WAIT_MS = 5000;
 
 export class ServerManager {
     private client: ClientLike | undefined;
@@ -150,12 +155,14 @@ export class ServerManager {
     private lastInfoAt = 0;
     private readonly infoRetryDelays: readonly number[];
     private readonly conversionInfoInterval: number;
+    private readonly infoWait: number;
     private conversionPoll: ReturnType<typeof setTimeout> | undefined;
 
     constructor(private readonly deps: ManagerDeps) {
         this.settings = deps.readSettings();
         this.infoRetryDelays = deps.infoRetryDelaysMs ?? [250, 500, 1000, 2000, 4000, 8000, 15000];
         this.conversionInfoInterval = deps.conversionInfoIntervalMs ?? CONVERSION_INFO_INTERVAL_MS;
+        this.infoWait = deps.infoWaitMs ?? INFO_WAIT_MS;
         deps.status.setEnabled(this.settings.enabled);
     }
 
@@ -262,9 +269,9 @@ export class ServerManager {
                     before.model !== after.model
                 ) {
                     this.modelKnown = false;
-                    await this.refreshInfo();
+                    await this.awhile(this.refreshInfo());
                 }
-                await this.refreshActiveFile();
+                await this.awhile(this.refreshActiveFile());
             }
         });
     }
@@ -376,7 +383,19 @@ export class ServerManager {
             return;
         }
         status.setState('running');
-        await this.refreshInfo();
+        await this.awhile(this.refreshInfo());
+    }
+
+    /** Wait for a request to the server, for INFO_WAIT_MS at most, in an operation of the queue: a server that does
+     *  not answer (hung, or one whose connection broke without closing) must not hold Restart Server, the settings
+     *  and deactivation back forever. The request goes on, and its answer still reaches the status bar. */
+    private async awhile(request: Promise<void>): Promise<void> {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const waited = new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, this.infoWait);
+        });
+        await Promise.race([request, waited]);
+        clearTimeout(timer);
     }
 
     private async doStop(): Promise<void> {

@@ -60,6 +60,7 @@ interface SetupOptions {
     /** The final completer/info answer (default: a local model). */
     info?: unknown;
     conversionInfoIntervalMs?: number;
+    infoWaitMs?: number;
     /** The active editor's document, when the test has one. */
     active?: { uri: string | undefined };
 }
@@ -137,6 +138,7 @@ function setup(options: SetupOptions = {}) {
         platform: 'linux',
         infoRetryDelaysMs: [1, 1, 1],
         conversionInfoIntervalMs: options.conversionInfoIntervalMs,
+        infoWaitMs: options.infoWaitMs,
         activeFileUri: options.active ? () => options.active?.uri : undefined,
     };
     const manager = new ServerManager(deps);
@@ -386,6 +388,28 @@ describe('server manager', () => {
         await again;
         assert.equal(clients.length, 4);
         assert.equal(clients.filter((client) => !client.stopped).length, 1);
+    });
+
+    test('a server that answers nothing holds back no restart, settings change or deactivation', async () => {
+        const never = new Promise<never>(() => undefined);
+        const { manager, clients, change, status } = setup({ infoWaitMs: 20 });
+        const original = FakeClient.prototype.sendRequest;
+        FakeClient.prototype.sendRequest = function () {
+            return never; // hung, or its connection broke without closing: no answer, no error
+        };
+        try {
+            await manager.start();
+            assert.equal(status.state, 'running');
+            await change({ modelPath: '/models/other', beams: 2 });
+            assert.equal(clients[0].notifications.length, 1);
+            await manager.restart();
+            assert.equal(clients.length, 2);
+            assert.equal(clients[0].stopped, true);
+            await manager.dispose();
+            assert.equal(clients[1].stopped, true);
+        } finally {
+            FakeClient.prototype.sendRequest = original;
+        }
     });
 
     test('client state changes after start reach the status bar', async () => {
