@@ -485,7 +485,7 @@ export class ServerManager {
         this.deps.log.error(`The server is not running: ${reason}`);
         this.deps.status.setState('error', reason);
         void this.deps
-            .showError(`Completer: ${reason}.`, ACTIONS.showLogs, ACTIONS.restart)
+            .showError(`Completer: ${reason.replace(/\.?$/, '.')}`, ACTIONS.showLogs, ACTIONS.restart)
             .then((choice) => this.onAction(choice));
     }
 

@@ -89,6 +89,7 @@ export function createLanguageClient(
     const policy = new RestartPolicy();
     let started = false; // by our start(), until our stop(): a stop meanwhile is the server's own doing
     let gaveUp = false;
+    let connectionFailed: string | undefined; // the error for which the client stopped the server
     let failed = false; // stopped for good, and said so
     const lines = (input: Readable, write: (line: string) => void) =>
         readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on('line', write);
@@ -113,11 +114,15 @@ export function createLanguageClient(
         },
         initializationFailedHandler: () => false, // not the client's popup of the error: start() rejects with it
         errorHandler: {
-            // While it starts, a write to a server that exited: its close says why.
-            error: (_error, _message, count) => ({
-                action: !started || (count !== undefined && count <= 3) ? ErrorAction.Continue : ErrorAction.Shutdown,
-                handled: true,
-            }),
+            // A pipe that failed (EPIPE, a destroyed stream: errors with a code) is a server that exited: its close
+            // says why, and restarts it. Output that is no LSP message is a server gone wrong: stopped, said once.
+            error: (error) => {
+                if (!started || typeof (error as NodeJS.ErrnoException).code === 'string') {
+                    return { action: ErrorAction.Continue, handled: true };
+                }
+                connectionFailed = errorText(error).split('\n')[0];
+                return { action: ErrorAction.Shutdown, handled: true };
+            },
             closed: (): CloseHandlerResult => {
                 if (!started || client.state === State.Starting) {
                     return { action: CloseAction.DoNotRestart, handled: true }; // start() fails, and says why
@@ -149,14 +154,14 @@ export function createLanguageClient(
             hooks.onStateChange('running');
         } else if (failed) {
             return; // told already (a failed start passes through StartFailed more than once)
-        } else if (gaveUp || event.newState === State.StartFailed) {
+        } else if (gaveUp || connectionFailed !== undefined || event.newState === State.StartFailed) {
             failed = true;
-            const restartFailed = !gaveUp;
+            const reason = gaveUp ? () => gaveUpReason(policy, tail)
+                : connectionFailed !== undefined ? () => `the connection to the server failed: ${connectionFailed}`
+                    : () => `the server stopped and did not start again: ${startFailure('see the logs', tail)}`;
             void stderrRead().then(() => {
                 if (started) {
-                    hooks.onStateChange('failed', restartFailed
-                        ? `the server stopped and did not start again: ${startFailure('see the logs', tail)}`
-                        : gaveUpReason(policy, tail));
+                    hooks.onStateChange('failed', reason());
                 }
             });
         } else if (event.newState === State.Stopped) {

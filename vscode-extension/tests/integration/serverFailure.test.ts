@@ -125,4 +125,42 @@ describe('a server that fails (fake VS Code host)', { timeout: 600_000, skip: pr
         await until('the model again', () =>
             mock.statusItems[0].text.startsWith('$(sparkle) python-small') || undefined);
     });
+
+    test('a server whose output the client cannot read: stopped, and said once', async () => {
+        // Answers initialize, then writes what is no LSP message, again and again.
+        const garbling = path.join(dir, 'garbling.py');
+        fs.writeFileSync(garbling, [
+            'import json, sys, time',
+            'headers = {}',
+            'while (line := sys.stdin.buffer.readline().strip()):',
+            '    key, value = line.decode().split(":", 1)',
+            '    headers[key.lower()] = value.strip()',
+            'request = json.loads(sys.stdin.buffer.read(int(headers["content-length"])))',
+            'body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"capabilities": {}}}).encode()',
+            'sys.stdout.buffer.write(b"Content-Length: %d\\r\\n\\r\\n" % len(body) + body)',
+            'sys.stdout.buffer.flush()',
+            'time.sleep(1)',
+            'for _ in range(8):',
+            '    sys.stdout.buffer.write(b"Garbage: x\\r\\n\\r\\n")',
+            '    sys.stdout.buffer.flush()',
+            '    time.sleep(0.1)',
+            'time.sleep(60)',
+            '',
+        ].join('\n'));
+        const script2 = path.join(dir, 'python-garbling');
+        fs.writeFileSync(script2, [
+            '#!/bin/sh',
+            `if [ "$1" = "-c" ]; then exec ${JSON.stringify(python)} "$@"; fi`,
+            `exec ${JSON.stringify(python)} ${JSON.stringify(garbling)}`,
+            '',
+        ].join('\n'), { mode: 0o755 });
+        mock.errors.length = 0;
+        mock.changeSettings({ 'completer.pythonPath': script2 }); // a new interpreter: the server restarts
+        await until('the message', () => mock.errors.length > 0 || undefined);
+        await sleep(2000);
+        assert.match(String(mock.statusItems[0].tooltip), /connection to the server failed/);
+        assert.equal(mock.errors.length, 1, JSON.stringify(mock.errors));
+        assert.equal(mock.errors[0].message,
+            'Completer: the connection to the server failed: Header must provide a Content-Length property.');
+    });
 });
