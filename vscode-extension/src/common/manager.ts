@@ -10,6 +10,7 @@ import {
     ExtensionSettings,
     needsRestart,
     serverSettingsChanged,
+    settingsForLog,
 } from './settings';
 import type { ServerState } from './status';
 
@@ -25,8 +26,9 @@ export interface ClientHooks {
     python: string;
     getSettings(): ExtensionSettings;
     onLatency(ms: number): void;
-    /** The client reports it (re)started or stopped on its own, e.g. after a server crash. */
-    onStateChange(state: 'running' | 'stopped'): void;
+    /** The client reports it (re)started or stopped on its own, e.g. after a server crash; `failed`: stopped for
+     *  good (it stopped too often, or a restart failed), with `reason`, the one message the user gets about it. */
+    onStateChange(state: 'running' | 'stopped' | 'failed', reason?: string): void;
 }
 
 export interface StatusLike {
@@ -67,6 +69,8 @@ export interface ManagerDeps {
     infoRetryDelaysMs?: readonly number[];
     /** The wait before asking completer/info again while the server converts a model. */
     conversionInfoIntervalMs?: number;
+    /** How long an operation of the queue waits for the server's answer to completer/info or completer/fileInfo. */
+    infoWaitMs?: number;
 }
 
 export const ACTIONS = {
@@ -133,12 +137,16 @@ export const REMOTE_INFO_INTERVAL_MS = 2000;
 /** How often it asks again while the server converts a model: the new one may write other languages, and a file
  *  in one the old model does not write asks for no suggestion that would bring the news. */
 export const CONVERSION_INFO_INTERVAL_MS = 3000;
+/** How long a start or a settings change waits for the server's answer to completer/info before it lets the next
+ *  operation (a restart, another change) go. */
+export const INFO_WAIT_MS = 5000;
 
 export class ServerManager {
     private client: ClientLike | undefined;
     private settings: ExtensionSettings;
     private queue: Promise<unknown> = Promise.resolve();
     private toggling: Promise<unknown> = Promise.resolve();
+    private restartWaiting: Promise<void> | undefined;
     private interpreter: Interpreter | undefined;
     private disposed = false;
     private modelKnown = false;
@@ -147,12 +155,14 @@ export class ServerManager {
     private lastInfoAt = 0;
     private readonly infoRetryDelays: readonly number[];
     private readonly conversionInfoInterval: number;
+    private readonly infoWait: number;
     private conversionPoll: ReturnType<typeof setTimeout> | undefined;
 
     constructor(private readonly deps: ManagerDeps) {
         this.settings = deps.readSettings();
         this.infoRetryDelays = deps.infoRetryDelaysMs ?? [250, 500, 1000, 2000, 4000, 8000, 15000];
         this.conversionInfoInterval = deps.conversionInfoIntervalMs ?? CONVERSION_INFO_INTERVAL_MS;
+        this.infoWait = deps.infoWaitMs ?? INFO_WAIT_MS;
         deps.status.setEnabled(this.settings.enabled);
     }
 
@@ -195,11 +205,18 @@ export class ServerManager {
         return this.enqueue(() => this.doStop());
     }
 
+    /** Restarts asked for while one waits its turn are that one: Restart Server run twice quickly, or the Python
+     *  extension's interpreter changes in a row (an event per resource), start one new server, not one after
+     *  another. One asked for once it began is its own (the settings may have changed). */
     restart(): Promise<void> {
-        return this.enqueue(async () => {
-            await this.doStop();
-            await this.startSafely();
-        });
+        if (this.restartWaiting === undefined) {
+            this.restartWaiting = this.enqueue(async () => {
+                this.restartWaiting = undefined;
+                await this.doStop();
+                await this.startSafely();
+            });
+        }
+        return this.restartWaiting;
     }
 
     /**
@@ -238,7 +255,7 @@ export class ServerManager {
             }
             if (this.client && serverSettingsChanged(before, after)) {
                 const params = didChangeConfigurationParams(after);
-                this.deps.log.info(`Sending settings: ${JSON.stringify(params.settings.completer)}`);
+                this.deps.log.info(`Sending settings: ${JSON.stringify(settingsForLog(params.settings.completer))}`);
                 try {
                     await this.client.sendNotification('workspace/didChangeConfiguration', params);
                 } catch (err) {
@@ -252,9 +269,9 @@ export class ServerManager {
                     before.model !== after.model
                 ) {
                     this.modelKnown = false;
-                    await this.refreshInfo();
+                    await this.awhile(this.refreshInfo());
                 }
-                await this.refreshActiveFile();
+                await this.awhile(this.refreshActiveFile());
             }
         });
     }
@@ -331,7 +348,7 @@ export class ServerManager {
                     void this.refreshInfo(client, this.infoRetryDelays.length, remoteDue);
                 }
             },
-            onStateChange: (state) => {
+            onStateChange: (state, reason) => {
                 if (this.client !== client) {
                     return;
                 }
@@ -339,6 +356,8 @@ export class ServerManager {
                     status.setState('running');
                     this.modelKnown = false;
                     void this.refreshInfo();
+                } else if (state === 'failed') {
+                    this.reportStopped(reason ?? 'the server stopped');
                 } else {
                     status.setState('error', 'the server stopped');
                 }
@@ -352,7 +371,7 @@ export class ServerManager {
             this.client = undefined;
             const text = errorText(err);
             log.error(`The server failed to start: ${text}`);
-            status.setState('error', 'the server failed to start');
+            status.setState('error', `the server failed to start: ${text}`);
             try {
                 await client.stop();
             } catch {
@@ -364,7 +383,19 @@ export class ServerManager {
             return;
         }
         status.setState('running');
-        await this.refreshInfo();
+        await this.awhile(this.refreshInfo());
+    }
+
+    /** Wait for a request to the server, for INFO_WAIT_MS at most, in an operation of the queue: a server that does
+     *  not answer (hung, or one whose connection broke without closing) must not hold Restart Server, the settings
+     *  and deactivation back forever. The request goes on, and its answer still reaches the status bar. */
+    private async awhile(request: Promise<void>): Promise<void> {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const waited = new Promise<void>((resolve) => {
+            timer = setTimeout(resolve, this.infoWait);
+        });
+        await Promise.race([request, waited]);
+        clearTimeout(timer);
     }
 
     private async doStop(): Promise<void> {
@@ -411,10 +442,17 @@ export class ServerManager {
         this.remote = remote !== undefined;
         this.deps.status.setRemote(remote?.endpoint);
         this.deps.status.setLanguages(languagesOf(info));
+        const problem = typeof modelError === 'string' && modelError !== '' ? modelError : undefined;
         if (label && remote?.state === 'error') {
             this.modelKnown = true;
             this.deps.status.setModel(label);
             this.deps.status.setState('error', `the endpoint ${remote.endpoint} failed: ${remote.lastError ?? 'no reply'}`);
+        } else if (label && problem !== undefined) {
+            // A backend named but unusable: "openai" without an endpoint (or one the server refused) answers nothing.
+            this.modelKnown = true;
+            this.deps.log.error(`The server gives no suggestions: ${problem}`);
+            this.deps.status.setModel(label);
+            this.deps.status.setState('error', problem);
         } else if (label) {
             if (!this.modelKnown) {
                 this.deps.log.info(`Server info: ${JSON.stringify(info)}`);
@@ -433,13 +471,22 @@ export class ServerManager {
                 }, this.conversionInfoInterval);
                 this.conversionPoll.unref?.();
             }
-        } else if (typeof modelError === 'string' && modelError !== '') {
-            this.deps.log.error(`The server has no model: ${modelError}`);
-            this.deps.status.setState('error', `no model loaded: ${modelError}`);
+        } else if (problem !== undefined) {
+            this.deps.log.error(`The server has no model: ${problem}`);
+            this.deps.status.setState('error', `no model loaded: ${problem}`);
         } else if (retry < this.infoRetryDelays.length) {
             const timer = setTimeout(() => void this.refreshInfo(client, retry + 1), this.infoRetryDelays[retry]);
             timer.unref?.();
         }
+    }
+
+    /** The server stopped for good on its own: the status bar and one message say why, with a restart at hand. */
+    private reportStopped(reason: string): void {
+        this.deps.log.error(`The server is not running: ${reason}`);
+        this.deps.status.setState('error', reason);
+        void this.deps
+            .showError(`Completer: ${reason.replace(/\.?$/, '.')}`, ACTIONS.showLogs, ACTIONS.restart)
+            .then((choice) => this.onAction(choice));
     }
 
     private reportInstallProblem(python: string, check: Extract<InstallCheck, { ok: false }>): void {

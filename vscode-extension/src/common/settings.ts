@@ -124,7 +124,7 @@ const INTEGER_RANGES: Record<IntegerKey, [number, number]> = {
     maxTokens: [1, 256],
     threads: [0, 256],
     memoryBudgetMb: [1, 65536],
-    contextTokens: [0, 1048576], // the server checks it against the model and maxTokens
+    contextTokens: [0, 16777216], // the server's MAX_CONTEXT_TOKENS; it checks the rest against maxTokens
     searchBudgetMs: [0, 60000],
     openFiles: [0, 16],
     workspaceMemoryMb: [1, 4096],
@@ -328,6 +328,37 @@ export function unseenBecause(settings: ExtensionSettings, inlineSuggestEnabled:
         return 'completer.inlineCompletions and completer.completionItems are both off';
     }
     return inlineSuggestEnabled ? undefined : "VS Code's editor.inlineSuggest.enabled is off";
+}
+
+/** An environment variable's name as the server takes it for apiKeyEnv (lsp/settings.py), and a run of capitals and
+ *  digits so long it is a key's, not a name's. */
+const ENV_NAME = /^[A-Z_][A-Z0-9_]{0,63}$/;
+const KEY_LIKE = /[A-Z0-9]{24}/;
+
+/** The settings as the log shows them: a key pasted into apiKeyEnv, or credentials in the endpoint's URL, never
+ *  reach it (the server refuses both without repeating them either). */
+export function settingsForLog(settings: ServerSettings): ServerSettings {
+    const { apiKeyEnv, endpoint } = settings;
+    const keyHidden = apiKeyEnv !== null && (!ENV_NAME.test(apiKeyEnv) || KEY_LIKE.test(apiKeyEnv));
+    return {
+        ...settings,
+        apiKeyEnv: keyHidden ? '(hidden: not the name of an environment variable)' : apiKeyEnv,
+        endpoint: endpoint === null ? null : endpointForLog(endpoint),
+    };
+}
+
+function endpointForLog(endpoint: string): string {
+    let url: URL;
+    try {
+        url = new URL(endpoint);
+    } catch {
+        return '(hidden: not a URL)';
+    }
+    if (url.username === '' && url.password === '') {
+        return endpoint;
+    }
+    url.username = url.password = '';
+    return `${url.toString()} (its credentials hidden)`;
 }
 
 /** `initializationOptions` of the `initialize` request. */

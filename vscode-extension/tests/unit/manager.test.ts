@@ -60,6 +60,7 @@ interface SetupOptions {
     /** The final completer/info answer (default: a local model). */
     info?: unknown;
     conversionInfoIntervalMs?: number;
+    infoWaitMs?: number;
     /** The active editor's document, when the test has one. */
     active?: { uri: string | undefined };
 }
@@ -137,6 +138,7 @@ function setup(options: SetupOptions = {}) {
         platform: 'linux',
         infoRetryDelaysMs: [1, 1, 1],
         conversionInfoIntervalMs: options.conversionInfoIntervalMs,
+        infoWaitMs: options.infoWaitMs,
         activeFileUri: options.active ? () => options.active?.uri : undefined,
     };
     const manager = new ServerManager(deps);
@@ -274,6 +276,25 @@ describe('server manager', () => {
         assert.equal(clients[0].notifications.length, 1);
     });
 
+    test('a key pasted into apiKeyEnv, or credentials in the endpoint, reach the server, not the log', async () => {
+        const { manager, clients, change, logs } = setup();
+        await manager.start();
+        const key = 'SKPROJ4F9A8B7C6D5E4F3A2B1C0D9E8F';
+        const endpoint = 'https://bob:hunter2@gpu.example.com/v1';
+        await change({ backend: 'openai', endpoint, apiKeyEnv: key });
+        const sent = clients[0].notifications[0].params.settings.completer;
+        assert.equal(sent.apiKeyEnv, key, 'the server says what is wrong with it');
+        const logged = logs.filter((line) => line.startsWith('Sending settings'));
+        assert.equal(logged.length, 1);
+        for (const secret of [key, 'hunter2', 'bob']) {
+            assert.ok(!logged[0].includes(secret), `${secret} in ${logged[0]}`);
+        }
+        assert.match(logged[0], /"https:\/\/gpu\.example\.com\/v1 \(its credentials hidden\)"/);
+        await change({ apiKeyEnv: 'TEAM_COMPLETIONS_KEY', endpoint: 'https://gpu.example.com/v1' });
+        const last = logs.filter((line) => line.startsWith('Sending settings')).pop();
+        assert.match(String(last), /"endpoint":"https:\/\/gpu\.example\.com\/v1","model":"","apiKeyEnv":"TEAM_/);
+    });
+
     test('refreshes the model name when modelPath changes', async () => {
         const { manager, clients, change, status } = setup();
         await manager.start();
@@ -350,6 +371,47 @@ describe('server manager', () => {
         assert.equal(pinned.clients.length, 1);
     });
 
+    test('restarts asked for while one waits are that one; one asked for once it began is its own', async () => {
+        const { manager, clients } = setup({ settings: { pythonPath: null } });
+        const starting = manager.start();
+        const asked = [manager.restart(), manager.onInterpreterChanged(), manager.onInterpreterChanged()];
+        asked.push(manager.restart());
+        await Promise.all([starting, ...asked]);
+        assert.equal(clients.length, 2, 'the first server, and one restart');
+        let again: Promise<void> | undefined;
+        const first = manager.restart();
+        clients[1].stop = async () => {
+            again = manager.restart(); // asked while the restart stops the old server
+            clients[1].stopped = true;
+        };
+        await first;
+        await again;
+        assert.equal(clients.length, 4);
+        assert.equal(clients.filter((client) => !client.stopped).length, 1);
+    });
+
+    test('a server that answers nothing holds back no restart, settings change or deactivation', async () => {
+        const never = new Promise<never>(() => undefined);
+        const { manager, clients, change, status } = setup({ infoWaitMs: 20 });
+        const original = FakeClient.prototype.sendRequest;
+        FakeClient.prototype.sendRequest = function () {
+            return never; // hung, or its connection broke without closing: no answer, no error
+        };
+        try {
+            await manager.start();
+            assert.equal(status.state, 'running');
+            await change({ modelPath: '/models/other', beams: 2 });
+            assert.equal(clients[0].notifications.length, 1);
+            await manager.restart();
+            assert.equal(clients.length, 2);
+            assert.equal(clients[0].stopped, true);
+            await manager.dispose();
+            assert.equal(clients[1].stopped, true);
+        } finally {
+            FakeClient.prototype.sendRequest = original;
+        }
+    });
+
     test('client state changes after start reach the status bar', async () => {
         const { manager, clients, status } = setup();
         await manager.start();
@@ -361,6 +423,21 @@ describe('server manager', () => {
         assert.equal(clients[0].stopped, true);
         await manager.start();
         assert.equal(clients.length, 1, 'no start after dispose');
+    });
+
+    test('a server stopped for good says why once, and Restart Server starts a new one', async () => {
+        const { manager, clients, status, errors, logs } = setup({ choice: ACTIONS.restart });
+        await manager.start();
+        clients[0].hooks.onStateChange('failed', "the server stopped and did not start again: ImportError: boom");
+        assert.equal(status.state, 'error');
+        assert.equal(status.problem, 'the server stopped and did not start again: ImportError: boom');
+        assert.deepEqual(errors, [{
+            message: 'Completer: the server stopped and did not start again: ImportError: boom.',
+            actions: [ACTIONS.showLogs, ACTIONS.restart],
+        }]);
+        assert.ok(logs.some((line) => line.includes('ImportError: boom')));
+        await until(() => clients.length === 2 && status.state === 'running', 'the restart the message offered');
+        assert.equal(clients[0].stopped, true);
     });
 
     test('concurrent operations are serialised', async () => {
@@ -542,6 +619,26 @@ describe('server manager', () => {
         clients[0].hooks.onLatency(12);
         await tick();
         assert.equal(status.state, 'running');
+    });
+
+    test('backend "openai" without a usable endpoint is an error, not a model that answers', async () => {
+        const why = 'backend "openai" needs completer.endpoint, the API\'s base URL';
+        const { manager, clients, change, status } = setup();
+        await manager.start();
+        clients[0].info = { // what the server answers then: a label, no endpoint, and why
+            model: "(the endpoint's default model)",
+            backend: 'openai',
+            remote: { endpoint: null, state: 'error', last_error: why },
+            model_error: why,
+        };
+        await change({ backend: 'openai', endpoint: 'http://gpu.example.com/v1' }); // plain http: the server refuses it
+        assert.equal(status.state, 'error');
+        assert.equal(status.problem, why);
+        assert.equal(status.endpoint, undefined, 'nothing is sent anywhere');
+        clients[0].info = { model: 'qwen2.5-coder', remote: { endpoint: 'https://gpu.example.com/v1', state: 'ready' } };
+        await change({ endpoint: 'https://gpu.example.com/v1' });
+        assert.equal(status.state, 'running');
+        assert.equal(status.endpoint, 'https://gpu.example.com/v1');
     });
 
     test('remoteOf', () => {

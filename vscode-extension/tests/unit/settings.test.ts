@@ -52,6 +52,19 @@ describe('settings', () => {
         assert.deepEqual(properties['completer.enabledLanguages'].default, null); // the model's languages
     });
 
+    test("an integer setting's whole range in package.json (the server's, tests/test_docs.py) is sent as it is", () => {
+        const ranged = Object.entries(properties as Record<string, { minimum?: number; maximum?: number }>)
+            .filter(([, schema]) => schema.maximum !== undefined);
+        assert.ok(ranged.length >= 12);
+        for (const [full, { minimum, maximum }] of ranged) {
+            const key = full.replace(/^completer\./, '') as keyof ExtensionSettings;
+            for (const bound of [minimum!, maximum!]) {
+                assert.equal(readSettings(reader({ [key]: bound }))[key], bound, `${key} ${bound}`);
+            }
+            assert.equal(readSettings(reader({ [key]: maximum! + 1 }))[key], maximum, `${key} clamped`);
+        }
+    });
+
     test('server settings use exactly the camelCase keys', () => {
         const server = toServerSettings({ ...DEFAULT_SETTINGS });
         assert.deepEqual(Object.keys(server).sort(), [...SERVER_SETTING_KEYS].sort());
