@@ -4,7 +4,9 @@
 //
 // Interpreter: $COMPLETER_PYTHON, else python3, given to the extension as completer.pythonPath.
 
-import { FakeTextDocument, host, InlineCompletionList, InlineCompletionTriggerKind, mock, Position, Uri, CancellationTokenSource } from './fakeHost';
+import {
+    closeWindow, FakeTextDocument, host, InlineCompletionList, InlineCompletionTriggerKind, mock, Position, Uri, CancellationTokenSource,
+} from './fakeHost';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -65,14 +67,7 @@ describe('bundled extension in a fake VS Code host (real server)', { timeout: 60
     });
 
     after(async () => {
-        await extension?.deactivate();
-        for (const subscription of context.subscriptions) {
-            try {
-                subscription.dispose();
-            } catch {
-                // best effort
-            }
-        }
+        await closeWindow(extension, context);
         fs.rmSync(logDir, { recursive: true, force: true });
     });
 

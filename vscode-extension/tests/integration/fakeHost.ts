@@ -444,3 +444,19 @@ const originalLoad = moduleWithLoad._load;
 moduleWithLoad._load = function (request: string, parent: unknown, isMain: boolean) {
     return request === 'vscode' ? vscode : originalLoad.call(this, request, parent, isMain);
 };
+
+/** What the editor does when the window closes: the extension deactivated, then each of its subscriptions disposed
+ *  (one that throws does not keep the others). */
+export async function closeWindow(
+    extension: { deactivate(): Promise<void> } | undefined,
+    context: { subscriptions: { dispose(): unknown }[] },
+): Promise<void> {
+    await extension?.deactivate();
+    for (const subscription of context.subscriptions) {
+        try {
+            subscription.dispose();
+        } catch {
+            // best effort
+        }
+    }
+}

@@ -5,7 +5,7 @@
 // The interpreter is a shell script in front of $COMPLETER_PYTHON (else python3): it passes the install check
 // (`-c ...`) as that Python, and runs `-m lsp` as the test says.
 
-import { mock } from './fakeHost';
+import { closeWindow, mock } from './fakeHost';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -35,7 +35,8 @@ async function until<T>(what: string, probe: () => T | undefined, ms = 120_000):
     }
 }
 
-/** The server's process: the child of this process that runs `-m lsp`. */
+/** The server's process: the child of this process that runs `-m lsp`, or the relay it becomes where a session host
+ *  serves it (lsp/relay.py execs a shell named `completer-relay`). */
 function serverPid(): number | undefined {
     for (const entry of fs.readdirSync('/proc')) {
         if (!/^\d+$/.test(entry)) {
@@ -45,7 +46,7 @@ function serverPid(): number | undefined {
             const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
             const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
             const args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-            if (ppid === process.pid && args.includes('lsp')) {
+            if (ppid === process.pid && (args.includes('lsp') || args[0] === 'completer-relay')) {
                 return Number(entry);
             }
         } catch {
@@ -86,14 +87,7 @@ describe('a server that fails (fake VS Code host)', { timeout: 600_000, skip: pr
     });
 
     after(async () => {
-        await extension?.deactivate();
-        for (const subscription of context.subscriptions) {
-            try {
-                subscription.dispose();
-            } catch {
-                // best effort
-            }
-        }
+        await closeWindow(extension, context);
         fs.rmSync(dir, { recursive: true, force: true });
     });
 
