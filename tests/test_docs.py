@@ -1,16 +1,19 @@
 """The reference docs stay tied to the repository: each table that docs/benchmarks.md says a command prints from a
 committed result is what that command prints today, each file the docs link or name is in the tree, each function,
-class member and script flag they name exists, and the settings tables list the server's settings with its
-defaults."""
+class member and script flag they name exists, the settings tables list the server's settings with its defaults,
+and the limits, delays and sizes they state are the code's constants."""
 from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import json
+import math
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -239,3 +242,141 @@ def test_the_capabilities_table_lists_what_the_server_advertises():
     table = text.split("\n\n", 2)[1]
     listed = {re.match(r"\| `(\w+)`", row).group(1) for row in table.splitlines()[2:]}
     assert listed == advertised
+
+
+
+def restarts_at_once() -> int:
+    """How many deaths of a worker within a minute are followed by a restart at once."""
+    from lsp.worker_client import RESTART_DELAYS
+
+    return next(index for index, delay in enumerate(RESTART_DELAYS) if delay)
+
+
+def first_restart_wait() -> float:
+    from lsp.worker_client import RESTART_DELAYS
+
+    return next(delay for delay in RESTART_DELAYS if delay)
+
+
+A, R, E = "docs/architecture.md", "README.md", "docs/editors.md"
+MIB = 2 ** -20
+Constant = str | tuple[str, float] | Callable[[], float]
+CONSTANT_CLAIMS: list[tuple[tuple[str, ...], str, list[Constant]]] = [
+    # (the docs that state it; the statement, {n} standing for a number, {w} for one in words; the constant each
+    # number is, in order: "module.NAME", "module.NAME[i]" of a sequence, that with the scale the doc states it
+    # in, or a function of the code)
+    ((A, R, E), r"line over {n} characters", ["completer.text.MAX_LINE_CHARS"]),
+    ((A,), r"over {n} % of the last {n} characters", [("completer.text.BINARY_SHARE", 100),
+                                                      "completer.text.BINARY_SAMPLE_CHARS"]),
+    ((R, E), r"up to {n} characters back", ["completer.text.MAX_CONTEXT_CHARS"]),
+    ((A,), r"keeps at most the last {n} characters before the cursor, cut at a line start in steps of {n}",
+     ["completer.text.MAX_CONTEXT_CHARS", "completer.text.CLIP_STEP_CHARS"]),
+    ((A,), r"moves in steps of {n} lines", ["completer.text.CLIP_LINE_STEP"]),
+    ((A, R, E), r"first {n} characters", ["completer.text.OTHER_FILE_CHARS"]),
+    ((A,), r"run past {n} bytes \(`MAX_INSERTED_BYTES`", ["completer.text.MAX_INSERTED_BYTES"]),
+    ((A,), r"once there are {n} of them \(`SPLICED_IN_ONE_PASS`\)", ["lsp.documents.SPLICED_IN_ONE_PASS"]),
+    ((A,), r"a byte count of at most {n} MiB", [("lsp.reader.MAX_MESSAGE_BYTES", MIB)]),
+    ((A, R, E), r"(?:within|for) {n} s, (?:it )?search(?:es)? the line after Enter",
+     ["lsp.worker.SEARCH_AHEAD_AFTER_S"]),
+    ((A, R), r"(?:exits|no client for) {w} minutes", [("lsp.worker.IDLE_EXIT_S", 1 / 60)]),
+    ((A,), r"waited {n} s to be written", ["lsp.worker.SEND_TIMEOUT_S"]),
+    ((A,), r"after {n} s \(`INIT_TIMEOUT`\)", ["lsp.worker_client.INIT_TIMEOUT"]),
+    ((E,), r"load its model within {n} s", ["lsp.worker_client.INIT_TIMEOUT"]),
+    ((A,), r"Past {n} MiB written and not read", [("lsp.worker_client.HOLD_AFTER_BYTES", MIB)]),
+    ((A,), r"at once for the first {w} deaths within a minute, then after {n} s, and longer with each further one, "
+           r"up to {n} s \(`RESTART_DELAYS`",
+     [restarts_at_once, first_restart_wait, "lsp.worker_client.RESTART_DELAYS[-1]"]),
+    ((E,), r"at once \(after {w} crashes within a minute, each further one after a wait that grows from {n} s to {n} "
+           r"s\)",
+     [restarts_at_once, first_restart_wait, "lsp.worker_client.RESTART_DELAYS[-1]"]),
+    ((A,), r"a request not sent within {n} s", ["lsp.session_host.REQUEST_TIMEOUT_S"]),
+    ((A,), r"`FAIR_SHARE_S` \({n} ms\)", [("completer.scheduler.FAIR_SHARE_S", 1000)]),
+    ((A,), r"`NEW_OWNER_CREDIT_S` \({n} s\)", ["completer.scheduler.NEW_OWNER_CREDIT_S"]),
+    ((A, R), r"(?:{n} tokens at most|at most {n} tokens)[,;]", ["completer.engine.PREFILL_CHUNK_TOKENS"]),
+    ((A, R), r"sized to take about {n} ms", ["completer.prefill_chunks.CHUNK_BUDGET_MS"]),
+    ((A,), r"the first chunk is {n} tokens", ["completer.prefill_chunks.FEWEST_TOKENS"]),
+    ((A,), r"A call stopped {w} \(`MAX_STOPS`\)", ["completer.preemption.MAX_STOPS"]),
+    ((A,), r"margin \({n} nats", ["completer.types.STOP_MARGIN"]),
+    ((R,), r"\(the engine's {n};", ["completer.types.STOP_MARGIN"]),
+    ((A,), r"`\"defaults\"\.\"beams\"`, else {n}", ["completer.bundle.DEFAULT_BEAMS"]),
+    ((A,), r"graph holds up to {n} positions, and it reads {n} of them",
+     ["completer.convert.DEFAULT_CONTEXT", "completer.convert.DEFAULT_WINDOW"]),
+    ((R,), r"the smaller of the model's and {n} tokens .{0,40} window of {n} of them",
+     ["completer.convert.DEFAULT_CONTEXT", "completer.convert.DEFAULT_WINDOW"]),
+    ((A,), r"with {w} search slots", ["completer.graph.decoder.DEFAULT_SLOTS"]),
+    ((A,), r"looked for up to {n} lines and {n} characters up",
+     ["completer.indentation.STATEMENT_LINES", "completer.indentation.STATEMENT_CHARS"]),
+    ((A,), r"\(up to {w} per document\)", ["completer.ahead.SPECULATIONS_KEPT"]),
+    ((A,), r"at most {n} tokens \(\d+ with the default", ["completer.prompt.WINDOW_SLIDE_TOKENS"]),
+    ((A, R, E), r"nearest (?:lines below the cursor \()?{n} tokens", ["completer.prompt.FIM_SUFFIX_TOKENS"]),
+    ((A,), r"for the next {n} files", ["completer.prompt.OTHER_FILES_KEPT"]),
+    ((A,), r"up to {w} tokens with the space before it", ["completer.prompt.HEALED_WORD_TOKENS"]),
+    ((A,), r"holds more than {n} tokens after them", ["completer.prompt.NEW_FILES_AFTER_TOKENS"]),
+    ((A,), r"the longest run of tokens \(up to {n}\)", ["completer.repeats.MAX_MATCH"]),
+    ((A,), r"a run of one token {w} times or more", ["completer.partial_lines.LOOP_TOKENS"]),
+    ((A, R, E), r"the {w} windows of", ["lsp.workspace.SNIPPETS"]),
+    ((A,), r"windows of {n} lines", ["completer.workspace.SNIPPET_LINES"]),
+    ((A,), r"with the {n} lines above the cursor", ["completer.workspace.QUERY_LINES"]),
+    ((R, E), r"once {n} files in a row find no room", ["lsp.workspace.FULL_AFTER_REFUSALS"]),
+    ((R,), r"nothing over {n} MB", [("lsp.workspace.MAX_FILE_BYTES", MIB)]),
+    ((R,), r"notebook file be up to {n} MB", [("lsp.workspace.MAX_NOTEBOOK_BYTES", MIB)]),
+    ((A,), r"then {n} s at most", ["lsp.repository_lookups.SNIPPETS_WAIT"]),
+    ((A,), r"waits at most {n} ms for it", [("lsp.line_order.FOLLOWERS_WAIT", 1000)]),
+    ((A,), r"fewer than {n} characters", ["completer.earlier_lines.MIN_FOLLOWED_CHARS"]),
+    ((A,), r"up to {w}, until they do", ["completer.earlier_lines.ANCHOR_LINES"]),
+    ((A,), r"\({n} bytes a line", ["completer.workspace.HASH_BYTES"]),
+    ((A,), r"at up to {n} places per different following line", ["completer.workspace.SITES_PER_FOLLOWER"]),
+    ((A,), r"more than {n} different ones", ["completer.workspace.FOLLOWERS"]),
+    ((A,), r"only the first {n} copies", ["completer.workspace.COPIES_READ"]),
+    ((A,), r"and at least {w}, start with", ["completer.workspace.FIRST_LINE_FILES"]),
+    ((A,), r"scans up to {n} of them", ["completer.filters.CONTEXT_LINES"]),
+    ((R, E), r"at most {n} patterns of at most {n} characters",
+     ["lsp.exclusions.MAX_PATTERNS", "lsp.exclusions.MAX_PATTERN_CHARS"]),
+    ((A,), r"reads at most {n} MiB of reply", [("lsp.remote_backend.MAX_REPLY_BYTES", MIB)]),
+    ((R,), r"\(or over {n} MiB\)", [("lsp.remote_backend.MAX_REPLY_BYTES", MIB)]),
+    ((A, R), r"for {n} s,? doubling (?:up )?to {n} s", ["lsp.remote_backend.BACKOFF_S[0]",
+                                                        "lsp.remote_backend.BACKOFF_S[-1]"]),
+    ((A, R), r"unless {w} come in a row", ["lsp.remote_backend.REFUSALS_IN_A_ROW"]),
+    ((R, E), r"sampled at temperature {n}", ["lsp.remote_backend.SAMPLING_TEMPERATURE"]),
+    ((R,), r"up to {n} characters of the lines below it", ["completer.remote.BELOW_CHARS"]),
+    ((R,), r"up to {n} characters of snippets", ["completer.repository.SNIPPET_CHARS"]),
+]
+IN_WORDS = {"once": 1, "twice": 2, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "eight": 8}
+
+
+def code_value(constant: Constant) -> float:
+    """A constant's value, in the unit the doc states it in."""
+    if callable(constant):
+        return constant()
+    name, scale = (constant, 1.0) if isinstance(constant, str) else constant
+    found = re.fullmatch(r"([\w.]+)\.([A-Z_]+)(?:\[(-?\d+)\])?", name)
+    assert found, name
+    value = getattr(importlib.import_module(found[1]), found[2])
+    return (value if found[3] is None else value[int(found[3])]) * scale
+
+
+def stated(text: str) -> float:
+    """A number as a doc writes it: 4,096, 0.15, or in words (five, twice)."""
+    return IN_WORDS[text.lower()] if text.lower() in IN_WORDS else float(text.replace(",", ""))
+
+
+def claim_id(constants: list[Constant]) -> str:
+    first = constants[0]
+    return first.__name__ if callable(first) else (first if isinstance(first, str) else first[0]).rsplit(".", 1)[-1]
+
+
+@pytest.mark.parametrize("docs,statement,constants", [pytest.param(*claim, id=claim_id(claim[2]))
+                                                      for claim in CONSTANT_CLAIMS])
+def test_each_number_a_reference_doc_states_for_a_code_constant_is_the_constants_value(docs, statement, constants):
+    """Where a doc states a limit, delay or size the code holds in a constant, the number is the constant's each time
+    the doc says it; and each doc still says it, so that a statement reworded is checked again, not left unread."""
+    pattern = statement.replace("{n}", r"(\d[\d,]*(?:\.\d+)?)").replace("{w}", r"(\w+)")
+    wanted = [code_value(constant) for constant in constants]
+    for doc in docs:
+        text = " ".join((REPO / doc).read_text(encoding="utf-8").split())  # a statement may be wrapped anywhere
+        said = list(re.finditer(pattern, text))
+        assert said, f"{doc} no longer says {statement!r}: check its numbers against {constants}, and this claim"
+        for found in said:
+            numbers = [stated(number) for number in found.groups() if number is not None]
+            assert len(numbers) == len(wanted) and all(map(math.isclose, numbers, wanted)), \
+                f"{doc} says {found[0]!r}, where the code has {wanted} ({constants})"
