@@ -244,7 +244,6 @@ def test_the_capabilities_table_lists_what_the_server_advertises():
     assert listed == advertised
 
 
-
 def restarts_at_once() -> int:
     """How many deaths of a worker within a minute are followed by a restart at once."""
     from lsp.worker_client import RESTART_DELAYS
