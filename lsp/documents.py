@@ -423,6 +423,7 @@ class DocumentStore:
         doc = self._docs.get(uri)
         if doc is None or count <= 0:
             return []
+        read_already = frozenset(read_already)  # asked of each document: a list of a thousand cells cost 6 ms
         heads = []
         for other in reversed(self._docs.values()):
             if len(heads) >= count:
