@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 from .fim import FIM_TEMPLATES, fim_prompt
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
-from .syntax import syntax_for
+from .syntax import Syntax, syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
                          repository_head)
 from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
@@ -107,6 +107,16 @@ class RemoteAnswers:
     def __init__(self, documents_kept: int = DOCUMENTS_KEPT) -> None:
         self._last: collections.OrderedDict[str, LastAnswer] = collections.OrderedDict()
         self._documents_kept = documents_kept
+        self._context: tuple[str, Syntax, LineContext] | None = None  # the last lines above a cursor's line, read
+
+    def _line_context(self, head: str, syntax: Syntax) -> LineContext:
+        """The filters' view of `head`, the lines above the cursor's line, read again only when they change (as the
+        engine does): each keystroke on a line asked the endpoint anew read up to CONTEXT_LINES lines above it on
+        the server's loop, 2.6 ms in a JavaScript file and 13 ms in one of data arrays."""
+        if self._context is None or self._context[0] != head or self._context[1] is not syntax:
+            lines = head[:-1].rsplit("\n", CONTEXT_LINES) if head else []
+            self._context = (head, syntax, line_context(lines, syntax))
+        return self._context[2]
 
     def prepare(self, uri: str, before: str, after: str, below: str = "", snippets: Sequence[str] = (),
                 fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS,
@@ -128,7 +138,7 @@ class RemoteAnswers:
         if looks_binary(before):
             return CompletionResult(skipped=SKIPPED_BINARY)
         head = before[:before.rfind("\n") + 1]
-        context = line_context(head[:-1].rsplit("\n", CONTEXT_LINES) if head else [], syntax_for(language))
+        context = self._line_context(head, syntax_for(language))
         if fim_template is not None and fim_template in REPOSITORY_FORMATS and repository is not None:
             prompt = repository_head(fim_template, repository) + fim_prompt(
                 fim_template, document_opening(fim_template, repository) +

@@ -107,6 +107,31 @@ def _utf16_column(line: str, units: int) -> tuple[int, bool]:
     return len((prefix[:-2] if inside else prefix).decode("utf-16-le", "surrogatepass")), inside
 
 
+LONG_LINE_CHARS = 4096
+"""A line longer than this (a minified file's, of a megabyte) has what `PositionCodec` knows of it kept
+(`_LongLine`), so that a keystroke's positions are converted by reading the characters between them and the last
+keystroke's, and its edit is put in by reading the edit: converted by reading the line up to the column, five
+times a keystroke, a keystroke in a megabyte line took 40 ms."""
+KEPT_LONG_LINES = 8
+"""Long lines `PositionCodec` keeps what it knows of, the most recently used: it holds the lines."""
+
+
+@dataclass
+class _LongLine:
+    """A long line's length in client units, its lone surrogates, and a position in it (the last one converted,
+    or the end of the last edit's text), from which others are counted."""
+
+    line: str  # held, so that no other string takes its id while this is kept
+    units: int  # its length in client units
+    surrogates: int  # halves of astral characters in it, apart (while there are none, no edit has any to rejoin)
+    column: int = 0  # a code-point column,
+    column_units: int = 0  # and where it lies in client units
+
+
+def _surrogates(text: str) -> int:
+    return 0 if text.isascii() else len(LONE_SURROGATE.findall(text))
+
+
 class PositionCodec:
     """Converts between client columns (code units of the negotiated encoding) and code points."""
 
@@ -114,35 +139,101 @@ class PositionCodec:
         if encoding not in (UTF8, UTF16, UTF32):
             raise ValueError(f"unsupported position encoding {encoding!r}")
         self.encoding = encoding
+        self._long_lines: dict[int, _LongLine] = {}  # by the line's id, the most recently used last
 
     def _identity(self, line: str) -> bool:
         if self.encoding == UTF32 or line.isascii():
             return True
         return self.encoding == UTF16 and not ASTRAL.search(line)
 
+    def _units_of(self, text: str) -> int:
+        """`text`'s length in client units."""
+        if self.encoding == UTF32 or text.isascii():
+            return len(text)
+        if self.encoding == UTF16:
+            return len(text.encode("utf-16-le", "surrogatepass")) // 2
+        return len(text.encode("utf-8", "surrogatepass"))
+
+    def _long(self, line: str) -> _LongLine | None:
+        """What is known of `line` when it is long (counted once, by reading it, the first time it is asked for)."""
+        if len(line) <= LONG_LINE_CHARS:
+            return None
+        known = self._long_lines.pop(id(line), None)
+        if known is None or known.line is not line:
+            known = _LongLine(line, self._units_of(line), _surrogates(line))
+        self._keep(known)
+        return known
+
+    def _keep(self, known: _LongLine) -> None:
+        self._long_lines[id(known.line)] = known
+        while len(self._long_lines) > KEPT_LONG_LINES:
+            del self._long_lines[next(iter(self._long_lines))]
+
+    def _column(self, line: str, units: int) -> tuple[int, bool]:
+        """The code-point column of client column `units` (>= 0) in `line`, read from its start, and whether it fell
+        inside an astral character (UTF-16) or a UTF-8 sequence (the column is then that character's start)."""
+        if self._identity(line):
+            return min(units, len(line)), False
+        if self.encoding == UTF16:
+            return _utf16_column(line, units)
+        encoded = line.encode("utf-8", "surrogatepass")
+        if units >= len(encoded):
+            return len(line), False
+        end = units
+        while end > 0 and (encoded[end] & 0xC0) == 0x80:  # back up to a character boundary
+            end -= 1
+        return len(encoded[:end].decode("utf-8", "surrogatepass")), end != units
+
+    def _column_near(self, known: _LongLine, units: int) -> tuple[int, bool]:
+        """`_column` in a long line, read from its kept position, which moves there."""
+        line = known.line
+        if units >= known.units:
+            return len(line), False
+        if known.units == len(line):  # a unit per character
+            return units, False
+        if units >= known.column_units:  # a character is at least a unit: the column is within the next `units` ones
+            start, start_units = known.column, known.column_units
+            piece = line[start:start + units - start_units]
+        else:
+            start = max(0, known.column - (known.column_units - units))
+            piece = line[start:known.column]
+            start_units = known.column_units - self._units_of(piece)
+        column, inside = self._column(piece, units - start_units)
+        known.column, known.column_units = start + column, start_units + self._units_of(piece[:column])
+        return known.column, inside
+
+    def _units_near(self, known: _LongLine, column: int) -> int:
+        """`to_units` in a long line, read from its kept position, which moves there."""
+        line = known.line
+        if column == len(line):
+            return known.units
+        if known.units == len(line):
+            return column
+        if column >= known.column:
+            units = known.column_units + self._units_of(line[known.column:column])
+        else:
+            units = known.column_units - self._units_of(line[column:known.column])
+        known.column, known.column_units = column, units
+        return units
+
     def to_code_points(self, line: str, units: int) -> int:
         """Client column -> code-point column, clamped to the line (as LSP asks for long columns).
 
         A column inside a multi-unit character rounds down to that character's start."""
         units = max(0, units)
-        if self._identity(line):
-            return min(units, len(line))
-        if self.encoding == UTF16:
-            return _utf16_column(line, units)[0]
-        encoded = line.encode("utf-8", "surrogatepass")
-        if units >= len(encoded):
-            return len(line)
-        end = units
-        while end > 0 and (encoded[end] & 0xC0) == 0x80:  # back up to a character boundary
-            end -= 1
-        return len(encoded[:end].decode("utf-8", "surrogatepass"))
+        known = self._long(line) if self.encoding != UTF32 else None
+        return (self._column(line, units) if known is None else self._column_near(known, units))[0]
 
     def split_at(self, line: str, units: int) -> str:
         """`line`, with the astral character that UTF-16 column `units` falls inside as its two surrogates: an edit
         there leaves the client's text holding them apart, and so must ours. In other encodings, `line`."""
-        if self.encoding != UTF16 or self._identity(line):
+        if self.encoding != UTF16:
             return line
-        column, inside = _utf16_column(line, max(0, units))
+        known = self._long(line)
+        if known is None and self._identity(line):
+            return line
+        units = max(0, units)
+        column, inside = _utf16_column(line, units) if known is None else self._column_near(known, units)
         if not inside:
             return line
         high, low = divmod(ord(line[column]) - 0x10000, 0x400)
@@ -151,11 +242,32 @@ class PositionCodec:
     def to_units(self, line: str, column: int) -> int:
         """Code-point column -> client column."""
         column = max(0, min(column, len(line)))
+        known = self._long(line) if self.encoding != UTF32 else None
+        if known is not None:
+            return self._units_near(known, column)
         if self._identity(line):
             return column
         if self.encoding == UTF16:
             return len(line[:column].encode("utf-16-le", "surrogatepass")) // 2
         return len(line[:column].encode("utf-8", "surrogatepass"))
+
+    def replace(self, line: str, start: int, end: int, text: str) -> str:
+        """`line` with code points `start` to `end` replaced by `text` (which holds no line break), halves of an
+        astral character side by side made one (`rejoined`). A long line's length and surrogates are counted
+        for the new line from the old one's and the edit, and its kept position is the end of `text`."""
+        new = line[:start] + text + line[end:]
+        known = self._long(line) if len(new) > LONG_LINE_CHARS else None
+        if known is None:
+            return rejoined(new)
+        removed = line[start:end]
+        surrogates = known.surrogates - _surrogates(removed) + _surrogates(text)
+        if surrogates:  # there may be halves to rejoin: the new line is counted anew when it is asked for
+            return rejoined(new)
+        start_units, text_units = self._units_near(known, start), self._units_of(text)
+        del self._long_lines[id(line)]  # the document holds it no more
+        self._keep(_LongLine(new, known.units - self._units_of(removed) + text_units, 0, start + len(text),
+                             start_units + text_units))
+        return new
 
 
 @dataclass
@@ -311,6 +423,7 @@ class DocumentStore:
         doc = self._docs.get(uri)
         if doc is None or count <= 0:
             return []
+        read_already = frozenset(read_already)  # asked of each document: a list of a thousand cells cost 6 ms
         heads = []
         for other in reversed(self._docs.values()):
             if len(heads) >= count:
@@ -403,6 +516,10 @@ class DocumentStore:
         if end < start:
             start, end = end, start
         (sl, sc), (el, ec) = start, end
+        if sl == el and "\n" not in text and "\r" not in text and (sc > 0 or sl == 0 or breaks[sl - 1] != "\r"):
+            # within a line, and no line break to join with the one before (an edit that empties a line after a
+            # lone "\r" makes one CRLF of its break and that one): the line's text only, not split anew
+            return _Region(sl, sl + 1, [self.codec.replace(lines[sl], sc, ec, text)], [breaks[sl]])
         # Re-split from the line before the edit through the edit's last line, terminators included: a "\r"
         # left before inserted "\n" (or inserted before a "\n") becomes one CRLF, as in the editor.
         first = sl - 1 if sl > 0 and sc == 0 else sl

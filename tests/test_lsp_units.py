@@ -2,10 +2,12 @@
 settings validation, result conversion and the worker's frame format."""
 from __future__ import annotations
 
+import array
 import contextlib
 import asyncio
 import io
 import random
+import re
 import time
 
 import pytest
@@ -14,7 +16,7 @@ from lsprotocol import types
 from completer.text import OTHER_FILE_CHARS, head_of_file, split_lines_and_breaks
 from lsp import framing
 from lsp.completions import completion_list, inline_list, suggested_lines
-from lsp.documents import (SURROGATE_PAIR, UTF8, UTF16, UTF32, DocumentStore, PositionCodec,
+from lsp.documents import (LONG_LINE_CHARS, SURROGATE_PAIR, UTF8, UTF16, UTF32, DocumentStore, PositionCodec,
                            choose_position_encoding)
 from lsp.settings import ServerSettings, apply_changes, extract_section, likely_meant, shape_problem
 
@@ -116,6 +118,150 @@ def test_random_utf16_edits_at_any_code_unit_keep_the_clients_text():
         client = client[:2 * start] + new.encode("utf-16-le", "surrogatepass") + client[2 * end:]
         assert store.get("u").text().encode("utf-16-le", "surrogatepass") == client
         assert not SURROGATE_PAIR.search(store.get("u").text())  # halves side by side again are one character
+
+
+def _code_units(text: str) -> str:
+    """`text` as a UTF-16 client holds it, one character per code unit: an astral character as its two halves."""
+    return "".join(map(chr, array.array("H", text.encode("utf-16-le", "surrogatepass"))))
+
+
+def _whole(store: DocumentStore) -> str:
+    return "".join(line + end for line, end in zip(store.get("u").lines, store.get("u").breaks))
+
+
+def test_random_utf16_edits_in_long_lines_keep_the_clients_text_and_columns():
+    """Lines longer than LONG_LINE_CHARS (a minified file's) have their positions converted from the last one's
+    and single-line edits put in without splitting the line anew: typing near the last edit, jumps, edits at a
+    line's end and past it, between the halves of an astral character, lone halves, CR, LF and CRLF breaks put in
+    and taken out. The store's text stays the client's unit for unit, and every column converts as the line reads
+    from its start."""
+    rng = random.Random(13)
+    store = DocumentStore(codec=PositionCodec(UTF16))
+    long_line = "".join(rng.choice(["a", "😀", "é", "𝄞", " = ", "b"]) for _ in range(LONG_LINE_CHARS + 500))
+    text = f"x = 1\r\n{long_line}\ry\n{long_line[::-1]}\r\n"
+    store.open("u", "javascript", 1, text)
+    client = _code_units(text)
+    pieces = ["a", "😀", "\ud83d", "\ude00", "é", "", "", "xy", "\r\n", "\n", "\r"]
+    half = _code_units(long_line).index("\ud83d") + 1  # between the two halves of an emoji of line 1
+    scripted = [(1, half, 1, half, "x"), (1, half, 1, half + 1, ""),  # split apart, then side by side again
+                (1, 0, 1, 0, "\ude00"), (1, 0, 1, 0, "\ud83d"),  # an emoji put in as its halves, the low one first
+                (1, 2, 1, 3, "\ude00"), (1, 2, 1, 2, "é"), (1, 3, 1, 4, "")]  # a half replaced, split, joined
+    line, at = 1, 100
+    for step in range(600):
+        lines, breaks = split_lines_and_breaks(client)
+        if rng.random() < 0.05:  # a jump
+            line = rng.randrange(len(lines))
+            at = rng.randrange(len(lines[line]) + 1)
+        line = min(line, len(lines) - 1)
+        at = max(0, min(at + rng.choice([-2, -1, 0, 1, 1, 2, 3]), len(lines[line])))
+        if rng.random() < 0.05:
+            at = len(lines[line]) + rng.choice([0, 0, 5])  # at the line's end, or past it (clamped there)
+        end_line = line if rng.random() < 0.9 else min(line + 1, len(lines) - 1)
+        end = at + rng.choice([0, 0, 0, 1, 2]) if end_line == line else rng.randrange(len(lines[end_line]) + 1)
+        new = rng.choice(pieces)
+        if step < len(scripted):
+            line, at, end_line, end, new = scripted[step]
+        store.change("u", step, [((line, at, end_line, end), new)])
+        offsets = [0]
+        for text_line, text_end in zip(lines, breaks):
+            offsets.append(offsets[-1] + len(text_line) + len(text_end))
+        a = offsets[line] + min(at, len(lines[line]))
+        b = max(a, offsets[end_line] + min(end, len(lines[end_line])))
+        client = client[:a] + _code_units(new) + client[b:]
+        assert _code_units(_whole(store)) == client, step
+        assert not SURROGATE_PAIR.search(_whole(store))  # halves side by side again are one character
+        at += len(_code_units(new))
+        doc_line = store.get("u").lines[min(line, len(store.get("u").lines) - 1)]
+        codec = store.codec
+        for column in (rng.randrange(len(doc_line) + 1), len(doc_line), 0):
+            units = _units(doc_line[:column], UTF16)
+            assert codec.to_units(doc_line, column) == units
+            assert codec.to_code_points(doc_line, units) == column
+            if column < len(doc_line) and ord(doc_line[column]) > 0xFFFF:  # inside it: its start
+                assert codec.to_code_points(doc_line, units + 1) == column
+        assert codec.to_units(doc_line, len(doc_line)) == _units(doc_line, UTF16)
+        assert codec.to_code_points(doc_line, 10 ** 9) == len(doc_line)
+
+
+@pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
+def test_long_lines_convert_every_column_from_wherever_the_last_one_was(encoding):
+    """A long line's kept position moves with each conversion: forward, backward, by one, by thousands."""
+    rng = random.Random(encoding)
+    line = "".join(rng.choice(["a", "😀", "é", "日", "\ud800", "b"]) for _ in range(2 * LONG_LINE_CHARS))
+    codec = PositionCodec(encoding)
+    for column in [*range(0, 40), *rng.sample(range(len(line) + 1), 300), *range(len(line) - 40, len(line) + 1)]:
+        units = _units(line[:column], encoding)
+        assert codec.to_units(line, column) == units
+        assert codec.to_code_points(line, units) == column
+    emoji = line.index("😀")
+    assert codec.to_code_points(line, _units(line[:emoji], encoding) + 1) == emoji + (encoding == UTF32)  # inside
+
+
+class _Scanned:
+    """A compiled pattern that counts the characters its searches are given (the string is the last argument)."""
+
+    def __init__(self, pattern: re.Pattern) -> None:
+        self.pattern, self.chars = pattern, 0
+
+    def __getattr__(self, name: str):
+        method = getattr(self.pattern, name)
+
+        def counted(*args):
+            self.chars += len(args[-1]) if isinstance(args[-1], str) else 0
+            return method(*args)
+        return counted
+
+
+@pytest.mark.parametrize("encoding", [UTF8, UTF16, UTF32])
+def test_a_keystroke_in_a_megabyte_line_reads_the_edit_not_the_line(encoding, monkeypatch):
+    """A keystroke in a minified file's megabyte line, from a client counting UTF-16 units, took 40 ms of the
+    server's loop: its two positions were converted five times by reading the line up to them, the line was split
+    anew and searched for halves of astral characters to rejoin. A long line's positions are now converted from
+    the last keystroke's, and an edit within it is put in without reading the rest of the line: after the first
+    keystroke at a place, a keystroke (didChange and the completion request's conversions) reads tens of
+    characters, where it read millions."""
+    from lsp import documents
+
+    line = ('var a\u00e9=function(b){return b+"\U0001F600"+1},c={"k\u00e9y":[1,2,3]};' * 20_000)[:1_000_000]
+    store = DocumentStore(codec=PositionCodec(encoding))
+    store.open("u", "javascript", 1, f"{line}\n")
+    scans = {name: _Scanned(getattr(documents, name)) for name in ("LONE_SURROGATE", "ASTRAL")}
+    for name, scanned in scans.items():
+        monkeypatch.setattr(documents, name, scanned)
+    read = 0
+    units_of = PositionCodec._units_of if hasattr(PositionCodec, "_units_of") else None
+
+    def counted_units_of(self, text):
+        nonlocal read
+        read += len(text)
+        return units_of(self, text)
+
+    if units_of is not None:
+        monkeypatch.setattr(PositionCodec, "_units_of", counted_units_of)
+    codec, version = store.codec, 1
+    keys = [*"x = 😀 é;" * 8, *["backspace"] * 20]
+    for where in (len(line), len(line) // 2):  # typing at the end of the line, then in its middle
+        column, typed = codec.to_units(store.get("u").lines[0], where), ""
+        for keystroke, key in enumerate(keys):
+            if keystroke == 1:  # the first keystroke at a place may read up to it
+                read = 0
+                for scanned in scans.values():
+                    scanned.chars = 0
+            version += 1
+            if key == "backspace":  # as an editor sends it: the last character's units
+                size, typed = _units(typed[-1], encoding), typed[:-1]
+                store.change("u", version, [((0, column - size, 0, column), "")])
+                column -= size
+            else:
+                store.change("u", version, [((0, column, 0, column), key)])
+                column += _units(key, encoding)
+                typed += key
+            current = store.get("u").lines[0]
+            assert codec.to_units(current, codec.to_code_points(current, column)) == column  # a request's locate
+            assert codec.to_units(current, len(current)) == _units(current, encoding)
+        assert read + sum(scanned.chars for scanned in scans.values()) < 50 * (len(keys) - 1)
+        line = line[:where] + typed + line[where:]
+        assert store.get("u").lines == [line, ""]
 
 
 def test_random_edits_at_mixed_line_ends_keep_the_editors_lines():

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Iterator
 import pytest
 
 from completer.text import split_lines
+from lsp.documents import LONG_LINE_CHARS
 from lsp.rawclient import RawClient
 from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, process_alive, server_env
 
@@ -157,6 +158,45 @@ def test_edits_between_the_halves_of_an_astral_character_leave_the_clients_text(
     for item in items:
         assert item["textEdit"]["range"] == {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": end}}
         assert _utf16(item["textEdit"]["newText"]).startswith(_utf16(line)), item["textEdit"]["newText"]
+
+
+def test_edits_in_a_long_line_leave_the_clients_text(raw: RawClient):
+    """A line longer than LONG_LINE_CHARS (a minified file's) has its positions converted from the last edit's, and
+    an edit within it put in without splitting it anew. Edited near its start and its end (text put between an
+    emoji's halves and taken out, a word replaced, typing and backspaces), then cut short by a range the client
+    counts in UTF-16 units, it is the client's line: the items begin with it and end where it ends."""
+    raw.initialize()
+    _ready(raw)
+    head, pad, tail = '    label = "naïve café 😀 ', "😀é" * LONG_LINE_CHARS, '" + os.path.jo'
+    raw.open(URI, f"import os\n\n\ndef greet(name):\n{head}{pad}{tail}\n")
+    client = [head, pad, tail]  # the client's line, in three parts
+
+    def edit(part: int, start: int, end: int, text: str) -> None:  # in UTF-16 units of `client[part]`
+        before = len(_utf16("".join(client[:part]))) // 2
+        units = _utf16(client[part])
+        raw.change(URI, edit.version, (4, before + start), (4, before + end), text)
+        client[part] = (units[:2 * start] + _utf16(text) + units[2 * end:]).decode("utf-16-le", "surrogatepass")
+        edit.version += 1
+    edit.version = 2
+    emoji = len(_utf16(head[:head.index("😀")])) // 2
+    edit(0, emoji + 1, emoji + 1, "x")  # between the halves
+    edit(0, emoji + 1, emoji + 2, "")  # side by side again
+    edit(0, 13, 19, "naive 😀 ")  # "naïve " -> "naive 😀 "
+    for column, ch in enumerate("x😀y", 9):  # typed after "label", then taken back by backspaces
+        edit(0, column + (ch == "y"), column + (ch == "y"), ch)
+    for column in (12, 10, 9):
+        edit(0, column, column + (1 if column != 10 else 2), "")
+    edit(2, len(_utf16(tail)) // 2, len(_utf16(tail)) // 2, "i")  # typed at the line's end
+    edit(2, len(_utf16(tail)) // 2, len(_utf16(tail)) // 2 + 1, "")
+    edit(1, 0, len(_utf16(client[1])) // 2, "")  # the long part cut out
+    assert client == ['    label = "naive 😀 café 😀 ', "", tail]
+    short = "".join(client)
+    end = len(_utf16(short)) // 2
+    items = raw.completion(URI, 4, end)["result"]["items"]
+    assert items
+    for item in items:
+        assert item["textEdit"]["range"] == {"start": {"line": 4, "character": 0}, "end": {"line": 4, "character": end}}
+        assert item["textEdit"]["newText"].startswith(short), item["textEdit"]["newText"]
 
 
 def test_unknown_methods_and_bad_notifications(raw: RawClient):
