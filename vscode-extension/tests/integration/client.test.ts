@@ -5,7 +5,8 @@
 // Interpreter: $COMPLETER_PYTHON, else python3, given to the extension as completer.pythonPath.
 
 import {
-    closeWindow, FakeTextDocument, host, InlineCompletionList, InlineCompletionTriggerKind, mock, Position, Uri, CancellationTokenSource,
+    CancellationTokenSource, closeWindow, FakeTextDocument, host, InlineCompletionList, InlineCompletionTriggerKind,
+    mock, Position, Uri,
 } from './fakeHost';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';

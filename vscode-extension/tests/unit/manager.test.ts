@@ -635,7 +635,10 @@ describe('server manager', () => {
         assert.equal(status.state, 'error');
         assert.equal(status.problem, why);
         assert.equal(status.endpoint, undefined, 'nothing is sent anywhere');
-        clients[0].info = { model: 'qwen2.5-coder', remote: { endpoint: 'https://gpu.example.com/v1', state: 'ready' } };
+        clients[0].info = {
+            model: 'qwen2.5-coder',
+            remote: { endpoint: 'https://gpu.example.com/v1', state: 'ready' },
+        };
         await change({ endpoint: 'https://gpu.example.com/v1' });
         assert.equal(status.state, 'running');
         assert.equal(status.endpoint, 'https://gpu.example.com/v1');
