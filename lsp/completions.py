@@ -6,7 +6,6 @@ accepting yields exactly that line whatever the client's notion of a "word" is.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
@@ -14,6 +13,7 @@ from lsprotocol import types
 
 from completer.text import TAB_SPACES, clean
 from completer.types import SOURCE_PARTIAL_LINE, SOURCE_REMOTE, SOURCE_WORKSPACE_LINE
+from lsp.searches import UNNUMBERED
 
 TRIGGER_CHARACTERS = [chr(c) for c in range(0x20, 0x7F)]
 """Every printable ASCII character: whole-line suggestions change with any keystroke."""
@@ -38,7 +38,7 @@ class Target:
     current: str  # the cursor's line as it was when the request arrived
     end_units: int  # the document's line's length in client units: where the range an answer replaces ends
     changes: int = 0  # the document's edit count (SearchScheduler.changes) the request was sent after
-    arrival: int = sys.maxsize  # the request's number (SearchScheduler.arrived); the default: never obsolete
+    arrival: int = UNNUMBERED  # the request's number (SearchScheduler.arrived); the default: never obsolete
     item_start: int | None = None  # set when `current` is the line as accepting the completion item selected in the
     # client would leave it (not the document's line): where that item's range starts, the cursor after its text
 
