@@ -149,6 +149,10 @@ class Rows:
 
 
 def load(directory: Path) -> GPT:
+    """The checkpoint in `directory` (config.json and model.safetensors, as scripts/train.py writes them)."""
+    missing = [name for name in ("config.json", "model.safetensors") if not (directory / name).is_file()]
+    if missing:
+        raise SystemExit(f"{directory}: not a checkpoint ({' and '.join(missing)} missing)")
     cfg = GPTConfig(**json.loads((directory / "config.json").read_text()))
     model = GPT(cfg)
     model.load_state_dict(load_file(str(directory / "model.safetensors")))
@@ -209,8 +213,7 @@ def stream_rows(files: list[tuple[str, str, str]], tokenizer: Tokenizer) -> np.n
     return np.asarray(ids, dtype=np.int64)
 
 
-def train(args: argparse.Namespace, tokenizer: Tokenizer, train_files: list, val_files: list) -> None:
-    model = load(args.init)
+def train(args: argparse.Namespace, model: GPT, tokenizer: Tokenizer, train_files: list, val_files: list) -> None:
     torch.manual_seed(args.seed)
     block = model.cfg.context_length
     rows = Rows(Packages(train_files), tokenizer, block, args.seed)
@@ -271,16 +274,17 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    if args.action == "train" and args.out is None:
+        p.error("train needs --out")
     torch.set_num_threads(args.threads)
+    model = load(args.init)  # before the corpus, which takes minutes to read
     tokenizer = Tokenizer.from_file(str(TOKENIZER))
     train_files, val_files = corpus_files(args.max_files, args.workers)
     if args.action == "measure":
-        rows = Rows(Packages(val_files), tokenizer, load(args.init).cfg.context_length, 99)
-        print(json.dumps(measure(load(args.init), rows, args.measure_windows), indent=1))
+        rows = Rows(Packages(val_files), tokenizer, model.cfg.context_length, 99)
+        print(json.dumps(measure(model, rows, args.measure_windows), indent=1))
     else:
-        if args.out is None:
-            p.error("train needs --out")
-        train(args, tokenizer, train_files, val_files)
+        train(args, model, tokenizer, train_files, val_files)
 
 
 if __name__ == "__main__":
