@@ -112,14 +112,19 @@ export const MIN_PYTHON: readonly [number, number] = [3, 11];
 /** The exit code of `installCheckScript` in a Python older than its minimum, after it printed its version. */
 export const PYTHON_TOO_OLD_EXIT = 86;
 
+/** The modules the check imports: the server's own, which import every runtime dependency (pygls, onnxruntime,
+ *  tokenizers, ...), so an install that has the server but not all of them is caught here, with the install
+ *  command, rather than as a server that dies at start. */
+export const SERVER_MODULES = 'lsp.server, lsp.worker, completer.engine';
+
 /** The check run in the interpreter: its version first (pip refuses to install the server into an older Python,
- *  so the install command would not help there), then the server's packages. */
+ *  so the install command would not help there), then the server's modules. */
 export function installCheckScript(minimum: readonly [number, number] = MIN_PYTHON): string {
     return [
         'import sys',
         `if sys.version_info < (${minimum[0]}, ${minimum[1]}): ` +
             `print("%d.%d.%d" % sys.version_info[:3]); sys.exit(${PYTHON_TOO_OLD_EXIT})`,
-        'import lsp, completer',
+        `import ${SERVER_MODULES}`,
     ].join('\n');
 }
 

@@ -41,7 +41,7 @@ import {
 import { INFO_REQUEST } from '../../src/common/constants';
 import { modelLabel } from '../../src/common/manager';
 import { sectionValue } from '../../src/common/middleware';
-import { serverCommand } from '../../src/common/python';
+import { SERVER_MODULES, serverCommand } from '../../src/common/python';
 import {
     didChangeConfigurationParams,
     ExtensionSettings,
@@ -163,7 +163,7 @@ describe('language server over stdio (real server)', { timeout: 600_000 }, () =>
 
     before(async () => {
         try {
-            execFileSync(python, ['-c', 'import lsp, completer'], { cwd: repoDir, stdio: 'pipe', timeout: 120_000 });
+            execFileSync(python, ['-c', `import ${SERVER_MODULES}`], { cwd: repoDir, stdio: 'pipe', timeout: 120_000 });
         } catch (err) {
             const detail = (err as { stderr?: Buffer }).stderr?.toString().trim() || String(err);
             assert.fail(

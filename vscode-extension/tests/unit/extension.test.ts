@@ -52,7 +52,7 @@ mockModule('vscode-languageclient/node', {
 const extension = require('../../src/extension') as typeof import('../../src/extension');
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'completer-ext-'));
-/** A stand-in interpreter whose `-c "import lsp, completer"` succeeds. */
+/** A stand-in interpreter whose install check succeeds. */
 const goodPython = path.join(tmp, 'python-ok');
 fs.writeFileSync(goodPython, '#!/bin/sh\nexit 0\n', { mode: 0o755 });
 /** One that lacks the server. */

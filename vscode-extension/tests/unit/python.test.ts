@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -18,6 +19,7 @@ import {
     resolveInterpreter,
     RunResult,
     serverCommand,
+    SERVER_MODULES,
 } from '../../src/common/python';
 
 function pythonApi(activePath: string | undefined, executable?: string, fail = false): PythonExtensionApi {
@@ -103,11 +105,37 @@ describe('install check', () => {
         return { run, calls };
     };
 
-    test('runs `<python> -c` with the version check, then `import lsp, completer`', async () => {
+    test("runs `<python> -c` with the version check, then imports the server's modules", async () => {
         const { run, calls } = fake({ code: 0, stdout: '', stderr: '' });
         assert.deepEqual(await checkServerInstalled('/py', run), { ok: true });
         assert.deepEqual(calls, [['/py', '-c', IMPORT_CHECK]]);
-        assert.ok(IMPORT_CHECK.endsWith('\nimport lsp, completer'));
+        assert.ok(IMPORT_CHECK.endsWith(`\nimport ${SERVER_MODULES}`));
+    });
+
+    test('a real interpreter with the server installed passes', async () => {
+        const python = process.env.COMPLETER_PYTHON || 'python3';
+        assert.deepEqual(await checkServerInstalled(python, execFileRunner), { ok: true });
+    });
+
+    test("a real interpreter that has the server but not one of its dependencies fails, naming it", async () => {
+        // The server's packages without pygls: `pip install --no-deps`, or pygls uninstalled since.
+        const python = process.env.COMPLETER_PYTHON || 'python3';
+        const blocker = fs.mkdtempSync(path.join(os.tmpdir(), 'no-pygls-'));
+        fs.writeFileSync(path.join(blocker, 'sitecustomize.py'), "import sys\nsys.modules['pygls'] = None\n");
+        const inherited = process.env.PYTHONPATH;
+        const env = { ...process.env, PYTHONPATH: inherited ? `${blocker}${path.delimiter}${inherited}` : blocker };
+        const withoutPygls = (command: string, args: string[]) =>
+            new Promise<RunResult>((resolve) => {
+                execFile(command, args, { env, timeout: 60_000 }, (error, stdout, stderr) =>
+                    resolve({ code: error ? Number(error.code) : 0, stdout: String(stdout), stderr: String(stderr) }));
+            });
+        try {
+            const result = await checkServerInstalled(python, withoutPygls);
+            assert.equal(!result.ok && result.reason, 'not-installed', JSON.stringify(result));
+            assert.match(!result.ok ? result.detail : '', /ModuleNotFoundError: .*pygls/);
+        } finally {
+            fs.rmSync(blocker, { recursive: true, force: true });
+        }
     });
 
     test('names the version of a Python too old for the server (pip would refuse to install it there)', async () => {
