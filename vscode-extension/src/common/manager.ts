@@ -4,7 +4,7 @@
 
 import { FILE_INFO_REQUEST, INFO_REQUEST } from './constants';
 import type { InstallCheck, Interpreter } from './python';
-import { installCommand, MIN_PYTHON } from './python';
+import { installCommand, MIN_PYTHON, SERVER_MODULES } from './python';
 import {
     didChangeConfigurationParams,
     ExtensionSettings,
@@ -503,6 +503,17 @@ export class ServerManager {
                         `${minimum} or later. ${pickAnother}`, `Python ${check.detail} is older than ${minimum}`];
             log.error(message);
             status.setState('error', state);
+            void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
+            return;
+        }
+        if (check.reason === 'check-failed') {
+            // Installing again would not help an import that hangs or crashes: the log and the settings might.
+            const message =
+                `Completer: importing the language server in ${python} ${check.detail}. Its packages may be broken ` +
+                `or built for another machine: run \`${python} -c "import ${SERVER_MODULES}"\` in a terminal to see why, ` +
+                `or pick another interpreter.`;
+            log.error(message);
+            status.setState('error', 'the server check failed');
             void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
             return;
         }

@@ -84,26 +84,42 @@ export interface RunResult {
     stderr: string;
     /** Set when the program could not be started at all (e.g. ENOENT). */
     spawnError?: string;
+    /** The signal that ended it: its time limit's, or a crash's (SIGILL: a package built for another CPU). */
+    signal?: string;
+    /** Its time limit, when it was killed at it. */
+    timedOutMs?: number;
 }
 
 export type Runner = (command: string, args: string[]) => Promise<RunResult>;
 
-/** Runs a program with a time limit, never rejecting. */
-export const execFileRunner: Runner = (command, args) =>
-    new Promise((resolve) => {
-        execFile(command, args, { timeout: 60_000, windowsHide: true }, (error, stdout, stderr) => {
-            const err = error as (NodeJS.ErrnoException & { code?: string | number; killed?: boolean }) | null;
+/** How long `execFileRunner` lets a program run. */
+export const RUN_LIMIT_MS = 60_000;
+
+type ExecError = NodeJS.ErrnoException & { code?: string | number; killed?: boolean; signal?: string | null };
+
+/** A runner that gives a program `limitMs` and never rejects. */
+export function execFileRunnerWithin(limitMs: number): Runner {
+    return (command, args) => new Promise((resolve) => {
+        execFile(command, args, { timeout: limitMs, windowsHide: true }, (error, stdout, stderr) => {
+            const err = error as ExecError | null;
             if (!err) {
                 resolve({ code: 0, stdout: String(stdout), stderr: String(stderr) });
             } else if (typeof err.code === 'number') {
                 resolve({ code: err.code, stdout: String(stdout), stderr: String(stderr) });
             } else if (err.killed) {
-                resolve({ code: null, stdout: String(stdout), stderr: String(stderr) || 'timed out' });
+                const signal = err.signal ?? undefined;
+                resolve({ code: null, stdout: String(stdout), stderr: String(stderr), signal, timedOutMs: limitMs });
+            } else if (err.signal) {
+                resolve({ code: null, stdout: String(stdout), stderr: String(stderr), signal: err.signal });
             } else {
                 resolve({ code: null, stdout: String(stdout ?? ''), stderr: String(stderr ?? ''), spawnError: err.code || err.message });
             }
         });
     });
+}
+
+/** Runs a program with RUN_LIMIT_MS, never rejecting. */
+export const execFileRunner: Runner = execFileRunnerWithin(RUN_LIMIT_MS);
 
 /** The oldest Python the server runs on: pyproject.toml's `requires-python` (onnxruntime 1.32 and the graphs
  *  need it). */
@@ -132,10 +148,12 @@ export const IMPORT_CHECK = installCheckScript();
 
 export type InstallCheck =
     | { ok: true }
-    | { ok: false; reason: 'interpreter-missing' | 'not-installed' | 'python-too-old'; detail: string };
+    | { ok: false; reason: InstallProblem; detail: string };
+
+export type InstallProblem = 'interpreter-missing' | 'not-installed' | 'python-too-old' | 'check-failed';
 
 /** Runs `installCheckScript` in `python`: can it run the server, and does it have it? For a Python too old,
- *  `detail` is its version. */
+ *  `detail` is its version; for a check that hung or crashed (`check-failed`), how it ended. */
 export async function checkServerInstalled(
     python: string,
     run: Runner = execFileRunner,
@@ -144,6 +162,14 @@ export async function checkServerInstalled(
     const result = await run(python, ['-c', script]);
     if (result.spawnError) {
         return { ok: false, reason: 'interpreter-missing', detail: result.spawnError };
+    }
+    if (result.timedOutMs !== undefined || result.signal) {
+        // Not a missing install: the import hung (a network drive, a lock) or crashed the interpreter.
+        const lines = result.stderr.trim().split(/\r?\n/).filter((line) => line.trim());
+        const how = result.timedOutMs !== undefined
+            ? `did not finish within ${result.timedOutMs / 1000} s` : `was ended by ${result.signal}`;
+        const detail = lines.length ? `${how}: ${lines[lines.length - 1]}` : how;
+        return { ok: false, reason: 'check-failed', detail };
     }
     if (result.code === 0) {
         return { ok: true };

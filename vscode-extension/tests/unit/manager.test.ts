@@ -205,6 +205,23 @@ describe('server manager', () => {
         assert.equal(calls.clipboard, '/venv/bin/python -m pip install -e /src/completer');
     });
 
+    test('a check that crashed or hung says so and how to see why, with no install command', async () => {
+        const { manager, clients, errors, status, calls } = setup({
+            check: { ok: false, reason: 'check-failed', detail: 'was ended by SIGILL' },
+            settings: { pythonPath: '/venv/bin/python' },
+            choice: ACTIONS.showLogs,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(clients.length, 0);
+        assert.equal(status.state, 'error');
+        assert.match(errors[0].message, /importing the language server in \/venv\/bin\/python was ended by SIGILL/);
+        assert.ok(errors[0].message.includes('/venv/bin/python -c "import lsp.server'), errors[0].message);
+        assert.ok(!errors[0].actions.includes(ACTIONS.copyInstall));
+        assert.doesNotMatch(errors[0].message, /not installed|pip install/);
+        assert.equal(calls.showLogs, 1);
+    });
+
     test('names the interpreter when it cannot be run', async () => {
         const { manager, errors, status, calls } = setup({
             check: { ok: false, reason: 'interpreter-missing', detail: 'ENOENT' },

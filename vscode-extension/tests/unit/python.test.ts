@@ -9,6 +9,7 @@ import {
     defaultPython,
     CHECKOUT_PLACEHOLDER,
     execFileRunner,
+    execFileRunnerWithin,
     findRepoDir,
     IMPORT_CHECK,
     installCheckScript,
@@ -176,6 +177,21 @@ describe('install check', () => {
             reason: 'not-installed',
             detail: "ModuleNotFoundError: No module named 'lsp'",
         });
+    });
+
+    test('a check that crashes the interpreter is no missing interpreter and no missing install', async () => {
+        // What importing onnxruntime built for a newer CPU does: SIGILL, after the interpreter ran fine.
+        const python = process.env.COMPLETER_PYTHON || 'python3';
+        const crash = 'import os, signal, sys\nsys.stderr.write("Illegal instruction\\n"); sys.stderr.flush()\n' +
+            'os.kill(os.getpid(), signal.SIGILL)';
+        const result = await checkServerInstalled(python, execFileRunner, crash);
+        assert.deepEqual(result, { ok: false, reason: 'check-failed', detail: 'was ended by SIGILL: Illegal instruction' });
+    });
+
+    test('a check that hangs is said to have hung', async () => {
+        const python = process.env.COMPLETER_PYTHON || 'python3';
+        const result = await checkServerInstalled(python, execFileRunnerWithin(300), 'import time; time.sleep(30)');
+        assert.deepEqual(result, { ok: false, reason: 'check-failed', detail: 'did not finish within 0.3 s' });
     });
 
     test('reports an interpreter that cannot be run', async () => {
