@@ -510,11 +510,12 @@ export class ServerManager {
             // Installing again would not help an import that hangs or crashes: the log and the settings might.
             const message =
                 `Completer: importing the language server in ${python} ${check.detail}. Its packages may be broken ` +
-                `or built for another machine: run \`${python} -c "import ${SERVER_MODULES}"\` in a terminal to see why, ` +
-                `or pick another interpreter.`;
+                `or built for another machine: run \`${python} -c "import ${SERVER_MODULES}"\` in a terminal ` +
+                `to see why, or pick another interpreter.`;
             log.error(message);
             status.setState('error', 'the server check failed');
-            void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs).then((choice) => this.onAction(choice));
+            void this.deps.showError(message, ACTIONS.openSettings, ACTIONS.showLogs)
+                .then((choice) => this.onAction(choice));
             return;
         }
         const command = installCommand(python, this.deps.repoDir, this.deps.platform);

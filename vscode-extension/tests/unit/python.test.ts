@@ -185,7 +185,8 @@ describe('install check', () => {
         const crash = 'import os, signal, sys\nsys.stderr.write("Illegal instruction\\n"); sys.stderr.flush()\n' +
             'os.kill(os.getpid(), signal.SIGILL)';
         const result = await checkServerInstalled(python, execFileRunner, crash);
-        assert.deepEqual(result, { ok: false, reason: 'check-failed', detail: 'was ended by SIGILL: Illegal instruction' });
+        const detail = 'was ended by SIGILL: Illegal instruction';
+        assert.deepEqual(result, { ok: false, reason: 'check-failed', detail });
     });
 
     test('a check that hangs is said to have hung', async () => {
