@@ -439,6 +439,28 @@ async def test_the_start_of_a_longer_line_comes_with_its_own_detail(client: Lang
     assert [i.insert_text for i in inline.items] == [started]
 
 
+async def test_accepting_the_start_of_a_longer_line_offers_the_rest(client: LanguageClient):
+    """The start of a longer line is not a finished line: once accepted (or typed out, and a space after it), the
+    next request offers lines that go on from it, where a whole line accepted gets none until the next keystroke."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": 6}))
+    await _wait_for(lambda: _settings_are(client, maxTokens=6))
+    uri, line, column = "file:///work/names.py", NAMES_LIST.count("\n"), len(NAMES_LIST.split("\n")[-1])
+    open_doc(client, uri, NAMES_LIST)
+    got = await client.text_document_completion_async(completion_params(uri, line, column))
+    assert got.items and "the start of a longer line" in got.items[0].detail
+    accepted = got.items[0].text_edit.new_text
+    change_doc(client, uri, 2, (line, 0), (line, column), accepted)  # the item's edit, as the client applies it
+    for version, typed in ((3, ""), (4, " ")):
+        if typed:
+            change_doc(client, uri, version, (line, len(accepted)), (line, len(accepted)), typed)
+        at = len(accepted + typed)
+        rest = await client.text_document_completion_async(completion_params(uri, line, at))
+        assert rest.items, f"nothing offered after {accepted + typed!r}"
+        assert all(i.text_edit.new_text.startswith(accepted + typed) for i in rest.items)
+        inline = await client.text_document_inline_completion_async(inline_params(uri, line, at))
+        assert [i.insert_text for i in inline.items] == [i.text_edit.new_text for i in rest.items]
+
+
 async def test_the_lines_below_the_cursor_reach_the_engine(client: LanguageClient):
     """The server sends the worker the lines below the cursor's, so the call written out further down
     brings its arguments (tests/test_engine.py checks that without them it does not)."""
