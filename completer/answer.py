@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .beam import Hypothesis
 from .consensus import consensus_index
 from .earlier_lines import file_line, workspace_line
-from .filters import LineContext, keep_suggestion
+from .filters import LineContext, keep_suggestion, with_comment
 from .partial_lines import partial_line
 from .tokens import Tokens
 from .types import (SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, SOURCE_WORKSPACE_LINE, EngineSettings,
@@ -27,19 +27,31 @@ class LineOffer:
     tokens: Tokens
     healed: bytes  # typed bytes the generated tokens re-spell first (token healing)
     typed_line: str
-    after: str
+    after: str  # the rest of the cursor's line, which a suggestion replaces
     context: LineContext
+    comment: str = ""  # the comment `after` ends with, which a suggestion keeps (filters.kept_comment)
     counted: set[str] = field(default_factory=set)  # the insertions `is_new` has counted
     _answers: dict[tuple[int, ...], str | None] = field(default_factory=dict)  # `inserted` by generated tokens
+
+    @property
+    def replaced(self) -> str:
+        """The text after the cursor that a suggestion writes anew: `after` without the comment it keeps."""
+        return self.after[:len(self.after) - len(self.comment)]
 
     def inserted(self, generated: list[int]) -> str | None:
         key = tuple(generated)
         if key not in self._answers:
             inserted = self.tokens.after_healed(generated, self.healed)
-            keep = inserted is not None and keep_suggestion(self.typed_line + inserted, inserted, self.after,
-                                                            self.context)
-            self._answers[key] = inserted if keep else None
+            self._answers[key] = self.kept(inserted) if inserted is not None else None
         return self._answers[key]
+
+    def kept(self, inserted: str) -> str | None:
+        """What `inserted`, a line's text after the cursor, puts there if the filters let it through: itself and the
+        comment after the cursor; None when they do not."""
+        if inserted.strip() == self.after.strip() or not keep_suggestion(self.typed_line + inserted, inserted,
+                                                                          self.replaced, self.context):
+            return None
+        return with_comment(self.typed_line, inserted, self.comment, self.context)
 
     def is_new(self, generated: list[int]) -> bool:
         """Whether the line would be offered and is not one already counted (another spelling of it)."""
@@ -97,10 +109,8 @@ def offer_earlier_line(suggestions: list[Suggestion], head: str, offer: LineOffe
     line, source = file_line(head, typed_line), SOURCE_EARLIER_LINE
     if line is None and elsewhere:
         line, source = workspace_line(head, typed_line, elsewhere), SOURCE_WORKSPACE_LINE
-    if line is None or any(s.line == line for s in suggestions):
-        return
-    inserted = line[len(typed_line):]
-    if not keep_suggestion(line, inserted, after, offer.context):
+    inserted = offer.kept(line[len(typed_line):]) if line is not None else None
+    if inserted is None or any(s.line == typed_line + inserted for s in suggestions):
         return
     if len(suggestions) >= limit:
         if limit < 2:

@@ -24,7 +24,7 @@ from .beam import SearchRequest, forced_score, search_steps
 from .bundle import Bundle, load_bundle
 from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix, prefix_steps
 from .calls import Steps, drive
-from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context, only_indentation
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, kept_comment, line_context, only_indentation
 from .indentation import next_line_indents
 from .prefill_chunks import PrefillChunks
 from .prompt import Prompts
@@ -348,7 +348,7 @@ class Engine:
                                 margin=settings.stop_margin, max_tokens=settings.max_tokens, deadline=deadline,
                                 indent_only=only_indentation(typed_line),
                                 max_new_bytes=MAX_INSERTED_BYTES + len(healed), repeats=repeats)
-        offer = LineOffer(tokens, healed, typed_line, after, context)
+        offer = LineOffer(tokens, healed, typed_line, after, context, kept_comment(typed_line, after, context))
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = yield from _counted(search_steps(self.runtime.empty_past(1), tokens, request), counter)
         suggestions = answer(search.hypotheses, offer, settings, before[:line_start], snippets)

@@ -564,3 +564,32 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
             context.syntax.statements or len(WORD.findall(line)) > 1):
         return False  # the line above again; outside Python a block's end (`}`, `end`, `#endif`) often is
     return well_formed(line, context)
+
+
+def kept_comment(typed_line: str, after: str, context: LineContext) -> str:
+    """The line comment that ends the text `after` the cursor, with the space before it: what a suggestion keeps
+    of that text. A suggestion is a whole line written without reading the text after the cursor, which it
+    replaces (a closing bracket the editor put there is written again), but accepting it must not delete the
+    user's comment (`x = |  # the count`). "" when the text after the cursor has no comment, when the cursor is
+    inside one, in a multi-line string, or in a language whose comments are not known here."""
+    syntax = context.syntax
+    if not after.strip() or not syntax.lexical or not syntax.line_comments or context.start.triple:
+        return ""
+    end = scan(typed_line + after, context.start, syntax)
+    if end.triple or end.heredoc or not len(typed_line) <= end.code_end < len(typed_line) + len(after):
+        return ""
+    code = after[:end.code_end - len(typed_line)]
+    comment = after[len(code.rstrip()):]
+    return comment if comment[:1] in (" ", "\t") else ("  " if syntax is PYTHON else " ") + comment  # PEP 8's gap
+
+
+def with_comment(typed_line: str, inserted: str, comment: str, context: LineContext) -> str:
+    """`inserted` with the user's `comment` after it (`kept_comment`), unless the line ends without room for one:
+    it has a comment of its own, goes on in a multi-line string, or ends in a line continuation."""
+    if not comment:
+        return inserted
+    line = typed_line + inserted
+    end = scan(line, context.start, context.syntax)
+    if end.triple or end.heredoc or end.code_end < len(line) or line.rstrip().endswith("\\"):
+        return inserted
+    return inserted + comment

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .fim import FIM_TEMPLATES, fim_prompt
-from .filters import CONTEXT_LINES, LineContext, keep_suggestion, line_context
+from .filters import CONTEXT_LINES, LineContext, keep_suggestion, kept_comment, line_context, with_comment
 from .syntax import Syntax, syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
                          repository_head)
@@ -99,6 +99,7 @@ class PromptRequest:
     typed_line: str
     after: str  # the rest of the cursor's line, which a suggestion replaces
     context: LineContext
+    comment: str = ""  # the comment `after` ends with, which a suggestion keeps (filters.kept_comment)
 
 
 class RemoteAnswers:
@@ -150,7 +151,7 @@ class RemoteAnswers:
                                 without_markers(clip_below(below), fim_template))
         else:
             prompt = snippet_head(snippets, uri, language=language) + clip_prompt(before, prompt_chars)
-        return PromptRequest(prompt, before, typed_line, after, context)
+        return PromptRequest(prompt, before, typed_line, after, context, kept_comment(typed_line, after, context))
 
     def answer(self, uri: str, request: PromptRequest, texts: Sequence[str], limit: int) -> CompletionResult:
         """Suggestions from the endpoint's completions of `request.prompt`, best first as it ordered them: each
@@ -159,9 +160,14 @@ class RemoteAnswers:
         seen: set[str] = set()
         for text in texts:
             inserted = clean(LINE_BREAKS.split(text, 1)[0]).rstrip()
-            if (inserted in seen or not inserted.isprintable()  # control characters, terminal escapes
+            replaced = request.after[:len(request.after) - len(request.comment)]  # the comment after it stays
+            if (not inserted.isprintable()  # control characters, terminal escapes
                     or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES
-                    or not keep_suggestion(request.typed_line + inserted, inserted, request.after, request.context)):
+                    or inserted.strip() == request.after.strip()
+                    or not keep_suggestion(request.typed_line + inserted, inserted, replaced, request.context)):
+                continue
+            inserted = with_comment(request.typed_line, inserted, request.comment, request.context)
+            if inserted in seen:
                 continue
             seen.add(inserted)
             suggestions.append(at_cursor(request.typed_line, inserted, request.after, None, SOURCE_REMOTE))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .types import CompletionResult, Suggestion
+from .types import SOURCE_PARTIAL_LINE, CompletionResult, Suggestion
 
 
 @dataclass
@@ -20,7 +20,8 @@ def typed_through(last: LastAnswer | None, before: str, after: str) -> Completio
     """The last answer's suggestions that the text typed since still begins, trimmed by it; or, when the
     typed text finished one of them (the user accepted it, or typed all of it), an empty answer with no
     search: a line just finished is not extended (`main(sys.stdout)` followed by `.close()`) until the next
-    keystroke or Enter. None when the last answer does not apply: the model is asked."""
+    keystroke or Enter. The start of a longer line (completer/partial_lines.py) finishes nothing: the model is
+    asked for the rest. None when the last answer does not apply: the model is asked."""
     if last is None or after != last.after or not before.startswith(last.before):
         return None
     typed = before[len(last.before):]
@@ -30,6 +31,7 @@ def typed_through(last: LastAnswer | None, before: str, after: str) -> Completio
             for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
     if kept:
         return CompletionResult(suggestions=kept)
-    if typed.strip() and any(s.text.rstrip() == typed.rstrip() for s in last.suggestions):
+    if typed.strip() and any(s.text.rstrip() == typed.rstrip() and s.source != SOURCE_PARTIAL_LINE
+                             for s in last.suggestions):
         return CompletionResult()
     return None

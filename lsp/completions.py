@@ -64,8 +64,10 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
     The line is rebuilt as the user's own text before the cursor plus the inserted text, so
     accepting never rewrites what the user typed (the engine sees a normalised copy: tabs
     expanded, NULs removed). Indentation the engine wrote (the cursor in a line's indentation) is
-    given back as tabs where the document indents with them (`indents_with_tabs`, asked only then)."""
+    given back as tabs where the document indents with them (`indents_with_tabs`, asked only then), and the
+    user's text after the cursor that a suggestion keeps (its comment) as the user wrote it."""
     prefix = current[:column]
+    after = current[column:]
     seen: set[str] = set()
     out: list[LineSuggestion] = []
     tabs: bool | None = None
@@ -73,7 +75,7 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
         text = s.get("text")
         if not isinstance(text, str):
             continue
-        text = text.rstrip("\r\n")
+        text = with_own_tail(text.rstrip("\r\n"), after)
         if writes_indentation(prefix, text):
             tabs = indents_with_tabs() if tabs is None else tabs
             text = with_tabs(text) if tabs else text
@@ -88,6 +90,18 @@ def suggested_lines(current: str, column: int, suggestions: Iterable[dict[str, A
         if len(out) >= limit:
             break
     return out
+
+
+def with_own_tail(text: str, after: str) -> str:
+    """`text` ending with the tail of `after`, the text after the cursor, as the user wrote it where it ends with
+    it as the engine reads it (tabs expanded): the comment a suggestion keeps after the cursor (filters.py,
+    `kept_comment`) keeps its tabs."""
+    if "\t" not in after:
+        return text
+    start, end = len(after), len(text)  # walked back while `text` ends as `after[start:]` reads
+    while start and text.endswith(read := clean(after[start - 1]), 0, end):
+        start, end = start - 1, end - len(read)
+    return text[:end] + after[start:]
 
 
 def with_document_tabs(lines: list[LineSuggestion], prefix: str, document_lines: Iterable[str]

@@ -439,6 +439,55 @@ async def test_the_start_of_a_longer_line_comes_with_its_own_detail(client: Lang
     assert [i.insert_text for i in inline.items] == [started]
 
 
+async def test_accepting_the_start_of_a_longer_line_offers_the_rest(client: LanguageClient):
+    """The start of a longer line is not a finished line: once accepted (or typed out, and a space after it), the
+    next request offers lines that go on from it, where a whole line accepted gets none until the next keystroke."""
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"maxTokens": 6}))
+    await _wait_for(lambda: _settings_are(client, maxTokens=6))
+    uri, line, column = "file:///work/names.py", NAMES_LIST.count("\n"), len(NAMES_LIST.split("\n")[-1])
+    open_doc(client, uri, NAMES_LIST)
+    got = await client.text_document_completion_async(completion_params(uri, line, column))
+    assert got.items and "the start of a longer line" in got.items[0].detail
+    accepted = got.items[0].text_edit.new_text
+    change_doc(client, uri, 2, (line, 0), (line, column), accepted)  # the item's edit, as the client applies it
+    for version, typed in ((3, ""), (4, " ")):
+        if typed:
+            change_doc(client, uri, version, (line, len(accepted)), (line, len(accepted)), typed)
+        at = len(accepted + typed)
+        rest = await client.text_document_completion_async(completion_params(uri, line, at))
+        assert rest.items, f"nothing offered after {accepted + typed!r}"
+        assert all(i.text_edit.new_text.startswith(accepted + typed) for i in rest.items)
+        inline = await client.text_document_inline_completion_async(inline_params(uri, line, at))
+        assert [i.insert_text for i in inline.items] == [i.text_edit.new_text for i in rest.items]
+
+
+COMMENTED = ("import os\n\n\ndef main(path):\n    x =   # the count\n    print()  # show it\n\tsize = \t# in bytes\n"
+             "    return x\n")
+
+
+@pytest.mark.parametrize("line, column, comment", [
+    (4, len("    x = "), "  # the count"),  # the user's own gap before it
+    (5, len("    print("), "  # show it"),  # the editor's closer is written again, the comment kept
+    (6, len("\tsize = "), "\t# in bytes"),  # a tab before it stays a tab
+])
+async def test_a_suggestion_keeps_the_comment_after_the_cursor(client: LanguageClient, line, column, comment):
+    """A suggestion is a whole line the model wrote without reading the text after the cursor, which it replaces;
+    a comment there is the user's and stays at the end of every line offered, and typing on keeps it."""
+    open_doc(client, URI, COMMENTED)
+    lines = COMMENTED.split("\n")
+    got = await client.text_document_completion_async(completion_params(URI, line, column))
+    inline = await client.text_document_inline_completion_async(inline_params(URI, line, column))
+    offered = [apply_line_edit(lines, item.text_edit)[line] for item in got.items]
+    assert offered and [apply_line_edit(lines, types.TextEdit(i.range, i.insert_text))[line]
+                        for i in inline.items] == offered
+    assert all(text.startswith(lines[line][:column]) and text.endswith(comment) for text in offered), offered
+    longest = max(offered, key=len)  # one that inserts more than the character typed
+    change_doc(client, URI, 2, (line, column), (line, column), longest[column])
+    lines[line] = lines[line][:column] + longest[column] + lines[line][column:]
+    through = await client.text_document_completion_async(completion_params(URI, line, column + 1))
+    assert longest in [apply_line_edit(lines, item.text_edit)[line] for item in through.items]
+
+
 async def test_the_lines_below_the_cursor_reach_the_engine(client: LanguageClient):
     """The server sends the worker the lines below the cursor's, so the call written out further down
     brings its arguments (tests/test_engine.py checks that without them it does not)."""

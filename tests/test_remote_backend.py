@@ -184,6 +184,19 @@ def test_answer_cuts_at_the_line_end_filters_and_types_through():
     assert not isinstance(answers.prepare(URI, before + "ret", "", ""), CompletionResult)
 
 
+def test_an_endpoints_line_keeps_the_comment_after_the_cursor():
+    """The endpoint writes the whole rest of the line without the text after the cursor: a closer there is written
+    again, and the user's comment stays after it, unless the line brings a comment of its own."""
+    answers = RemoteAnswers()
+    request = answers.prepare(URI, "def add(a, b):\n    total = sum(", ")  # all of them", "")
+    assert not isinstance(request, CompletionResult)
+    result = answers.answer(URI, request, ["(a, b))", "[a, b])  # a list", ")  # all of them"], limit=3)
+    assert [s.line for s in result.suggestions] == ["    total = sum((a, b))  # all of them",
+                                                    "    total = sum([a, b])  # a list"]
+    through = answers.prepare(URI, "def add(a, b):\n    total = sum((", ")  # all of them", "")
+    assert isinstance(through, CompletionResult) and through.suggestions[0].text == "a, b))  # all of them"
+
+
 def test_completion_texts_reads_choices_and_refuses_garbage():
     body = b'{"choices": [{"index": 1, "text": "b", "finish_reason": "stop"}, {"index": 0, "text": "a"},' \
            b' {"index": 2, "text": "cut", "finish_reason": "length"}]}'
