@@ -28,10 +28,16 @@ def typed_through(last: LastAnswer | None, before: str, after: str) -> Completio
     if not typed or "\n" in typed:
         return None
     kept = [replace(s, text=s.text[len(typed):], start=s.start + len(typed), end=s.end + len(typed))
-            for s in last.suggestions if s.text.startswith(typed) and s.text[len(typed):].strip()]
+            for s in last.suggestions if s.text.startswith(typed) and not _only(s.text[len(typed):], after)]
     if kept:
         return CompletionResult(suggestions=kept)
-    if typed.strip() and any(s.text.rstrip() == typed.rstrip() and s.source != SOURCE_PARTIAL_LINE
-                             for s in last.suggestions):
+    if typed.strip() and any(s.text.startswith(typed.rstrip()) and _only(s.text[len(typed.rstrip()):], after)
+                             and s.source != SOURCE_PARTIAL_LINE for s in last.suggestions):
         return CompletionResult()
     return None
+
+
+def _only(rest: str, after: str) -> bool:
+    """Whether a suggestion's `rest` writes nothing the line does not have: whitespace, or the text after the
+    cursor as it is (the comment there, which a suggestion keeps: filters.kept_comment)."""
+    return not rest.strip() or rest.strip() == after.strip()

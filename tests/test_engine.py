@@ -377,6 +377,21 @@ def test_typing_through_runs_no_model(engine: Engine):
     assert again.suggestions[0].text == best.text[len(typed):]
 
 
+def test_typing_up_to_the_comment_a_suggestion_keeps_finishes_it(engine: Engine):
+    """A suggestion keeps the comment after the cursor; once the code before that comment is typed, what is
+    left of it is the comment as it already stands, which is no suggestion: the line is finished."""
+    uri = "file:///commented.py"
+    before = "import os\n\ndef f(path):\n    x = os.path.join(path, 'a')\n    return x\n\ndef g(path):\n    y = "
+    after = "  # the count"
+    first = engine.complete_text(uri, before, after)
+    assert first.suggestions and all(s.text.endswith(after) for s in first.suggestions), first.suggestions
+    code = first.suggestions[0].text[:-len(after)]
+    runs = engine.model_runs
+    assert [s.text for s in engine.complete_text(uri, before + code[:-1], after).suggestions][:1] == [code[-1] + after]
+    assert engine.complete_text(uri, before + code, after).suggestions == []
+    assert engine.model_runs == runs, "typing through must not run the model"
+
+
 def test_crlf_tabs_and_no_trailing_newline(engine: Engine):
     crlf = SAMPLE.replace("\n", "\r\n").rstrip()
     result = complete_at(engine, crlf, 11, 8, "file:///crlf.py")
