@@ -65,6 +65,11 @@ class EngineSocketError(Exception):
     """The shared engine cannot be used safely or at all; the message says why, in one line."""
 
 
+class StartKilled(ConnectionError):
+    """What a server started was killed by a signal before it listened (the OOM killer, a `kill`): no fault of the
+    install, so, as for a connection reset by an engine being killed, the caller tries again and starts another."""
+
+
 class CodeChanged(EngineSocketError):
     """The code on disk is no longer the code this process runs (an update or a git pull since it started): any
     worker it started now would import the new code and speak to it in the protocol of before."""
@@ -233,6 +238,8 @@ def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str
         while (sock := _connected(path)) is None:
             if engine.poll() == CODE_CHANGED_EXIT:
                 raise CodeChanged(code_changed_message())
+            if engine.poll() is not None and engine.returncode < 0:
+                raise StartKilled(f"{what} was killed by signal {-engine.returncode} before it listened on {path}")
             if engine.poll() is not None:
                 raise EngineSocketError(f"{what} exited with code {engine.returncode} before it "
                                         f"listened on {path} (see its log)")
@@ -272,7 +279,8 @@ async def connect_or_start(engine_command: list[str], env: dict[str, str], start
                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the user's engine, started first if none listens (on a thread: the lock blocks). With
     `start` False (the code changed on disk), only an engine that listens already: CodeChanged when none does.
-    Raises EngineSocketError."""
+    Raises EngineSocketError, or StartKilled (an OSError: worth another try) when the engine it started was killed
+    before it listened."""
     import asyncio
 
     from lsp import framing

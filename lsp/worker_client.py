@@ -312,8 +312,9 @@ class WorkerClient:
 
     async def _connect_shared(self, start: bool) -> SocketChannel:
         """Connect to the shared engine (started if none listens and `start`) and greet it. A connection that an
-        engine being killed had queued is reset: it is tried again a few times, when a new engine (started by this
-        server or another) listens."""
+        engine being killed had queued is reset, and an engine this server started may be killed before it listens
+        (StartKilled): either is tried again a few times, when a new engine (started by this server or another)
+        listens."""
         for attempt in range(CONNECT_ATTEMPTS):
             try:
                 reader, writer = await connect_or_start(self._worker_command(), worker_environment(), start)

@@ -240,3 +240,32 @@ def test_a_window_that_floods_the_engine_does_not_slow_another_windows_answers(t
     finally:
         flood.close()
         window.close()
+
+
+KILL_FIRST_ENGINE = """import os, signal, sys
+if "--listen" in sys.argv and os.path.basename(sys.argv[sys.argv.index("--listen") + 1]).startswith("engine-"):
+    if not os.path.exists(os.environ["KILL_FIRST_ENGINE_MARKER"]):
+        open(os.environ["KILL_FIRST_ENGINE_MARKER"], "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+"""A sitecustomize that kills the first engine started (not the session host) before it listens, as the OOM killer
+or a `kill` between its start and its listen would."""
+
+
+def test_an_engine_killed_before_it_listens_is_started_again_not_given_up(tmp_path: Path):
+    """The engine a window starts is killed by a signal before it listens: that is no fault of the install, so the
+    window starts another and stays on the shared engine, rather than running a private worker (a model of its own
+    in memory) for as long as it lives."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILL_FIRST_ENGINE)
+    marker = tmp_path / "killed"
+    window = _server(tmp_path / "run", PYTHONPATH=f"{REPO}{os.pathsep}{hooks}", KILL_FIRST_ENGINE_MARKER=str(marker))
+    try:
+        info = _ready(window)
+        assert marker.exists(), "the first engine was not killed"
+        assert info["server"]["shared_engine"], "the window gave up on the shared engine for good"
+        window.open(URI, SAMPLE_TEXT)
+        assert _lines(window.completion(URI, 12, 4, timeout=30))
+    finally:
+        window.close()
