@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from lsp import framing
 from lsp.rawclient import RawClient
 from lsp_support import SAMPLE_TEXT, server_env
@@ -267,5 +269,27 @@ def test_an_engine_killed_before_it_listens_is_started_again_not_given_up(tmp_pa
         assert info["server"]["shared_engine"], "the window gave up on the shared engine for good"
         window.open(URI, SAMPLE_TEXT)
         assert _lines(window.completion(URI, 12, 4, timeout=30))
+    finally:
+        window.close()
+
+
+@pytest.mark.parametrize("relative", ["--log-file", "COMPLETER_LOG_DIR"])
+def test_the_engine_runs_in_the_root_directory_not_in_the_first_windows_project(tmp_path: Path, relative: str):
+    """The engine outlives the window that started it, serving the others: run in that window's project, it would
+    keep the project's file system busy (an unmount, a USB drive's eject fails) long after the window closed. It runs
+    in /, as the session host does; a relative --log-file or COMPLETER_LOG_DIR still puts its log where the
+    server's is."""
+    project = tmp_path / "project"
+    project.mkdir()
+    args = ["--log-file", "logs/lsp.log"] if relative == "--log-file" else []
+    env = _env(tmp_path / "run", **({"COMPLETER_LOG_DIR": "logs"} if relative == "COMPLETER_LOG_DIR" else {}))
+    window = RawClient([sys.executable, "-m", "lsp", *args], env=env, cwd=str(project))
+    window.initialize({"completer": {"searchAhead": False}})
+    try:
+        engine = _ready(window)["server"]["worker_pid"]
+        assert os.readlink(f"/proc/{engine}/cwd") == "/"
+        assert (project / "logs" / "lsp-worker.log").is_file()
+        if relative == "COMPLETER_LOG_DIR":  # the session host runs in / too
+            assert (project / "logs" / "lsp-sessions.log").is_file()
     finally:
         window.close()
