@@ -287,7 +287,8 @@ async def connect_or_start(engine_command: list[str], env: dict[str, str], start
 
     path = socket_path()
     if start:
-        # in /: the engine outlives the window that starts it, whose project it must not keep busy (an unmount)
+        # in /: the engine outlives the window that starts it, whose project it must neither keep busy (an
+        # unmount) nor import from (PYTHONPATH=.) for the other windows
         sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env, "the shared engine", "/")
     elif (connected := _connected(path)) is not None:
         sock = connected

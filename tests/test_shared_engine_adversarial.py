@@ -293,3 +293,27 @@ def test_the_engine_runs_in_the_root_directory_not_in_the_first_windows_project(
             assert (project / "logs" / "lsp-sessions.log").is_file()
     finally:
         window.close()
+
+
+def test_a_first_window_whose_PYTHONPATH_is_its_project_does_not_break_the_engine_for_the_others(tmp_path: Path):
+    """A shell that exports PYTHONPATH=. starts the first window in a project with a module named like one the engine
+    imports (here tokenizers): the engine, run in that project, imported it and had no model, for every window on
+    it until all had closed. Run in /, it imports its own."""
+    project, other = tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    (project / "tokenizers.py").write_text("raise ImportError('the project has a tokenizers module')\n")
+    first = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run", PYTHONPATH=f".{os.pathsep}{REPO}"),
+                      cwd=str(project))
+    first.initialize({"completer": {"searchAhead": False}})
+    second = None
+    try:
+        _ready(first)
+        second = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run"), cwd=str(other))
+        second.initialize({"completer": {"searchAhead": False}})
+        info = _ready(second)
+        assert info["server"]["worker_pid"] == _info(first)["server"]["worker_pid"], "one engine"
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
