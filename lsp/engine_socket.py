@@ -121,12 +121,19 @@ def runtime_dir() -> Path:
     return path
 
 
+def interpreter() -> str:
+    """This interpreter, whatever name started it: python, python3 and python3.11 beside one another (an editor's
+    `python -m lsp`, a console script's shebang) are one, and one engine serves them; each virtual environment
+    (its own prefix, the same binary) is one of its own."""
+    return f"{os.path.realpath(sys.executable) if sys.executable else ''}\0{sys.prefix}"
+
+
 def socket_path(kind: str = "engine", variant: str = "") -> Path:
     """The socket of the user's engine (or of their session host, lsp/session_host.py) for this install: one
     per version, package location, state of its source files and interpreter (and `variant`), so servers of
     another install, or of this one before or after its code changed, never talk to a process that speaks
     differently. Refused when longer than a Unix socket's address can hold."""
-    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{SOURCE_FINGERPRINT}\0{sys.executable}\0{variant}".encode()
+    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{SOURCE_FINGERPRINT}\0{interpreter()}\0{variant}".encode()
                              ).hexdigest()[:12]
     path = runtime_dir() / f"{kind}-{__version__}-{install}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:

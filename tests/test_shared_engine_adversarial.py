@@ -317,3 +317,32 @@ def test_a_first_window_whose_PYTHONPATH_is_its_project_does_not_break_the_engin
         first.close()
         if second is not None:
             second.close()
+
+
+def _same_interpreter_by_another_name() -> str | None:
+    """A sibling of sys.executable that is the same interpreter under another name (python, python3, python3.X):
+    a console script's shebang names one, an editor's `python -m lsp` another."""
+    here = Path(sys.executable)
+    for name in ("python3", "python", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        other = here.with_name(name)
+        if other != here and other.exists() and os.path.realpath(other) == os.path.realpath(here):
+            return str(other)
+    return None
+
+
+def test_one_interpreter_by_two_names_shares_one_engine_and_one_session_host(tmp_path: Path):
+    """`completer serve` (a console script, whose shebang names python3.11) in one editor and `python -m lsp` in
+    another are the same interpreter and install: they share one engine and one session host, not one each."""
+    other = _same_interpreter_by_another_name()
+    if other is None:
+        pytest.skip("no other name for this interpreter beside it")
+    windows = [RawClient([command, "-m", "lsp"], env=_env(tmp_path)) for command in (sys.executable, other)]
+    try:
+        for window in windows:
+            window.initialize({"completer": {"searchAhead": False}})
+        infos = [_ready(window)["server"] for window in windows]
+        assert len({info["worker_pid"] for info in infos}) == 1, "one engine"
+        assert len({info["session_host_pid"] for info in infos}) == 1, "one session host"
+    finally:
+        for window in windows:
+            window.close()
