@@ -90,11 +90,14 @@ def shared_engine_supported() -> bool:
 
 
 def _xdg_runtime_dir() -> Path | None:
-    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user may write in. One that is gone
-    (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, and a relative
-    one would put a socket directory, and an engine, in each project the editor starts a server in."""
+    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user owns and may write in. One
+    that is gone (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, a
+    relative one would put a socket directory, and an engine, in each project the editor starts a server in, and
+    another user's (`sudo -E` keeps it) would get a directory of root's that the user's own windows then refuse."""
     value = os.environ.get("XDG_RUNTIME_DIR")
     if not value or not os.path.isabs(value) or not os.path.isdir(value) or not os.access(value, os.W_OK | os.X_OK):
+        return None
+    if os.stat(value).st_uid != os.getuid():
         return None
     return Path(value)
 
