@@ -65,6 +65,11 @@ class EngineSocketError(Exception):
     """The shared engine cannot be used safely or at all; the message says why, in one line."""
 
 
+class StartKilled(ConnectionError):
+    """What a server started was killed by a signal before it listened (the OOM killer, a `kill`): no fault of the
+    install, so, as for a connection reset by an engine being killed, the caller tries again and starts another."""
+
+
 class CodeChanged(EngineSocketError):
     """The code on disk is no longer the code this process runs (an update or a git pull since it started): any
     worker it started now would import the new code and speak to it in the protocol of before."""
@@ -85,11 +90,14 @@ def shared_engine_supported() -> bool:
 
 
 def _xdg_runtime_dir() -> Path | None:
-    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user may write in. One that is gone
-    (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, and a relative
-    one would put a socket directory, and an engine, in each project the editor starts a server in."""
+    """$XDG_RUNTIME_DIR where it is usable: an absolute path to a directory the user owns and may write in. One
+    that is gone (a tmux session outlives the login whose /run/user/<uid> systemd removed) is not made anew, a
+    relative one would put a socket directory, and an engine, in each project the editor starts a server in, and
+    another user's (`sudo -E` keeps it) would get a directory of root's that the user's own windows then refuse."""
     value = os.environ.get("XDG_RUNTIME_DIR")
     if not value or not os.path.isabs(value) or not os.path.isdir(value) or not os.access(value, os.W_OK | os.X_OK):
+        return None
+    if os.stat(value).st_uid != os.getuid():
         return None
     return Path(value)
 
@@ -116,12 +124,19 @@ def runtime_dir() -> Path:
     return path
 
 
+def interpreter() -> str:
+    """This interpreter, whatever name started it: python, python3 and python3.11 beside one another (an editor's
+    `python -m lsp`, a console script's shebang) are one, and one engine serves them; each virtual environment
+    (its own prefix, the same binary) is one of its own."""
+    return f"{os.path.realpath(sys.executable) if sys.executable else ''}\0{sys.prefix}"
+
+
 def socket_path(kind: str = "engine", variant: str = "") -> Path:
     """The socket of the user's engine (or of their session host, lsp/session_host.py) for this install: one
     per version, package location, state of its source files and interpreter (and `variant`), so servers of
     another install, or of this one before or after its code changed, never talk to a process that speaks
     differently. Refused when longer than a Unix socket's address can hold."""
-    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{SOURCE_FINGERPRINT}\0{sys.executable}\0{variant}".encode()
+    install = hashlib.sha256(f"{PACKAGE_ROOT}\0{SOURCE_FINGERPRINT}\0{interpreter()}\0{variant}".encode()
                              ).hexdigest()[:12]
     path = runtime_dir() / f"{kind}-{__version__}-{install}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
@@ -233,6 +248,8 @@ def connect_or_start_blocking(path: Path, command: list[str], env: dict[str, str
         while (sock := _connected(path)) is None:
             if engine.poll() == CODE_CHANGED_EXIT:
                 raise CodeChanged(code_changed_message())
+            if engine.poll() is not None and engine.returncode < 0:
+                raise StartKilled(f"{what} was killed by signal {-engine.returncode} before it listened on {path}")
             if engine.poll() is not None:
                 raise EngineSocketError(f"{what} exited with code {engine.returncode} before it "
                                         f"listened on {path} (see its log)")
@@ -272,14 +289,17 @@ async def connect_or_start(engine_command: list[str], env: dict[str, str], start
                            ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A connection to the user's engine, started first if none listens (on a thread: the lock blocks). With
     `start` False (the code changed on disk), only an engine that listens already: CodeChanged when none does.
-    Raises EngineSocketError."""
+    Raises EngineSocketError, or StartKilled (an OSError: worth another try) when the engine it started was killed
+    before it listened."""
     import asyncio
 
     from lsp import framing
 
     path = socket_path()
     if start:
-        sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env)
+        # in /: the engine outlives the window that starts it, whose project it must neither keep busy (an
+        # unmount) nor import from (PYTHONPATH=.) for the other windows
+        sock = await _on_daemon_thread(connect_or_start_blocking, path, engine_command, env, "the shared engine", "/")
     elif (connected := _connected(path)) is not None:
         sock = connected
     else:

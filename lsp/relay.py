@@ -99,6 +99,15 @@ def _limits() -> dict[str, list[int]]:
             for name in dir(resource) if name.startswith("RLIMIT_")}
 
 
+def _host_environment() -> dict[str, str]:
+    """This process's environment for the host it starts, a relative COMPLETER_LOG_DIR made absolute: the host
+    runs in /, and would write its log there (lsp/logs.py's LOG_DIR_ENV; not imported: the relay stays small)."""
+    env = dict(os.environ)
+    if env.get("COMPLETER_LOG_DIR"):
+        env["COMPLETER_LOG_DIR"] = os.path.abspath(env["COMPLETER_LOG_DIR"])
+    return env
+
+
 def _hand_over(conn: socket.socket, argv: list[str], prog: str) -> None:
     umask = os.umask(0o022)
     os.umask(umask)
@@ -137,7 +146,7 @@ def serve_through_host(argv: list[str], prog: str = "python -m lsp") -> int | No
     for attempt in range(HANDOVER_ATTEMPTS):
         try:
             boot = HOST_BOOT.format(root=str(PACKAGE_ROOT))
-            conn = connect_or_start_blocking(host_socket_path(), [sys.executable, "-c", boot], dict(os.environ),
+            conn = connect_or_start_blocking(host_socket_path(), [sys.executable, "-c", boot], _host_environment(),
                                              what="the session host", cwd="/")
         except (EngineSocketError, OSError) as exc:
             _say(f"not using the session host ({exc}): serving in this process")

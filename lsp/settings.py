@@ -346,8 +346,8 @@ def likely_meant(unknown: str) -> str | None:
 
 def engine_dict(settings: ServerSettings) -> dict[str, Any]:
     """EngineSettings as a plain dict for the worker, with the model's folder resolved here, as this server
-    sees it: the shared engine runs with the environment and working directory of whichever server started
-    it, so COMPLETER_MODEL and a relative modelPath must mean what they mean to this window."""
+    sees it: the shared engine runs with the environment of whichever server started it, in /, so
+    COMPLETER_MODEL and a relative modelPath must mean what they mean to this window."""
     from completer.bundle import bundle_dir
 
     out = dataclasses.asdict(settings.engine)

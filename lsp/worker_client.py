@@ -70,8 +70,13 @@ keystroke (scripts/soak.py; docs/benchmarks.md, "Memory over a long session").""
 
 
 def worker_environment() -> dict[str, str]:
-    """The server's environment, plus a fixed mmap threshold for glibc unless the user chose one."""
+    """The server's environment, plus a fixed mmap threshold for glibc unless the user chose one; a relative
+    COMPLETER_LOG_DIR made absolute, as the shared engine runs in /."""
+    from lsp.logs import LOG_DIR_ENV
+
     env = dict(os.environ)
+    if env.get(LOG_DIR_ENV):
+        env[LOG_DIR_ENV] = os.path.abspath(env[LOG_DIR_ENV])
     env.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD_BYTES))
     return env
 
@@ -274,8 +279,8 @@ class WorkerClient:
     def _worker_command(self) -> list[str]:
         cmd = [sys.executable, "-c", WORKER_BOOT.format(root=str(PACKAGE_ROOT)), "--log-level", self._log_level,
                "--source", SOURCE_FINGERPRINT]
-        if self._log_file:
-            cmd += ["--log-file", self._log_file]
+        if self._log_file:  # absolute: the shared engine runs in /
+            cmd += ["--log-file", os.path.abspath(self._log_file)]
         return cmd
 
     async def _open(self) -> Channel:
@@ -312,8 +317,9 @@ class WorkerClient:
 
     async def _connect_shared(self, start: bool) -> SocketChannel:
         """Connect to the shared engine (started if none listens and `start`) and greet it. A connection that an
-        engine being killed had queued is reset: it is tried again a few times, when a new engine (started by this
-        server or another) listens."""
+        engine being killed had queued is reset, and an engine this server started may be killed before it listens
+        (StartKilled): either is tried again a few times, when a new engine (started by this server or another)
+        listens."""
         for attempt in range(CONNECT_ATTEMPTS):
             try:
                 reader, writer = await connect_or_start(self._worker_command(), worker_environment(), start)

@@ -390,20 +390,26 @@ def test_a_worker_of_other_code_than_its_servers_exits_at_once(tmp_path: Path):
     assert not (tmp_path / "engine.sock").exists()
 
 
-@pytest.mark.parametrize("xdg", ["missing", "file", "relative"])
+@pytest.mark.parametrize("xdg", ["missing", "file", "relative", "another user's"])
 def test_an_unusable_XDG_RUNTIME_DIR_falls_back_to_the_temporary_directory(tmp_path: Path, xdg: str):
     """$XDG_RUNTIME_DIR removed (a tmux session that outlived the login: systemd removed /run/user/<uid>),
-    not a directory, or relative (each project would get a socket directory and an engine of its own): the
-    sockets go to <tmp>/completer-<uid>, and the windows still share one engine; nothing is made where the
-    variable points."""
+    not a directory, relative (each project would get a socket directory and an engine of its own), or another
+    user's (`sudo -E` keeps the user's: root would make a completer directory of its own there, which the user's
+    windows then refuse, running private workers until the next login): the sockets go to <tmp>/completer-<uid>,
+    and the windows still share one engine; nothing is made where the variable points."""
     import shutil
     import tempfile
 
+    if xdg == "another user's" and os.getuid() != 0:
+        pytest.skip("only root may write in another user's directory (others fall back already: not writable)")
     project, temporary = tmp_path / "project", Path(tempfile.mkdtemp(prefix="xdg"))  # pytest's are too long for
     project.mkdir()                                                                    # a socket's address
     (tmp_path / "file").touch()
+    theirs = Path(tempfile.mkdtemp(prefix="theirs"))  # 0700
+    if os.getuid() == 0:
+        os.chown(theirs, 65534, 65534)
     value = {"missing": str(tmp_path / "run" / "user" / "1000"), "file": str(tmp_path / "file"),
-             "relative": "run"}[xdg]
+             "relative": "run", "another user's": str(theirs)}[xdg]
     env = _env(tmp_path, XDG_RUNTIME_DIR=value, TMPDIR=str(temporary))
     del env["COMPLETER_RUNTIME_DIR"]
     client = RawClient([sys.executable, "-m", "lsp"], env=env, cwd=str(project))
@@ -412,6 +418,8 @@ def test_an_unusable_XDG_RUNTIME_DIR_falls_back_to_the_temporary_directory(tmp_p
         assert _ready(client)["server"]["shared_engine"]
         assert list((temporary / f"completer-{os.getuid()}").glob("engine-*.sock"))
         assert not (tmp_path / "run").exists() and not (project / "run").exists()
+        assert not list(theirs.iterdir())
     finally:
         client.close()
         shutil.rmtree(temporary, ignore_errors=True)
+        shutil.rmtree(theirs, ignore_errors=True)

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from lsp import framing
 from lsp.rawclient import RawClient
 from lsp_support import SAMPLE_TEXT, server_env
@@ -240,3 +242,107 @@ def test_a_window_that_floods_the_engine_does_not_slow_another_windows_answers(t
     finally:
         flood.close()
         window.close()
+
+
+KILL_FIRST_ENGINE = """import os, signal, sys
+if "--listen" in sys.argv and os.path.basename(sys.argv[sys.argv.index("--listen") + 1]).startswith("engine-"):
+    if not os.path.exists(os.environ["KILL_FIRST_ENGINE_MARKER"]):
+        open(os.environ["KILL_FIRST_ENGINE_MARKER"], "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+"""
+"""A sitecustomize that kills the first engine started (not the session host) before it listens, as the OOM killer
+or a `kill` between its start and its listen would."""
+
+
+def test_an_engine_killed_before_it_listens_is_started_again_not_given_up(tmp_path: Path):
+    """The engine a window starts is killed by a signal before it listens: that is no fault of the install, so the
+    window starts another and stays on the shared engine, rather than running a private worker (a model of its own
+    in memory) for as long as it lives."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILL_FIRST_ENGINE)
+    marker = tmp_path / "killed"
+    window = _server(tmp_path / "run", PYTHONPATH=f"{REPO}{os.pathsep}{hooks}", KILL_FIRST_ENGINE_MARKER=str(marker))
+    try:
+        info = _ready(window)
+        assert marker.exists(), "the first engine was not killed"
+        assert info["server"]["shared_engine"], "the window gave up on the shared engine for good"
+        window.open(URI, SAMPLE_TEXT)
+        assert _lines(window.completion(URI, 12, 4, timeout=30))
+    finally:
+        window.close()
+
+
+@pytest.mark.parametrize("relative", ["--log-file", "COMPLETER_LOG_DIR"])
+def test_the_engine_runs_in_the_root_directory_not_in_the_first_windows_project(tmp_path: Path, relative: str):
+    """The engine outlives the window that started it, serving the others: run in that window's project, it would
+    keep the project's file system busy (an unmount, a USB drive's eject fails) long after the window closed. It runs
+    in /, as the session host does; a relative --log-file or COMPLETER_LOG_DIR still puts its log where the
+    server's is."""
+    project = tmp_path / "project"
+    project.mkdir()
+    args = ["--log-file", "logs/lsp.log"] if relative == "--log-file" else []
+    env = _env(tmp_path / "run", **({"COMPLETER_LOG_DIR": "logs"} if relative == "COMPLETER_LOG_DIR" else {}))
+    window = RawClient([sys.executable, "-m", "lsp", *args], env=env, cwd=str(project))
+    window.initialize({"completer": {"searchAhead": False}})
+    try:
+        engine = _ready(window)["server"]["worker_pid"]
+        assert os.readlink(f"/proc/{engine}/cwd") == "/"
+        assert (project / "logs" / "lsp-worker.log").is_file()
+        if relative == "COMPLETER_LOG_DIR":  # the session host runs in / too
+            assert (project / "logs" / "lsp-sessions.log").is_file()
+    finally:
+        window.close()
+
+
+def test_a_first_window_whose_PYTHONPATH_is_its_project_does_not_break_the_engine_for_the_others(tmp_path: Path):
+    """A shell that exports PYTHONPATH=. starts the first window in a project with a module named like one the engine
+    imports (here tokenizers): the engine, run in that project, imported it and had no model, for every window on
+    it until all had closed. Run in /, it imports its own."""
+    project, other = tmp_path / "project", tmp_path / "other"
+    project.mkdir()
+    other.mkdir()
+    (project / "tokenizers.py").write_text("raise ImportError('the project has a tokenizers module')\n")
+    first = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run", PYTHONPATH=f".{os.pathsep}{REPO}"),
+                      cwd=str(project))
+    first.initialize({"completer": {"searchAhead": False}})
+    second = None
+    try:
+        _ready(first)
+        second = RawClient([sys.executable, "-m", "lsp"], env=_env(tmp_path / "run"), cwd=str(other))
+        second.initialize({"completer": {"searchAhead": False}})
+        info = _ready(second)
+        assert info["server"]["worker_pid"] == _info(first)["server"]["worker_pid"], "one engine"
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def _same_interpreter_by_another_name() -> str | None:
+    """A sibling of sys.executable that is the same interpreter under another name (python, python3, python3.X):
+    a console script's shebang names one, an editor's `python -m lsp` another."""
+    here = Path(sys.executable)
+    for name in ("python3", "python", f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+        other = here.with_name(name)
+        if other != here and other.exists() and os.path.realpath(other) == os.path.realpath(here):
+            return str(other)
+    return None
+
+
+def test_one_interpreter_by_two_names_shares_one_engine_and_one_session_host(tmp_path: Path):
+    """`completer serve` (a console script, whose shebang names python3.11) in one editor and `python -m lsp` in
+    another are the same interpreter and install: they share one engine and one session host, not one each."""
+    other = _same_interpreter_by_another_name()
+    if other is None:
+        pytest.skip("no other name for this interpreter beside it")
+    windows = [RawClient([command, "-m", "lsp"], env=_env(tmp_path)) for command in (sys.executable, other)]
+    try:
+        for window in windows:
+            window.initialize({"completer": {"searchAhead": False}})
+        infos = [_ready(window)["server"] for window in windows]
+        assert len({info["worker_pid"] for info in infos}) == 1, "one engine"
+        assert len({info["session_host_pid"] for info in infos}) == 1, "one session host"
+    finally:
+        for window in windows:
+            window.close()
