@@ -6,7 +6,8 @@ and typing through are completer/remote.py's; this module sends the prompt and r
 - one request in flight per document: a newer one cancels the older, whose HTTP call is closed;
 - an error (unreachable, a redirect, which is never followed, a 4xx or 5xx, a timeout, a malformed or huge reply)
   answers empty, is logged once per distinct kind, shows in completer/info's `remote.state`, and backs the backend
-  off (no request is sent for a while, doubling up to a limit) until one succeeds again;
+  off (no request is sent for a while, doubling up to a limit, or as long as its Retry-After asks) until one
+  succeeds again;
 - the API key is read from the environment variable the settings name, sent only in the Authorization header,
   and never logged.
 """
@@ -19,6 +20,7 @@ import logging
 import os
 import time
 import zlib
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -43,6 +45,9 @@ not that the endpoint is down: the other documents' requests go on without a bac
 REFUSALS_IN_A_ROW = 4
 """Refused requests in a row, none answered between them, after which the endpoint refuses them all (a model name
 it does not serve): they back off as other failures do."""
+MAX_RETRY_AFTER_S = 60.0
+"""The longest back-off a Retry-After header sets (a 429's or a 503's): one that asks for longer is read as this,
+as OpenAI's Python client honours one only up to 60 s; completions that stop for an hour would look broken."""
 SAMPLING_TEMPERATURE = 0.2
 """With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
 
@@ -50,10 +55,24 @@ SAMPLING_TEMPERATURE = 0.2
 class EndpointError(Exception):
     """A request the endpoint did not answer with completions; `kind` groups errors for the log."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, retry_after_s: float = 0.0) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.retry_after_s = retry_after_s  # how long the endpoint asked to be left alone (its Retry-After)
+
+
+def retry_after(value: str | None, now: float | None = None) -> float:
+    """The seconds a Retry-After header asks to wait (delta-seconds or an HTTP date), at most MAX_RETRY_AFTER_S;
+    0 when there is none or it cannot be read."""
+    value = (value or "").strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0
+    return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER_S)
 
 
 def completion_texts(body: bytes) -> list[str]:
@@ -337,15 +356,15 @@ class OpenAIBackend:
             raise EndpointError("prompt", f"the prompt cannot be sent as JSON: {exc}") from None
         self.model_runs_total += 1
 
-        async def exchange() -> tuple[int, bytes]:
+        async def exchange() -> tuple[int, bytes, str | None]:
             async with self._client.stream("POST", url, content=content,
                                            headers={**headers, "Content-Type": "application/json"}) as reply:
                 if 300 <= reply.status_code < 400:  # no answer, and following it would send the code elsewhere
                     raise EndpointError("redirect", self._said(_redirect_message(url, reply)))
-                return reply.status_code, await _read_capped(reply)
+                return reply.status_code, await _read_capped(reply), reply.headers.get("retry-after")
 
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
-            status, data = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
+            status, data, wait = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
         except asyncio.CancelledError:
             self.cancelled_in_worker += 1
             raise
@@ -359,7 +378,8 @@ class OpenAIBackend:
             raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {exc}")) from None
         if status >= 400:
             detail = data[:200].decode("utf-8", "replace")
-            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"))
+            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"),
+                                retry_after(wait))
         return completion_texts(data)
 
     def _said(self, message: str) -> str:
@@ -387,8 +407,8 @@ class OpenAIBackend:
         if sent_at >= self._last_failure_at or not self._failures:
             self._failures += 1
         self._last_failure_at = now
-        delay = BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1]
-        self._retry_at = now + delay
+        delay = max(BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1], error.retry_after_s)  # a 429 says how long
+        self._retry_at = max(self._retry_at, now + delay)
         self.state, self.last_error = "error", error.message
         kind = "refused in a row" if self._refusals else error.kind
         if kind not in self._logged:

@@ -435,3 +435,29 @@ def test_one_outage_seen_by_several_documents_backs_off_for_half_a_second_not_th
     while not server.inline(4, 0, uris[0]):
         assert time.monotonic() < deadline, f"still backing off: {server.info()['remote']}"
         time.sleep(0.25)
+
+
+def test_a_rate_limited_endpoint_is_left_alone_as_long_as_its_retry_after_asks(endpoint, servers):
+    """A 429 with Retry-After: 3 while the user types on: no request reaches the endpoint for those 3 s (the
+    back-off alone would send one at 0.5 s and another at 1.5 s, each answered 429), and the first one after
+    them is answered."""
+    asked: list[float] = []
+
+    def rate_limited(conn: socket.socket, request: bytes) -> None:
+        asked.append(time.monotonic())
+        if len(asked) > 1:
+            good(conn, request)
+            return
+        body = b'{"error": {"message": "Rate limit reached"}}'
+        conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+    server = servers(options(endpoint(rate_limited).url))
+    server.client.open(URI, DOC)
+    while server.inline(4, 0) == []:
+        assert not asked or time.monotonic() - asked[0] < 6, f"not asked again: {server.info()['remote']}"
+        time.sleep(0.2)
+    assert len(asked) == 2 and asked[1] - asked[0] >= 3.0, [round(t - asked[0], 2) for t in asked]
+    assert "no requests for 3.0 s" in server.logged()
+    assert server.info()["remote"]["state"] == "ready"
+    _no_traceback(server)

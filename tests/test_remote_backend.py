@@ -22,7 +22,8 @@ from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_h
 from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
-from lsp.remote_backend import REFUSALS_IN_A_ROW, EndpointError, completion_texts, completions_url
+from lsp.remote_backend import (MAX_RETRY_AFTER_S, REFUSALS_IN_A_ROW, EndpointError, completion_texts,
+                                completions_url, retry_after)
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
 from lsp_support import (LOG_DIR, REPO, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc,
@@ -191,6 +192,17 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
     for bad in (b"not json", b'{"error": "x"}', b'{"choices": [{"text": 3}]}', b"[]"):
         with pytest.raises(EndpointError):
             completion_texts(bad)
+
+
+def test_retry_after_reads_seconds_or_a_date_and_caps_them():
+    now = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
+    assert retry_after("7") == 7.0 and retry_after(" 0 ") == 0.0
+    assert retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now) == 10.0
+    assert retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now) == 0.0  # past
+    assert retry_after("86400") == retry_after("Wed, 15 Nov 2023 22:13:20 GMT", now) == MAX_RETRY_AFTER_S
+    for unreadable in (None, "", "-5", "1.5", "soon", "9" * 400):
+        assert retry_after(unreadable) in (0.0, MAX_RETRY_AFTER_S)
+    assert retry_after("soon") == retry_after("-5") == retry_after(None) == 0.0
 
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/",
