@@ -18,6 +18,7 @@ import itertools
 import json
 import logging
 import os
+import socket
 import time
 import zlib
 from email.utils import parsedate_to_datetime
@@ -99,6 +100,22 @@ def completions_url(endpoint: str) -> str:
     path = parts.path.rstrip("/")
     path = path.removesuffix("/chat/completions").removesuffix("/completions")
     return urlunsplit(parts._replace(path=path + "/completions"))
+
+
+def _why(exc: BaseException) -> str:
+    """What an HTTP error says, in words a user can act on: httpx's own can be empty (a reset connection is
+    ReadError('')) or vague (a refused one is 'All connection attempts failed'), while the socket error it wraps
+    names the cause: 'Connection refused', 'Connection reset by peer', 'Name or service not known'."""
+    cause: BaseException | None = exc
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror) and cause.strerror:
+            return cause.strerror
+        if isinstance(cause, ConnectionError) and isinstance(cause.errno, int) and cause.errno > 0:
+            return os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or (type(exc).__doc__ or type(exc).__name__).strip().split("\n")[0]
 
 
 def _one_line(text: str) -> str:
@@ -373,9 +390,9 @@ class OpenAIBackend:
         except (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException):
             raise EndpointError("timeout", f"no reply from {url} within {remote.timeout_ms} ms") from None
         except httpx.ConnectError as exc:
-            raise EndpointError("unreachable", self._said(f"cannot connect to {url}: {exc}")) from None
+            raise EndpointError("unreachable", self._said(f"cannot connect to {url}: {_why(exc)}")) from None
         except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
-            raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {exc}")) from None
+            raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {_why(exc)}")) from None
         if status >= 400:
             detail = data[:200].decode("utf-8", "replace")
             raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"),

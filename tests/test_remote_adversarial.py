@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -460,4 +461,27 @@ def test_a_rate_limited_endpoint_is_left_alone_as_long_as_its_retry_after_asks(e
     assert len(asked) == 2 and asked[1] - asked[0] >= 3.0, [round(t - asked[0], 2) for t in asked]
     assert "no requests for 3.0 s" in server.logged()
     assert server.info()["remote"]["state"] == "ready"
+    _no_traceback(server)
+
+
+def _reset(conn: socket.socket, _request: bytes) -> None:
+    """Close with a TCP reset, as a load balancer or a crashed server does."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+@pytest.mark.parametrize("how, says", [("refused", "cannot connect to {url}/completions: Connection refused"),
+                                       ("reset", "{url}/completions: ReadError: Connection reset by peer")])
+def test_a_connection_error_says_what_happened_in_one_line(endpoint, servers, how, says):
+    """The status bar shows remote.last_error: httpx says 'All connection attempts failed' for a port nobody
+    listens on and nothing at all for a reset connection ('ReadError: '); the socket error under it says which."""
+    if how == "refused":
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+    else:
+        url = endpoint(_reset).url
+    server = servers(options(url))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert server.info()["remote"]["last_error"] == says.format(url=url)
     _no_traceback(server)
