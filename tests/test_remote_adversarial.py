@@ -485,3 +485,18 @@ def test_a_connection_error_says_what_happened_in_one_line(endpoint, servers, ho
     assert server.inline(4, 0) == []
     assert server.info()["remote"]["last_error"] == says.format(url=url)
     _no_traceback(server)
+
+
+def test_a_key_in_the_endpoints_query_is_refused_not_logged(endpoint, servers):
+    """`?api_key=...` pasted with the endpoint would go into every log line and completer/info that names the
+    endpoint (and the status bar's tooltip): the endpoint is refused as one holding user:password is, without
+    quoting it, and nothing is sent."""
+    keyed = endpoint()
+    server = servers(options(f"{keyed.url}?api_key={SECRET}"))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    info = server.info()
+    assert info["remote"]["endpoint"] is None and info["model_error"], info
+    assert SECRET not in json.dumps(info) and SECRET not in server.logged()
+    assert "apiKeyEnv" in server.logged() and keyed.requests == 0
+    _no_traceback(server)

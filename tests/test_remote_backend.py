@@ -216,7 +216,8 @@ def test_an_endpoint_pasted_with_its_api_path_is_sent_to_that_api_once(endpoint)
 
 @pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.2:8000/v1", "ftp://127.0.0.1/v1",
                                  "https:///v1", "https://user:pw@example.com/v1", "http://127.0.0.1:99999/v1", 3,
-                                 "http://127.0.0.1:8080/v\t1", "https://bücher.example/v1", "http://0.0.0.0:80/v1"])
+                                 "http://127.0.0.1:8080/v\t1", "https://bücher.example/v1", "http://0.0.0.0:80/v1",
+                                 "https://example.com/v1?api_key=sk-1", "https://e.com/v1?a=1&Subscription-Key=k"])
 def test_endpoints_that_would_leak_code_are_refused(url):
     with pytest.raises(ValueError):
         check_endpoint(url)
@@ -227,6 +228,8 @@ def test_loopback_http_and_remote_https_are_allowed():
     assert check_endpoint("http://localhost:8080/v1") == "http://localhost:8080/v1"
     assert check_endpoint("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
     assert check_endpoint("https://gpu.example.com/v1") == "https://gpu.example.com/v1"
+    assert check_endpoint("https://x.openai.azure.com/openai/deployments/c?api-version=2024-02-01").endswith(
+        "?api-version=2024-02-01")
 
 
 def test_settings_take_an_environment_variable_name_never_a_key():
