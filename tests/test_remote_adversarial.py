@@ -500,3 +500,27 @@ def test_a_key_in_the_endpoints_query_is_refused_not_logged(endpoint, servers):
     assert SECRET not in json.dumps(info) and SECRET not in server.logged()
     assert "apiKeyEnv" in server.logged() and keyed.requests == 0
     _no_traceback(server)
+
+
+def test_a_proxy_in_the_environment_sees_no_code(endpoint, servers):
+    """With HTTP_PROXY, HTTPS_PROXY and ALL_PROXY set (README: an https endpoint goes through the proxy, one on
+    this machine never does): the loopback endpoint is asked directly, and for an https one the proxy is asked
+    only to CONNECT to its host, the code going inside TLS."""
+    asked: list[bytes] = []
+
+    def proxy(conn: socket.socket, request: bytes) -> None:
+        asked.append(request)
+        conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    proxy_url = f"http://127.0.0.1:{endpoint(proxy).port}"
+    env = {name: proxy_url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")}
+    env.update(NO_PROXY="", no_proxy="")
+    local = servers(options(endpoint().url), **env)
+    local.client.open(URI, DOC)
+    assert local.inline(4, 0) == ["    return a + b"] and asked == []
+    remote = servers(options("https://completions.invalid/v1"), **env)
+    remote.client.open(URI, DOC)
+    assert remote.inline(4, 0) == []
+    assert len(asked) == 1 and asked[0].startswith(b"CONNECT completions.invalid:443 "), asked
+    assert b"def add" not in asked[0]
+    assert "ProxyError" in remote.info()["remote"]["last_error"]
