@@ -395,7 +395,8 @@ class OpenAIBackend:
             raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {_why(exc)}")) from None
         if status >= 400:
             detail = data[:200].decode("utf-8", "replace")
-            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"),
+            hint = _no_key_hint(remote.api_key_env) if status in (401, 403) and "Authorization" not in headers else ""
+            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}{hint}: {detail}"),
                                 retry_after(wait))
         return completion_texts(data)
 
@@ -445,6 +446,15 @@ class OpenAIBackend:
         self._logged.clear()
         self.state, self.last_error = "ready", None
         self._refresh_info()
+
+
+def _no_key_hint(api_key_env: str | None) -> str:
+    """Why a 401 or 403 came, when no key was sent: the status bar shows the endpoint's "invalid API key", and the
+    variable that VS Code, started from a dock rather than a shell, does not have is named only in the log."""
+    if api_key_env:
+        return (f" (no API key was sent: the environment variable {api_key_env}, which completer.apiKeyEnv names, "
+                "is not set in the server's environment)")
+    return " (no API key was sent: set completer.apiKeyEnv to the environment variable that holds it)"
 
 
 def _redirect_message(url: str, reply: Any) -> str:

@@ -524,3 +524,17 @@ def test_a_proxy_in_the_environment_sees_no_code(endpoint, servers):
     assert len(asked) == 1 and asked[0].startswith(b"CONNECT completions.invalid:443 "), asked
     assert b"def add" not in asked[0]
     assert "ProxyError" in remote.info()["remote"]["last_error"]
+
+
+@pytest.mark.parametrize("key_env", [{"apiKeyEnv": "ADVERSARIAL_UNSET_KEY"}, {}])
+def test_a_401_for_a_key_never_sent_says_which_setting_to_fix(endpoint, servers, key_env):
+    """The endpoint says "invalid API key"; the status bar (remote.last_error) says why none was sent: the variable
+    apiKeyEnv names is not in the server's environment (VS Code started from a dock has not the shell's), or
+    apiKeyEnv is not set."""
+    refused = endpoint(lambda conn, _request: send(conn, b'{"error": "You didn\'t provide an API key."}', 401))
+    server = servers(options(refused.url, **key_env))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    said = server.info()["remote"]["last_error"]
+    assert said.startswith(f"{refused.url}/completions answered 401 (no API key was sent: "), said
+    assert ("ADVERSARIAL_UNSET_KEY" if key_env else "set completer.apiKeyEnv") in said
