@@ -377,7 +377,8 @@ class OpenAIBackend:
             async with self._client.stream("POST", url, content=content,
                                            headers={**headers, "Content-Type": "application/json"}) as reply:
                 if 300 <= reply.status_code < 400:  # no answer, and following it would send the code elsewhere
-                    raise EndpointError("redirect", self._said(_redirect_message(url, reply)))
+                    location = self._said(reply.headers.get("location") or "no Location")[:200]
+                    raise EndpointError("redirect", self._said(_redirect_message(url, reply.status_code, location)))
                 return reply.status_code, await _read_capped(reply), reply.headers.get("retry-after")
 
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
@@ -394,7 +395,7 @@ class OpenAIBackend:
         except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
             raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {_why(exc)}")) from None
         if status >= 400:
-            detail = data[:200].decode("utf-8", "replace")
+            detail = self._said(data[:4096].decode("utf-8", "replace"))[:200]  # the key out before the cut
             hint = _no_key_hint(remote.api_key_env) if status in (401, 403) and "Authorization" not in headers else ""
             raise EndpointError(f"status {status}", self._said(f"{url} answered {status}{hint}: {detail}"),
                                 retry_after(wait))
@@ -402,7 +403,8 @@ class OpenAIBackend:
 
     def _said(self, message: str) -> str:
         """A message with text from elsewhere (an error, the endpoint's reply) made safe to log: the API key
-        taken out, and one line of printable characters."""
+        taken out, and one line of printable characters. Cut such text only after this: a cut across the key
+        would leave its head, which no longer matches."""
         if self._secret:
             message = message.replace(self._secret, "<API key>")
         return _one_line(message)
@@ -457,10 +459,9 @@ def _no_key_hint(api_key_env: str | None) -> str:
     return " (no API key was sent: set completer.apiKeyEnv to the environment variable that holds it)"
 
 
-def _redirect_message(url: str, reply: Any) -> str:
+def _redirect_message(url: str, status: int, location: str) -> str:
     """Why a redirect is an error: the endpoint must be named where it answers, not reached through another URL."""
-    location = reply.headers.get("location") or "no Location"
-    return (f"{url} answered {reply.status_code}, a redirect to {location[:200]}; redirects are not followed (the "
+    return (f"{url} answered {status}, a redirect to {location}; redirects are not followed (the "
             "code goes only where completer.endpoint says): set the endpoint to the URL that answers")
 
 

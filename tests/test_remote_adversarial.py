@@ -538,3 +538,23 @@ def test_a_401_for_a_key_never_sent_says_which_setting_to_fix(endpoint, servers,
     said = server.info()["remote"]["last_error"]
     assert said.startswith(f"{refused.url}/completions answered 401 (no API key was sent: "), said
     assert ("ADVERSARIAL_UNSET_KEY" if key_env else "set completer.apiKeyEnv") in said
+
+
+@pytest.mark.parametrize("where", ["body", "location"])
+def test_a_key_echoed_across_the_cut_of_a_logged_reply_leaves_none_of_it(endpoint, servers, where):
+    """The logged part of an error's body, and of a redirect's Location, is its first 200 characters: the key
+    echoed across that cut left its head in the log (10 of its 19 characters here), no longer matching the key
+    that is taken out. The key is taken out first, then the text cut."""
+    def echo(conn: socket.socket, _request: bytes) -> None:
+        if where == "body":
+            send(conn, b'{"error": "' + b"x" * 170 + b" bad key " + SECRET.encode() + b'"}', status=401)
+        else:
+            location = b"https://elsewhere.example/" + b"p" * 159 + b"?key=" + SECRET.encode()
+            conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                         % location)
+
+    server = servers(options(endpoint(echo).url, apiKeyEnv="ADVERSARIAL_KEY"), ADVERSARIAL_KEY=SECRET)
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert "<API key>" in server.info()["remote"]["last_error"]
+    assert SECRET[:10] not in json.dumps(server.info()) and SECRET[:10] not in server.logged()
