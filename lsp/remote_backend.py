@@ -24,6 +24,7 @@ import zlib
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
+from urllib.request import getproxies_environment, proxy_bypass_environment
 
 from completer.convertible import extra_install
 from completer.remote import PromptRequest, RemoteAnswers
@@ -131,6 +132,25 @@ def _http_client(httpx: Any, endpoint: str, timeout_s: float) -> Any:
                              limits=httpx.Limits(max_keepalive_connections=8))
 
 
+def environment_proxy(endpoint: str) -> str | None:
+    """The proxy an https endpoint on another host is reached through, as the errors name it: its host and port
+    (never a user:password it holds) and the variable that set it; None without one (NO_PROXY, or loopback)."""
+    parts = urlsplit(endpoint)
+    if is_loopback(parts.hostname or ""):
+        return None
+    proxies = getproxies_environment()
+    scheme = parts.scheme if parts.scheme in proxies else "all"
+    proxy = proxies.get(scheme)
+    if not proxy or proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    where = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    try:
+        port = f":{where.port}" if where.port else ""
+    except ValueError:
+        port = ""
+    return f"{where.hostname}{port} ({scheme.upper()}_PROXY)"
+
+
 class OpenAIBackend:
     """Sends each completion job to `{endpoint}/completions`; the rest of the server sees a worker."""
 
@@ -150,6 +170,7 @@ class OpenAIBackend:
         self._logged: set[str] = set()  # error kinds logged since the last success
         self._missing_key_noted = False
         self._secret: str | None = None  # the API key last sent: never in a message
+        self._proxy: str | None = None  # the environment's proxy for the endpoint, as errors name it
         self.state = "not started"
         self.last_error: str | None = None
         self.info: dict[str, Any] = {}
@@ -182,6 +203,7 @@ class OpenAIBackend:
                 await self._close_client()
                 try:
                     self._client = _http_client(httpx, remote.endpoint, remote.timeout_ms / 1000)
+                    self._proxy = environment_proxy(remote.endpoint)
                     self.model_error = None
                 except Exception as exc:  # an endpoint httpx cannot parse, or a proxy or CA setting it cannot use
                     why = _one_line(str(exc) or type(exc).__name__)
@@ -381,6 +403,7 @@ class OpenAIBackend:
                     raise EndpointError("redirect", self._said(_redirect_message(url, reply.status_code, location)))
                 return reply.status_code, await _read_capped(reply), reply.headers.get("retry-after")
 
+        via = f" through the proxy {self._proxy}" if self._proxy else ""  # it may be the proxy that failed
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
             status, data, wait = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
         except asyncio.CancelledError:
@@ -389,11 +412,11 @@ class OpenAIBackend:
         except EndpointError:
             raise
         except (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException):
-            raise EndpointError("timeout", f"no reply from {url} within {remote.timeout_ms} ms") from None
+            raise EndpointError("timeout", f"no reply from {url}{via} within {remote.timeout_ms} ms") from None
         except httpx.ConnectError as exc:
-            raise EndpointError("unreachable", self._said(f"cannot connect to {url}: {_why(exc)}")) from None
+            raise EndpointError("unreachable", self._said(f"cannot connect to {url}{via}: {_why(exc)}")) from None
         except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
-            raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {_why(exc)}")) from None
+            raise EndpointError("http", self._said(f"{url}{via}: {type(exc).__name__}: {_why(exc)}")) from None
         if status >= 400:
             detail = self._said(data[:4096].decode("utf-8", "replace"))[:200]  # the key out before the cut
             hint = _no_key_hint(remote.api_key_env) if status in (401, 403) and "Authorization" not in headers else ""

@@ -523,7 +523,25 @@ def test_a_proxy_in_the_environment_sees_no_code(endpoint, servers):
     assert remote.inline(4, 0) == []
     assert len(asked) == 1 and asked[0].startswith(b"CONNECT completions.invalid:443 "), asked
     assert b"def add" not in asked[0]
-    assert "ProxyError" in remote.info()["remote"]["last_error"]
+    said = remote.info()["remote"]["last_error"]
+    assert said == ("https://completions.invalid/v1/completions through the proxy "
+                    f"127.0.0.1:{proxy_url.rsplit(':', 1)[1]} (HTTPS_PROXY): ProxyError: 502 Bad Gateway"), said
+
+
+def test_a_proxy_that_refuses_is_named_not_the_endpoint(servers):
+    """HTTPS_PROXY names a proxy that is down: the status bar said 'cannot connect to <endpoint>: Connection
+    refused', sending the user to a GPU box that was never asked. It names the proxy (not its password)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    server = servers(options("https://completions.invalid/v1"), HTTPS_PROXY=f"http://me:{SECRET}@127.0.0.1:{port}",
+                     NO_PROXY="", no_proxy="")
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert server.info()["remote"]["last_error"] == ("cannot connect to https://completions.invalid/v1/completions "
+                                                      f"through the proxy 127.0.0.1:{port} (HTTPS_PROXY): "
+                                                      "Connection refused")
+    assert SECRET not in server.logged()
 
 
 @pytest.mark.parametrize("key_env", [{"apiKeyEnv": "ADVERSARIAL_UNSET_KEY"}, {}])
