@@ -143,12 +143,12 @@ def environment_proxy(endpoint: str) -> str | None:
     proxy = proxies.get(scheme)
     if not proxy or proxy_bypass_environment(parts.hostname or "", proxies):
         return None
-    where = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     try:
-        port = f":{where.port}" if where.port else ""
-    except ValueError:
-        port = ""
-    return f"{where.hostname}{port} ({scheme.upper()}_PROXY)"
+        where = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        named = f"{where.hostname}:{where.port}" if where.port else f"{where.hostname}"
+    except ValueError:  # a proxy URL urllib cannot read (httpx says what is wrong with it when it is used)
+        named = "a proxy"
+    return f"{named} ({scheme.upper()}_PROXY)"
 
 
 class OpenAIBackend:
