@@ -6,7 +6,8 @@ and typing through are completer/remote.py's; this module sends the prompt and r
 - one request in flight per document: a newer one cancels the older, whose HTTP call is closed;
 - an error (unreachable, a redirect, which is never followed, a 4xx or 5xx, a timeout, a malformed or huge reply)
   answers empty, is logged once per distinct kind, shows in completer/info's `remote.state`, and backs the backend
-  off (no request is sent for a while, doubling up to a limit) until one succeeds again;
+  off (no request is sent for a while, doubling up to a limit, or as long as its Retry-After asks) until one
+  succeeds again;
 - the API key is read from the environment variable the settings name, sent only in the Authorization header,
   and never logged.
 """
@@ -17,10 +18,13 @@ import itertools
 import json
 import logging
 import os
+import socket
 import time
 import zlib
+from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
+from urllib.request import getproxies_environment, proxy_bypass_environment
 
 from completer.convertible import extra_install
 from completer.remote import PromptRequest, RemoteAnswers
@@ -43,6 +47,9 @@ not that the endpoint is down: the other documents' requests go on without a bac
 REFUSALS_IN_A_ROW = 4
 """Refused requests in a row, none answered between them, after which the endpoint refuses them all (a model name
 it does not serve): they back off as other failures do."""
+MAX_RETRY_AFTER_S = 60.0
+"""The longest back-off a Retry-After header sets (a 429's or a 503's): one that asks for longer is read as this,
+as OpenAI's Python client honours one only up to 60 s; completions that stop for an hour would look broken."""
 SAMPLING_TEMPERATURE = 0.2
 """With endpointChoices above 1 the completions are sampled at this temperature: alike, but not all the same."""
 
@@ -50,10 +57,24 @@ SAMPLING_TEMPERATURE = 0.2
 class EndpointError(Exception):
     """A request the endpoint did not answer with completions; `kind` groups errors for the log."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, retry_after_s: float = 0.0) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.retry_after_s = retry_after_s  # how long the endpoint asked to be left alone (its Retry-After)
+
+
+def retry_after(value: str | None, now: float | None = None) -> float:
+    """The seconds a Retry-After header asks to wait (delta-seconds or an HTTP date), at most MAX_RETRY_AFTER_S;
+    0 when there is none or it cannot be read."""
+    value = (value or "").strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER_S)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0
+    return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER_S)
 
 
 def completion_texts(body: bytes) -> list[str]:
@@ -82,6 +103,22 @@ def completions_url(endpoint: str) -> str:
     return urlunsplit(parts._replace(path=path + "/completions"))
 
 
+def _why(exc: BaseException) -> str:
+    """What an HTTP error says, in words a user can act on: httpx's own can be empty (a reset connection is
+    ReadError('')) or vague (a refused one is 'All connection attempts failed'), while the socket error it wraps
+    names the cause: 'Connection refused', 'Connection reset by peer', 'Name or service not known'."""
+    cause: BaseException | None = exc
+    seen: set[int] = set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror) and cause.strerror:
+            return cause.strerror
+        if isinstance(cause, ConnectionError) and isinstance(cause.errno, int) and cause.errno > 0:
+            return os.strerror(cause.errno)
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or (type(exc).__doc__ or type(exc).__name__).strip().split("\n")[0]
+
+
 def _one_line(text: str) -> str:
     """Text for one log line: line breaks, control characters and terminal escapes become spaces."""
     return "".join(char if char.isprintable() else " " for char in text)
@@ -93,6 +130,25 @@ def _http_client(httpx: Any, endpoint: str, timeout_s: float) -> Any:
     loopback = is_loopback(httpx.URL(endpoint).host)
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False, trust_env=not loopback,
                              limits=httpx.Limits(max_keepalive_connections=8))
+
+
+def environment_proxy(endpoint: str) -> str | None:
+    """The proxy an https endpoint on another host is reached through, as the errors name it: its host and port
+    (never a user:password it holds) and the variable that set it; None without one (NO_PROXY, or loopback)."""
+    parts = urlsplit(endpoint)
+    if is_loopback(parts.hostname or ""):
+        return None
+    proxies = getproxies_environment()
+    scheme = parts.scheme if parts.scheme in proxies else "all"
+    proxy = proxies.get(scheme)
+    if not proxy or proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    try:
+        where = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        named = f"{where.hostname}:{where.port}" if where.port else f"{where.hostname}"
+    except ValueError:  # a proxy URL urllib cannot read (httpx says what is wrong with it when it is used)
+        named = "a proxy"
+    return f"{named} ({scheme.upper()}_PROXY)"
 
 
 class OpenAIBackend:
@@ -114,6 +170,7 @@ class OpenAIBackend:
         self._logged: set[str] = set()  # error kinds logged since the last success
         self._missing_key_noted = False
         self._secret: str | None = None  # the API key last sent: never in a message
+        self._proxy: str | None = None  # the environment's proxy for the endpoint, as errors name it
         self.state = "not started"
         self.last_error: str | None = None
         self.info: dict[str, Any] = {}
@@ -146,6 +203,7 @@ class OpenAIBackend:
                 await self._close_client()
                 try:
                     self._client = _http_client(httpx, remote.endpoint, remote.timeout_ms / 1000)
+                    self._proxy = environment_proxy(remote.endpoint)
                     self.model_error = None
                 except Exception as exc:  # an endpoint httpx cannot parse, or a proxy or CA setting it cannot use
                     why = _one_line(str(exc) or type(exc).__name__)
@@ -337,34 +395,39 @@ class OpenAIBackend:
             raise EndpointError("prompt", f"the prompt cannot be sent as JSON: {exc}") from None
         self.model_runs_total += 1
 
-        async def exchange() -> tuple[int, bytes]:
+        async def exchange() -> tuple[int, bytes, str | None]:
             async with self._client.stream("POST", url, content=content,
                                            headers={**headers, "Content-Type": "application/json"}) as reply:
                 if 300 <= reply.status_code < 400:  # no answer, and following it would send the code elsewhere
-                    raise EndpointError("redirect", self._said(_redirect_message(url, reply)))
-                return reply.status_code, await _read_capped(reply)
+                    location = self._said(reply.headers.get("location") or "no Location")[:200]
+                    raise EndpointError("redirect", self._said(_redirect_message(url, reply.status_code, location)))
+                return reply.status_code, await _read_capped(reply), reply.headers.get("retry-after")
 
+        via = f" through the proxy {self._proxy}" if self._proxy else ""  # it may be the proxy that failed
         try:  # the whole exchange is bounded: httpx's timeouts bound each read, not a reply that trickles in
-            status, data = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
+            status, data, wait = await asyncio.wait_for(exchange(), remote.timeout_ms / 1000)
         except asyncio.CancelledError:
             self.cancelled_in_worker += 1
             raise
         except EndpointError:
             raise
         except (TimeoutError, asyncio.TimeoutError, httpx.TimeoutException):
-            raise EndpointError("timeout", f"no reply from {url} within {remote.timeout_ms} ms") from None
+            raise EndpointError("timeout", f"no reply from {url}{via} within {remote.timeout_ms} ms") from None
         except httpx.ConnectError as exc:
-            raise EndpointError("unreachable", self._said(f"cannot connect to {url}: {exc}")) from None
+            raise EndpointError("unreachable", self._said(f"cannot connect to {url}{via}: {_why(exc)}")) from None
         except (httpx.HTTPError, httpx.InvalidURL, ValueError, UnicodeError) as exc:
-            raise EndpointError("http", self._said(f"{url}: {type(exc).__name__}: {exc}")) from None
+            raise EndpointError("http", self._said(f"{url}{via}: {type(exc).__name__}: {_why(exc)}")) from None
         if status >= 400:
-            detail = data[:200].decode("utf-8", "replace")
-            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}: {detail}"))
+            detail = self._said(data[:4096].decode("utf-8", "replace"))[:200]  # the key out before the cut
+            hint = _no_key_hint(remote.api_key_env) if status in (401, 403) and "Authorization" not in headers else ""
+            raise EndpointError(f"status {status}", self._said(f"{url} answered {status}{hint}: {detail}"),
+                                retry_after(wait))
         return completion_texts(data)
 
     def _said(self, message: str) -> str:
         """A message with text from elsewhere (an error, the endpoint's reply) made safe to log: the API key
-        taken out, and one line of printable characters."""
+        taken out, and one line of printable characters. Cut such text only after this: a cut across the key
+        would leave its head, which no longer matches."""
         if self._secret:
             message = message.replace(self._secret, "<API key>")
         return _one_line(message)
@@ -387,8 +450,8 @@ class OpenAIBackend:
         if sent_at >= self._last_failure_at or not self._failures:
             self._failures += 1
         self._last_failure_at = now
-        delay = BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1]
-        self._retry_at = now + delay
+        delay = max(BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1], error.retry_after_s)  # a 429 says how long
+        self._retry_at = max(self._retry_at, now + delay)
         self.state, self.last_error = "error", error.message
         kind = "refused in a row" if self._refusals else error.kind
         if kind not in self._logged:
@@ -410,10 +473,18 @@ class OpenAIBackend:
         self._refresh_info()
 
 
-def _redirect_message(url: str, reply: Any) -> str:
+def _no_key_hint(api_key_env: str | None) -> str:
+    """Why a 401 or 403 came, when no key was sent: the status bar shows the endpoint's "invalid API key", and the
+    variable that VS Code, started from a dock rather than a shell, does not have is named only in the log."""
+    if api_key_env:
+        return (f" (no API key was sent: the environment variable {api_key_env}, which completer.apiKeyEnv names, "
+                "is not set in the server's environment)")
+    return " (no API key was sent: set completer.apiKeyEnv to the environment variable that holds it)"
+
+
+def _redirect_message(url: str, status: int, location: str) -> str:
     """Why a redirect is an error: the endpoint must be named where it answers, not reached through another URL."""
-    location = reply.headers.get("location") or "no Location"
-    return (f"{url} answered {reply.status_code}, a redirect to {location[:200]}; redirects are not followed (the "
+    return (f"{url} answered {status}, a redirect to {location}; redirects are not followed (the "
             "code goes only where completer.endpoint says): set the endpoint to the URL that answers")
 
 

@@ -14,7 +14,7 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from completer.fim import FIM_TEMPLATES, template_for_model
 from completer.remote import PROMPT_CHARS
@@ -197,12 +197,18 @@ def check_endpoint(value: Any) -> str:
         raise ValueError(f"endpoint must be {example}: an http:// or https:// URL with a host")
     if parts.username or parts.password:
         raise ValueError("endpoint must not hold credentials; name an environment variable in apiKeyEnv")
+    if any(_CREDENTIAL.search(name) for name, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        raise ValueError("endpoint must not hold a key or token in its query (the endpoint is logged and shown); name "
+                         "an environment variable in apiKeyEnv, whose key is sent as Authorization: Bearer")
     if parts.scheme == "http" and not is_loopback(host):
         raise ValueError(f"endpoint: plain http is allowed only to this machine (localhost, 127.0.0.1, ::1), not "
                          f"{host}; use https for another host")
     return url
 
 
+_CREDENTIAL = re.compile(r"key|token|secret|passw|auth|sig(nature)?$|credential", re.IGNORECASE)
+"""Query parameter names that carry a credential (api_key, api-key, access_token, Subscription-Key, sig): one
+in the endpoint would be logged with it, and shown in completer/info and the status bar's tooltip."""
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
 _KEY_LIKE = re.compile(r"[A-Z0-9]{24}")
 """A run this long without an underscore is a key's, not a variable name's (API_KEY, TEAM_COMPLETIONS_KEY)."""

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -435,3 +436,143 @@ def test_one_outage_seen_by_several_documents_backs_off_for_half_a_second_not_th
     while not server.inline(4, 0, uris[0]):
         assert time.monotonic() < deadline, f"still backing off: {server.info()['remote']}"
         time.sleep(0.25)
+
+
+def test_a_rate_limited_endpoint_is_left_alone_as_long_as_its_retry_after_asks(endpoint, servers):
+    """A 429 with Retry-After: 3 while the user types on: no request reaches the endpoint for those 3 s (the
+    back-off alone would send one at 0.5 s and another at 1.5 s, each answered 429), and the first one after
+    them is answered."""
+    asked: list[float] = []
+
+    def rate_limited(conn: socket.socket, request: bytes) -> None:
+        asked.append(time.monotonic())
+        if len(asked) > 1:
+            good(conn, request)
+            return
+        body = b'{"error": {"message": "Rate limit reached"}}'
+        conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+    server = servers(options(endpoint(rate_limited).url))
+    server.client.open(URI, DOC)
+    while server.inline(4, 0) == []:
+        assert not asked or time.monotonic() - asked[0] < 6, f"not asked again: {server.info()['remote']}"
+        time.sleep(0.2)
+    assert len(asked) == 2 and asked[1] - asked[0] >= 3.0, [round(t - asked[0], 2) for t in asked]
+    assert "no requests for 3.0 s" in server.logged()
+    assert server.info()["remote"]["state"] == "ready"
+    _no_traceback(server)
+
+
+def _reset(conn: socket.socket, _request: bytes) -> None:
+    """Close with a TCP reset, as a load balancer or a crashed server does."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+@pytest.mark.parametrize("how, says", [("refused", "cannot connect to {url}/completions: Connection refused"),
+                                       ("reset", "{url}/completions: ReadError: Connection reset by peer")])
+def test_a_connection_error_says_what_happened_in_one_line(endpoint, servers, how, says):
+    """The status bar shows remote.last_error: httpx says 'All connection attempts failed' for a port nobody
+    listens on and nothing at all for a reset connection ('ReadError: '); the socket error under it says which."""
+    if how == "refused":
+        with socket.socket() as unused:
+            unused.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{unused.getsockname()[1]}/v1"
+    else:
+        url = endpoint(_reset).url
+    server = servers(options(url))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert server.info()["remote"]["last_error"] == says.format(url=url)
+    _no_traceback(server)
+
+
+def test_a_key_in_the_endpoints_query_is_refused_not_logged(endpoint, servers):
+    """`?api_key=...` pasted with the endpoint would go into every log line and completer/info that names the
+    endpoint (and the status bar's tooltip): the endpoint is refused as one holding user:password is, without
+    quoting it, and nothing is sent."""
+    keyed = endpoint()
+    server = servers(options(f"{keyed.url}?api_key={SECRET}"))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    info = server.info()
+    assert info["remote"]["endpoint"] is None and info["model_error"], info
+    assert SECRET not in json.dumps(info) and SECRET not in server.logged()
+    assert "apiKeyEnv" in server.logged() and keyed.requests == 0
+    _no_traceback(server)
+
+
+def test_a_proxy_in_the_environment_sees_no_code(endpoint, servers):
+    """With HTTP_PROXY, HTTPS_PROXY and ALL_PROXY set (README: an https endpoint goes through the proxy, one on
+    this machine never does): the loopback endpoint is asked directly, and for an https one the proxy is asked
+    only to CONNECT to its host, the code going inside TLS."""
+    asked: list[bytes] = []
+
+    def proxy(conn: socket.socket, request: bytes) -> None:
+        asked.append(request)
+        conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    proxy_url = f"http://127.0.0.1:{endpoint(proxy).port}"
+    env = {name: proxy_url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")}
+    env.update(NO_PROXY="", no_proxy="")
+    local = servers(options(endpoint().url), **env)
+    local.client.open(URI, DOC)
+    assert local.inline(4, 0) == ["    return a + b"] and asked == []
+    remote = servers(options("https://completions.invalid/v1"), **env)
+    remote.client.open(URI, DOC)
+    assert remote.inline(4, 0) == []
+    assert len(asked) == 1 and asked[0].startswith(b"CONNECT completions.invalid:443 "), asked
+    assert b"def add" not in asked[0]
+    said = remote.info()["remote"]["last_error"]
+    assert said == ("https://completions.invalid/v1/completions through the proxy "
+                    f"127.0.0.1:{proxy_url.rsplit(':', 1)[1]} (HTTPS_PROXY): ProxyError: 502 Bad Gateway"), said
+
+
+def test_a_proxy_that_refuses_is_named_not_the_endpoint(servers):
+    """HTTPS_PROXY names a proxy that is down: the status bar said 'cannot connect to <endpoint>: Connection
+    refused', sending the user to a GPU box that was never asked. It names the proxy (not its password)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    server = servers(options("https://completions.invalid/v1"), HTTPS_PROXY=f"http://me:{SECRET}@127.0.0.1:{port}",
+                     NO_PROXY="", no_proxy="")
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert server.info()["remote"]["last_error"] == ("cannot connect to https://completions.invalid/v1/completions "
+                                                      f"through the proxy 127.0.0.1:{port} (HTTPS_PROXY): "
+                                                      "Connection refused")
+    assert SECRET not in server.logged()
+
+
+@pytest.mark.parametrize("key_env", [{"apiKeyEnv": "ADVERSARIAL_UNSET_KEY"}, {}])
+def test_a_401_for_a_key_never_sent_says_which_setting_to_fix(endpoint, servers, key_env):
+    """The endpoint says "invalid API key"; the status bar (remote.last_error) says why none was sent: the variable
+    apiKeyEnv names is not in the server's environment (VS Code started from a dock has not the shell's), or
+    apiKeyEnv is not set."""
+    refused = endpoint(lambda conn, _request: send(conn, b'{"error": "You didn\'t provide an API key."}', 401))
+    server = servers(options(refused.url, **key_env))
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    said = server.info()["remote"]["last_error"]
+    assert said.startswith(f"{refused.url}/completions answered 401 (no API key was sent: "), said
+    assert ("ADVERSARIAL_UNSET_KEY" if key_env else "set completer.apiKeyEnv") in said
+
+
+@pytest.mark.parametrize("where", ["body", "location"])
+def test_a_key_echoed_across_the_cut_of_a_logged_reply_leaves_none_of_it(endpoint, servers, where):
+    """The logged part of an error's body, and of a redirect's Location, is its first 200 characters: the key
+    echoed across that cut left its head in the log (10 of its 19 characters here), no longer matching the key
+    that is taken out. The key is taken out first, then the text cut."""
+    def echo(conn: socket.socket, _request: bytes) -> None:
+        if where == "body":
+            send(conn, b'{"error": "' + b"x" * 170 + b" bad key " + SECRET.encode() + b'"}', status=401)
+        else:
+            location = b"https://elsewhere.example/" + b"p" * 159 + b"?key=" + SECRET.encode()
+            conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                         % location)
+
+    server = servers(options(endpoint(echo).url, apiKeyEnv="ADVERSARIAL_KEY"), ADVERSARIAL_KEY=SECRET)
+    server.client.open(URI, DOC)
+    assert server.inline(4, 0) == []
+    assert "<API key>" in server.info()["remote"]["last_error"]
+    assert SECRET[:10] not in json.dumps(server.info()) and SECRET[:10] not in server.logged()

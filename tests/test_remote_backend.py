@@ -22,7 +22,8 @@ from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_h
 from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
-from lsp.remote_backend import REFUSALS_IN_A_ROW, EndpointError, completion_texts, completions_url
+from lsp.remote_backend import (MAX_RETRY_AFTER_S, REFUSALS_IN_A_ROW, EndpointError, completion_texts,
+                                completions_url, retry_after)
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
 from lsp_support import (LOG_DIR, REPO, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc,
@@ -206,6 +207,17 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
             completion_texts(bad)
 
 
+def test_retry_after_reads_seconds_or_a_date_and_caps_them():
+    now = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
+    assert retry_after("7") == 7.0 and retry_after(" 0 ") == 0.0
+    assert retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now) == 10.0
+    assert retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now) == 0.0  # past
+    assert retry_after("86400") == retry_after("Wed, 15 Nov 2023 22:13:20 GMT", now) == MAX_RETRY_AFTER_S
+    for unreadable in (None, "", "-5", "1.5", "soon", "9" * 400):
+        assert retry_after(unreadable) in (0.0, MAX_RETRY_AFTER_S)
+    assert retry_after("soon") == retry_after("-5") == retry_after(None) == 0.0
+
+
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/",
                                       "http://127.0.0.1:8080/v1/completions",
                                       "http://127.0.0.1:8080/v1/chat/completions/"])
@@ -217,7 +229,8 @@ def test_an_endpoint_pasted_with_its_api_path_is_sent_to_that_api_once(endpoint)
 
 @pytest.mark.parametrize("url", ["http://example.com/v1", "http://10.0.0.2:8000/v1", "ftp://127.0.0.1/v1",
                                  "https:///v1", "https://user:pw@example.com/v1", "http://127.0.0.1:99999/v1", 3,
-                                 "http://127.0.0.1:8080/v\t1", "https://bücher.example/v1", "http://0.0.0.0:80/v1"])
+                                 "http://127.0.0.1:8080/v\t1", "https://bücher.example/v1", "http://0.0.0.0:80/v1",
+                                 "https://example.com/v1?api_key=sk-1", "https://e.com/v1?a=1&Subscription-Key=k"])
 def test_endpoints_that_would_leak_code_are_refused(url):
     with pytest.raises(ValueError):
         check_endpoint(url)
@@ -228,6 +241,8 @@ def test_loopback_http_and_remote_https_are_allowed():
     assert check_endpoint("http://localhost:8080/v1") == "http://localhost:8080/v1"
     assert check_endpoint("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
     assert check_endpoint("https://gpu.example.com/v1") == "https://gpu.example.com/v1"
+    assert check_endpoint("https://x.openai.azure.com/openai/deployments/c?api-version=2024-02-01").endswith(
+        "?api-version=2024-02-01")
 
 
 def test_settings_take_an_environment_variable_name_never_a_key():
