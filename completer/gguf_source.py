@@ -202,8 +202,8 @@ def read_tensors(path: Path) -> dict[str, object]:
     from .graph.lazy import Lazy  # the convert extra's, as is gguf's reader
 
     reader, meta, arch = _open(path)
-    heads = int(meta.number(f"{arch}.attention.head_count"))
-    kv_heads = int(meta.number(f"{arch}.attention.head_count_kv", heads))
+    heads = meta.size(f"{arch}.attention.head_count")
+    kv_heads = meta.size(f"{arch}.attention.head_count_kv", heads)
     out = {}
     for tensor in reader.tensors:
         name = _hf_name(tensor.name, arch)
@@ -305,6 +305,14 @@ class _Metadata:
             raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a number")  # inf, NaN: no size
         return found
 
+    def size(self, key: str, default: int | None = None) -> int:
+        """A count or width (heads, layers, the hidden size): a whole number above 0, since the sizes are divided
+        by one another and a 0 would fail as a bare ZeroDivisionError, far from the key that was wrong."""
+        found = self.number(key, default)
+        if found != int(found) or found < 1:
+            raise GGUFError(f"{self.path}: metadata {key!r} must be a whole number above 0, not {found!r}")
+        return int(found)
+
     def texts(self, key: str) -> list[str]:
         found = self.value(key)
         if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
@@ -316,14 +324,14 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
     if arch in LEARNED_POSITIONS:
         return _gpt2_config(meta, arch, vocab_size, tied)
-    heads = int(meta.number(f"{arch}.attention.head_count"))
+    heads = meta.size(f"{arch}.attention.head_count")
     config = {
         "model_type": arch,
-        "hidden_size": int(meta.number(f"{arch}.embedding_length")),
-        "intermediate_size": int(meta.number(f"{arch}.feed_forward_length")),
-        "num_hidden_layers": int(meta.number(f"{arch}.block_count")),
+        "hidden_size": meta.size(f"{arch}.embedding_length"),
+        "intermediate_size": meta.size(f"{arch}.feed_forward_length"),
+        "num_hidden_layers": meta.size(f"{arch}.block_count"),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(meta.number(f"{arch}.attention.head_count_kv", heads)),
+        "num_key_value_heads": meta.size(f"{arch}.attention.head_count_kv", heads),
         "max_position_embeddings": int(meta.number(f"{arch}.context_length")),
         "rope_theta": float(meta.number(f"{arch}.rope.freq_base", 10000.0)),
         "vocab_size": vocab_size, "tie_word_embeddings": tied,
@@ -356,11 +364,11 @@ def _gpt2_config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dic
     GPT-2 with one key/value head, whose fused q/k/v rows llama.cpp reads as [q | k | v]). llama.cpp's converter
     writes every StarCoder with one; a file that says otherwise is refused, since gpt_bigcode's several heads are
     interleaved by head."""
-    config = {"n_embd": int(meta.number(f"{arch}.embedding_length")),
-              "n_layer": int(meta.number(f"{arch}.block_count")),
-              "n_head": int(meta.number(f"{arch}.attention.head_count")),
+    config = {"n_embd": meta.size(f"{arch}.embedding_length"),
+              "n_layer": meta.size(f"{arch}.block_count"),
+              "n_head": meta.size(f"{arch}.attention.head_count"),
               "n_positions": int(meta.number(f"{arch}.context_length")),
-              "n_inner": int(meta.number(f"{arch}.feed_forward_length")),
+              "n_inner": meta.size(f"{arch}.feed_forward_length"),
               "layer_norm_epsilon": float(meta.number(f"{arch}.attention.layer_norm_epsilon", 1e-5)),
               "vocab_size": vocab_size}
     if arch == "gpt2":

@@ -202,6 +202,7 @@ def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, ca
     ("extra_tensor", "does not use: rope_freqs.weight"),
     ("infinite_width", "metadata 'qwen2.embedding_length' is missing or not a number"),  # int(inf) would raise
     ("nan_layers", "metadata 'qwen2.block_count' is missing or not a number"),
+    ("no_heads", "metadata 'qwen2.attention.head_count' must be a whole number above 0, not 0"),  # divides sizes
 ])
 def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
     """Written with the gguf package's own writer, then broken one way each."""
@@ -215,7 +216,8 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
                   "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}},
                   "infinite_width": {"drop": ("qwen2.embedding_length",),
                                      "floats": {"qwen2.embedding_length": float("inf")}},
-                  "nan_layers": {"drop": ("qwen2.block_count",), "floats": {"qwen2.block_count": float("nan")}}
+                  "nan_layers": {"drop": ("qwen2.block_count",), "floats": {"qwen2.block_count": float("nan")}},
+                  "no_heads": {"qwen2.attention.head_count": 0},
                   }[breakage]
         path = rewritten(path, tmp_path / "broken.gguf", **broken)
     capsys.readouterr()
