@@ -287,10 +287,13 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
             raise ModelError(f"{manifest_path}: lists no checksum for {name}")
     for name, meta in files.items():
         file_path = directory / name
-        if not file_path.is_file():
+        try:  # a name the system refuses (longer than a file name may be): one line, not an OSError
+            size = file_path.stat().st_size if file_path.is_file() else None
+        except OSError as exc:
+            raise ModelError(f"model file {file_path} cannot be read ({exc.strerror or exc})") from exc
+        if size is None:
             raise ModelError(f"model file missing: {file_path}")
         if verify:
-            size = file_path.stat().st_size
             if "bytes" in meta and size != meta["bytes"]:
                 raise ModelError(f"model file {file_path} is {size} bytes, the manifest says {meta['bytes']}"
                                  " (truncated or replaced)")

@@ -130,6 +130,16 @@ def test_a_manifest_whose_architecture_is_not_the_graphs_is_refused_and_the_old_
     assert engine.bundle.path == before and engine.settings.model_path is None
 
 
+def test_a_manifest_naming_a_file_the_system_cannot_look_up_is_refused_naming_it(copy: Path):
+    """A name longer than the file system allows makes the lookup itself fail (ENAMETOOLONG): that is a bad
+    bundle, said in one line, not an OSError the server reports as its own failure with a traceback."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"]["x" * 300] = {"sha256": "0" * 64, "bytes": 1}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match=r"model file .*x{300} cannot be read \(File name too long\)"):
+        load_bundle(copy)
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")
