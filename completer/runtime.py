@@ -111,6 +111,23 @@ class Runtime:
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
         self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
         self._no_prefix = self.empty_prefix()
+        self._check_positions(bundle)
+
+    def _check_positions(self, bundle: Bundle) -> None:
+        """Refuse a manifest whose context_length is more than the graph's position tables hold (edited to read
+        more context, say): every call past them would fail, an error in the log at each keystroke of a long file
+        and no suggestions, unsaid. One token is run at the last position the manifest names; it is not counted
+        among the model's calls."""
+        last, calls = bundle.context_length - 1, self.calls
+        try:
+            self.run_call(ModelCall(np.zeros((1, 1), np.int64), last, self.empty_prefix()))
+        except Exception as exc:  # onnxruntime raises several unrelated types
+            said = str(exc).splitlines()[0][-200:] if str(exc) else type(exc).__name__
+            raise ModelError(f"{bundle.path / 'manifest.json'}: its context_length is {last + 1:,}, but "
+                             f"{bundle.model_path.name} cannot run position {last:,} (a manifest edited, or another "
+                             f"model's?): {said}") from exc
+        finally:
+            self.calls = calls
 
     def _check_graph(self, bundle: Bundle) -> None:
         """Refuse a manifest whose architecture does not describe the graph (another model's, or edited): the

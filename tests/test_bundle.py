@@ -140,6 +140,21 @@ def test_a_manifest_naming_a_file_the_system_cannot_look_up_is_refused_naming_it
         load_bundle(copy)
 
 
+def test_a_manifest_claiming_more_context_than_the_graph_holds_is_refused_and_the_old_model_kept(
+        copy: Path, engine: Engine):
+    """context_length edited upwards (to read more context): the graph's position table still holds 1,024, so
+    every call past it would fail, each keystroke of a long file an error in the log and no suggestion."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["context_length"] = 2 * manifest["context_length"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    before = engine.bundle.path
+    with pytest.raises(ModelError, match="manifest.json: its context_length is 2,048, but model.onnx cannot run "
+                                         "position 2,047"):
+        engine.configure(EngineSettings(model_path=str(copy)))
+    assert engine.bundle.path == before and engine.settings.model_path is None
+    assert Engine(EngineSettings(model_path=str(before))).runtime.calls == 0  # the check is no model run
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")
