@@ -226,6 +226,8 @@ def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
     Read from the file, not through the reader's map, whose pages would stay resident once touched."""
     from gguf.quants import dequantize
 
+    from .graph.safetensors_reader import finite
+
     mapped = tensor.data  # only its shape and dtype: [rows, ..., bytes or values of a row]
     by_rows = tensor_rows is not None and mapped.ndim >= 2  # a vector's quantized blocks are not rows
     rows = mapped.shape[0] if mapped.ndim else 1
@@ -242,6 +244,8 @@ def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
     except (NotImplementedError, ValueError, TypeError) as exc:
         raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
                         f"({exc})") from exc
+    if not finite(values):
+        raise GGUFError(f"{path}: tensor {tensor.name!r} holds NaN or infinite values (a corrupt file?)")
     return values[tensor_rows] if tensor_rows is not None and not by_rows and values.ndim else values
 
 

@@ -203,14 +203,21 @@ def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, ca
     ("infinite_width", "metadata 'qwen2.embedding_length' is missing or not a number"),  # int(inf) would raise
     ("nan_layers", "metadata 'qwen2.block_count' is missing or not a number"),
     ("no_heads", "metadata 'qwen2.attention.head_count' must be a whole number above 0, not 0"),  # divides sizes
+    ("nan_weights", "tensor 'blk.1.ffn_up.weight' holds NaN or infinite values (a corrupt file?)"),
 ])
 def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
     """Written with the gguf package's own writer, then broken one way each."""
     checkpoint(tmp_path / "src", "qwen2", tied=True)
+    if breakage == "nan_weights":  # flipped bits: converted, every output of the model would be NaN
+        from safetensors.numpy import load_file, save_file
+
+        weights = load_file(str(tmp_path / "src" / "model.safetensors"))
+        weights["model.layers.1.mlp.up_proj.weight"][3, 5] = np.inf
+        save_file(weights, str(tmp_path / "src" / "model.safetensors"))
     path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
     if breakage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
-    else:
+    elif breakage != "nan_weights":
         broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
                   "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
                   "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}},

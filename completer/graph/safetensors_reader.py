@@ -7,6 +7,7 @@ range against the file, so a truncated or corrupt file is refused by name.
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 
@@ -79,7 +80,17 @@ def _rows(path: Path, name: str, offset: int, stored: np.dtype, shape: tuple[int
         raise SafetensorsError(f"{path}: tensor {name!r} is cut short (the file changed or was truncated while "
                                "it was read)")
     values = values.reshape((last - first, *shape[1:]) if shape else ())
-    return widen(values) if widen is not None else values
+    values = widen(values) if widen is not None else values
+    if not finite(values):
+        raise SafetensorsError(f"{path}: tensor {name!r} holds NaN or infinite values (a corrupt file?)")
+    return values
+
+
+def finite(values: np.ndarray) -> bool:
+    """Whether a tensor read holds no NaN or infinity, which would make every output of the model NaN: a corrupt
+    file converted silently into a bundle whose every suggestion is garbage. Summed in float64 (no float32 weight
+    overflows it), so no mask the tensor's size is made."""
+    return values.dtype.kind != "f" or math.isfinite(float(values.sum(dtype=np.float64)))
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
