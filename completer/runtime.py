@@ -208,7 +208,13 @@ class Runtime:
             expected = self._checksums.get(path.name)
             if expected is not None and sha256_file(path) != expected:
                 raise ModelError(f"model file {path} fails its sha256 check (corrupt or modified)")
-            self._batched = self._session(path)
+            session = self._session(path)
+            held = sum(i.name.startswith("prefix_key_0_") for i in session.get_inputs())
+            if held != self.batched_model[1]:  # type: ignore[index]
+                # the manifest is not checksummed: a million slots would build a million slots' inputs per layer
+                raise ModelError(f"{path.parent / 'manifest.json'}: batched_model says {self.batched_model[1]:,} "
+                                 f"search slots, but {path.name} holds {held}")
+            self._batched = session
         return self._batched
 
     def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall],

@@ -155,6 +155,27 @@ def test_a_manifest_claiming_more_context_than_the_graph_holds_is_refused_and_th
     assert Engine(EngineSettings(model_path=str(before))).runtime.calls == 0  # the check is no model run
 
 
+@pytest.mark.parametrize("slots", [9, 10**9])
+def test_a_manifest_claiming_more_search_slots_than_the_batched_graph_holds_runs_searches_one_at_a_time(
+        copy: Path, caplog: pytest.LogCaptureFixture, slots: int):
+    """batched_model's slots, edited: the first call two searches shared built that many slots' inputs for every
+    layer (a million: minutes and 10 GB before onnxruntime refused them; a billion: out of memory). The graph's own
+    slots are checked when it is first loaded, and the searches run one at a time, as for any batched graph that
+    fails."""
+    import numpy as np
+
+    from completer.calls import ModelCall
+    from completer.runtime import Runtime
+
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["batched_model"]["slots"] = slots
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    runtime = Runtime(load_bundle(copy), device="cpu")
+    calls = [ModelCall(np.array([[5, 6, 7]]), 0, runtime.empty_prefix()) for _ in range(2)]
+    assert len(runtime.run_batch(calls)) == 2 and runtime.batched_model is None and runtime.batch_slots == 1
+    assert f"batched_model says {slots:,} search slots, but model_batched.onnx holds 8" in caplog.text
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")
