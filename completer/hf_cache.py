@@ -151,7 +151,17 @@ def gguf_files(snapshot: Path) -> list[Path]:
         return []
     return [path for path in found if not any(word in path.name for word in NOT_MODELS)
             and _split_part(path) in (None, 1)  # of a split file, its first part stands for it
-            and path.is_file()]  # a FIFO named .gguf would block whoever opens it
+            and file_or_unknown(path)]  # a FIFO named .gguf would block whoever opens it
+
+
+def file_or_unknown(path: Path) -> bool:
+    """Path.is_file, but True where the system will not say (a folder this user may list but not enter, as
+    `chmod -R 644` leaves one): the file is listed, and reading it says why it cannot be used, rather than a
+    PermissionError ending the whole listing."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
 
 
 def _split_part(file: Path) -> int | None:

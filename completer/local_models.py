@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import ollama_store, safetensors_header, tabby_store
 from .convertible import SUPPORTED_TYPES, convert_extra_install, convert_extra_missing
-from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
+from .hf_cache import CachedModel, cached_models, caches, file_or_unknown, gguf_files, pick_gguf, quant_tag
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def _loose_gguf_files(folder: Path, recursive: bool) -> list[Path]:
         found = sorted(folder.rglob("*.gguf") if recursive else folder.glob("*.gguf"))
     except OSError:
         return []
-    return [path for path in found if path.is_file() and "mmproj" not in path.name]
+    return [path for path in found if file_or_unknown(path) and "mmproj" not in path.name]
 
 
 def places() -> dict[str, list[str]]:

@@ -499,6 +499,37 @@ def test_models_names_the_places_it_cannot_read_and_survives_names_that_are_not_
     assert json.loads(capsys.readouterr().out)["unreadable"] == [f"{store} (Permission denied)"]
 
 
+def test_models_lists_past_folders_this_user_may_list_but_not_enter(files, isolated, capsys, monkeypatch):
+    """A folder with read but no search permission (what `chmod -R 644` leaves, or another user's 0744 folder):
+    its names are listed, but looking at any of them fails. The PermissionError ended `completer models` with a
+    traceback (an Ollama or Tabby folder hid the whole store); now each such file is listed, with the reason where
+    its header cannot be read, and every other model is still listed."""
+    lm_studio = isolated / "home" / ".lmstudio" / "models"
+    for folder in ("pub/open", "pub/shut"):
+        (lm_studio / folder).mkdir(parents=True)
+        shutil.copyfile(files["q8_0"], lm_studio / folder / "tiny-q8_0.gguf")
+    ollama_store(isolated / "ollama", {"registry.ollama.ai/shut/tiny/latest": files["q8_0"],
+                                       "registry.ollama.ai/library/tiny/latest": files["q8_0"]})
+    tabby_model(isolated / "tabby", "Shut/Tiny", files["q8_0"])
+    tabby_model(isolated / "tabby", "TabbyML/Tiny", files["q8_0"])
+    shut = [str(lm_studio / "pub" / "shut"), str(isolated / "ollama" / "manifests" / "registry.ollama.ai" / "shut"),
+            str(isolated / "tabby" / "models" / "Shut")]
+    real_stat = os.stat
+
+    def denied(path, *args, **kwargs):  # as this user meets such a folder (root enters every folder)
+        if any(str(path).startswith(folder + os.sep) for folder in shut):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", denied)
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert rows[str(lm_studio / "pub" / "open" / "tiny-q8_0.gguf")]["convertible"]
+    assert "Permission denied" in rows[str(lm_studio / "pub" / "shut" / "tiny-q8_0.gguf")]["why_not"]
+    assert rows["ollama:tiny:latest"]["convertible"] and "ollama:shut/tiny:latest" in rows  # not the store hidden
+    assert rows["tabby:TabbyML/Tiny"]["convertible"] and "tabby:Shut/Tiny" not in rows
+
+
 def test_a_damaged_header_says_so(files, tmp_path):
     import struct
 
