@@ -256,6 +256,7 @@ def _open(path: Path) -> tuple[object, _Metadata, str]:
         reader = reader_class(str(path))
     except Exception as exc:  # the reader raises ValueError, struct errors or IndexError on a damaged file
         raise GGUFError(f"{path}: not a GGUF file gguf can read ({type(exc).__name__}: {exc})") from exc
+    _check_layout(reader, path)
     meta = _Metadata(reader, path)
     parts = meta.value("split.count", 1)
     if isinstance(parts, int) and parts > 1:
@@ -265,6 +266,21 @@ def _open(path: Path) -> tuple[object, _Metadata, str]:
     if arch not in ARCHITECTURES:
         raise GGUFError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})")
     return reader, meta, arch
+
+
+def _check_layout(reader, path: Path) -> None:
+    """Refuse tensors whose bytes overlap or do not start on the file's alignment, as llama.cpp refuses them: a
+    corrupt offset would read another tensor's bytes as this one's, and the model converted would be silently
+    wrong (gguf's reader checks neither)."""
+    placed = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors
+                    if t.n_bytes)
+    for begin, _, name in placed:
+        if (begin - reader.data_offset) % reader.alignment:
+            raise GGUFError(f"{path}: tensor {name!r} does not start on the file's {reader.alignment}-byte alignment "
+                            "(corrupt header)")
+    for (_, end, name), (begin, _, other) in zip(placed, placed[1:]):
+        if begin < end:
+            raise GGUFError(f"{path}: tensors {name!r} and {other!r} share bytes (corrupt header)")
 
 
 def _bounded_reader() -> type:

@@ -204,6 +204,8 @@ def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, ca
     ("nan_layers", "metadata 'qwen2.block_count' is missing or not a number"),
     ("no_heads", "metadata 'qwen2.attention.head_count' must be a whole number above 0, not 0"),  # divides sizes
     ("nan_weights", "tensor 'blk.1.ffn_up.weight' holds NaN or infinite values (a corrupt file?)"),
+    ("shared_bytes", "tensors 'token_embd.weight' and 'output_norm.weight' share bytes (corrupt header)"),
+    ("unaligned", "tensor 'output_norm.weight' does not start on the file's 32-byte alignment (corrupt header)"),
 ])
 def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
     """Written with the gguf package's own writer, then broken one way each."""
@@ -217,6 +219,12 @@ def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_pat
     path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
     if breakage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
+    elif breakage in ("shared_bytes", "unaligned"):  # a corrupt offset: the norm read from the embeddings' bytes
+        import gguf
+
+        norm = next(t for t in gguf.GGUFReader(str(path), "r+").tensors if t.name == "output_norm.weight")
+        norm.field.parts[-1][0] = 64 if breakage == "shared_bytes" else 3
+        norm.field.parts[-1].flush()
     elif breakage != "nan_weights":
         broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
                   "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
