@@ -530,6 +530,19 @@ def test_models_lists_past_folders_this_user_may_list_but_not_enter(files, isola
     assert rows["tabby:TabbyML/Tiny"]["convertible"] and "tabby:Shut/Tiny" not in rows
 
 
+def test_models_shows_a_name_with_control_characters_escaped_on_its_own_line(files, isolated, capsys):
+    """A file name may hold a newline or a terminal's escape sequence: printed as it is, it split its model's row
+    in two, or drove the terminal (here: clear the screen). Such characters are shown as Python escapes."""
+    lm_studio = isolated / "home" / ".lmstudio" / "models"
+    lm_studio.mkdir(parents=True)
+    shutil.copyfile(files["q8_0"], lm_studio / "tiny\n\x1b[2J-q8_0.gguf")
+    assert cli_main(["models"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "tiny" in line]
+    assert "\x1b" not in out and len(rows) == 1, out
+    assert "tiny\\n\\x1b[2J-q8_0.gguf" in rows[0] and "converts" in rows[0], out
+
+
 def test_a_damaged_header_says_so(files, tmp_path):
     import struct
 
