@@ -186,8 +186,17 @@ class Bundle:
 
     @property
     def runtime_bytes(self) -> int:
+        """The bundle's files' size on disk; where one is gone (the folder moved, deleted or converted again while
+        its model runs from memory), the size its manifest gives, which loading checked, rather than an OSError."""
         listed = set(self.manifest.get("files", {})) | set(REQUIRED_FILES)
-        return sum((self.path / f).stat().st_size for f in (*sorted(listed), "manifest.json"))
+        return sum(self._size(name) for name in (*sorted(listed), "manifest.json"))
+
+    def _size(self, name: str) -> int:
+        try:
+            return (self.path / name).stat().st_size
+        except OSError:
+            said = self.manifest.get("files", {}).get(name, {}).get("bytes")
+            return said if isinstance(said, int) else 0
 
 
 def _manifest_problem(manifest: object) -> str | None:

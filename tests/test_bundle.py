@@ -176,6 +176,18 @@ def test_a_manifest_claiming_more_search_slots_than_the_batched_graph_holds_runs
     assert f"batched_model says {slots:,} search slots, but model_batched.onnx holds 8" in caplog.text
 
 
+def test_info_still_answers_after_the_bundle_folder_is_moved_while_its_model_runs(copy: Path, tmp_path: Path):
+    """The model runs from memory, so moving, deleting or converting again the folder it was loaded from leaves it
+    answering; but info (completer/info, the server's refreshes) stat'ed every file again, and each call failed
+    with a FileNotFoundError traceback in the log."""
+    engine = Engine(EngineSettings(model_path=str(copy)))
+    before = engine.info()["runtime_bundle_bytes"]
+    copy.rename(tmp_path / "moved")
+    manifest_bytes = (tmp_path / "moved" / "manifest.json").stat().st_size
+    assert engine.info()["runtime_bundle_bytes"] == before - manifest_bytes  # each file as its manifest gives it
+    assert engine.complete_text("file:///moved.py", "import os\nos.pa", "").suggestions
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")
