@@ -122,7 +122,7 @@ class Runtime:
         try:
             self.run_call(ModelCall(np.zeros((1, 1), np.int64), last, self.empty_prefix()))
         except Exception as exc:  # onnxruntime raises several unrelated types
-            said = str(exc).splitlines()[0][-200:] if str(exc) else type(exc).__name__
+            said = (str(exc).splitlines() or [type(exc).__name__])[0].rpartition("Status Message: ")[2][:200]
             raise ModelError(f"{bundle.path / 'manifest.json'}: its context_length is {last + 1:,}, but "
                              f"{bundle.model_path.name} cannot run position {last:,} (a manifest edited, or another "
                              f"model's?): {said}") from exc
