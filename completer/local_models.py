@@ -91,6 +91,8 @@ def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalMo
 
 def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
     """Why `completer convert` would refuse a cached checkpoint folder, in a few words; None when it reads it."""
+    if model.config_problem is not None:
+        return model.config_problem
     if model.model_type is None and model.weights == "none":
         return "no config.json and no GGUF model file"
     if model.model_type not in supported:

@@ -543,6 +543,23 @@ def test_models_shows_a_name_with_control_characters_escaped_on_its_own_line(fil
     assert "tiny\\n\\x1b[2J-q8_0.gguf" in rows[0] and "converts" in rows[0], out
 
 
+def test_a_cached_checkpoint_whose_config_names_no_model_type_says_why(isolated, capsys):
+    """A config.json cut short, without model_type, or a link to a blob never downloaded was listed as
+    "model_type None is not supported", as if the model were of a kind the converter does not read."""
+    says = {"acme/cut-short": "config.json is not readable JSON", "acme/no-type": "config.json names no model_type",
+            "acme/dangling": "config.json is not a readable file"}
+    for repository in says:
+        snapshot = gguf_repository(isolated / "hub", repository, [])
+        (snapshot / "model.safetensors").write_bytes(b"")
+        (snapshot / "tokenizer.json").write_text("{}")
+    (isolated / "hub" / "models--acme--cut-short" / "snapshots" / COMMIT / "config.json").write_text('{"model_ty')
+    (isolated / "hub" / "models--acme--no-type" / "snapshots" / COMMIT / "config.json").write_text('{"n_layer": 2}')
+    (isolated / "hub" / "models--acme--dangling" / "snapshots" / COMMIT / "config.json").symlink_to("../../blobs/x")
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert {repository: rows[repository]["why_not"] for repository in says} == says
+
+
 def test_a_damaged_header_says_so(files, tmp_path):
     import struct
 
