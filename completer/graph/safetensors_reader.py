@@ -48,7 +48,7 @@ def tensors(path: Path) -> dict[str, Lazy]:
         if dtype not in DTYPES:
             raise SafetensorsError(f"{path}: tensor {name!r} has dtype {dtype}, which is not supported")
         itemsize = np.dtype(DTYPES[dtype]).itemsize
-        if not 0 <= begin <= end <= data_size or end - begin != int(np.prod(shape)) * itemsize:
+        if not 0 <= begin <= end <= data_size or end - begin != math.prod(shape) * itemsize:  # np.prod wraps
             raise SafetensorsError(f"{path}: tensor {name!r} lies outside the file or has the wrong size "
                                    "(truncated or corrupt)")
         ranges.append((begin, end, name))
@@ -73,7 +73,7 @@ def _rows(path: Path, name: str, offset: int, stored: np.dtype, shape: tuple[int
           last: int) -> np.ndarray:
     """Rows [first, last) of the tensor `name` stored at `offset` (a 0-d tensor: all of it), widened where it is
     stored narrower than float32."""
-    row = int(np.prod(shape[1:])) if shape else 1
+    row = math.prod(shape[1:]) if shape else 1
     first, last = min(first, shape[0] if shape else 1), min(last, shape[0] if shape else 1)
     values = np.fromfile(path, dtype=stored, count=(last - first) * row, offset=offset + first * row * stored.itemsize)
     if values.size != (last - first) * row:
