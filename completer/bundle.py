@@ -186,8 +186,17 @@ class Bundle:
 
     @property
     def runtime_bytes(self) -> int:
+        """The bundle's files' size on disk; where one is gone (the folder moved, deleted or converted again while
+        its model runs from memory), the size its manifest gives, which loading checked, rather than an OSError."""
         listed = set(self.manifest.get("files", {})) | set(REQUIRED_FILES)
-        return sum((self.path / f).stat().st_size for f in (*sorted(listed), "manifest.json"))
+        return sum(self._size(name) for name in (*sorted(listed), "manifest.json"))
+
+    def _size(self, name: str) -> int:
+        try:
+            return (self.path / name).stat().st_size
+        except OSError:
+            said = self.manifest.get("files", {}).get(name, {}).get("bytes")
+            return said if isinstance(said, int) else 0
 
 
 def _manifest_problem(manifest: object) -> str | None:
@@ -287,10 +296,13 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
             raise ModelError(f"{manifest_path}: lists no checksum for {name}")
     for name, meta in files.items():
         file_path = directory / name
-        if not file_path.is_file():
+        try:  # a name the system refuses (longer than a file name may be): one line, not an OSError
+            size = file_path.stat().st_size if file_path.is_file() else None
+        except OSError as exc:
+            raise ModelError(f"model file {file_path} cannot be read ({exc.strerror or exc})") from exc
+        if size is None:
             raise ModelError(f"model file missing: {file_path}")
         if verify:
-            size = file_path.stat().st_size
             if "bytes" in meta and size != meta["bytes"]:
                 raise ModelError(f"model file {file_path} is {size} bytes, the manifest says {meta['bytes']}"
                                  " (truncated or replaced)")

@@ -202,8 +202,8 @@ def read_tensors(path: Path) -> dict[str, object]:
     from .graph.lazy import Lazy  # the convert extra's, as is gguf's reader
 
     reader, meta, arch = _open(path)
-    heads = int(meta.number(f"{arch}.attention.head_count"))
-    kv_heads = int(meta.number(f"{arch}.attention.head_count_kv", heads))
+    heads = meta.size(f"{arch}.attention.head_count")
+    kv_heads = meta.size(f"{arch}.attention.head_count_kv", heads)
     out = {}
     for tensor in reader.tensors:
         name = _hf_name(tensor.name, arch)
@@ -226,6 +226,8 @@ def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
     Read from the file, not through the reader's map, whose pages would stay resident once touched."""
     from gguf.quants import dequantize
 
+    from .graph.safetensors_reader import finite
+
     mapped = tensor.data  # only its shape and dtype: [rows, ..., bytes or values of a row]
     by_rows = tensor_rows is not None and mapped.ndim >= 2  # a vector's quantized blocks are not rows
     rows = mapped.shape[0] if mapped.ndim else 1
@@ -242,6 +244,8 @@ def _dequantized(path: Path, tensor, tensor_rows: slice | None) -> np.ndarray:
     except (NotImplementedError, ValueError, TypeError) as exc:
         raise GGUFError(f"{path}: tensor {tensor.name!r} of type {tensor.tensor_type.name} cannot be read "
                         f"({exc})") from exc
+    if not finite(values):
+        raise GGUFError(f"{path}: tensor {tensor.name!r} holds NaN or infinite values (a corrupt file?)")
     return values[tensor_rows] if tensor_rows is not None and not by_rows and values.ndim else values
 
 
@@ -252,6 +256,7 @@ def _open(path: Path) -> tuple[object, _Metadata, str]:
         reader = reader_class(str(path))
     except Exception as exc:  # the reader raises ValueError, struct errors or IndexError on a damaged file
         raise GGUFError(f"{path}: not a GGUF file gguf can read ({type(exc).__name__}: {exc})") from exc
+    _check_layout(reader, path)
     meta = _Metadata(reader, path)
     parts = meta.value("split.count", 1)
     if isinstance(parts, int) and parts > 1:
@@ -261,6 +266,21 @@ def _open(path: Path) -> tuple[object, _Metadata, str]:
     if arch not in ARCHITECTURES:
         raise GGUFError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})")
     return reader, meta, arch
+
+
+def _check_layout(reader, path: Path) -> None:
+    """Refuse tensors whose bytes overlap or do not start on the file's alignment, as llama.cpp refuses them: a
+    corrupt offset would read another tensor's bytes as this one's, and the model converted would be silently
+    wrong (gguf's reader checks neither)."""
+    placed = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors
+                    if t.n_bytes)
+    for begin, _, name in placed:
+        if (begin - reader.data_offset) % reader.alignment:
+            raise GGUFError(f"{path}: tensor {name!r} does not start on the file's {reader.alignment}-byte alignment "
+                            "(corrupt header)")
+    for (_, end, name), (begin, _, other) in zip(placed, placed[1:]):
+        if begin < end:
+            raise GGUFError(f"{path}: tensors {name!r} and {other!r} share bytes (corrupt header)")
 
 
 def _bounded_reader() -> type:
@@ -305,6 +325,14 @@ class _Metadata:
             raise GGUFError(f"{self.path}: metadata {key!r} is missing or not a number")  # inf, NaN: no size
         return found
 
+    def size(self, key: str, default: int | None = None) -> int:
+        """A count or width (heads, layers, the hidden size): a whole number above 0, since the sizes are divided
+        by one another and a 0 would fail as a bare ZeroDivisionError, far from the key that was wrong."""
+        found = self.number(key, default)
+        if found != int(found) or found < 1:
+            raise GGUFError(f"{self.path}: metadata {key!r} must be a whole number above 0, not {found!r}")
+        return int(found)
+
     def texts(self, key: str) -> list[str]:
         found = self.value(key)
         if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
@@ -316,14 +344,14 @@ def _config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dict:
     """The config.json of the checkpoint the file was converted from, as far as the graph reads it."""
     if arch in LEARNED_POSITIONS:
         return _gpt2_config(meta, arch, vocab_size, tied)
-    heads = int(meta.number(f"{arch}.attention.head_count"))
+    heads = meta.size(f"{arch}.attention.head_count")
     config = {
         "model_type": arch,
-        "hidden_size": int(meta.number(f"{arch}.embedding_length")),
-        "intermediate_size": int(meta.number(f"{arch}.feed_forward_length")),
-        "num_hidden_layers": int(meta.number(f"{arch}.block_count")),
+        "hidden_size": meta.size(f"{arch}.embedding_length"),
+        "intermediate_size": meta.size(f"{arch}.feed_forward_length"),
+        "num_hidden_layers": meta.size(f"{arch}.block_count"),
         "num_attention_heads": heads,
-        "num_key_value_heads": int(meta.number(f"{arch}.attention.head_count_kv", heads)),
+        "num_key_value_heads": meta.size(f"{arch}.attention.head_count_kv", heads),
         "max_position_embeddings": int(meta.number(f"{arch}.context_length")),
         "rope_theta": float(meta.number(f"{arch}.rope.freq_base", 10000.0)),
         "vocab_size": vocab_size, "tie_word_embeddings": tied,
@@ -356,11 +384,11 @@ def _gpt2_config(meta: _Metadata, arch: str, vocab_size: int, tied: bool) -> dic
     GPT-2 with one key/value head, whose fused q/k/v rows llama.cpp reads as [q | k | v]). llama.cpp's converter
     writes every StarCoder with one; a file that says otherwise is refused, since gpt_bigcode's several heads are
     interleaved by head."""
-    config = {"n_embd": int(meta.number(f"{arch}.embedding_length")),
-              "n_layer": int(meta.number(f"{arch}.block_count")),
-              "n_head": int(meta.number(f"{arch}.attention.head_count")),
+    config = {"n_embd": meta.size(f"{arch}.embedding_length"),
+              "n_layer": meta.size(f"{arch}.block_count"),
+              "n_head": meta.size(f"{arch}.attention.head_count"),
               "n_positions": int(meta.number(f"{arch}.context_length")),
-              "n_inner": int(meta.number(f"{arch}.feed_forward_length")),
+              "n_inner": meta.size(f"{arch}.feed_forward_length"),
               "layer_norm_epsilon": float(meta.number(f"{arch}.attention.layer_norm_epsilon", 1e-5)),
               "vocab_size": vocab_size}
     if arch == "gpt2":

@@ -85,6 +85,7 @@ class CachedModel:
     model_type: str | None  # from config.json; None when it has none or cannot be read
     weights: str  # "safetensors", "gguf" (a repository of GGUF files), "pickle only" (refused) or "none"
     tokenizer: bool  # whether tokenizer.json is there
+    config_problem: str | None = None  # why config.json names no model_type, where it is there but says none
 
 
 def cached_models(cache: Path | None = None) -> list[CachedModel]:
@@ -109,21 +110,27 @@ def cached_models(cache: Path | None = None) -> list[CachedModel]:
         try:  # an entry that cannot be read is left out; the others are still listed
             snapshot = cached_snapshot(repository, root)
             if snapshot is not None:
-                found.append(CachedModel(repository, snapshot, _model_type(snapshot), _weights(snapshot),
-                                         (snapshot / "tokenizer.json").is_file()))
+                kind, problem = _model_type(snapshot)
+                found.append(CachedModel(repository, snapshot, kind, _weights(snapshot),
+                                         (snapshot / "tokenizer.json").is_file(), problem))
         except OSError:
             continue
     return found
 
 
-def _model_type(snapshot: Path) -> str | None:
+def _model_type(snapshot: Path) -> tuple[str | None, str | None]:
+    """config.json's model_type, or None and why where the file is there but names none (None: no file)."""
     path = snapshot / "config.json"
     try:  # a regular file only: a FIFO would block the read forever
-        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, ValueError, RecursionError):
-        return None
+        if not path.is_file():  # a link to a blob not there (a download not finished), a loop of links, a FIFO
+            return None, ("config.json is not a readable file" if os.path.lexists(path) else None)
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return None, f"config.json cannot be read ({exc.strerror or exc})"
+    except (ValueError, RecursionError):
+        return None, "config.json is not readable JSON"
     kind = config.get("model_type") if isinstance(config, dict) else None
-    return kind if isinstance(kind, str) else None
+    return (kind, None) if isinstance(kind, str) else (None, "config.json names no model_type")
 
 
 def _weights(snapshot: Path) -> str:
@@ -151,7 +158,17 @@ def gguf_files(snapshot: Path) -> list[Path]:
         return []
     return [path for path in found if not any(word in path.name for word in NOT_MODELS)
             and _split_part(path) in (None, 1)  # of a split file, its first part stands for it
-            and path.is_file()]  # a FIFO named .gguf would block whoever opens it
+            and file_or_unknown(path)]  # a FIFO named .gguf would block whoever opens it
+
+
+def file_or_unknown(path: Path) -> bool:
+    """Path.is_file, but True where the system will not say (a folder this user may list but not enter, as
+    `chmod -R 644` leaves one): the file is listed, and reading it says why it cannot be used, rather than a
+    PermissionError ending the whole listing."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
 
 
 def _split_part(file: Path) -> int | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import ollama_store, safetensors_header, tabby_store
 from .convertible import SUPPORTED_TYPES, convert_extra_install, convert_extra_missing
-from .hf_cache import CachedModel, cached_models, caches, gguf_files, pick_gguf, quant_tag
+from .hf_cache import CachedModel, cached_models, caches, file_or_unknown, gguf_files, pick_gguf, quant_tag
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,8 @@ def _huggingface(model: CachedModel, supported: tuple[str, ...]) -> list[LocalMo
 
 def _why_not(model: CachedModel, supported: tuple[str, ...]) -> str | None:
     """Why `completer convert` would refuse a cached checkpoint folder, in a few words; None when it reads it."""
+    if model.config_problem is not None:
+        return model.config_problem
     if model.model_type is None and model.weights == "none":
         return "no config.json and no GGUF model file"
     if model.model_type not in supported:
@@ -146,7 +148,7 @@ def _loose_gguf_files(folder: Path, recursive: bool) -> list[Path]:
         found = sorted(folder.rglob("*.gguf") if recursive else folder.glob("*.gguf"))
     except OSError:
         return []
-    return [path for path in found if path.is_file() and "mmproj" not in path.name]
+    return [path for path in found if file_or_unknown(path) and "mmproj" not in path.name]
 
 
 def places() -> dict[str, list[str]]:
@@ -174,6 +176,14 @@ def unreadable() -> list[tuple[str, str]]:
     return found
 
 
+def printable(text: str) -> str:
+    """`text` with what a terminal would act on rather than show (a newline or an escape sequence in a file's name)
+    and what is not UTF-8 (a name's undecodable bytes) written as Python escapes: each model stays on its line,
+    and no file name drives the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+
+
 def main(args) -> int:
     """`completer models [--json]`: listing needs only the runtime; converting needs the convert extra, which the
     output names when it is missing, as it names the places this user cannot read."""
@@ -187,16 +197,16 @@ def main(args) -> int:
         print(json.dumps({"places": places(), "models": rows, "convert_extra": missing is None,
                           "unreadable": [folder for _, folder in hidden]}, indent=1))
         return 0
-    if hasattr(sys.stdout, "reconfigure"):  # a file name that is not UTF-8 is shown escaped, not a crash
+    if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a name's characters gets escapes too
         sys.stdout.reconfigure(errors="backslashreplace")
     for place, folder in hidden:
         hint = " (the Ollama service's store: join the ollama group, or set OLLAMA_MODELS)" if place == "Ollama" else ""
-        print(f"{place}: cannot read {folder}; its models are not listed{hint}")
+        print(printable(f"{place}: cannot read {folder}; its models are not listed{hint}"))
     if not found:
         looked = "; ".join(f"{place}: {', '.join(folders)}" for place, folders in places().items())
-        print(f"no models found ({looked})")
+        print(printable(f"no models found ({looked})"))
         return 0
-    width = max(len(model.source) for model in found)
+    width = max(len(printable(model.source)) for model in found)
     for place in PLACES:
         listed = [model for model in found if model.store == place]
         if listed:
@@ -204,7 +214,8 @@ def main(args) -> int:
         for model in listed:
             verdict = (f"converts: completer convert {shlex.quote(model.source)} --out BUNDLE" if model.why_not is None
                        else model.why_not)
-            print(f"  {model.source:<{width}}  {model.kind or '?':<12}  {size_label(model.parameters):>6}  {verdict}")
+            print(printable(f"  {printable(model.source):<{width}}  {model.kind or '?':<12}  "
+                            f"{size_label(model.parameters):>6}  {verdict}"))
     if missing is not None:
         print(install)
     return 0

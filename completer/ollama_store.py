@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .hf_cache import file_or_unknown
 from .types import ModelError
 
 PREFIX = "ollama:"
@@ -121,7 +122,7 @@ def installed(stores: list[Path] | None = None) -> list[OllamaModel]:
     found: dict[str, OllamaModel] = {}
     for store in stores if stores is not None else model_stores():
         try:
-            manifests = sorted(path for path in (store / "manifests").glob("*/*/*/*") if path.is_file())
+            manifests = sorted(path for path in (store / "manifests").glob("*/*/*/*") if file_or_unknown(path))
         except OSError:
             continue
         for manifest in manifests:

@@ -111,6 +111,23 @@ class Runtime:
         self.io_binding = self.device_type == "cuda" if io_binding is None else io_binding
         self._bound: dict[str, tuple[np.ndarray, ort.OrtValue]] = {}  # prefix inputs on the device, by input name
         self._no_prefix = self.empty_prefix()
+        self._check_positions(bundle)
+
+    def _check_positions(self, bundle: Bundle) -> None:
+        """Refuse a manifest whose context_length is more than the graph's position tables hold (edited to read
+        more context, say): every call past them would fail, an error in the log at each keystroke of a long file
+        and no suggestions, unsaid. One token is run at the last position the manifest names; it is not counted
+        among the model's calls."""
+        last, calls = bundle.context_length - 1, self.calls
+        try:
+            self.run_call(ModelCall(np.zeros((1, 1), np.int64), last, self.empty_prefix()))
+        except Exception as exc:  # onnxruntime raises several unrelated types
+            said = (str(exc).splitlines() or [type(exc).__name__])[0].rpartition("Status Message: ")[2][:200]
+            raise ModelError(f"{bundle.path / 'manifest.json'}: its context_length is {last + 1:,}, but "
+                             f"{bundle.model_path.name} cannot run position {last:,} (a manifest edited, or another "
+                             f"model's?): {said}") from exc
+        finally:
+            self.calls = calls
 
     def _check_graph(self, bundle: Bundle) -> None:
         """Refuse a manifest whose architecture does not describe the graph (another model's, or edited): the
@@ -191,7 +208,13 @@ class Runtime:
             expected = self._checksums.get(path.name)
             if expected is not None and sha256_file(path) != expected:
                 raise ModelError(f"model file {path} fails its sha256 check (corrupt or modified)")
-            self._batched = self._session(path)
+            session = self._session(path)
+            held = sum(i.name.startswith("prefix_key_0_") for i in session.get_inputs())
+            if held != self.batched_model[1]:  # type: ignore[index]
+                # the manifest is not checksummed: a million slots would build a million slots' inputs per layer
+                raise ModelError(f"{path.parent / 'manifest.json'}: batched_model says {self.batched_model[1]:,} "
+                                 f"search slots, but {path.name} holds {held}")
+            self._batched = session
         return self._batched
 
     def _run_slots(self, session: ort.InferenceSession, slots: int, calls: list[ModelCall],

@@ -97,10 +97,18 @@ def installed(root: Path | None = None) -> list[TabbyModel]:
     """Every model folder Tabby has, sorted by id."""
     base = root or models_dir()
     try:
-        folders = sorted(path for path in base.glob("*/*") if (path / "ggml").is_dir())
+        folders = sorted(path for path in base.glob("*/*") if _is_dir(path / "ggml"))
     except OSError:
         return []
     return [_read(folder, f"{folder.parent.name}/{folder.name}") for folder in folders]
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, with a folder this user may list but not enter left out rather than ending the listing."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def gguf_path(model: TabbyModel) -> Path:

@@ -130,6 +130,64 @@ def test_a_manifest_whose_architecture_is_not_the_graphs_is_refused_and_the_old_
     assert engine.bundle.path == before and engine.settings.model_path is None
 
 
+def test_a_manifest_naming_a_file_the_system_cannot_look_up_is_refused_naming_it(copy: Path):
+    """A name longer than the file system allows makes the lookup itself fail (ENAMETOOLONG): that is a bad
+    bundle, said in one line, not an OSError the server reports as its own failure with a traceback."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["files"]["x" * 300] = {"sha256": "0" * 64, "bytes": 1}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match=r"model file .*x{300} cannot be read \(File name too long\)"):
+        load_bundle(copy)
+
+
+def test_a_manifest_claiming_more_context_than_the_graph_holds_is_refused_and_the_old_model_kept(
+        copy: Path, engine: Engine):
+    """context_length edited upwards (to read more context): the graph's position table still holds 1,024, so
+    every call past it would fail, each keystroke of a long file an error in the log and no suggestion."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["context_length"] = 2 * manifest["context_length"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    before = engine.bundle.path
+    with pytest.raises(ModelError, match="manifest.json: its context_length is 2,048, but model.onnx cannot run "
+                                         "position 2,047"):
+        engine.configure(EngineSettings(model_path=str(copy)))
+    assert engine.bundle.path == before and engine.settings.model_path is None
+    assert Engine(EngineSettings(model_path=str(before))).runtime.calls == 0  # the check is no model run
+
+
+@pytest.mark.parametrize("slots", [9, 10**9])
+def test_a_manifest_claiming_more_search_slots_than_the_batched_graph_holds_runs_searches_one_at_a_time(
+        copy: Path, caplog: pytest.LogCaptureFixture, slots: int):
+    """batched_model's slots, edited: the first call two searches shared built that many slots' inputs for every
+    layer (a million: minutes and 10 GB before onnxruntime refused them; a billion: out of memory). The graph's own
+    slots are checked when it is first loaded, and the searches run one at a time, as for any batched graph that
+    fails."""
+    import numpy as np
+
+    from completer.calls import ModelCall
+    from completer.runtime import Runtime
+
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["batched_model"]["slots"] = slots
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    runtime = Runtime(load_bundle(copy), device="cpu")
+    calls = [ModelCall(np.array([[5, 6, 7]]), 0, runtime.empty_prefix()) for _ in range(2)]
+    assert len(runtime.run_batch(calls)) == 2 and runtime.batched_model is None and runtime.batch_slots == 1
+    assert f"batched_model says {slots:,} search slots, but model_batched.onnx holds 8" in caplog.text
+
+
+def test_info_still_answers_after_the_bundle_folder_is_moved_while_its_model_runs(copy: Path, tmp_path: Path):
+    """The model runs from memory, so moving, deleting or converting again the folder it was loaded from leaves it
+    answering; but info (completer/info, the server's refreshes) stat'ed every file again, and each call failed
+    with a FileNotFoundError traceback in the log."""
+    engine = Engine(EngineSettings(model_path=str(copy)))
+    before = engine.info()["runtime_bundle_bytes"]
+    copy.rename(tmp_path / "moved")
+    manifest_bytes = (tmp_path / "moved" / "manifest.json").stat().st_size
+    assert engine.info()["runtime_bundle_bytes"] == before - manifest_bytes  # each file as its manifest gives it
+    assert engine.complete_text("file:///moved.py", "import os\nos.pa", "").suggestions
+
+
 def test_a_tokenizer_that_passes_its_checksum_but_cannot_be_parsed_is_refused_naming_it(copy: Path):
     """A manifest rewritten to match a damaged tokenizer.json: the checksum passes, the parse must not crash."""
     (copy / "tokenizer.json").write_text("{garbage")

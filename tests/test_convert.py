@@ -571,6 +571,7 @@ def source(tmp_path) -> Path:
     ("id_past_vocabulary", "has id 100,000, past the model's"),
     ("nested_config", "config.json: not readable JSON (maximum recursion depth"),  # Python's parser recurses
     ("nested_header", "unreadable safetensors header (maximum recursion depth"),
+    ("nan_weights", "tensor 'model.layers.1.mlp.up_proj.weight' holds NaN or infinite values (a corrupt file?)"),
 ])
 def test_bad_input_is_one_line_and_leaves_nothing_in_out(source, tmp_path, capsys, breakage, expected):
     from safetensors.numpy import load_file, save_file
@@ -642,6 +643,10 @@ def _break_weights(source: Path, breakage: str) -> None:
     elif breakage == "nested_header":
         text = b"[" * 100_000 + b"]" * 100_000
         weights.write_bytes(struct.pack("<Q", len(text)) + text)
+    elif breakage == "nan_weights":  # flipped bits: converted, every output of the model would be NaN
+        tensors = load_file(str(weights))
+        tensors["model.layers.1.mlp.up_proj.weight"][3, 5] = np.nan
+        save_file(tensors, str(weights))
     elif breakage == "stale_shard":  # a file of another download beside the checkpoint's, which sorts after it
         head = load_file(str(weights))["lm_head.weight"]
         save_file({"lm_head.weight": np.zeros_like(head)}, str(source / "zz-old.safetensors"))

@@ -202,20 +202,37 @@ def test_a_gguf_file_is_known_by_its_first_bytes_without_its_suffix(tmp_path, ca
     ("extra_tensor", "does not use: rope_freqs.weight"),
     ("infinite_width", "metadata 'qwen2.embedding_length' is missing or not a number"),  # int(inf) would raise
     ("nan_layers", "metadata 'qwen2.block_count' is missing or not a number"),
+    ("no_heads", "metadata 'qwen2.attention.head_count' must be a whole number above 0, not 0"),  # divides sizes
+    ("nan_weights", "tensor 'blk.1.ffn_up.weight' holds NaN or infinite values (a corrupt file?)"),
+    ("shared_bytes", "tensors 'token_embd.weight' and 'output_norm.weight' share bytes (corrupt header)"),
+    ("unaligned", "tensor 'output_norm.weight' does not start on the file's 32-byte alignment (corrupt header)"),
 ])
 def test_a_gguf_file_the_graph_cannot_run_is_one_line_and_leaves_nothing(tmp_path, capsys, breakage, says):
     """Written with the gguf package's own writer, then broken one way each."""
     checkpoint(tmp_path / "src", "qwen2", tied=True)
+    if breakage == "nan_weights":  # flipped bits: converted, every output of the model would be NaN
+        from safetensors.numpy import load_file, save_file
+
+        weights = load_file(str(tmp_path / "src" / "model.safetensors"))
+        weights["model.layers.1.mlp.up_proj.weight"][3, 5] = np.inf
+        save_file(weights, str(tmp_path / "src" / "model.safetensors"))
     path = write_gguf(tmp_path / "src", tmp_path / "model.gguf", "qwen2", quantized=False)
     if breakage == "truncated":
         path.write_bytes(path.read_bytes()[:5000])
-    else:
+    elif breakage in ("shared_bytes", "unaligned"):  # a corrupt offset: the norm read from the embeddings' bytes
+        import gguf
+
+        norm = next(t for t in gguf.GGUFReader(str(path), "r+").tensors if t.name == "output_norm.weight")
+        norm.field.parts[-1][0] = 64 if breakage == "shared_bytes" else 3
+        norm.field.parts[-1].flush()
+    elif breakage != "nan_weights":
         broken = {"architecture": {"architecture": "phi3"}, "tokenizer": {"tokenizer.ggml.model": "llama"},
                   "pre": {"tokenizer.ggml.pre": "chatglm-bpe"},
                   "extra_tensor": {"extra": {"rope_freqs.weight": np.ones(8, np.float32)}},
                   "infinite_width": {"drop": ("qwen2.embedding_length",),
                                      "floats": {"qwen2.embedding_length": float("inf")}},
-                  "nan_layers": {"drop": ("qwen2.block_count",), "floats": {"qwen2.block_count": float("nan")}}
+                  "nan_layers": {"drop": ("qwen2.block_count",), "floats": {"qwen2.block_count": float("nan")}},
+                  "no_heads": {"qwen2.attention.head_count": 0},
                   }[breakage]
         path = rewritten(path, tmp_path / "broken.gguf", **broken)
     capsys.readouterr()

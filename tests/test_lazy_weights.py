@@ -105,6 +105,20 @@ def test_safetensors_rows_read_from_the_file_are_the_rows_of_the_whole_tensor(tm
             np.testing.assert_array_equal(found[name].rows(3, 99), whole[3:])
 
 
+def test_a_shape_whose_size_wraps_around_64_bits_is_no_empty_tensor(tmp_path):
+    """numpy's product of [2**32, 2**32] wraps to 0: a header claiming 2**64 values in no bytes passed the size
+    check, and the tensor went on with that shape (to be read as 2**64 values, or sized into the graph)."""
+    import json
+    import struct
+
+    path = tmp_path / "wrapped.safetensors"
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2**32, 2**32], "data_offsets": [0, 0]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(safetensors_reader.SafetensorsError, match="tensor 'w' lies outside the file or has the wrong "
+                                                                  "size"):
+        safetensors_reader.tensors(path)
+
+
 def test_gguf_rows_of_quantized_blocks_are_the_rows_of_the_whole_dequantized_tensor(tmp_path):
     checkpoint(tmp_path / "src", "qwen2")
     path = write_gguf(tmp_path / "src", tmp_path / "q8.gguf", "qwen2", quantized=True)

@@ -499,6 +499,67 @@ def test_models_names_the_places_it_cannot_read_and_survives_names_that_are_not_
     assert json.loads(capsys.readouterr().out)["unreadable"] == [f"{store} (Permission denied)"]
 
 
+def test_models_lists_past_folders_this_user_may_list_but_not_enter(files, isolated, capsys, monkeypatch):
+    """A folder with read but no search permission (what `chmod -R 644` leaves, or another user's 0744 folder):
+    its names are listed, but looking at any of them fails. The PermissionError ended `completer models` with a
+    traceback (an Ollama or Tabby folder hid the whole store); now each such file is listed, with the reason where
+    its header cannot be read, and every other model is still listed."""
+    lm_studio = isolated / "home" / ".lmstudio" / "models"
+    for folder in ("pub/open", "pub/shut"):
+        (lm_studio / folder).mkdir(parents=True)
+        shutil.copyfile(files["q8_0"], lm_studio / folder / "tiny-q8_0.gguf")
+    ollama_store(isolated / "ollama", {"registry.ollama.ai/shut/tiny/latest": files["q8_0"],
+                                       "registry.ollama.ai/library/tiny/latest": files["q8_0"]})
+    tabby_model(isolated / "tabby", "Shut/Tiny", files["q8_0"])
+    tabby_model(isolated / "tabby", "TabbyML/Tiny", files["q8_0"])
+    shut = [str(lm_studio / "pub" / "shut"), str(isolated / "ollama" / "manifests" / "registry.ollama.ai" / "shut"),
+            str(isolated / "tabby" / "models" / "Shut")]
+    real_stat = os.stat
+
+    def denied(path, *args, **kwargs):  # as this user meets such a folder (root enters every folder)
+        if any(str(path).startswith(folder + os.sep) for folder in shut):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", denied)
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert rows[str(lm_studio / "pub" / "open" / "tiny-q8_0.gguf")]["convertible"]
+    assert "Permission denied" in rows[str(lm_studio / "pub" / "shut" / "tiny-q8_0.gguf")]["why_not"]
+    assert rows["ollama:tiny:latest"]["convertible"] and "ollama:shut/tiny:latest" in rows  # not the store hidden
+    assert rows["tabby:TabbyML/Tiny"]["convertible"] and "tabby:Shut/Tiny" not in rows
+
+
+def test_models_shows_a_name_with_control_characters_escaped_on_its_own_line(files, isolated, capsys):
+    """A file name may hold a newline or a terminal's escape sequence: printed as it is, it split its model's row
+    in two, or drove the terminal (here: clear the screen). Such characters are shown as Python escapes."""
+    lm_studio = isolated / "home" / ".lmstudio" / "models"
+    lm_studio.mkdir(parents=True)
+    shutil.copyfile(files["q8_0"], lm_studio / "tiny\n\x1b[2J-q8_0.gguf")
+    assert cli_main(["models"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "tiny" in line]
+    assert "\x1b" not in out and len(rows) == 1, out
+    assert "tiny\\n\\x1b[2J-q8_0.gguf" in rows[0] and "converts" in rows[0], out
+
+
+def test_a_cached_checkpoint_whose_config_names_no_model_type_says_why(isolated, capsys):
+    """A config.json cut short, without model_type, or a link to a blob never downloaded was listed as
+    "model_type None is not supported", as if the model were of a kind the converter does not read."""
+    says = {"acme/cut-short": "config.json is not readable JSON", "acme/no-type": "config.json names no model_type",
+            "acme/dangling": "config.json is not a readable file"}
+    for repository in says:
+        snapshot = gguf_repository(isolated / "hub", repository, [])
+        (snapshot / "model.safetensors").write_bytes(b"")
+        (snapshot / "tokenizer.json").write_text("{}")
+    (isolated / "hub" / "models--acme--cut-short" / "snapshots" / COMMIT / "config.json").write_text('{"model_ty')
+    (isolated / "hub" / "models--acme--no-type" / "snapshots" / COMMIT / "config.json").write_text('{"n_layer": 2}')
+    (isolated / "hub" / "models--acme--dangling" / "snapshots" / COMMIT / "config.json").symlink_to("../../blobs/x")
+    assert cli_main(["models", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)["models"]}
+    assert {repository: rows[repository]["why_not"] for repository in says} == says
+
+
 def test_a_damaged_header_says_so(files, tmp_path):
     import struct
 

@@ -7,6 +7,7 @@ range against the file, so a truncated or corrupt file is refused by name.
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def tensors(path: Path) -> dict[str, Lazy]:
         if dtype not in DTYPES:
             raise SafetensorsError(f"{path}: tensor {name!r} has dtype {dtype}, which is not supported")
         itemsize = np.dtype(DTYPES[dtype]).itemsize
-        if not 0 <= begin <= end <= data_size or end - begin != int(np.prod(shape)) * itemsize:
+        if not 0 <= begin <= end <= data_size or end - begin != math.prod(shape) * itemsize:  # np.prod wraps
             raise SafetensorsError(f"{path}: tensor {name!r} lies outside the file or has the wrong size "
                                    "(truncated or corrupt)")
         ranges.append((begin, end, name))
@@ -72,14 +73,24 @@ def _rows(path: Path, name: str, offset: int, stored: np.dtype, shape: tuple[int
           last: int) -> np.ndarray:
     """Rows [first, last) of the tensor `name` stored at `offset` (a 0-d tensor: all of it), widened where it is
     stored narrower than float32."""
-    row = int(np.prod(shape[1:])) if shape else 1
+    row = math.prod(shape[1:]) if shape else 1
     first, last = min(first, shape[0] if shape else 1), min(last, shape[0] if shape else 1)
     values = np.fromfile(path, dtype=stored, count=(last - first) * row, offset=offset + first * row * stored.itemsize)
     if values.size != (last - first) * row:
         raise SafetensorsError(f"{path}: tensor {name!r} is cut short (the file changed or was truncated while "
                                "it was read)")
     values = values.reshape((last - first, *shape[1:]) if shape else ())
-    return widen(values) if widen is not None else values
+    values = widen(values) if widen is not None else values
+    if not finite(values):
+        raise SafetensorsError(f"{path}: tensor {name!r} holds NaN or infinite values (a corrupt file?)")
+    return values
+
+
+def finite(values: np.ndarray) -> bool:
+    """Whether a tensor read holds no NaN or infinity, which would make every output of the model NaN: a corrupt
+    file converted silently into a bundle whose every suggestion is garbage. Summed in float64 (no float32 weight
+    overflows it), so no mask the tensor's size is made."""
+    return values.dtype.kind != "f" or math.isfinite(float(values.sum(dtype=np.float64)))
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
