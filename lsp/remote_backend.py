@@ -77,20 +77,31 @@ def retry_after(value: str | None, now: float | None = None) -> float:
     return min(max(0.0, when - (time.time() if now is None else now)), MAX_RETRY_AFTER_S)
 
 
-def completion_texts(body: bytes) -> list[str]:
+def completion_texts(body: bytes, said: Callable[[str], str] | None = None) -> list[str]:
     """The `choices[].text` of a /completions reply that are whole lines, in the endpoint's order: those cut off
-    at max_tokens (finish_reason "length") are not. EndpointError when it is not such a reply."""
+    at max_tokens (finish_reason "length") are not. EndpointError when it is not such a reply; one that is the
+    endpoint's error (`{"error": ...}` with status 200, as some servers answer) quotes it, through `said`."""
     try:
         reply = json.loads(body)
     except (ValueError, RecursionError) as exc:  # RecursionError: brackets nested past Python's stack
         raise EndpointError("malformed", f"the reply is not JSON ({_one_line(str(exc))[:120]})") from None
     choices = reply.get("choices") if isinstance(reply, dict) else None
+    if choices is None and isinstance(reply, dict) and reply.get("error"):
+        quoted = (said or _one_line)(_error_text(reply["error"]))[:200]  # the key out before the cut
+        raise EndpointError("endpoint error", f"the endpoint answered an error: {quoted}")
     if not isinstance(choices, list) or not all(isinstance(c, dict) and isinstance(c.get("text"), str)
                                                 for c in choices):
         raise EndpointError("malformed", "the reply has no choices[].text (is the endpoint an OpenAI-compatible "
                                          "/completions API?)")
     ordered = sorted(choices, key=lambda c: c.get("index") if isinstance(c.get("index"), int) else 0)
     return [c["text"] for c in ordered if c.get("finish_reason") != "length"]
+
+
+def _error_text(error: Any) -> str:
+    """The words of an OpenAI-style error (`{"message": ..., "type": ...}`), or of any other value as JSON."""
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return error if isinstance(error, str) else json.dumps(error)[:4096]
 
 
 def completions_url(endpoint: str) -> str:
@@ -422,7 +433,7 @@ class OpenAIBackend:
             hint = _no_key_hint(remote.api_key_env) if status in (401, 403) and "Authorization" not in headers else ""
             raise EndpointError(f"status {status}", self._said(f"{url} answered {status}{hint}: {detail}"),
                                 retry_after(wait))
-        return completion_texts(data)
+        return completion_texts(data, self._said)
 
     def _said(self, message: str) -> str:
         """A message with text from elsewhere (an error, the endpoint's reply) made safe to log: the API key

@@ -207,6 +207,23 @@ def test_completion_texts_reads_choices_and_refuses_garbage():
             completion_texts(bad)
 
 
+@pytest.mark.parametrize("body,quoted", [
+    (b'{"error": {"message": "model \'m\' is still loading", "type": "unavailable"}}', "model 'm' is still loading"),
+    (b'{"error": "out of memory\\nat layer 3"}', "out of memory at layer 3"),
+    (b'{"error": {"code": 7}}', '{"code": 7}'),
+])
+def test_an_error_answered_with_status_200_quotes_the_endpoints_words(body, quoted):
+    """Some servers answer an error with status 200: the status bar says what the endpoint said, not only that
+    the reply has no choices; a key it echoes is taken out before the quote is cut."""
+    with pytest.raises(EndpointError) as raised:
+        completion_texts(body)
+    assert raised.value.message == f"the endpoint answered an error: {quoted}"
+    echoed = b'{"error": "' + b"x" * 190 + b' bad sk-SECRET123"}'  # the key across the 200-character cut
+    with pytest.raises(EndpointError) as raised:
+        completion_texts(echoed, lambda text: text.replace("sk-SECRET123", "<API key>"))
+    assert raised.value.message == "the endpoint answered an error: " + "x" * 190 + " bad <API "
+
+
 def test_retry_after_reads_seconds_or_a_date_and_caps_them():
     now = 1_700_000_000.0  # Tue, 14 Nov 2023 22:13:20 GMT
     assert retry_after("7") == 7.0 and retry_after(" 0 ") == 0.0
