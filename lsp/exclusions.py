@@ -13,6 +13,7 @@ suggestions.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -39,11 +40,20 @@ def check_patterns(value: Any) -> tuple[str, ...]:
                          "characters, without NUL")
     patterns = tuple(item for item in value if item.strip() and not item.startswith("#"))
     for pattern in patterns:
-        try:
-            pathspec.GitIgnoreSpec.from_lines([pattern])
-        except (ValueError, TypeError):  # GitIgnorePatternError is a ValueError: `!` alone, a trailing backslash
-            raise ValueError(f"excludeFiles: {pattern[:80]!r} is not a .gitignore pattern") from None
+        if not compiles(pattern) or not compiles(pattern.casefold()):  # `Exclusions` compiles it casefolded
+            raise ValueError(f"excludeFiles: {pattern[:80]!r} is not a .gitignore pattern")
     return patterns
+
+
+def compiles(line: str) -> bool:
+    """Whether pathspec takes `line` as a .gitignore pattern. GitIgnorePatternError is a ValueError (`!` alone, a
+    trailing backslash); a range whose ends are reversed (`[z-a]`, or `[Z-a]` once casefolded) is a `re.error`,
+    which is no ValueError: it went up through initialize, and the server never started."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, TypeError, re.error):
+        return False
+    return True
 
 
 class Exclusions:

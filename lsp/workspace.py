@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import stat
 import sys
 import threading
@@ -30,7 +31,7 @@ from pygls import uris
 from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
-from lsp.exclusions import Exclusions
+from lsp.exclusions import Exclusions, compiles
 
 log = logging.getLogger(__name__)
 
@@ -299,13 +300,20 @@ class _Ignores:
         self._read(folder, folder / ".gitignore")
 
     def _read(self, folder: Path, patterns: Path) -> None:
-        try:
-            import pathspec
+        """Read a .gitignore file as git does: a UTF-8 byte order mark (Notepad's) is no part of its first pattern,
+        and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[z-a]`) matches nothing while the
+        others hold; pathspec refused the whole file, and the walk stopped there, leaving the rest unindexed."""
+        import pathspec
 
-            lines = patterns.read_text(encoding="utf-8", errors="replace").splitlines()
-            self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
+        try:
+            lines = patterns.read_text(encoding="utf-8-sig", errors="replace").splitlines()
         except OSError:
-            pass
+            return
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        except (ValueError, TypeError, re.error):
+            spec = pathspec.GitIgnoreSpec.from_lines([line for line in lines if compiles(line)])
+        self.specs.append((folder, spec))
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         for folder, spec in reversed(self.specs):  # added top down: the deepest first

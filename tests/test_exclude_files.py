@@ -51,6 +51,29 @@ def test_a_bad_value_is_refused_with_the_setting_named_and_the_rest_applies():
     assert apply_changes(ServerSettings(exclude_files=()), {"excludeFiles": None})[0].exclude_files == DEFAULT_EXCLUDED
 
 
+@pytest.mark.parametrize("pattern", ["[z-a].py", "[Z-a].py"])
+def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_server_starts(tmp_path: Path,
+                                                                                         pattern: str):
+    """`[z-a]` is a regular expression pathspec cannot compile (a `re.error`, which is no ValueError), and `[Z-a]`
+    becomes one once casefolded: either went up through initialize as a traceback, and the server never answered."""
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        answer = client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(),
+                                               "capabilities": {}, "initializationOptions": {"completer": {
+                                                   "excludeFiles": [pattern], "workspaceContext": True}}})
+        assert "result" in answer, answer
+        client.notify("initialized", {})
+        shown = client.wait_for(lambda m: m.get("method") == "window/showMessage", timeout=30)["params"]["message"]
+        assert "excludeFiles" in shown and pattern in shown
+        _indexed(client, 1)
+        assert client.request("completer/fileInfo", {"uri": (tmp_path / ".env").as_uri()})["result"]["excluded"] \
+            == ".env"  # the defaults hold
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert "result" in client.completion(uri, 4, 4)
+
+
 def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
     """Wait until the workspace index is built and holds `files` files (the excluded ones left out)."""
     deadline = time.monotonic() + timeout

@@ -1233,6 +1233,33 @@ def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dic
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+def test_a_gitignore_line_that_is_no_pattern_matches_nothing_and_a_byte_order_mark_is_no_part_of_one(tmp_path: Path):
+    """As git reads them: a Windows path's trailing backslash (`obj\\`), `!` alone or `[z-a]` match nothing and the
+    other lines hold (pathspec refused the whole file, and the walk stopped there: the files after it, in that folder
+    and every folder after, were never indexed, nor any an event named), and Notepad's byte order mark is no part of
+    the first pattern (its file was read: a secret the .gitignore kept out of the repository went to the model)."""
+    root = tmp_path.resolve()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "app").mkdir()
+    (root / "app" / ".gitignore").write_text("obj\\\n!\n[z-a].py\nscratch.py\n")
+    (root / "keys").mkdir()
+    (root / "keys" / ".gitignore").write_bytes("\ufeffprod.py\nstaging.py\n".encode())
+    for name in ("app/main.py", "app/scratch.py", "keys/prod.py", "keys/staging.py", "keys/dev.py", "zz/last.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["app/main.py", "keys/dev.py", "zz/last.py"]  # what git itself ignores
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
+    (root / "app" / "new.py").write_text("NAME_new = 1\n")
+    files.update(root / "app" / "new.py")
+    assert str(root / "app" / "new.py") in files.index.files
+
+
 def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
     """.git/info/exclude holds the ignores a user keeps out of the repository's .gitignore; git reads it as the
     least of them, so a .gitignore's `!` pattern takes a file back."""
