@@ -3,7 +3,8 @@
 What it reads: files in the enabled languages under each workspace folder, as an editor opens a folder;
 `.gitignore` files are honoured (each for its own folder and below, with pathspec's git semantics), the
 usual tool folders (.git, node_modules, virtual environments, caches) are skipped, no symlink is followed out
-of the folder, and files over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
+of the folder or to a file those rules leave out (nor, at a request's read, one a file became since), and files
+over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
 and logged once. Nothing leaves the machine: the index lives in the server's memory, within its budget.
 
 Building it never delays a keystroke: it runs on a thread that gives the event loop the interpreter between
@@ -184,14 +185,15 @@ def notebook_code(text: str) -> str | None:
     return "\n\n".join(cells) + "\n" if cells else ""
 
 
-def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
-    """A file's text: an open document's unsaved one (`open_text`), else the disk's; None when unreadable."""
+def _reader(open_text: Callable[[str], str | None], may_read: Callable[[str], bool]) -> Callable[[str], str | None]:
+    """A file's text: an open document's unsaved one (`open_text`), else the disk's where `may_read` lets it be
+    read; None when unreadable."""
     def read(name: str) -> str | None:
         text = open_text(name)
         if text is not None:
             return notebook_code(text) if name.endswith(NOTEBOOK_SUFFIX) else text
         try:
-            return read_source(Path(name))
+            return read_source(Path(name)) if may_read(name) else None
         except OSError:
             return None
     return read
@@ -201,18 +203,6 @@ def normal_path(path: Path) -> Path:
     """The path the index knows a file by: its folder's real path (a symlinked workspace root, /tmp on
     macOS), the file's own name (a symlinked file is judged where it lies)."""
     return Path(os.path.realpath(path.parent)) / path.name
-
-
-def _links_out(path: Path, root: Path) -> bool:
-    """Whether `path` is a symlink pointing out of `root` (or nowhere: a loop of links, which pathlib reports with a
-    RuntimeError before Python 3.13)."""
-    if not path.is_symlink():
-        return False
-    try:
-        path.resolve().relative_to(root)
-    except (ValueError, OSError, RuntimeError):
-        return True
-    return False
 
 
 def read_source(path: Path) -> str | None:
@@ -457,7 +447,7 @@ class WorkspaceFiles:
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False) \
                         or self.exclusions.excludes(path, self.folders, resolve=path.is_symlink()):
                     continue
-                if _links_out(path, root):
+                if path.is_symlink() and not self._link_readable(path, root):
                     continue
                 if path.is_file():  # not a FIFO or a device, whose read would never end
                     yield path
@@ -535,7 +525,33 @@ class WorkspaceFiles:
         if root is None or not path.name.endswith(self.suffixes) or self.exclusions.excludes(path, self.folders):
             return False
         ignores = self._walked(root, path.parent)
-        return ignores is not None and not ignores.ignored(path, is_dir=False) and not _links_out(path, root)
+        return ignores is not None and not ignores.ignored(path, is_dir=False) \
+            and (not path.is_symlink() or self._link_readable(path, root))
+
+    def _link_readable(self, path: Path, root: Path) -> bool:
+        """Whether the walk reads the symlink `path` of the workspace folder `root`: its target lies in `root`, in no
+        folder the walk skips, and no .gitignore ignores it. A link lends its name, not a way round them: git keeps a
+        link's target path, never the text of the ignored file it names (`creds.py -> private/creds.py`)."""
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # dangling, or a loop of links (RuntimeError before Python 3.13)
+            return False
+        if not target.is_relative_to(root):
+            return False
+        ignores = self._walked(root, target.parent)
+        return ignores is not None and not ignores.ignored(target, is_dir=False)
+
+    def _may_read(self, name: str) -> bool:
+        """Whether a request may read the disk's text of the indexed file `name`: it still resolves to a file the
+        walk would read. A file, or a folder on its way, replaced since by a symlink out of the workspace or to an
+        ignored or excluded file, with no event to say so (a client without file watchers), was read wherever it
+        led. One realpath where nothing is a link, as for nearly every file."""
+        path = Path(name)
+        if os.path.realpath(path) == name:
+            return True
+        root = self.root_of(path)
+        return root is not None and path.is_symlink() and self._link_readable(path, root) \
+            and not self.exclusions.excludes(path, self.folders)
 
     def _walked(self, root: Path, folder: Path) -> _Ignores | None:
         """The .gitignore files that count in `folder`, a folder of the workspace folder `root`, where the walk goes
@@ -644,7 +660,7 @@ class WorkspaceFiles:
         key = self._key(before)  # the index picked from: a change while the files are read makes the pick stale
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS, within)
-        found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
+        found = self.index.windows(best, query, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._memo[uri] = (key, found, frozenset(query))
         return found
 
@@ -676,7 +692,7 @@ class WorkspaceFiles:
         key = (anchor, self.generation, self.edits)
         with self._lock:
             sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None, within)
-        found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
+        found = lines_at(sites, anchor, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._followers[uri] = (key, found)
         return found
 
@@ -691,7 +707,7 @@ class WorkspaceFiles:
         key = self._first_line_key(path, within)
         with self._lock:
             holders = self.index.first_line_holders(key[0], within)
-        found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
+        found = first_line_at(holders, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._first_line = (key, found)
         return found
 

@@ -147,6 +147,36 @@ def test_nothing_of_an_excluded_file_reaches_an_endpoint(tmp_path: Path, endpoin
         assert SECRET not in prompt and "def stripe_key" not in prompt  # ... but not the excluded ones
 
 
+def test_no_symlink_lends_an_endpoint_the_text_of_a_file_the_walk_would_not_read(tmp_path: Path,
+                                                                                 endpoint: FakeEndpoint):
+    """A symlink of the workspace pointing at a file its .gitignore ignores was read as the link's own text (git keeps
+    a link's target path, never the ignored file's text); and a file indexed, then replaced by a symlink out of the
+    workspace with no event to say so (a client without file watchers), was read at the next pick, wherever it led."""
+    root = (tmp_path / "app").resolve()
+    (root / "private").mkdir(parents=True)
+    (root / ".gitignore").write_text("private/\n")
+    (root / "private" / "creds.py").write_text(f"def charge_with_stripe(amount):\n    return \"{SECRET}-ignored\"\n")
+    (root / "creds_link.py").symlink_to(root / "private" / "creds.py")
+    (root / "billing.py").write_text("def charge_with_stripe(amount):\n    return stripe.charge(amount)\n")
+    outside = tmp_path / "outside.py"
+    outside.write_text(f"def charge_with_stripe(amount):\n    return \"{SECRET}-outside\"\n")
+    options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000}
+    with _server(root, **options) as client:
+        _indexed(client, 1)  # billing.py alone
+        text = "import billing\n\n\ndef pay(amount):\n    charge_with_stripe(amount)\n    "
+        cart = (root / "cart.py").as_uri()
+        client.open(cart, text)
+        assert client.completion(cart, 5, 4)["result"]["items"]
+        assert "charge_with_stripe" in endpoint.seen[-1].body["prompt"]  # billing.py is read
+        (root / "billing.py").unlink()
+        (root / "billing.py").symlink_to(outside)  # no event
+        shop = (root / "shop.py").as_uri()  # a document with no snippets picked yet
+        client.open(shop, text)
+        for _ in range(3):  # the pick may end after a request's wait: the next ones take it
+            assert client.completion(shop, 5, 4)["result"]["items"]
+        assert all(SECRET not in seen.body["prompt"] for seen in endpoint.seen), endpoint.seen[-1].body["prompt"]
+
+
 def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_file(tmp_path: Path):
     client = RawClient(SERVER_CMD, env=server_env())
     with client:
