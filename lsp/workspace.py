@@ -95,6 +95,7 @@ LANGUAGE_FAMILIES = (frozenset({"javascript", "javascriptreact", "typescript", "
 """Languages whose files are context for one another: a TypeScript file calls JavaScript modules, C++ includes
 C headers (`.h` files are C's by their name)."""
 MAX_FILE_BYTES = 1 << 20
+IGNORE_FILE = ".gitignore"
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 8  # windows of other files sent with a request
@@ -573,6 +574,9 @@ class WorkspaceFiles:
         """A saved, changed, created or deleted file or folder: index what the disk holds now (what the walk
         would read), or take it out. Runs off the event loop (the server gives it to a thread)."""
         path = normal_path(Path(os.path.abspath(path)))
+        if path.name == IGNORE_FILE:
+            self._ignores_changed(path.parent)
+            return
         if path.is_dir() or not path.exists():  # a folder, or something deleted: whatever lay under it goes
             self._take_out([path])
             root = self.root_of(path)
@@ -588,6 +592,17 @@ class WorkspaceFiles:
             with self._lock:
                 self.index.remove(str(path))
                 self.generation += 1
+
+    def _ignores_changed(self, folder: Path) -> None:
+        """A .gitignore of `folder` was saved, created or deleted: read again the files it decides on, those under
+        `folder` (or, for one above the workspace folders, the folders under it), so that a file it now ignores
+        leaves the index, and one it no longer ignores comes in."""
+        self._above.clear()
+        tops = [folder] if self.root_of(folder) is not None else [root for root in self.roots
+                                                                  if root.is_relative_to(folder)]
+        for top in tops:
+            if top.is_dir():
+                self.update(top)
 
     def _take_out(self, paths: list[Path]) -> None:
         """Take out of the index the files `paths` name and those under them (folders), in one pass over it (a

@@ -712,7 +712,8 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         watchers = registration["registerOptions"]["watchers"]
-        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*",
+                                                        "**/.gitignore"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -728,7 +729,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*", "**/.gitignore"}
     finally:
         client.close()
 
@@ -1121,7 +1122,7 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
     assert {w.glob_pattern for w in last.register_options.watchers} == \
-        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*", "**/.gitignore"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
     assert server._watching == (last.id, (".ipynb", ".py", ".pyi", ".pyw"))
 
@@ -1258,6 +1259,36 @@ def test_a_gitignore_line_that_is_no_pattern_matches_nothing_and_a_byte_order_ma
     (root / "app" / "new.py").write_text("NAME_new = 1\n")
     files.update(root / "app" / "new.py")
     assert str(root / "app" / "new.py") in files.index.files
+
+
+@pytest.mark.parametrize("how", ["saved in the editor", "changed on disk"])
+def test_a_file_a_gitignore_comes_to_ignore_leaves_the_index(tmp_path: Path, how: str):
+    """A .gitignore saved in the editor (VS Code syncs every file's document) or changed on disk (a watched file) is
+    read again, and what it now ignores leaves the index: the file stayed there, its text offered to every other
+    document, until the server restarted."""
+    root = tmp_path.resolve()
+    (root / "vault").mkdir()
+    (root / "vault" / "registry.py").write_text(OTHER_FILE)
+    (root / "vault" / "kept.py").write_text("NAME_KEPT = 1\n")
+    (root / "vault" / ".gitignore").write_text("*.log\n")
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(root, workspaceContext=True) as client:
+        _index_info(client, lambda index: index["files"] == 3)
+        first = (root / "install.py").as_uri()
+        client.open(first, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, first)
+        ignore = root / "vault" / ".gitignore"
+        ignore.write_text("registry.py\n")
+        if how == "saved in the editor":
+            client.open(ignore.as_uri(), "*.log\n", language_id="ignore")
+            client.change(ignore.as_uri(), 2, (0, 0), (0, 5), "registry.py")
+            client.notify("textDocument/didSave", {"textDocument": {"uri": ignore.as_uri()}})
+        else:
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": ignore.as_uri(), "type": 2}]})
+        _index_info(client, lambda index: index["files"] == 2)  # install.py and kept.py
+        fresh = (root / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE not in _lines(client, fresh)
 
 
 def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
