@@ -96,6 +96,7 @@ LANGUAGE_FAMILIES = (frozenset({"javascript", "javascriptreact", "typescript", "
 C headers (`.h` files are C's by their name)."""
 MAX_FILE_BYTES = 1 << 20
 IGNORE_FILE = ".gitignore"
+MAX_PATTERN_FILE_BYTES = 100 << 20  # git passes over a .gitignore larger than this ("excessively large")
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 8  # windows of other files sent with a request
@@ -297,8 +298,10 @@ class _Ignores:
         import pathspec
 
         try:
-            lines = patterns.read_text(encoding="utf-8-sig", errors="replace").splitlines()
+            lines = _pattern_lines(patterns, follow=patterns.name != IGNORE_FILE)
         except OSError:
+            return
+        if lines is None:
             return
         try:
             spec = pathspec.GitIgnoreSpec.from_lines(lines)
@@ -316,6 +319,25 @@ class _Ignores:
             if verdict is not None:  # None: no pattern of this file names it
                 return verdict
         return False
+
+
+def _pattern_lines(path: Path, follow: bool) -> list[str] | None:
+    """The lines of a .gitignore or an info/exclude file, or None where git reads none: not a regular file (a FIFO,
+    whose open waited for a writer that never came: the walk's thread, or with nested workspace folders initialize,
+    hung there), over MAX_PATTERN_FILE_BYTES, or a .gitignore that is a symlink (`follow` False: git follows none).
+    Raises OSError when unreadable."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    descriptor = os.open(path, flags if follow else flags | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        status = os.fstat(descriptor)
+    except OSError:
+        os.close(descriptor)
+        raise
+    if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_PATTERN_FILE_BYTES:  # a folder's descriptor too,
+        os.close(descriptor)  # which open() would not take
+        return None
+    with open(descriptor, "rb") as handle:
+        return handle.read(MAX_PATTERN_FILE_BYTES).decode("utf-8-sig", errors="replace").splitlines()
 
 
 def _folder_verdict(spec: object, relative: str) -> bool | None:

@@ -1321,6 +1321,32 @@ def test_a_file_is_asked_of_the_gitignore_files_on_its_way_only(tmp_path: Path, 
     assert len(reads) <= 2 * (1 + 40)  # each folder's .gitignore and info/exclude looked for once
 
 
+def test_a_gitignore_that_is_no_regular_file_never_holds_the_server(tmp_path: Path):
+    """A FIFO named .gitignore: its open waited for a writer that never came, on the walk's thread (the index stayed
+    `building`, with no file) and, with a workspace folder inside another, on the event loop at initialize, which
+    never answered. Now it is passed over, as a folder named .gitignore is, and a symlinked .gitignore, which git
+    does not follow either."""
+    root = tmp_path.resolve()
+    (root / "pkg").mkdir()
+    (root / "a.py").write_text("NAME_A = 1\n")
+    (root / "pkg" / "b.py").write_text("NAME_B = 1\n")
+    os.mkfifo(root / ".gitignore")
+    (root / "pkg" / ".gitignore").mkdir()
+    (root / "elsewhere").write_text("a.py\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".gitignore").symlink_to(root / "elsewhere")
+    (root / "sub" / "a.py").write_text("NAME_SUB_A = 1\n")
+    folders = [{"uri": root.as_uri(), "name": "root"}, {"uri": (root / "pkg").as_uri(), "name": "pkg"}]
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        answer = client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                               "workspaceFolders": folders,
+                                               "initializationOptions": {"completer": {"workspaceContext": True}}},
+                                timeout=10)
+        assert "result" in answer
+        client.notify("initialized", {})
+        assert _index_info(client, lambda index: True)["files"] == 3  # a.py, pkg/b.py, sub/a.py
+
+
 def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
     """.git/info/exclude holds the ignores a user keeps out of the repository's .gitignore; git reads it as the
     least of them, so a .gitignore's `!` pattern takes a file back."""
