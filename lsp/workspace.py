@@ -32,7 +32,7 @@ from pygls import uris
 from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
-from lsp.exclusions import Exclusions, compiles
+from lsp.exclusions import Exclusions, compiles, deciding_folder_pattern
 
 log = logging.getLogger(__name__)
 
@@ -341,18 +341,9 @@ def _pattern_lines(path: Path, follow: bool) -> list[str] | None:
 
 
 def _folder_verdict(spec: object, relative: str) -> bool | None:
-    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): as in git, the last
-    pattern naming the folder itself decides. pathspec's check of "folder/" also counts the patterns that name only
-    what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read) and, in pathspec 1.x,
-    lets `*` win over a later `!*/`."""
-    verdict = None
-    for pattern in spec.patterns:  # type: ignore[attr-defined]
-        if pattern.include is None:  # a comment or a blank line
-            continue
-        folders_only = str(pattern.pattern).rstrip().endswith("/")
-        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
-            verdict = pattern.include
-    return verdict
+    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): `deciding_folder_pattern`."""
+    index = deciding_folder_pattern(spec, relative)
+    return None if index is None else spec.patterns[index].include  # type: ignore[attr-defined]
 
 
 def _named_or_under(name: str, paths: set[str]) -> bool:

@@ -74,6 +74,23 @@ def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_serve
         assert "result" in client.completion(uri, 4, 4)
 
 
+def test_a_pattern_that_takes_folders_back_holds_as_in_git(tmp_path: Path):
+    """`*`, `!*/`, `!*.py` leaves alone everything but Python files, at any depth, as git reads it: pathspec's check
+    of a folder let `*` win over the later `!*/`, so every file in a subfolder was left alone, the Python ones
+    too, with no suggestion. A `!` pattern still takes nothing back from a folder a pattern names itself."""
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"excludeFiles": [
+                                          "*", "!*/", "!*.py", "vault/", "!vault/open.py"]}}})
+        client.notify("initialized", {})
+
+        def excluded(name: str):
+            return client.request("completer/fileInfo", {"uri": (tmp_path / name).as_uri()})["result"]["excluded"]
+
+        assert [excluded(name) for name in ("app.py", "pkg/app.py", "pkg/deep/app.py")] == [None, None, None]
+        assert [excluded(name) for name in ("notes.txt", "pkg/notes.txt", "vault/open.py")] == ["*", "*", "vault/"]
+
+
 def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
     """Wait until the workspace index is built and holds `files` files (the excluded ones left out)."""
     deadline = time.monotonic() + timeout
