@@ -346,6 +346,13 @@ def _folder_verdict(spec: object, relative: str) -> bool | None:
     return None if index is None else spec.patterns[index].include  # type: ignore[attr-defined]
 
 
+def outermost(folders: list[Path]) -> list[Path]:
+    """`folders` each once, but those inside another of them, in their order."""
+    unique = list(dict.fromkeys(folders))
+    return [folder for folder in unique if not any(other != folder and folder.is_relative_to(other)
+                                                   for other in unique)]
+
+
 def _named_or_under(name: str, paths: set[str]) -> bool:
     """Whether the file `name` is one of `paths` or lies in a folder of them."""
     while name not in paths:
@@ -645,12 +652,15 @@ class WorkspaceFiles:
     def update_all(self, paths: list[Path]) -> None:
         """`update` each of `paths`, the deleted ones all at once: each costs a pass over the index, and a branch
         switch or a build's clean deletes thousands (one the system will not let be looked at costs itself
-        alone)."""
-        deleted = []
+        alone). A .gitignore saved, created or deleted has its folder read again once, after the other changes, and
+        not inside another's read again (a branch switch brings one event per folder that has one)."""
+        deleted, ignores = [], []
         for path in paths:
             try:
                 normal = normal_path(Path(os.path.abspath(path)))
-                if normal.exists():
+                if normal.name == IGNORE_FILE:
+                    ignores.append(normal.parent)
+                elif normal.exists():
                     self.update(normal)
                 else:
                     deleted.append(normal)
@@ -658,6 +668,8 @@ class WorkspaceFiles:
                 log.debug("workspace index: %s not read again (%s)", path, exc)
         if deleted:
             self._take_out(deleted)
+        for folder in outermost(ignores):
+            self._ignores_changed(folder)
 
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'

@@ -1262,7 +1262,7 @@ def test_a_gitignore_line_that_is_no_pattern_matches_nothing_and_a_byte_order_ma
     assert str(root / "app" / "new.py") in files.index.files
 
 
-@pytest.mark.parametrize("how", ["saved in the editor", "changed on disk"])
+@pytest.mark.parametrize("how", ["saved in the editor", "changed on disk", "deleted on disk"])
 def test_a_file_a_gitignore_comes_to_ignore_leaves_the_index(tmp_path: Path, how: str):
     """A .gitignore saved in the editor (VS Code syncs every file's document) or changed on disk (a watched file) is
     read again, and what it now ignores leaves the index: the file stayed there, its text offered to every other
@@ -1280,7 +1280,16 @@ def test_a_file_a_gitignore_comes_to_ignore_leaves_the_index(tmp_path: Path, how
         assert FROM_OTHER_FILE in _lines(client, first)
         ignore = root / "vault" / ".gitignore"
         ignore.write_text("registry.py\n")
-        if how == "saved in the editor":
+        if how == "deleted on disk":  # what the .gitignore ignored comes in: the one above ignores registry.py
+            (root / ".gitignore").write_text("vault/registry.py\n")
+            (root / "vault" / "kept.py").write_text("NAME_KEPT = 2\n")
+            ignore.write_text("kept.py\n")
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [
+                {"uri": (root / ".gitignore").as_uri(), "type": 1}, {"uri": ignore.as_uri(), "type": 2}]})
+            _index_info(client, lambda index: index["files"] == 1)  # install.py
+            ignore.unlink()
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": ignore.as_uri(), "type": 3}]})
+        elif how == "saved in the editor":
             client.open(ignore.as_uri(), "*.log\n", language_id="ignore")
             client.change(ignore.as_uri(), 2, (0, 0), (0, 5), "registry.py")
             client.notify("textDocument/didSave", {"textDocument": {"uri": ignore.as_uri()}})
