@@ -288,7 +288,7 @@ class _Ignores:
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
         below every .gitignore: the deepest is asked first)."""
-        self._read(folder, folder / ".git" / "info" / "exclude")
+        self._read(folder, _git_dir(folder) / "info" / "exclude")
         self._read(folder, folder / ".gitignore")
 
     def _read(self, folder: Path, patterns: Path) -> None:
@@ -319,6 +319,23 @@ class _Ignores:
             if verdict is not None:  # None: no pattern of this file names it
                 return verdict
         return False
+
+
+def _git_dir(top: Path) -> Path:
+    """The folder of git's files for a repository whose top may be `top`, where git finds its info/exclude: `.git`,
+    or for a worktree or a submodule, whose `.git` is a file (`gitdir: path`), the folder that names, and for a
+    worktree the main repository's (its `commondir`): a worktree's info/exclude was looked for in `.git/info/`, under
+    a file, and the files its user keeps out of git there were read."""
+    dot_git = top / ".git"
+    try:
+        named = _pattern_lines(dot_git, follow=False) if dot_git.is_file() else None
+        if not named or not named[0].startswith("gitdir:"):
+            return dot_git
+        git_dir = top / named[0][len("gitdir:"):].strip()
+        common = _pattern_lines(git_dir / "commondir", follow=True) if (git_dir / "commondir").is_file() else None
+        return git_dir / common[0].strip() if common else git_dir
+    except OSError:
+        return dot_git
 
 
 def _pattern_lines(path: Path, follow: bool) -> list[str] | None:
@@ -465,7 +482,7 @@ class WorkspaceFiles:
             here = Path(folder)
             while ignores.specs and not here.is_relative_to(ignores.specs[-1][0]):  # a folder walked whole (os.walk
                 ignores.specs.pop()  # goes depth first): its .gitignore files say nothing of the folders after it
-            if (".gitignore" in files or ".git" in dirs) and not (here == top and read_here):
+            if (".gitignore" in files or ".git" in dirs or ".git" in files) and not (here == top and read_here):
                 ignores.add(here)
             dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
                              and not ignores.ignored(here / d, is_dir=True))

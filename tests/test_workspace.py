@@ -1374,6 +1374,30 @@ def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: 
     assert str(root / "scratch.py") not in files.index.files
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+def test_a_worktrees_info_exclude_is_the_main_repositorys(tmp_path: Path):
+    """A git worktree's `.git` is a file naming its folder in the main repository's, whose `commondir` leads to the
+    info/exclude git reads: it was looked for under the file, so the files kept out of git there were read (and
+    with no .gitignore at the top, no info/exclude was looked for at all)."""
+    main, tree = tmp_path.resolve() / "main", tmp_path.resolve() / "tree"
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    subprocess.run(["git", "-C", str(main), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(tree)], check=True)
+    (main / ".git" / "info").mkdir(exist_ok=True)
+    (main / ".git" / "info" / "exclude").write_text("private_notes.py\n")
+    for name in ("main.py", "private_notes.py", "pkg/private_notes.py"):
+        (tree / name).parent.mkdir(exist_ok=True)
+        (tree / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(tree), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["main.py"]
+    files = _index(tree)
+    assert sorted(Path(p).relative_to(tree).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py") if files.readable(p)) == kept
+
+
 def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
     """A pick is kept for the index it was made from: one stored under the generation after a change that came
     while it read the files stood for the changed index, and the file that now holds the names was never offered."""
