@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -287,18 +288,21 @@ class _Ignores:
 
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
-        below every .gitignore: the deepest is asked first)."""
+        below every .gitignore: the deepest is asked first), after the user's excludes file (`_global_excludes`),
+        which git reads below both."""
+        if (folder / ".git").exists():
+            self._read(folder, _global_excludes(folder))
         self._read(folder, _git_dir(folder) / "info" / "exclude")
-        self._read(folder, folder / ".gitignore")
+        self._read(folder, folder / IGNORE_FILE, follow=False)
 
-    def _read(self, folder: Path, patterns: Path) -> None:
+    def _read(self, folder: Path, patterns: Path, follow: bool = True) -> None:
         """Read a .gitignore file as git does: a UTF-8 byte order mark (Notepad's) is no part of its first pattern,
         and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[z-a]`) matches nothing while the
         others hold; pathspec refused the whole file, and the walk stopped there, leaving the rest unindexed."""
         import pathspec
 
         try:
-            lines = _pattern_lines(patterns, follow=patterns.name != IGNORE_FILE)
+            lines = _pattern_lines(patterns, follow)
         except OSError:
             return
         if lines is None:
@@ -319,6 +323,23 @@ class _Ignores:
             if verdict is not None:  # None: no pattern of this file names it
                 return verdict
         return False
+
+
+@lru_cache(maxsize=64)
+def _global_excludes(top: Path) -> Path:
+    """The excludes file git reads for every repository, below its .gitignore files and info/exclude, as git names it
+    for the repository whose top is `top` (core.excludesFile; by default $XDG_CONFIG_HOME/git/ignore or
+    ~/.config/git/ignore): where a user keeps their own files out of every repository (GitHub's guide suggests
+    `~/.gitignore_global`), which were indexed and sent as context. Asked of git once per repository; without git,
+    the default."""
+    try:
+        found = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], cwd=top, timeout=5,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="surrogateescape")
+        if found.returncode == 0 and found.stdout.strip():
+            return top / os.path.expanduser(found.stdout.strip())  # an absolute path stays itself
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")) / "git" / "ignore"
 
 
 def _git_dir(top: Path) -> Path:

@@ -1316,8 +1316,8 @@ def test_a_file_is_asked_of_the_gitignore_files_on_its_way_only(tmp_path: Path, 
     ignored, read = lsp_workspace._Ignores.ignored, lsp_workspace._Ignores._read
     monkeypatch.setattr(lsp_workspace._Ignores, "ignored", lambda self, path, is_dir: (
         asked.append(len(self.specs)), ignored(self, path, is_dir))[1])
-    monkeypatch.setattr(lsp_workspace._Ignores, "_read", lambda self, folder, patterns: (
-        reads.append(patterns), read(self, folder, patterns))[1])
+    monkeypatch.setattr(lsp_workspace._Ignores, "_read", lambda self, folder, patterns, **follow: (
+        reads.append(patterns), read(self, folder, patterns, **follow))[1])
     files = _index(root)
     kept = sorted(f"pkg{i:02d}/{name}" for i in range(40) for name in (f"own_{(i + 1) % 40}.py", "sub/kept.py"))
     assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
@@ -1396,6 +1396,38 @@ def test_a_worktrees_info_exclude_is_the_main_repositorys(tmp_path: Path):
     files = _index(tree)
     assert sorted(Path(p).relative_to(tree).as_posix() for p in files.index.files) == kept
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py") if files.readable(p)) == kept
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+@pytest.mark.parametrize("where", ["by default", "core.excludesFile"])
+def test_the_users_own_excludes_file_is_read_below_the_repositorys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    where: str):
+    """git reads the user's excludes file for every repository, below the .gitignore files and info/exclude: the
+    files a user keeps out of every repository there (scratch files, local settings) were indexed."""
+    home = tmp_path.resolve() / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    excludes = home / ".config" / "git" / "ignore"
+    if where == "core.excludesFile":
+        excludes = home / ".gitignore_global"
+        (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/.gitignore_global\n")
+    excludes.write_text("scratch_*.py\nlocal_settings.py\n")
+    root = tmp_path.resolve() / "repo"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("!scratch_kept.py\n")  # a repository's own patterns come first
+    for name in ("main.py", "scratch_a.py", "scratch_kept.py", "pkg/local_settings.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["main.py", "scratch_kept.py"]
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
 
 
 def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
