@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -384,6 +384,31 @@ def _folder_verdict(spec: object, relative: str) -> bool | None:
     return None if index is None else spec.patterns[index].include  # type: ignore[attr-defined]
 
 
+def _folders(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top)`, top down, into no symlinked folder, passing over a folder that cannot be listed, and each
+    folder's `dirs` pruned in place by the caller; without recursion: os.walk recursed once per level before Python
+    3.12, and a folder nested a thousand deep raised RecursionError, which stopped the walk there, every file after it
+    unindexed."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        dirs, files, links = [], [], set()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+                    if is_dir and entry.is_symlink():
+                        links.add(entry.name)
+        except OSError:
+            continue
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, name) for name in reversed(dirs) if name not in links)
+
+
 def outermost(folders: list[Path]) -> list[Path]:
     """`folders` each once, but those inside another of them, in their order."""
     unique = list(dict.fromkeys(folders))
@@ -493,15 +518,15 @@ class WorkspaceFiles:
         """The files under `top` to index, by `ignores`, the .gitignore files that count in `top` (`_walked`; by
         default those above the workspace folder `root` in its repository, `_Ignores.above`, for `top` = `root`) and
         those below it; a symlink counts as pointing out when it leaves `root`. Each folder's files, then its
-        subfolders, in the order of their names: the file system's order (os.walk's) differs between checkouts of the
+        subfolders, in the order of their names: the file system's order (scandir's) differs between checkouts of the
         same files, and the first files read fill the memory budget. Only the .gitignore files of the folders on the
         way to the one walked are asked: each file was asked of every .gitignore met so far, and a thousand folders
         with one each took the walk 107 s, not 4."""
         ignores = ignores or _Ignores(self._ignores_above(root).specs)
         read_here = ignores.specs and ignores.specs[-1][0] == top  # `_walked` read top's own
-        for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
+        for folder, dirs, files in _folders(top):
             here = Path(folder)
-            while ignores.specs and not here.is_relative_to(ignores.specs[-1][0]):  # a folder walked whole (os.walk
+            while ignores.specs and not here.is_relative_to(ignores.specs[-1][0]):  # a folder walked whole (the walk
                 ignores.specs.pop()  # goes depth first): its .gitignore files say nothing of the folders after it
             if (".gitignore" in files or ".git" in dirs or ".git" in files) and not (here == top and read_here):
                 ignores.add(here)

@@ -77,6 +77,27 @@ def test_the_memory_budget_holds_on_a_large_generated_repository(tmp_path: Path)
     assert len(files.index.files) + files.index.skipped_for_budget < 1000
 
 
+def test_a_folder_nested_past_pythons_recursion_limit_is_walked_and_so_is_what_follows(tmp_path: Path):
+    """os.walk recursed once per level (before Python 3.12): a folder nested deeper than the recursion limit raised
+    RecursionError, which ended the walk, the files after it never indexed."""
+    root = tmp_path.resolve()
+    deep = str(root)
+    for _ in range(sys.getrecursionlimit() + 100):  # os.makedirs recurses too
+        deep = os.path.join(deep, "d")
+        os.mkdir(deep)
+    Path(deep, "deep.py").write_text("NAME_DEEP = 1\n")
+    (root / "z_last").mkdir()
+    (root / "z_last" / "last.py").write_text("NAME_LAST = 1\n")
+    try:
+        files = _index(root)
+        assert sorted(Path(p).name for p in files.index.files) == ["deep.py", "last.py"]
+    finally:  # shutil.rmtree, which pytest's clean-up calls, recurses too
+        os.remove(os.path.join(deep, "deep.py"))
+        while deep != str(root):
+            os.rmdir(deep)
+            deep = os.path.dirname(deep)
+
+
 def test_a_folder_deleted_while_indexing_stops_the_walk_not_the_server(tmp_path: Path):
     for module in range(400):
         (tmp_path / f"m{module}.py").write_text(f"VALUE_{module} = {module}\n" * 50)
