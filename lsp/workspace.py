@@ -472,6 +472,7 @@ class WorkspaceFiles:
         self._first_line: tuple[tuple, str | None] = ((), None)  # (excluded path, generation), the line
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
+        self._batched: bool | None = None  # in `update_all`: whether a file was put, its generation moved at the end
         self.generation = 0  # moves with every change of the index from the disk: memoized snippets are then stale
         self.edits = 0  # moves with every open document's unsaved text indexed: snippets are picked again, unwaited
         self.requests = requests or RequestsInFlight()  # the build waits while any is in flight
@@ -569,6 +570,8 @@ class WorkspaceFiles:
             added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
             if edit:
                 self.edits += 1
+            elif self._batched is not None:
+                self._batched = True
             elif not building:
                 self.generation += 1
         return int(bool(added))
@@ -716,23 +719,33 @@ class WorkspaceFiles:
         """`update` each of `paths`, the deleted ones all at once: each costs a pass over the index, and a branch
         switch or a build's clean deletes thousands (one the system will not let be looked at costs itself
         alone). A .gitignore saved, created or deleted has its folder read again once, after the other changes, and
-        not inside another's read again (a branch switch brings one event per folder that has one)."""
+        not inside another's read again (a branch switch brings one event per folder that has one). The files read
+        again move the generation once, at the end: moved at each, it had every request of a branch switch or of a
+        folder read again wait for snippets picked anew (SNIPPETS_WAIT, lsp/repository_lookups.py); a file taken out
+        moves it at once, so what is no longer read is not offered meanwhile."""
         deleted, ignores = [], []
-        for path in paths:
-            try:
-                normal = normal_path(Path(os.path.abspath(path)))
-                if normal.name == IGNORE_FILE:
-                    ignores.append(normal.parent)
-                elif normal.exists():
-                    self.update(normal)
-                else:
-                    deleted.append(normal)
-            except OSError as exc:
-                log.debug("workspace index: %s not read again (%s)", path, exc)
-        if deleted:
-            self._take_out(deleted)
-        for folder in outermost(ignores):
-            self._ignores_changed(folder)
+        with self._lock:
+            self._batched = False
+        try:
+            for path in paths:
+                try:
+                    normal = normal_path(Path(os.path.abspath(path)))
+                    if normal.name == IGNORE_FILE:
+                        ignores.append(normal.parent)
+                    elif normal.exists():
+                        self.update(normal)
+                    else:
+                        deleted.append(normal)
+                except OSError as exc:
+                    log.debug("workspace index: %s not read again (%s)", path, exc)
+            if deleted:
+                self._take_out(deleted)
+            for folder in outermost(ignores):
+                self._ignores_changed(folder)
+        finally:
+            with self._lock:
+                self.generation += bool(self._batched)
+                self._batched = None
 
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'

@@ -812,6 +812,25 @@ def _as_a_client_would_send(client: RawClient, changes: list[tuple[Path, int]]) 
         client.notify("workspace/didChangeWatchedFiles", {"changes": sent})
 
 
+def test_the_files_an_event_batch_reads_again_move_the_generation_once(tmp_path: Path):
+    """Each file read again moved the index's generation, and a request after a move waits for snippets picked anew
+    (SNIPPETS_WAIT): through a branch switch's events, or a folder read again after its .gitignore was saved, every
+    keystroke waited (eight in a row at 140-350 ms for 20,000 files). Now a batch moves it once, at its end."""
+    root = tmp_path.resolve()
+    for i in range(30):
+        (root / f"m{i}.py").write_text(f"OLD_NAME_{i} = 1\n")
+    files = _index(root)
+    for i in range(30):
+        (root / f"m{i}.py").write_text(f"NEW_NAME_{i} = 1\n")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "added.py").write_text("ADDED_NAME = 1\n")
+    before = files.generation
+    files.update_all([*(root / f"m{i}.py" for i in range(30)), root / "pkg"])
+    assert files.generation == before + 1
+    assert all(files.index.files[str(root / f"m{i}.py")] == (f"NEW_NAME_{i}",) for i in range(30))
+    assert str(root / "pkg" / "added.py") in files.index.files
+
+
 def test_a_folder_renamed_or_deleted_takes_its_files_along(tmp_path: Path):
     """VS Code folds the events of a folder's files into one for the folder when it is deleted or renamed (a branch
     switch, `rm -rf`, a rename in its explorer), and that path matched none of the watchers for the indexed files:
