@@ -334,7 +334,8 @@ def _global_excludes(top: Path) -> Path:
     the default."""
     try:
         found = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], cwd=top, timeout=5,
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="surrogateescape")
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="surrogateescape",
+                               creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))  # no console on Windows
         if found.returncode == 0 and found.stdout.strip():
             return top / os.path.expanduser(found.stdout.strip())  # an absolute path stays itself
     except (OSError, subprocess.SubprocessError):
