@@ -13,6 +13,7 @@ suggestions.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -25,6 +26,8 @@ DEFAULT_EXCLUDED = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pf
 MAX_PATTERNS = 1000
 MAX_PATTERN_CHARS = 1000
 ANSWERS_KEPT = 4096
+FOLDERS_KEPT = 4096
+"""Folders whose answer `Exclusions` keeps at most (all are asked anew past it)."""
 """Documents whose answer `DocumentExclusions` keeps at most (all are asked anew past it)."""
 
 
@@ -39,11 +42,20 @@ def check_patterns(value: Any) -> tuple[str, ...]:
                          "characters, without NUL")
     patterns = tuple(item for item in value if item.strip() and not item.startswith("#"))
     for pattern in patterns:
-        try:
-            pathspec.GitIgnoreSpec.from_lines([pattern])
-        except (ValueError, TypeError):  # GitIgnorePatternError is a ValueError: `!` alone, a trailing backslash
-            raise ValueError(f"excludeFiles: {pattern[:80]!r} is not a .gitignore pattern") from None
+        if not compiles(pattern) or not compiles(pattern.casefold()):  # `Exclusions` compiles it casefolded
+            raise ValueError(f"excludeFiles: {pattern[:80]!r} is not a .gitignore pattern")
     return patterns
+
+
+def compiles(line: str) -> bool:
+    """Whether pathspec takes `line` as a .gitignore pattern. GitIgnorePatternError is a ValueError (`!` alone, a
+    trailing backslash); a range whose ends are reversed (`[z-a]`, or `[Z-a]` once casefolded) is a `re.error`,
+    which is no ValueError: it went up through initialize, and the server never started."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, TypeError, re.error):
+        return False
+    return True
 
 
 class Exclusions:
@@ -54,6 +66,7 @@ class Exclusions:
         self.also = tuple(also)  # the patterns of settings changes not applied yet: until then they exclude too
         self._lines = tuple(line for line in self.patterns if line.strip() and not line.startswith("#"))
         self._spec = pathspec.GitIgnoreSpec.from_lines(line.casefold() for line in self._lines)
+        self._folders: dict[str, str | None] = {}  # per folder asked about: the line that excludes it
 
     def excludes(self, path: Path | None, roots: Sequence[Path] = (), resolve: bool = True) -> bool:
         """Whether `path` (None: a document with no file, never excluded) is left alone."""
@@ -72,16 +85,43 @@ class Exclusions:
                     return found
         return next((found for other in self.also if (found := other.pattern_for(path, roots, resolve))), None)
 
+    def _folder_line(self, folder: str) -> str | None:
+        """The line that excludes the folder `folder` (`deciding_folder_pattern`), kept: the walk asks it for each
+        file in the folder, and it is a pass over every pattern."""
+        if folder not in self._folders:
+            if len(self._folders) >= FOLDERS_KEPT:
+                self._folders = {}
+            index = deciding_folder_pattern(self._spec, folder)
+            self._folders[folder] = self._lines[index] if index is not None and \
+                self._spec.patterns[index].include else None
+        return self._folders[folder]
+
     def _deciding_line(self, name: str) -> str | None:
         """The line that excludes the file `name`, git's way: a file in an excluded folder stays excluded whatever
         `!` line names it (git never looks inside a folder it ignores); else the last line that matches it."""
         parts = name.split("/")
         for depth in range(1, len(parts)):
-            folder = self._spec.check_file("/".join(parts[:depth]) + "/")
-            if folder.include and folder.index is not None:
-                return self._lines[folder.index]
+            found = self._folder_line("/".join(parts[:depth]))
+            if found is not None:
+                return found
         found = self._spec.check_file(name)
         return self._lines[found.index] if found.include and found.index is not None else None
+
+
+def deciding_folder_pattern(spec: Any, relative: str) -> int | None:
+    """The index in `spec.patterns` of the pattern that decides whether the folder `relative` is ignored (None: none
+    names it): as in git, the last pattern naming the folder itself. pathspec's check of "folder/" also counts the
+    patterns that name only what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read;
+    `d/**/` left out `d/a.py`) and, in pathspec 1.x, lets `*` win over a later `!*/` (excludeFiles `*`, `!*/`,
+    `!*.py` left every subfolder's files alone, without a suggestion)."""
+    found = None
+    for index, pattern in enumerate(spec.patterns):
+        if pattern.include is None:  # a comment or a blank line
+            continue
+        folders_only = str(pattern.pattern).rstrip().endswith("/")
+        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
+            found = index
+    return found
 
 
 def names_of(path: Path, roots: Sequence[Path], resolve: bool = True) -> list[str]:

@@ -44,8 +44,8 @@ from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, e
                           shape_problem)
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
-from lsp.workspace import (SKIPPED_DIRS, RequestsInFlight, WorkspaceFiles, context_suffixes, language_suffixes,
-                           path_of)
+from lsp.workspace import (IGNORE_FILE, SKIPPED_DIRS, RequestsInFlight, WorkspaceFiles, context_suffixes,
+                           language_suffixes, path_of)
 
 log = logging.getLogger(__name__)
 
@@ -349,6 +349,7 @@ class CompleterServer(LanguageServer):
         # which no pattern of files matches: a created or deleted path of any name, the server reads what it is.
         watchers.append(types.FileSystemWatcher(glob_pattern="**/*",
                                                 kind=types.WatchKind.Create | types.WatchKind.Delete))
+        watchers.append(types.FileSystemWatcher(glob_pattern=f"**/{IGNORE_FILE}"))  # changed: what it ignores leaves
         registration = types.Registration(
             id=self._watching[0], method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
             register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers))
@@ -378,8 +379,8 @@ class CompleterServer(LanguageServer):
         if path is not None and self._in_skipped_folder(path):
             return
         self.forget_exclusions()
-        if self.repository is None or path is None or self._editor_holds(uri):
-            return
+        if self.repository is None or path is None or (self._editor_holds(uri) and path.name != IGNORE_FILE):
+            return  # a .gitignore's document is no text the index holds: what it ignores is read again
         self._cancel_edit_index(uri)
         unsaved = self._edit_reads.get(uri)
         if unsaved is not None:

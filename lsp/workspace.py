@@ -3,7 +3,8 @@
 What it reads: files in the enabled languages under each workspace folder, as an editor opens a folder;
 `.gitignore` files are honoured (each for its own folder and below, with pathspec's git semantics), the
 usual tool folders (.git, node_modules, virtual environments, caches) are skipped, no symlink is followed out
-of the folder, and files over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
+of the folder or to a file those rules leave out (nor, at a request's read, one a file became since), and files
+over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
 and logged once. Nothing leaves the machine: the index lives in the server's memory, within its budget.
 
 Building it never delays a keystroke: it runs on a thread that gives the event loop the interpreter between
@@ -15,12 +16,14 @@ import itertools
 import json
 import logging
 import os
+import re
 import stat
+import subprocess
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -30,7 +33,7 @@ from pygls import uris
 from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
-from lsp.exclusions import Exclusions
+from lsp.exclusions import Exclusions, compiles, deciding_folder_pattern
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,8 @@ LANGUAGE_FAMILIES = (frozenset({"javascript", "javascriptreact", "typescript", "
 """Languages whose files are context for one another: a TypeScript file calls JavaScript modules, C++ includes
 C headers (`.h` files are C's by their name)."""
 MAX_FILE_BYTES = 1 << 20
+IGNORE_FILE = ".gitignore"
+MAX_PATTERN_FILE_BYTES = 100 << 20  # git passes over a .gitignore larger than this ("excessively large")
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox",
                           ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages", "dist", "build"})
 SNIPPETS = 8  # windows of other files sent with a request
@@ -183,14 +188,15 @@ def notebook_code(text: str) -> str | None:
     return "\n\n".join(cells) + "\n" if cells else ""
 
 
-def _reader(open_text: Callable[[str], str | None]) -> Callable[[str], str | None]:
-    """A file's text: an open document's unsaved one (`open_text`), else the disk's; None when unreadable."""
+def _reader(open_text: Callable[[str], str | None], may_read: Callable[[str], bool]) -> Callable[[str], str | None]:
+    """A file's text: an open document's unsaved one (`open_text`), else the disk's where `may_read` lets it be
+    read; None when unreadable."""
     def read(name: str) -> str | None:
         text = open_text(name)
         if text is not None:
             return notebook_code(text) if name.endswith(NOTEBOOK_SUFFIX) else text
         try:
-            return read_source(Path(name))
+            return read_source(Path(name)) if may_read(name) else None
         except OSError:
             return None
     return read
@@ -200,18 +206,6 @@ def normal_path(path: Path) -> Path:
     """The path the index knows a file by: its folder's real path (a symlinked workspace root, /tmp on
     macOS), the file's own name (a symlinked file is judged where it lies)."""
     return Path(os.path.realpath(path.parent)) / path.name
-
-
-def _links_out(path: Path, root: Path) -> bool:
-    """Whether `path` is a symlink pointing out of `root` (or nowhere: a loop of links, which pathlib reports with a
-    RuntimeError before Python 3.13)."""
-    if not path.is_symlink():
-        return False
-    try:
-        path.resolve().relative_to(root)
-    except (ValueError, OSError, RuntimeError):
-        return True
-    return False
 
 
 def read_source(path: Path) -> str | None:
@@ -294,18 +288,30 @@ class _Ignores:
 
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
-        below every .gitignore: the deepest is asked first)."""
-        self._read(folder, folder / ".git" / "info" / "exclude")
-        self._read(folder, folder / ".gitignore")
+        below every .gitignore: the deepest is asked first), after the user's excludes file (`_global_excludes`),
+        which git reads below both."""
+        if (folder / ".git").exists():
+            self._read(folder, _global_excludes(folder))
+        self._read(folder, _git_dir(folder) / "info" / "exclude")
+        self._read(folder, folder / IGNORE_FILE, follow=False)
 
-    def _read(self, folder: Path, patterns: Path) -> None:
+    def _read(self, folder: Path, patterns: Path, follow: bool = True) -> None:
+        """Read a .gitignore file as git does: a UTF-8 byte order mark (Notepad's) is no part of its first pattern,
+        and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[z-a]`) matches nothing while the
+        others hold; pathspec refused the whole file, and the walk stopped there, leaving the rest unindexed."""
+        import pathspec
+
         try:
-            import pathspec
-
-            lines = patterns.read_text(encoding="utf-8", errors="replace").splitlines()
-            self.specs.append((folder, pathspec.GitIgnoreSpec.from_lines(lines)))
+            lines = _pattern_lines(patterns, follow)
         except OSError:
-            pass
+            return
+        if lines is None:
+            return
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        except (ValueError, TypeError, re.error):
+            spec = pathspec.GitIgnoreSpec.from_lines([line for line in lines if compiles(line)])
+        self.specs.append((folder, spec))
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         for folder, spec in reversed(self.specs):  # added top down: the deepest first
@@ -319,19 +325,96 @@ class _Ignores:
         return False
 
 
+@lru_cache(maxsize=64)
+def _global_excludes(top: Path) -> Path:
+    """The excludes file git reads for every repository, below its .gitignore files and info/exclude, as git names it
+    for the repository whose top is `top` (core.excludesFile; by default $XDG_CONFIG_HOME/git/ignore or
+    ~/.config/git/ignore): where a user keeps their own files out of every repository (GitHub's guide suggests
+    `~/.gitignore_global`), which were indexed and sent as context. Asked of git once per repository; without git,
+    the default."""
+    try:
+        found = subprocess.run(["git", "config", "--path", "--get", "core.excludesFile"], cwd=top, timeout=5,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="surrogateescape",
+                               creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))  # no console on Windows
+        if found.returncode == 0 and found.stdout.strip():
+            return top / os.path.expanduser(found.stdout.strip())  # an absolute path stays itself
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")) / "git" / "ignore"
+
+
+def _git_dir(top: Path) -> Path:
+    """The folder of git's files for a repository whose top may be `top`, where git finds its info/exclude: `.git`,
+    or for a worktree or a submodule, whose `.git` is a file (`gitdir: path`), the folder that names, and for a
+    worktree the main repository's (its `commondir`): a worktree's info/exclude was looked for in `.git/info/`, under
+    a file, and the files its user keeps out of git there were read."""
+    dot_git = top / ".git"
+    try:
+        named = _pattern_lines(dot_git, follow=False) if dot_git.is_file() else None
+        if not named or not named[0].startswith("gitdir:"):
+            return dot_git
+        git_dir = top / named[0][len("gitdir:"):].strip()
+        common = _pattern_lines(git_dir / "commondir", follow=True) if (git_dir / "commondir").is_file() else None
+        return git_dir / common[0].strip() if common else git_dir
+    except OSError:
+        return dot_git
+
+
+def _pattern_lines(path: Path, follow: bool) -> list[str] | None:
+    """The lines of a .gitignore or an info/exclude file, or None where git reads none: not a regular file (a FIFO,
+    whose open waited for a writer that never came: the walk's thread, or with nested workspace folders initialize,
+    hung there), over MAX_PATTERN_FILE_BYTES, or a .gitignore that is a symlink (`follow` False: git follows none).
+    Raises OSError when unreadable."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    descriptor = os.open(path, flags if follow else flags | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        status = os.fstat(descriptor)
+    except OSError:
+        os.close(descriptor)
+        raise
+    if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_PATTERN_FILE_BYTES:  # a folder's descriptor too,
+        os.close(descriptor)  # which open() would not take
+        return None
+    with open(descriptor, "rb") as handle:
+        return handle.read(MAX_PATTERN_FILE_BYTES).decode("utf-8-sig", errors="replace").splitlines()
+
+
 def _folder_verdict(spec: object, relative: str) -> bool | None:
-    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): as in git, the last
-    pattern naming the folder itself decides. pathspec's check of "folder/" also counts the patterns that name only
-    what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read) and, in pathspec 1.x,
-    lets `*` win over a later `!*/`."""
-    verdict = None
-    for pattern in spec.patterns:  # type: ignore[attr-defined]
-        if pattern.include is None:  # a comment or a blank line
+    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): `deciding_folder_pattern`."""
+    index = deciding_folder_pattern(spec, relative)
+    return None if index is None else spec.patterns[index].include  # type: ignore[attr-defined]
+
+
+def _folders(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk(top)`, top down, into no symlinked folder, passing over a folder that cannot be listed, and each
+    folder's `dirs` pruned in place by the caller; without recursion: os.walk recursed once per level before Python
+    3.12, and a folder nested a thousand deep raised RecursionError, which stopped the walk there, every file after it
+    unindexed."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        dirs, files, links = [], [], set()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+                    if is_dir and entry.is_symlink():
+                        links.add(entry.name)
+        except OSError:
             continue
-        folders_only = str(pattern.pattern).rstrip().endswith("/")
-        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
-            verdict = pattern.include
-    return verdict
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, name) for name in reversed(dirs) if name not in links)
+
+
+def outermost(folders: list[Path]) -> list[Path]:
+    """`folders` each once, but those inside another of them, in their order."""
+    unique = list(dict.fromkeys(folders))
+    return [folder for folder in unique if not any(other != folder and folder.is_relative_to(other)
+                                                   for other in unique)]
 
 
 def _named_or_under(name: str, paths: set[str]) -> bool:
@@ -390,6 +473,7 @@ class WorkspaceFiles:
         self._first_line: tuple[tuple, str | None] = ((), None)  # (excluded path, generation), the line
         self._building = False
         self._changed_while_building: set[str] = set()  # paths an event gave a newer text than the walk read
+        self._batched: bool | None = None  # in `update_all`: whether a file was put, its generation moved at the end
         self.generation = 0  # moves with every change of the index from the disk: memoized snippets are then stale
         self.edits = 0  # moves with every open document's unsaved text indexed: snippets are picked again, unwaited
         self.requests = requests or RequestsInFlight()  # the build waits while any is in flight
@@ -432,15 +516,21 @@ class WorkspaceFiles:
         log.info("workspace index: %d files in %.1f s, %.1f MB%s", count, time.perf_counter() - started,
                  self.index.nbytes / 2**20, f"; {skipped} files left out for the memory budget" if skipped else "")
 
-    def _walk(self, top: Path, root: Path):
-        """The files under `top` to index, by the .gitignore files above the workspace folder `root` in its
-        repository (`_Ignores.above`) and those at and below `top`; a symlink counts as pointing out when it leaves
-        `root`. Each folder's files, then its subfolders, in the order of their names: the file system's order
-        (os.walk's) differs between checkouts of the same files, and the first files read fill the memory budget."""
-        ignores = _Ignores(self._ignores_above(root).specs)
-        for folder, dirs, files in os.walk(top, followlinks=False, onerror=lambda error: None):
+    def _walk(self, top: Path, root: Path, ignores: _Ignores | None = None):
+        """The files under `top` to index, by `ignores`, the .gitignore files that count in `top` (`_walked`; by
+        default those above the workspace folder `root` in its repository, `_Ignores.above`, for `top` = `root`) and
+        those below it; a symlink counts as pointing out when it leaves `root`. Each folder's files, then its
+        subfolders, in the order of their names: the file system's order (scandir's) differs between checkouts of the
+        same files, and the first files read fill the memory budget. Only the .gitignore files of the folders on the
+        way to the one walked are asked: each file was asked of every .gitignore met so far, and a thousand folders
+        with one each took the walk 107 s, not 4."""
+        ignores = ignores or _Ignores(self._ignores_above(root).specs)
+        read_here = ignores.specs and ignores.specs[-1][0] == top  # `_walked` read top's own
+        for folder, dirs, files in _folders(top):
             here = Path(folder)
-            if ".gitignore" in files or ".git" in dirs:
+            while ignores.specs and not here.is_relative_to(ignores.specs[-1][0]):  # a folder walked whole (the walk
+                ignores.specs.pop()  # goes depth first): its .gitignore files say nothing of the folders after it
+            if (".gitignore" in files or ".git" in dirs or ".git" in files) and not (here == top and read_here):
                 ignores.add(here)
             dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")
                              and not ignores.ignored(here / d, is_dir=True))
@@ -449,7 +539,7 @@ class WorkspaceFiles:
                 if not name.endswith(self.suffixes) or ignores.ignored(path, is_dir=False) \
                         or self.exclusions.excludes(path, self.folders, resolve=path.is_symlink()):
                     continue
-                if _links_out(path, root):
+                if path.is_symlink() and not self._link_readable(path, root):
                     continue
                 if path.is_file():  # not a FIFO or a device, whose read would never end
                     yield path
@@ -481,6 +571,8 @@ class WorkspaceFiles:
             added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
             if edit:
                 self.edits += 1
+            elif self._batched is not None:
+                self._batched = True
             elif not building:
                 self.generation += 1
         return int(bool(added))
@@ -527,7 +619,33 @@ class WorkspaceFiles:
         if root is None or not path.name.endswith(self.suffixes) or self.exclusions.excludes(path, self.folders):
             return False
         ignores = self._walked(root, path.parent)
-        return ignores is not None and not ignores.ignored(path, is_dir=False) and not _links_out(path, root)
+        return ignores is not None and not ignores.ignored(path, is_dir=False) \
+            and (not path.is_symlink() or self._link_readable(path, root))
+
+    def _link_readable(self, path: Path, root: Path) -> bool:
+        """Whether the walk reads the symlink `path` of the workspace folder `root`: its target lies in `root`, in no
+        folder the walk skips, and no .gitignore ignores it. A link lends its name, not a way round them: git keeps a
+        link's target path, never the text of the ignored file it names (`creds.py -> private/creds.py`)."""
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):  # dangling, or a loop of links (RuntimeError before Python 3.13)
+            return False
+        if not target.is_relative_to(root):
+            return False
+        ignores = self._walked(root, target.parent)
+        return ignores is not None and not ignores.ignored(target, is_dir=False)
+
+    def _may_read(self, name: str) -> bool:
+        """Whether a request may read the disk's text of the indexed file `name`: it still resolves to a file the
+        walk would read. A file, or a folder on its way, replaced since by a symlink out of the workspace or to an
+        ignored or excluded file, with no event to say so (a client without file watchers), was read wherever it
+        led. One realpath where nothing is a link, as for nearly every file."""
+        path = Path(name)
+        if os.path.realpath(path) == name:
+            return True
+        root = self.root_of(path)
+        return root is not None and path.is_symlink() and self._link_readable(path, root) \
+            and not self.exclusions.excludes(path, self.folders)
 
     def _walked(self, root: Path, folder: Path) -> _Ignores | None:
         """The .gitignore files that count in `folder`, a folder of the workspace folder `root`, where the walk goes
@@ -549,14 +667,17 @@ class WorkspaceFiles:
         """A saved, changed, created or deleted file or folder: index what the disk holds now (what the walk
         would read), or take it out. Runs off the event loop (the server gives it to a thread)."""
         path = normal_path(Path(os.path.abspath(path)))
+        if path.name == IGNORE_FILE:
+            self._ignores_changed(path.parent)
+            return
         if path.is_dir() or not path.exists():  # a folder, or something deleted: whatever lay under it goes
             self._take_out([path])
             root = self.root_of(path)
-            if root is not None and path.is_dir() and not path.is_symlink() \
-                    and self._walked(root, path) is not None:
-                for found in self._walk(path, root):
-                    if self.readable(found):  # the .gitignore files above the folder count too
-                        self._index_file(found)
+            ignores = self._walked(root, path) if root is not None and path.is_dir() and not path.is_symlink() \
+                else None
+            if root is not None and ignores is not None:  # the .gitignore files above the folder count too
+                for found in self._walk(path, root, ignores):
+                    self._index_file(found)
             return
         if self.readable(path) and path.is_file():
             self._index_file(path)
@@ -564,6 +685,17 @@ class WorkspaceFiles:
             with self._lock:
                 self.index.remove(str(path))
                 self.generation += 1
+
+    def _ignores_changed(self, folder: Path) -> None:
+        """A .gitignore of `folder` was saved, created or deleted: read again the files it decides on, those under
+        `folder` (or, for one above the workspace folders, the folders under it), so that a file it now ignores
+        leaves the index, and one it no longer ignores comes in."""
+        self._above.clear()
+        tops = [folder] if self.root_of(folder) is not None else [root for root in self.roots
+                                                                  if root.is_relative_to(folder)]
+        for top in tops:
+            if top.is_dir():
+                self.update(top)
 
     def _take_out(self, paths: list[Path]) -> None:
         """Take out of the index the files `paths` name and those under them (folders), in one pass over it (a
@@ -587,19 +719,34 @@ class WorkspaceFiles:
     def update_all(self, paths: list[Path]) -> None:
         """`update` each of `paths`, the deleted ones all at once: each costs a pass over the index, and a branch
         switch or a build's clean deletes thousands (one the system will not let be looked at costs itself
-        alone)."""
-        deleted = []
-        for path in paths:
-            try:
-                normal = normal_path(Path(os.path.abspath(path)))
-                if normal.exists():
-                    self.update(normal)
-                else:
-                    deleted.append(normal)
-            except OSError as exc:
-                log.debug("workspace index: %s not read again (%s)", path, exc)
-        if deleted:
-            self._take_out(deleted)
+        alone). A .gitignore saved, created or deleted has its folder read again once, after the other changes, and
+        not inside another's read again (a branch switch brings one event per folder that has one). The files read
+        again move the generation once, at the end: moved at each, it had every request of a branch switch or of a
+        folder read again wait for snippets picked anew (SNIPPETS_WAIT, lsp/repository_lookups.py); a file taken out
+        moves it at once, so what is no longer read is not offered meanwhile."""
+        deleted, ignores = [], []
+        with self._lock:
+            self._batched = False
+        try:
+            for path in paths:
+                try:
+                    normal = normal_path(Path(os.path.abspath(path)))
+                    if normal.name == IGNORE_FILE:
+                        ignores.append(normal.parent)
+                    elif normal.exists():
+                        self.update(normal)
+                    else:
+                        deleted.append(normal)
+                except OSError as exc:
+                    log.debug("workspace index: %s not read again (%s)", path, exc)
+            if deleted:
+                self._take_out(deleted)
+            for folder in outermost(ignores):
+                self._ignores_changed(folder)
+        finally:
+            with self._lock:
+                self.generation += bool(self._batched)
+                self._batched = None
 
     def edited(self, path: Path, text: str) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'
@@ -636,7 +783,7 @@ class WorkspaceFiles:
         key = self._key(before)  # the index picked from: a change while the files are read makes the pick stale
         with self._lock:
             best = self.index.best_files(query, str(normal_path(path)) if path else None, SNIPPETS, within)
-        found = self.index.windows(best, query, _reader(open_text))  # reads files: outside the lock
+        found = self.index.windows(best, query, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._memo[uri] = (key, found, frozenset(query))
         return found
 
@@ -668,7 +815,7 @@ class WorkspaceFiles:
         key = (anchor, self.generation, self.edits)
         with self._lock:
             sites = self.index.follower_sites(anchor, str(normal_path(path)) if path else None, within)
-        found = lines_at(sites, anchor, _reader(open_text))  # reads files: outside the lock
+        found = lines_at(sites, anchor, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._followers[uri] = (key, found)
         return found
 
@@ -683,7 +830,7 @@ class WorkspaceFiles:
         key = self._first_line_key(path, within)
         with self._lock:
             holders = self.index.first_line_holders(key[0], within)
-        found = first_line_at(holders, _reader(open_text))  # reads files: outside the lock
+        found = first_line_at(holders, _reader(open_text, self._may_read))  # reads files: outside the lock
         self._first_line = (key, found)
         return found
 

@@ -51,6 +51,46 @@ def test_a_bad_value_is_refused_with_the_setting_named_and_the_rest_applies():
     assert apply_changes(ServerSettings(exclude_files=()), {"excludeFiles": None})[0].exclude_files == DEFAULT_EXCLUDED
 
 
+@pytest.mark.parametrize("pattern", ["[z-a].py", "[Z-a].py"])
+def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_server_starts(tmp_path: Path,
+                                                                                         pattern: str):
+    """`[z-a]` is a regular expression pathspec cannot compile (a `re.error`, which is no ValueError), and `[Z-a]`
+    becomes one once casefolded: either went up through initialize as a traceback, and the server never answered."""
+    (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
+    client = RawClient(SERVER_CMD, env=server_env())
+    with client:
+        answer = client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(),
+                                               "capabilities": {}, "initializationOptions": {"completer": {
+                                                   "excludeFiles": [pattern], "workspaceContext": True}}})
+        assert "result" in answer, answer
+        client.notify("initialized", {})
+        shown = client.wait_for(lambda m: m.get("method") == "window/showMessage", timeout=30)["params"]["message"]
+        assert "excludeFiles" in shown and pattern in shown
+        _indexed(client, 1)
+        assert client.request("completer/fileInfo", {"uri": (tmp_path / ".env").as_uri()})["result"]["excluded"] \
+            == ".env"  # the defaults hold
+        uri = (tmp_path / "install.py").as_uri()
+        client.open(uri, BESIDE_OTHER_FILE)
+        assert "result" in client.completion(uri, 4, 4)
+
+
+def test_a_pattern_that_takes_folders_back_holds_as_in_git(tmp_path: Path):
+    """`*`, `!*/`, `!*.py` leaves alone everything but Python files, at any depth, as git reads it: pathspec's check
+    of a folder let `*` win over the later `!*/`, so every file in a subfolder was left alone, the Python ones
+    too, with no suggestion. A `!` pattern still takes nothing back from a folder a pattern names itself."""
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {"excludeFiles": [
+                                          "*", "!*/", "!*.py", "vault/", "!vault/open.py"]}}})
+        client.notify("initialized", {})
+
+        def excluded(name: str):
+            return client.request("completer/fileInfo", {"uri": (tmp_path / name).as_uri()})["result"]["excluded"]
+
+        assert [excluded(name) for name in ("app.py", "pkg/app.py", "pkg/deep/app.py")] == [None, None, None]
+        assert [excluded(name) for name in ("notes.txt", "pkg/notes.txt", "vault/open.py")] == ["*", "*", "vault/"]
+
+
 def _indexed(client: RawClient, files: int, timeout: float = 30.0) -> None:
     """Wait until the workspace index is built and holds `files` files (the excluded ones left out)."""
     deadline = time.monotonic() + timeout
@@ -122,6 +162,36 @@ def test_nothing_of_an_excluded_file_reaches_an_endpoint(tmp_path: Path, endpoin
         prompt = endpoint.seen[-1].body["prompt"]
         assert "charge_with_stripe" in prompt  # the workspace's other files are read ...
         assert SECRET not in prompt and "def stripe_key" not in prompt  # ... but not the excluded ones
+
+
+def test_no_symlink_lends_an_endpoint_the_text_of_a_file_the_walk_would_not_read(tmp_path: Path,
+                                                                                 endpoint: FakeEndpoint):
+    """A symlink of the workspace pointing at a file its .gitignore ignores was read as the link's own text (git keeps
+    a link's target path, never the ignored file's text); and a file indexed, then replaced by a symlink out of the
+    workspace with no event to say so (a client without file watchers), was read at the next pick, wherever it led."""
+    root = (tmp_path / "app").resolve()
+    (root / "private").mkdir(parents=True)
+    (root / ".gitignore").write_text("private/\n")
+    (root / "private" / "creds.py").write_text(f"def charge_with_stripe(amount):\n    return \"{SECRET}-ignored\"\n")
+    (root / "creds_link.py").symlink_to(root / "private" / "creds.py")
+    (root / "billing.py").write_text("def charge_with_stripe(amount):\n    return stripe.charge(amount)\n")
+    outside = tmp_path / "outside.py"
+    outside.write_text(f"def charge_with_stripe(amount):\n    return \"{SECRET}-outside\"\n")
+    options = {"backend": "openai", "endpoint": endpoint.url, "model": "test-model", "requestTimeoutMs": 2000}
+    with _server(root, **options) as client:
+        _indexed(client, 1)  # billing.py alone
+        text = "import billing\n\n\ndef pay(amount):\n    charge_with_stripe(amount)\n    "
+        cart = (root / "cart.py").as_uri()
+        client.open(cart, text)
+        assert client.completion(cart, 5, 4)["result"]["items"]
+        assert "charge_with_stripe" in endpoint.seen[-1].body["prompt"]  # billing.py is read
+        (root / "billing.py").unlink()
+        (root / "billing.py").symlink_to(outside)  # no event
+        shop = (root / "shop.py").as_uri()  # a document with no snippets picked yet
+        client.open(shop, text)
+        for _ in range(3):  # the pick may end after a request's wait: the next ones take it
+            assert client.completion(shop, 5, 4)["result"]["items"]
+        assert all(SECRET not in seen.body["prompt"] for seen in endpoint.seen), endpoint.seen[-1].body["prompt"]
 
 
 def test_file_info_names_the_pattern_for_a_status_bar_and_refuses_what_names_no_file(tmp_path: Path):

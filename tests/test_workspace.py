@@ -22,6 +22,7 @@ from completer.text import MAX_LINE_CHARS
 from completer.workspace import FIRST_LINE_FILES, FOLLOWERS, WorkspaceIndex, best_window
 from lsp.rawclient import RawClient
 from lsp.server import EDIT_INDEX_DELAY, CompleterServer
+from lsp import workspace as lsp_workspace
 from lsp.workspace import FULL_AFTER_REFUSALS, MAX_FILE_BYTES, WorkspaceFiles, read_source
 from lsp_support import BESIDE_OTHER_FILE, BESIDE_OTHER_FILE_CURSOR, FROM_OTHER_FILE, OTHER_FILE, REPO, SERVER_CMD, \
     server_env
@@ -74,6 +75,27 @@ def test_the_memory_budget_holds_on_a_large_generated_repository(tmp_path: Path)
     # Once the budget has refused FULL_AFTER_REFUSALS files in a row, the rest of the 1,000 are not even read.
     assert files.index.skipped_for_budget == FULL_AFTER_REFUSALS
     assert len(files.index.files) + files.index.skipped_for_budget < 1000
+
+
+def test_a_folder_nested_past_pythons_recursion_limit_is_walked_and_so_is_what_follows(tmp_path: Path):
+    """os.walk recursed once per level (before Python 3.12): a folder nested deeper than the recursion limit raised
+    RecursionError, which ended the walk, the files after it never indexed."""
+    root = tmp_path.resolve()
+    deep = str(root)
+    for _ in range(sys.getrecursionlimit() + 100):  # os.makedirs recurses too
+        deep = os.path.join(deep, "d")
+        os.mkdir(deep)
+    Path(deep, "deep.py").write_text("NAME_DEEP = 1\n")
+    (root / "z_last").mkdir()
+    (root / "z_last" / "last.py").write_text("NAME_LAST = 1\n")
+    try:
+        files = _index(root)
+        assert sorted(Path(p).name for p in files.index.files) == ["deep.py", "last.py"]
+    finally:  # shutil.rmtree, which pytest's clean-up calls, recurses too
+        os.remove(os.path.join(deep, "deep.py"))
+        while deep != str(root):
+            os.rmdir(deep)
+            deep = os.path.dirname(deep)
 
 
 def test_a_folder_deleted_while_indexing_stops_the_walk_not_the_server(tmp_path: Path):
@@ -712,7 +734,8 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                             if r["method"] == "client/registerCapability")["params"]["registrations"][0]
         assert registration["method"] == "workspace/didChangeWatchedFiles"
         watchers = registration["registerOptions"]["watchers"]
-        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+        assert {w["globPattern"] for w in watchers} == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*",
+                                                        "**/.gitignore"}
         # other languages' files indexed: the watchers follow, once (the same files again change nothing)
         for languages in (["go"], ["go"], ["python"]):
             client.notify("workspace/didChangeConfiguration", {"settings": {"completer": {
@@ -728,7 +751,7 @@ def test_the_server_asks_the_client_to_watch_the_indexed_files(project: Path):
                            "client/unregisterCapability", "client/registerCapability"], methods
         last = [r for r in client.server_requests if r["method"] == "client/registerCapability"][-1]
         assert {w["globPattern"] for w in last["params"]["registrations"][0]["registerOptions"]["watchers"]} \
-            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+            == {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*", "**/.gitignore"}
     finally:
         client.close()
 
@@ -787,6 +810,25 @@ def _as_a_client_would_send(client: RawClient, changes: list[tuple[Path, int]]) 
             if any(PurePosixPath(path).match(w["globPattern"]) and w.get("kind", 7) & kinds[change] for w in watchers)]
     if sent:
         client.notify("workspace/didChangeWatchedFiles", {"changes": sent})
+
+
+def test_the_files_an_event_batch_reads_again_move_the_generation_once(tmp_path: Path):
+    """Each file read again moved the index's generation, and a request after a move waits for snippets picked anew
+    (SNIPPETS_WAIT): through a branch switch's events, or a folder read again after its .gitignore was saved, every
+    keystroke waited (eight in a row at 140-350 ms for 20,000 files). Now a batch moves it once, at its end."""
+    root = tmp_path.resolve()
+    for i in range(30):
+        (root / f"m{i}.py").write_text(f"OLD_NAME_{i} = 1\n")
+    files = _index(root)
+    for i in range(30):
+        (root / f"m{i}.py").write_text(f"NEW_NAME_{i} = 1\n")
+    (root / "pkg").mkdir()
+    (root / "pkg" / "added.py").write_text("ADDED_NAME = 1\n")
+    before = files.generation
+    files.update_all([*(root / f"m{i}.py" for i in range(30)), root / "pkg"])
+    assert files.generation == before + 1
+    assert all(files.index.files[str(root / f"m{i}.py")] == (f"NEW_NAME_{i}",) for i in range(30))
+    assert str(root / "pkg" / "added.py") in files.index.files
 
 
 def test_a_folder_renamed_or_deleted_takes_its_files_along(tmp_path: Path):
@@ -1121,7 +1163,7 @@ async def test_watchers_end_on_the_last_suffixes_when_changes_overlap(tmp_path: 
     registrations = [item for kind, item in sent if kind == "register"]
     last = registrations[-1]
     assert {w.glob_pattern for w in last.register_options.watchers} == \
-        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*"}
+        {"**/*.py", "**/*.pyi", "**/*.pyw", "**/*.ipynb", "**/*", "**/.gitignore"}
     assert len({r.id for r in registrations}) == len(registrations)  # a new id each time
     assert server._watching == (last.id, (".ipynb", ".py", ".pyi", ".pyw"))
 
@@ -1233,6 +1275,127 @@ def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dic
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+def test_a_gitignore_line_that_is_no_pattern_matches_nothing_and_a_byte_order_mark_is_no_part_of_one(tmp_path: Path):
+    """As git reads them: a Windows path's trailing backslash (`obj\\`), `!` alone or `[z-a]` match nothing and the
+    other lines hold (pathspec refused the whole file, and the walk stopped there: the files after it, in that folder
+    and every folder after, were never indexed, nor any an event named), and Notepad's byte order mark is no part of
+    the first pattern (its file was read: a secret the .gitignore kept out of the repository went to the model)."""
+    root = tmp_path.resolve()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "app").mkdir()
+    (root / "app" / ".gitignore").write_text("obj\\\n!\n[z-a].py\nscratch.py\n")
+    (root / "keys").mkdir()
+    (root / "keys" / ".gitignore").write_bytes("\ufeffprod.py\nstaging.py\n".encode())
+    for name in ("app/main.py", "app/scratch.py", "keys/prod.py", "keys/staging.py", "keys/dev.py", "zz/last.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["app/main.py", "keys/dev.py", "zz/last.py"]  # what git itself ignores
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
+    (root / "app" / "new.py").write_text("NAME_new = 1\n")
+    files.update(root / "app" / "new.py")
+    assert str(root / "app" / "new.py") in files.index.files
+
+
+@pytest.mark.parametrize("how", ["saved in the editor", "changed on disk", "deleted on disk"])
+def test_a_file_a_gitignore_comes_to_ignore_leaves_the_index(tmp_path: Path, how: str):
+    """A .gitignore saved in the editor (VS Code syncs every file's document) or changed on disk (a watched file) is
+    read again, and what it now ignores leaves the index: the file stayed there, its text offered to every other
+    document, until the server restarted."""
+    root = tmp_path.resolve()
+    (root / "vault").mkdir()
+    (root / "vault" / "registry.py").write_text(OTHER_FILE)
+    (root / "vault" / "kept.py").write_text("NAME_KEPT = 1\n")
+    (root / "vault" / ".gitignore").write_text("*.log\n")
+    (root / "install.py").write_text(BESIDE_OTHER_FILE)
+    with _server(root, workspaceContext=True) as client:
+        _index_info(client, lambda index: index["files"] == 3)
+        first = (root / "install.py").as_uri()
+        client.open(first, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE in _lines(client, first)
+        ignore = root / "vault" / ".gitignore"
+        ignore.write_text("registry.py\n")
+        if how == "deleted on disk":  # what the .gitignore ignored comes in: the one above ignores registry.py
+            (root / ".gitignore").write_text("vault/registry.py\n")
+            (root / "vault" / "kept.py").write_text("NAME_KEPT = 2\n")
+            ignore.write_text("kept.py\n")
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [
+                {"uri": (root / ".gitignore").as_uri(), "type": 1}, {"uri": ignore.as_uri(), "type": 2}]})
+            _index_info(client, lambda index: index["files"] == 1)  # install.py
+            ignore.unlink()
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": ignore.as_uri(), "type": 3}]})
+        elif how == "saved in the editor":
+            client.open(ignore.as_uri(), "*.log\n", language_id="ignore")
+            client.change(ignore.as_uri(), 2, (0, 0), (0, 5), "registry.py")
+            client.notify("textDocument/didSave", {"textDocument": {"uri": ignore.as_uri()}})
+        else:
+            client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": ignore.as_uri(), "type": 2}]})
+        _index_info(client, lambda index: index["files"] == 2)  # install.py and kept.py
+        fresh = (root / "again.py").as_uri()  # a document with no earlier answer to type through
+        client.open(fresh, BESIDE_OTHER_FILE)
+        assert FROM_OTHER_FILE not in _lines(client, fresh)
+
+
+def test_a_file_is_asked_of_the_gitignore_files_on_its_way_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Each file was asked of every .gitignore the walk had met, in folders long left behind (a thousand folders with
+    one each took 107 s to index, not 4); and a folder's event read every .gitignore from the top again for each of
+    its files (a .gitignore saved at the top of 5,000 files took 17 s). The rules are git's all the same: a sibling
+    folder's .gitignore decides nothing here."""
+    root = tmp_path.resolve()
+    for i in range(40):
+        (root / f"pkg{i:02d}" / "sub").mkdir(parents=True)
+        (root / f"pkg{i:02d}" / ".gitignore").write_text(f"own_{i}.py\n")
+        for name in (f"own_{i}.py", f"own_{(i + 1) % 40}.py", "sub/kept.py"):
+            (root / f"pkg{i:02d}" / name).write_text(f"NAME_{i} = 1\n")
+    asked, reads = [], []
+    ignored, read = lsp_workspace._Ignores.ignored, lsp_workspace._Ignores._read
+    monkeypatch.setattr(lsp_workspace._Ignores, "ignored", lambda self, path, is_dir: (
+        asked.append(len(self.specs)), ignored(self, path, is_dir))[1])
+    monkeypatch.setattr(lsp_workspace._Ignores, "_read", lambda self, folder, patterns, **follow: (
+        reads.append(patterns), read(self, folder, patterns, **follow))[1])
+    files = _index(root)
+    kept = sorted(f"pkg{i:02d}/{name}" for i in range(40) for name in (f"own_{(i + 1) % 40}.py", "sub/kept.py"))
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert max(asked) == 1  # pkgNN's own: none above it, none of the folders before it
+    reads.clear()
+    (root / ".gitignore").write_text("sub/\n")
+    files.update(root / ".gitignore")
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == \
+        [name for name in kept if not name.endswith("sub/kept.py")]
+    assert len(reads) <= 2 * (1 + 40)  # each folder's .gitignore and info/exclude looked for once
+
+
+def test_a_gitignore_that_is_no_regular_file_never_holds_the_server(tmp_path: Path):
+    """A FIFO named .gitignore: its open waited for a writer that never came, on the walk's thread (the index stayed
+    `building`, with no file) and, with a workspace folder inside another, on the event loop at initialize, which
+    never answered. Now it is passed over, as a folder named .gitignore is, and a symlinked .gitignore, which git
+    does not follow either."""
+    root = tmp_path.resolve()
+    (root / "pkg").mkdir()
+    (root / "a.py").write_text("NAME_A = 1\n")
+    (root / "pkg" / "b.py").write_text("NAME_B = 1\n")
+    os.mkfifo(root / ".gitignore")
+    (root / "pkg" / ".gitignore").mkdir()
+    (root / "elsewhere").write_text("a.py\n")
+    (root / "sub").mkdir()
+    (root / "sub" / ".gitignore").symlink_to(root / "elsewhere")
+    (root / "sub" / "a.py").write_text("NAME_SUB_A = 1\n")
+    folders = [{"uri": root.as_uri(), "name": "root"}, {"uri": (root / "pkg").as_uri(), "name": "pkg"}]
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        answer = client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                               "workspaceFolders": folders,
+                                               "initializationOptions": {"completer": {"workspaceContext": True}}},
+                                timeout=10)
+        assert "result" in answer
+        client.notify("initialized", {})
+        assert _index_info(client, lambda index: True)["files"] == 3  # a.py, pkg/b.py, sub/a.py
+
+
 def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: Path):
     """.git/info/exclude holds the ignores a user keeps out of the repository's .gitignore; git reads it as the
     least of them, so a .gitignore's `!` pattern takes a file back."""
@@ -1249,6 +1412,62 @@ def test_a_repositorys_info_exclude_is_read_below_its_gitignore_files(tmp_path: 
     (root / "scratch.py").write_text("NAME_scratch = 2\n")
     files.update(root / "scratch.py")
     assert str(root / "scratch.py") not in files.index.files
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+def test_a_worktrees_info_exclude_is_the_main_repositorys(tmp_path: Path):
+    """A git worktree's `.git` is a file naming its folder in the main repository's, whose `commondir` leads to the
+    info/exclude git reads: it was looked for under the file, so the files kept out of git there were read (and
+    with no .gitignore at the top, no info/exclude was looked for at all)."""
+    main, tree = tmp_path.resolve() / "main", tmp_path.resolve() / "tree"
+    subprocess.run(["git", "init", "-q", str(main)], check=True)
+    subprocess.run(["git", "-C", str(main), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(tree)], check=True)
+    (main / ".git" / "info").mkdir(exist_ok=True)
+    (main / ".git" / "info" / "exclude").write_text("private_notes.py\n")
+    for name in ("main.py", "private_notes.py", "pkg/private_notes.py"):
+        (tree / name).parent.mkdir(exist_ok=True)
+        (tree / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(tree), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["main.py"]
+    files = _index(tree)
+    assert sorted(Path(p).relative_to(tree).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py") if files.readable(p)) == kept
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
+@pytest.mark.parametrize("where", ["by default", "core.excludesFile"])
+def test_the_users_own_excludes_file_is_read_below_the_repositorys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    where: str):
+    """git reads the user's excludes file for every repository, below the .gitignore files and info/exclude: the
+    files a user keeps out of every repository there (scratch files, local settings) were indexed."""
+    home = tmp_path.resolve() / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    excludes = home / ".config" / "git" / "ignore"
+    if where == "core.excludesFile":
+        excludes = home / ".gitignore_global"
+        (home / ".gitconfig").write_text("[core]\n\texcludesFile = ~/.gitignore_global\n")
+    excludes.write_text("scratch_*.py\nlocal_settings.py\n")
+    root = tmp_path.resolve() / "repo"
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".gitignore").write_text("!scratch_kept.py\n")  # a repository's own patterns come first
+    for name in ("main.py", "scratch_a.py", "scratch_kept.py", "pkg/local_settings.py"):
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(f"NAME_{name.replace('/', '_')[:-3]} = 1\n")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-o", "--exclude-standard", "-z", "*.py"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    kept = sorted(name for name in listed if name)
+    assert kept == ["main.py", "scratch_kept.py"]
+    files = _index(root)
+    assert sorted(Path(p).relative_to(root).as_posix() for p in files.index.files) == kept
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if files.readable(p)) == kept
 
 
 def test_snippets_picked_while_a_file_changed_are_picked_again(tmp_path: Path):
