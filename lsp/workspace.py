@@ -571,7 +571,7 @@ class WorkspaceFiles:
             added = self.index.add(str(path), entry) if entry is not None else self.index.remove(str(path))
             if edit:
                 self.edits += 1
-            elif self._batched is not None:
+            elif self._batched is not None and entry is not None:  # one taken out moves it at once
                 self._batched = True
             elif not building:
                 self.generation += 1

@@ -831,6 +831,29 @@ def test_the_files_an_event_batch_reads_again_move_the_generation_once(tmp_path:
     assert str(root / "pkg" / "added.py") in files.index.files
 
 
+def test_a_file_an_event_batch_takes_out_moves_the_generation_at_once(tmp_path: Path):
+    """A file read again that is no longer one to index (binary now) is taken out, and the generation moves then,
+    not at the batch's end: snippets picked before hold its old text, which is not offered meanwhile."""
+    root = tmp_path.resolve()
+    for i in range(3):
+        (root / f"m{i}.py").write_text(f"OLD_NAME_{i} = 1\n")
+    files = _index(root)
+    (root / "m0.py").write_bytes(b"\x00" * 4096)
+    moves: list[int] = []
+    update = files.update
+
+    def watched(path: Path) -> None:
+        update(path)
+        moves.append(files.generation)
+
+    files.update = watched  # type: ignore[method-assign]
+    before = files.generation
+    files.update_all([root / "m0.py", root / "m1.py", root / "m2.py"])
+    assert str(root / "m0.py") not in files.index.files
+    assert moves[0] == before + 1 and moves[1:] == [before + 1, before + 1]  # at once, then not until the end
+    assert files.generation == before + 2
+
+
 def test_a_folder_renamed_or_deleted_takes_its_files_along(tmp_path: Path):
     """VS Code folds the events of a folder's files into one for the folder when it is deleted or renamed (a branch
     switch, `rm -rf`, a rename in its explorer), and that path matched none of the watchers for the indexed files:
