@@ -32,7 +32,11 @@ FOLDERS_KEPT = 4096
 
 
 def check_patterns(value: Any) -> tuple[str, ...]:
-    """The setting's value as patterns; ValueError says what is wrong (never with the value: it may be long)."""
+    """The setting's value as patterns; ValueError says what is wrong (never with the value: it may be long).
+    A line that is no pattern (`unusable_patterns`) is left out, and the defaults are added after the others
+    until it is fixed: refusing the whole list for one typo would drop the user's own patterns (`secrets/`), and
+    leaving it out alone might leave nothing (`["!"]`). Added last, the defaults only exclude more: they hold no
+    negation, and the last pattern that matches decides."""
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
@@ -41,10 +45,21 @@ def check_patterns(value: Any) -> tuple[str, ...]:
         raise ValueError(f"excludeFiles takes at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_CHARS} "
                          "characters, without NUL")
     patterns = tuple(item for item in value if item.strip() and not item.startswith("#"))
-    for pattern in patterns:
-        if not compiles(pattern) or not compiles(pattern.casefold()):  # `Exclusions` compiles it casefolded
-            raise ValueError(f"excludeFiles: {pattern[:80]!r} is not a .gitignore pattern")
-    return patterns
+    usable = tuple(pattern for pattern in patterns if _usable(pattern))
+    if len(usable) == len(patterns):
+        return patterns
+    return usable + tuple(pattern for pattern in DEFAULT_EXCLUDED if pattern not in usable)
+
+
+def unusable_patterns(value: Any) -> list[str]:
+    """The lines of an excludeFiles value that are no .gitignore pattern, which `check_patterns` leaves out."""
+    items = [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []
+    return [item for item in items if isinstance(item, str) and item.strip() and not item.startswith("#")
+            and len(item) <= MAX_PATTERN_CHARS and "\0" not in item and not _usable(item)]
+
+
+def _usable(pattern: str) -> bool:
+    return compiles(pattern) and compiles(pattern.casefold())  # `Exclusions` compiles it casefolded
 
 
 def compiles(line: str) -> bool:

@@ -20,7 +20,7 @@ from completer.fim import FIM_TEMPLATES, template_for_model
 from completer.remote import PROMPT_CHARS
 from completer.text import MAX_CONTEXT_CHARS
 from completer.types import EngineSettings
-from lsp.exclusions import DEFAULT_EXCLUDED, check_patterns
+from lsp.exclusions import DEFAULT_EXCLUDED, check_patterns, unusable_patterns
 
 SECTION = "completer"
 
@@ -332,7 +332,24 @@ def apply_changes(current: ServerSettings, changes: Mapping[str, Any]) -> tuple[
             del pending[key]
             progress = True
     warnings = [f"Ignoring invalid setting {SECTION}.{key}: {exc}" for key, exc in errors.items()]
+    if "excludeFiles" in changes and "excludeFiles" not in errors:
+        warnings += _unusable_warning(unusable_patterns(changes["excludeFiles"]))
     return new, warnings, unknown
+
+
+PATTERNS_NAMED = 5
+"""The unusable excludeFiles patterns a warning quotes; the rest are counted."""
+
+
+def _unusable_warning(bad: list[str]) -> list[str]:
+    """What the user is told of excludeFiles lines that are no .gitignore pattern (lsp/exclusions.check_patterns
+    leaves them out and adds the defaults)."""
+    if not bad:
+        return []
+    named = ", ".join(quoted(item) for item in bad[:PATTERNS_NAMED])
+    more = f" and {len(bad) - PATTERNS_NAMED} more" if len(bad) > PATTERNS_NAMED else ""
+    return [f"Ignoring {named}{more} in {SECTION}.excludeFiles: not a .gitignore pattern. The other patterns "
+            "apply, with the default ones too until it is fixed"]
 
 
 _BY_FOLDED_KEY = {key.lower(): key for key in (*ENGINE_KEYS, *SERVER_KEYS, *REMOTE_KEYS)}

@@ -51,6 +51,20 @@ def test_a_bad_value_is_refused_with_the_setting_named_and_the_rest_applies():
     assert apply_changes(ServerSettings(exclude_files=()), {"excludeFiles": None})[0].exclude_files == DEFAULT_EXCLUDED
 
 
+def test_a_pattern_that_is_no_pattern_is_left_out_and_the_others_apply_with_the_defaults(tmp_path: Path):
+    """One typo (`obj\\`, `!`, `[z-a]`) refused the whole list: the defaults applied instead, and the user's own
+    `secrets/` did not, so its files were read (and sent to an endpoint). Now the typo is left out and named, the
+    user's other patterns apply, and the defaults too until it is fixed; a negation of the user's cannot undo them."""
+    value = ["secrets/", "!.env", "[z-a].py", "build\\"]
+    settings, warnings, _ = apply_changes(ServerSettings(), {"excludeFiles": value})
+    assert len(warnings) == 1 and "'[z-a].py'" in warnings[0] and "excludeFiles" in warnings[0], warnings
+    rules, root = Exclusions(settings.exclude_files), tmp_path
+    for name in ("secrets/token.py", ".env", "id_rsa"):
+        assert rules.excludes(root / name, [root]), name
+    assert not rules.excludes(root / "app.py", [root])
+    assert apply_changes(ServerSettings(), {"excludeFiles": ["secrets/"]})[0].exclude_files == ("secrets/",)
+
+
 @pytest.mark.parametrize("pattern", ["[z-a].py", "[Z-a].py"])
 def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_server_starts(tmp_path: Path,
                                                                                          pattern: str):
