@@ -41,6 +41,9 @@ MAX_REPLY_BYTES = 1 << 20
 """A completion of one line is a few hundred bytes; a reply past this is not one, and is not read further."""
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds without requests after the n-th failure in a row."""
+LOOPBACK_BACKOFF_S = (0.5, 1.0, 2.0, 4.0)
+"""The same for an endpoint on this machine: a request there costs next to nothing, and a server the user restarts
+(a llama-server loading another model) is used again within seconds of answering, not half a minute later."""
 REQUEST_REFUSED = frozenset({"status 400", "status 413", "status 422"})
 """Errors that say this one request was refused (a prompt past the model's context, a parameter it does not take),
 not that the endpoint is down: the other documents' requests go on without a back-off."""
@@ -461,7 +464,9 @@ class OpenAIBackend:
         if sent_at >= self._last_failure_at or not self._failures:
             self._failures += 1
         self._last_failure_at = now
-        delay = max(BACKOFF_S[min(self._failures, len(BACKOFF_S)) - 1], error.retry_after_s)  # a 429 says how long
+        steps = LOOPBACK_BACKOFF_S if is_loopback(urlsplit(self._settings().remote.endpoint or "").hostname or "") \
+            else BACKOFF_S
+        delay = max(steps[min(self._failures, len(steps)) - 1], error.retry_after_s)  # a 429 says how long
         self._retry_at = max(self._retry_at, now + delay)
         self.state, self.last_error = "error", error.message
         kind = "refused in a row" if self._refusals else error.kind

@@ -22,8 +22,8 @@ from completer.remote import RemoteAnswers, clip_prompt, line_comment, snippet_h
 from completer.repository import REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, repository_head
 from completer.types import SOURCE_REMOTE, CompletionResult
 from fake_endpoint import Behaviour, FakeEndpoint
-from lsp.remote_backend import (MAX_RETRY_AFTER_S, REFUSALS_IN_A_ROW, EndpointError, completion_texts,
-                                completions_url, retry_after)
+from lsp.remote_backend import (BACKOFF_S, LOOPBACK_BACKOFF_S, MAX_RETRY_AFTER_S, REFUSALS_IN_A_ROW, EndpointError,
+                                OpenAIBackend, completion_texts, completions_url, retry_after)
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
 from lsp_support import (LOG_DIR, REPO, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc,
@@ -222,6 +222,23 @@ def test_an_error_answered_with_status_200_quotes_the_endpoints_words(body, quot
     with pytest.raises(EndpointError) as raised:
         completion_texts(echoed, lambda text: text.replace("sk-SECRET123", "<API key>"))
     assert raised.value.message == "the endpoint answered an error: " + "x" * 190 + " bad <API "
+
+
+@pytest.mark.parametrize("endpoint,longest", [("http://127.0.0.1:8080/v1", LOOPBACK_BACKOFF_S[-1]),
+                                              ("http://localhost:11434/v1", LOOPBACK_BACKOFF_S[-1]),
+                                              ("https://completions.example.com/v1", BACKOFF_S[-1])])
+def test_an_endpoint_on_this_machine_is_tried_again_within_seconds_however_long_it_was_down(endpoint, longest):
+    """A local server the user restarts (a llama-server loading another model) was left alone up to 30 s after it
+    answered again; on this machine a request costs next to nothing, so its back-off stops growing at 4 s."""
+    settings, warnings, _ = apply_changes(ServerSettings(), {"backend": "openai", "endpoint": endpoint})
+    assert not warnings, warnings
+    backend = OpenAIBackend(lambda: settings)
+    waits = []
+    for _ in range(len(BACKOFF_S) + 2):  # each failure sent after the one before: one more in a row
+        sent = time.monotonic()
+        backend._failed(EndpointError("unreachable", "Connection refused"), sent)
+        waits.append(backend._retry_at - time.monotonic())
+    assert longest - 0.5 < max(waits) <= longest and waits[0] <= BACKOFF_S[0], waits
 
 
 def test_retry_after_reads_seconds_or_a_date_and_caps_them():
