@@ -339,6 +339,7 @@ def candidate(settings: Callable[..., EngineSettings], bundle: Path, text: str, 
                            keystroke_script(base, text, window_limit(base)) * rounds)
     out["ratio_per_model_run_p50"] = round(out["candidate"]["ms_per_model_run_p50"]
                                            / out["bundle"]["ms_per_model_run_p50"], 3)
+    out["bundle_path"], out["candidate_path"] = settings().model_path, str(bundle)
     return out
 
 
@@ -494,6 +495,15 @@ def tables(results: dict) -> str:
                      f"; ms per model run p50: {r['other_tree']['ms_per_model_run_p50']:.2f} vs "
                      f"{r['this_tree']['ms_per_model_run_p50']:.2f}; top line changed: {r['top_line_changed']}; "
                      f"number of model runs changed: {r['model_runs_changed']}")
+    if "candidate" in results:
+        r = results["candidate"]
+        out += ["", "#### Another bundle at the full window (`--candidate`)", ""]
+        named = {key: f"`--{key}`" + (f" (`{r[key + '_path']}`)" if key + "_path" in r else "")
+                 for key in ("bundle", "candidate")}  # results written before the paths were recorded lack them
+        out += _pair(r, named,
+                     f"; ms per model run p50: {r['bundle']['ms_per_model_run_p50']:.2f} vs "
+                     f"{r['candidate']['ms_per_model_run_p50']:.2f} ({r['ratio_per_model_run_p50']:.2f}×); "
+                     f"top line changed: {r['top_line_changed']}")
     if "memory_arena" in results:
         r = results["memory_arena"]
         out += ["", "#### onnxruntime's CPU memory arena (a long document)", ""]
