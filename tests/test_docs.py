@@ -21,7 +21,7 @@ from conftest import REPO
 
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
 REFERENCE_DOCS = [REPO / "README.md", REPO / "docs" / "architecture.md", BENCHMARKS, REPO / "docs" / "editors.md",
-                  *sorted((REPO / "models").glob("*/MODEL.md"))]
+                  *sorted((REPO / "models").glob("*/MODEL.md")), REPO / "scripts" / "README.md"]
 TABLE_COMMAND = re.compile(r"^python (scripts/[\w-]+\.py) --table (docs/\S+\.json)", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")
 REPO_PATH = re.compile(r"`((?:docs|models|scripts|tests|completer|lsp|vscode-extension)/[^`\s*{}<>]+)`")
@@ -89,6 +89,24 @@ def test_every_file_a_reference_doc_links_or_names_is_in_the_tree(doc):
     named = {path.rstrip(".,:;") for path in REPO_PATH.findall(text)} - NOT_FILES
     missing += [path for path in sorted(named) if not (REPO / path).exists()]
     assert not missing, f"{doc.relative_to(REPO)} points at what is not in the tree: {missing}"
+
+
+def tracked_mib() -> float:
+    """The size of the files git tracks, in MiB: what a call to the lent GPU machine sends."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    return sum((REPO / name).stat().st_size for name in listed.decode().split("\0")
+               if name and (REPO / name).is_file()) / 2 ** 20
+
+
+def test_the_gpu_runbook_states_the_size_of_the_tree_a_call_sends():
+    """scripts/README.md's runbook says how much of the 64 MiB a call may send the tracked tree takes, which
+    decides whether its commands can run at all; the figure is the tree's, within 2 MiB."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: no tracked tree to measure")
+    text = " ".join((REPO / "scripts" / "README.md").read_text(encoding="utf-8").split())
+    stated = re.search(r"The tracked tree is about (\d+) MiB", text)
+    assert stated, "scripts/README.md no longer states the tracked tree's size: check this test"
+    assert abs(float(stated[1]) - tracked_mib()) <= 2, f"the tracked tree is {tracked_mib():.1f} MiB"
 
 
 CODE_DIRS = ("completer", "lsp", "scripts")
