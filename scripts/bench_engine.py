@@ -553,12 +553,13 @@ class NumpyBeamRuntime(Runtime):
     """The decoder graph without the candidates step; the beam step runs in numpy outside the graph."""
 
     def __init__(self, bundle, model_path: Path, threads: int) -> None:
-        super().__init__(bundle, threads=threads)
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
+        # before Runtime's own init, whose check of the last position runs a call through run_batch
         self.logits_session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        super().__init__(bundle, threads=threads)
 
     def run_batch(self, calls, preemption=None):
         return [self._run_numpy(call) for call in calls]
@@ -580,13 +581,13 @@ class TorchRuntime(Runtime):
     """The same computation in PyTorch eager: shared prefix, per-beam suffix, beam step with topk."""
 
     def __init__(self, bundle, weights: dict, config: dict, threads: int) -> None:
-        super().__init__(bundle, threads=threads)
         import torch
 
         torch.set_num_threads(max(1, threads))
-        self.torch = torch
+        self.torch = torch  # all before Runtime's own init, whose check of the last position runs a call
         self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
         self.cfg = config
+        super().__init__(bundle, threads=threads)
 
     def run_batch(self, calls, preemption=None):
         return [self.run_torch(c.input_ids, c.position, c.prefix, c.past if c.past is not None else
@@ -595,7 +596,7 @@ class TorchRuntime(Runtime):
     def run_torch(self, input_ids, position, prefix, past, scores=None, allowed=None, num_beams=1, repeats=None):
         torch, w = self.torch, self.w
         F = torch.nn.functional
-        H, C = self.n_head, self.cfg["n_embd"]
+        H, C = self.cfg["n_head"], self.cfg["n_embd"]
         D = C // H
         with torch.inference_mode():
             ids = torch.from_numpy(input_ids.astype(np.int64))
