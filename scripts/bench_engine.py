@@ -853,6 +853,9 @@ def main() -> None:
             print(f"precision: {json.dumps(results['precision'])}", flush=True)
             results["prefill_chunks"]["fp32"] = prefill_chunks(str(tmp / "fp32"), args.threads, long_script)
             print(f"prefill chunks, fp32: {json.dumps(results['prefill_chunks']['fp32'])}", flush=True)
+        else:  # the fp32 graph is export.py's by-product, absent on a machine that never exported
+            print(f"no fp32 ONNX at {fp32_path} (scripts/export.py writes it there; or --fp32-onnx): "
+                  "skipping INT8 vs fp32", flush=True)
 
         try:
             import torch  # noqa: F401
