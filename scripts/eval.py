@@ -557,7 +557,12 @@ def main() -> None:
     else:
         val_path = args.val or data / "val.jsonl"
         trained = {*trained_shards(args.bundle), *(trained_shards(args.baseline) if args.baseline else ())}
+        if not val_path.is_file():  # a machine that never built the corpus: say how to get one, not a traceback
+            sys.exit(f"eval.py: no validation split at {val_path}: build the corpus first (scripts/corpus.py), "
+                     "give --val, or measure on the held-out packages with --packages")
         for train_path in args.train or [shard / "train.jsonl" for shard in sorted(trained)]:
+            if not train_path.is_file():
+                sys.exit(f"eval.py: no training split at {train_path}, whose copies the positions must skip")
             skip |= training_copy_keys(train_path)
     files, positions, skipped = sample_positions(val_path, args.positions, skip=skip)
     if not positions:

@@ -3,6 +3,7 @@ worker's memory sampled as it goes, to see whether anything grows without bound.
 
     python scripts/soak.py --keystrokes 10000 --documents 20 --out /tmp/soak.json
     python scripts/soak.py --keystrokes 3000 --kill-every 500      # faults: the worker SIGKILLed while typing
+    python scripts/soak.py --table "NAME=/tmp/soak.json" ...        # the table, a row per named run of 1,000+
 
 Each keystroke is an incremental didChange and a completion at the cursor, typing stdlib files from a random
 line; now and then a paste (several lines at once), an undo (the paste taken out again) or a close and reopen.
@@ -122,12 +123,30 @@ def run(args: argparse.Namespace) -> dict:
             "recoveries": recoveries}
 
 
+def named_results(items: list[str]) -> list[tuple[str, dict]]:
+    """--table's NAME=FILE pairs, each file read; what is not such a pair, or not JSON, is a ValueError naming it,
+    so that main can say it in one line."""
+    named = []
+    for item in items:
+        name, equals, file = item.partition("=")
+        if not equals or not name or not file:
+            raise ValueError(f"{item!r} is not NAME=FILE")
+        try:
+            named.append((name, json.loads(Path(file).read_text(encoding="utf-8"))))
+        except ValueError as error:  # not JSON, or not text
+            raise ValueError(f"{file}: not soak results written by --out ({error})") from None
+    return named
+
+
 def table(named: list[tuple[str, dict]]) -> str:
     """The markdown table of soak results, one row per (name, result)."""
     rows = ["| worker | RSS MB at 1,000 | RSS MB at 10,000 | growth | outside the KV caches, MB | KV caches MB "
             "| p50 ms | p95 ms | errors |", "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
     for name, result in named:
-        first = next(s for s in result["samples"] if s["keystroke"] >= 1000)
+        first = next((s for s in result["samples"] if s["keystroke"] >= 1000), None)
+        if first is None or "growth_after_1000" not in result:
+            raise ValueError(f"{name}: a soak of {result['keystrokes']} keystrokes with no memory sample at or "
+                             "after keystroke 1,000, where the table's growth starts")
         last, growth = result["samples"][-1], result["growth_after_1000"]
         rows.append(f"| {name} | {first['worker_rss_mb']} | {last['worker_rss_mb']} | {100 * growth['rss']:+.1f} % "
                     f"| {growth['outside_caches_mb'][0]} → {growth['outside_caches_mb'][1]} | {last['cache_mb']} "
@@ -148,8 +167,12 @@ def main() -> None:
                         help="print the markdown table of results files, each row named")
     args = parser.parse_args()
     if args.table:
-        pairs = [item.split("=", 1) for item in args.table]
-        print(table([(name, json.loads(Path(file).read_text())) for name, file in pairs]))
+        try:
+            print(table(named_results(args.table)))
+        except (OSError, ValueError) as error:
+            parser.error(f"--table: {error}")
+        except (KeyError, TypeError) as error:
+            parser.error(f"--table: not soak results written by --out (no {error})")
         return
     result = run(args)
     first = next((s for s in result["samples"] if s["keystroke"] >= 1000), None)

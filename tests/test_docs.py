@@ -21,7 +21,7 @@ from conftest import REPO
 
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
 REFERENCE_DOCS = [REPO / "README.md", REPO / "docs" / "architecture.md", BENCHMARKS, REPO / "docs" / "editors.md",
-                  *sorted((REPO / "models").glob("*/MODEL.md"))]
+                  *sorted((REPO / "models").glob("*/MODEL.md")), REPO / "scripts" / "README.md"]
 TABLE_COMMAND = re.compile(r"^python (scripts/[\w-]+\.py) --table (docs/\S+\.json)", re.MULTILINE)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")
 REPO_PATH = re.compile(r"`((?:docs|models|scripts|tests|completer|lsp|vscode-extension)/[^`\s*{}<>]+)`")
@@ -48,6 +48,39 @@ def test_each_table_in_the_benchmarks_is_what_its_command_prints_from_the_commit
     assert not stale, f"docs/benchmarks.md lacks these rows of `{script} --table {result}`: {stale[:3]}"
 
 
+# saved results after the flag, not a count (profile_step.py --runs 200)
+READS_RESULTS = re.compile(r"^python scripts/[\w-]+\.py (?:--table|--ratios|--runs) (?!\d)")
+
+
+def results_commands() -> list[tuple[str, str]]:
+    """Each command of benchmarks.md's code blocks that prints a table from saved results other than the
+    `--table docs/X.json` ones above (several runs side by side, named rows), with the block's `E=DIR` lines
+    before it: (the command as the doc gives it, the shell line that runs it)."""
+    found = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", BENCHMARKS.read_text(encoding="utf-8"), re.DOTALL):
+        lines = [line.split("  #")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+        assignments = [line for line in lines if re.fullmatch(r"[A-Z]\w*=\S+", line)]
+        found += [(line, "; ".join([*assignments, line])) for line in lines
+                  if READS_RESULTS.match(line) and not TABLE_COMMAND.match(line)]
+    return found
+
+
+def test_the_docs_name_results_commands_to_check():
+    assert len(results_commands()) >= 5  # the pattern still finds the --ratios, --runs and named --table commands
+
+
+@pytest.mark.parametrize("command,shell", results_commands(), ids=lambda value: value.split()[1][8:-3])
+def test_each_table_of_several_results_is_what_its_command_prints_from_the_committed_results(command, shell):
+    """A command the doc gives for a table of several committed runs runs as written (bash, for its `{1,2,3}`)
+    and prints the doc's rows, so a reader can make each of those tables again from the files beside it."""
+    printed = subprocess.run(["bash", "-c", shell], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, f"{command}\n{printed.stderr[-2000:]}"
+    rows = [line for line in printed.stdout.splitlines() if line.startswith("|")]
+    assert rows, f"{command} printed no table"
+    stale = [row for row in rows if row not in BENCHMARKS.read_text(encoding="utf-8")]
+    assert not stale, f"docs/benchmarks.md lacks these rows of `{command}`: {stale[:3]}"
+
+
 @pytest.mark.parametrize("doc", REFERENCE_DOCS, ids=lambda path: str(path.relative_to(REPO)))
 def test_every_file_a_reference_doc_links_or_names_is_in_the_tree(doc):
     text = doc.read_text(encoding="utf-8")
@@ -56,6 +89,24 @@ def test_every_file_a_reference_doc_links_or_names_is_in_the_tree(doc):
     named = {path.rstrip(".,:;") for path in REPO_PATH.findall(text)} - NOT_FILES
     missing += [path for path in sorted(named) if not (REPO / path).exists()]
     assert not missing, f"{doc.relative_to(REPO)} points at what is not in the tree: {missing}"
+
+
+def tracked_mib() -> float:
+    """The size of the files git tracks, in MiB: what a call to the lent GPU machine sends."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    return sum((REPO / name).stat().st_size for name in listed.decode().split("\0")
+               if name and (REPO / name).is_file()) / 2 ** 20
+
+
+def test_the_gpu_runbook_states_the_size_of_the_tree_a_call_sends():
+    """scripts/README.md's runbook says how much of the 64 MiB a call may send the tracked tree takes, which
+    decides whether its commands can run at all; the figure is the tree's, within 2 MiB."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: no tracked tree to measure")
+    text = " ".join((REPO / "scripts" / "README.md").read_text(encoding="utf-8").split())
+    stated = re.search(r"The tracked tree is about (\d+) MiB", text)
+    assert stated, "scripts/README.md no longer states the tracked tree's size: check this test"
+    assert abs(float(stated[1]) - tracked_mib()) <= 2, f"the tracked tree is {tracked_mib():.1f} MiB"
 
 
 CODE_DIRS = ("completer", "lsp", "scripts")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -307,6 +308,20 @@ def test_imported_open_files_are_the_projects_modules_the_file_imports(tmp_path)
     assert opened.texts == {"proj:pkg/registry.py": OTHER_FILE, "proj:pkg/helpers.py": "thing = 1\n"}
     assert imported_open_files(files, tmp_path / "train.jsonl", 1).keys["proj:pkg/install.py"] == [
         "proj:pkg/registry.py"]
+
+
+def test_a_machine_without_the_corpus_is_told_how_to_get_one_not_shown_a_traceback(tmp_path, model_dir):
+    """README's `eval.py --update-model-card` reads the corpus's validation split from the cache dir; where
+    scripts/corpus.py never ran (an empty COMPLETER_CACHE), or --val or --train names no file, one line says so."""
+    env = {**os.environ, "COMPLETER_CACHE": str(tmp_path / "cache")}
+    (tmp_path / "val.jsonl").write_text(json.dumps({"origin": "p", "path": "a.py", "text": SOURCE}) + "\n")
+    for extra, message in (([], "no validation split at"), (["--val", str(tmp_path / "none.jsonl")], "none.jsonl"),
+                           (["--val", str(tmp_path / "val.jsonl"), "--train", str(tmp_path / "gone.jsonl")],
+                            "no training split at")):
+        run = subprocess.run([sys.executable, "scripts/eval.py", "--positions", "1", "--fp32-onnx", "none", *extra],
+                             capture_output=True, text=True, timeout=60, cwd=model_dir.parent.parent, env=env)
+        assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+        assert message in run.stderr.strip().splitlines()[-1]
 
 
 def test_open_files_out_of_range_is_refused(tmp_path, model_dir):
