@@ -1,0 +1,96 @@
+"""What a call to the lent GPU machine sends, and leaving the large files it does not need out of it.
+
+The device tool sends the working tree: tracked files and untracked files git does not ignore, at most 64 MiB.
+The tracked tree is larger (the two bundles), so the runbook (scripts/README.md) leaves out, for the length of
+its calls, the files a training run or the CUDA check never reads: they are taken out of git's index (the files
+stay on disk) and ignored through .git/info/exclude; `restore` puts both back. Nothing is committed meanwhile.
+
+    python scripts/device_tree.py size          # MiB that would travel now
+    python scripts/device_tree.py leave-out     # before the device calls
+    python scripts/device_tree.py restore       # after them
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LIMIT_MIB = 64.0
+"""What one device call may send (the device tool's README, Limits)."""
+NOT_NEEDED = ("models/python-base/model.onnx", "models/python-small/training/model.safetensors")
+"""The files no device call reads: python-base's graph, and python-small's training weights, which only
+`gpu_train.py --init` takes (that run needs `restore` of this one file first)."""
+MARK = "# device_tree.py leave-out: restore with `python scripts/device_tree.py restore`"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def travelling(repo: Path) -> list[Path]:
+    """The files a device call sends: tracked ones that exist, and untracked ones git does not ignore."""
+    names = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").split("\0")
+    return [repo / name for name in dict.fromkeys(names) if name and (repo / name).is_file()]
+
+
+def size_mib(repo: Path) -> float:
+    return sum(path.stat().st_size for path in travelling(repo)) / 2**20
+
+
+def _exclude_file(repo: Path) -> Path:
+    return repo / _git(repo, "rev-parse", "--git-path", "info/exclude").strip()
+
+
+def leave_out(repo: Path, paths: tuple[str, ...] = NOT_NEEDED) -> None:
+    """Take `paths` out of the index and ignore them, so that no device call sends them; the files stay."""
+    missing = [path for path in paths if not (repo / path).is_file()]
+    if missing:
+        raise SystemExit(f"device_tree.py: no such file: {', '.join(missing)}")
+    exclude = _exclude_file(repo)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    if MARK not in lines:
+        lines.append(MARK)
+    lines += [f"/{path}" for path in paths if f"/{path}" not in lines]
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text("\n".join(lines) + "\n")
+    tracked = _git(repo, "ls-files", "--", *paths).split()  # none the second time
+    if tracked:
+        _git(repo, "rm", "-q", "--cached", "--", *tracked)
+
+
+def restore(repo: Path) -> list[str]:
+    """Undo `leave_out`: its lines out of .git/info/exclude, its files back in the index; the paths restored."""
+    exclude = _exclude_file(repo)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    if MARK not in lines:
+        return []
+    start = lines.index(MARK)
+    end = start + 1
+    while end < len(lines) and lines[end].startswith("/"):
+        end += 1
+    paths = [line[1:] for line in lines[start + 1:end]]
+    exclude.write_text("".join(line + "\n" for line in lines[:start] + lines[end:]))
+    if paths:
+        _git(repo, "reset", "-q", "--", *paths)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("size", "leave-out", "restore"))
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout (default: this one)")
+    args = parser.parse_args(argv)
+    if args.action == "leave-out":
+        leave_out(args.repo)
+        print(f"left out {', '.join(NOT_NEEDED)}; run `restore` after the device calls, before any commit")
+    elif args.action == "restore":
+        print(f"restored {', '.join(restore(args.repo)) or 'nothing (nothing was left out)'}")
+    size = size_mib(args.repo)
+    print(f"{size:.1f} MiB would travel ({'within' if size <= LIMIT_MIB else 'over'} the {LIMIT_MIB:.0f} MiB limit)")
+    return 0 if size <= LIMIT_MIB or args.action == "restore" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
