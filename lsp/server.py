@@ -939,6 +939,13 @@ class CompleterServer(LanguageServer):
         self.searches.document_changed(uri)
         self.documents.lost_change(uri)
 
+    def notebook_change_lost(self, uri: str | None, cells: list[str] | None) -> None:
+        """A notebookDocument/didChange whose params could not be read (lsp.protocol): the cells it edited (every
+        cell of the notebook, where its params do not say which) are lost as a didChange of theirs would be, so
+        no answer replaces the client's line with one made from the old text."""
+        for cell in cells if cells is not None else self.notebooks.cells(uri or ""):
+            self.change_lost(cell)
+
     def _skip(self, uri: str, reason: str, level: int) -> list[LineSuggestion]:
         """No suggestions, for a reason the user may wonder about: logged once per document."""
         if (uri, reason) not in self.skips_noted:

@@ -311,3 +311,26 @@ def test_the_notebooks_own_file_is_not_another_file_that_knows_a_name(tmp_path):
                                                    "words = tokenize_pack(data)"]
     finally:
         endpoint.stop()
+
+
+def test_a_notebook_change_that_cannot_be_read_leaves_no_cell_it_edited_answering_from_its_old_text(tmp_path):
+    """A notebook change whose params are invalid (a negative deleteCount) is dropped whole, the cell edits in it
+    too: the server's copy of the edited cell was then the text before, and its answers replaced the client's line
+    (`path = os.path.jo`) with lines made from the old one (`path = os.pa`). A cell it edited now answers nothing,
+    as a document whose didChange cannot be read does; every cell, where the change does not say which it edited."""
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, "import os\n", "python", 2), (1, "path = os.pa", "python", 2),
+                       (2, "name = os.pa", "python", 2)])
+        assert _lines(client, _cell(1), 0, 12) and _lines(client, _cell(2), 0, 12)
+        _change(client, 2, {"structure": {"array": {"start": 0, "deleteCount": -1}}, "textContent": [
+            {"document": {"uri": _cell(1), "version": 2}, "changes": [
+                {"range": {"start": {"line": 0, "character": 12}, "end": {"line": 0, "character": 12}},
+                 "text": "th.jo"}]}]})
+        assert _lines(client, _cell(1), 0, 17) == []
+        assert all(line.startswith("name = os.pa") for line in _lines(client, _cell(2), 0, 12))  # not edited
+        _change(client, 3, {"textContent": {"document": _cell(2)}})  # which cells it edits cannot be read
+        assert _lines(client, _cell(2), 0, 12) == []
+    text = Path(tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
