@@ -126,11 +126,10 @@ def register(server: CompleterServer) -> None:
             array = cells.structure.array
             ls.notebooks.splice(uri, array.start, array.delete_count, _cells(array.cells or []))
             ls.forget_exclusions()
-        for cell in cells.data or []:
-            ls.notebooks.set_kind(uri, cell.document, int(cell.kind))
+        kinds = [ls.notebooks.set_kind(uri, cell.document, int(cell.kind)) for cell in cells.data or []]
         for content in cells.text_content or []:
             _change(ls, content.document, content.changes)
-        if cells.structure is not None or cells.text_content:  # not for data alone (a cell's run ended)
+        if cells.structure is not None or cells.text_content or any(kinds):  # not for a cell's run ending alone
             for cell_uri in {*before, *ls.notebooks.cells(uri)}:  # each cell's context holds the others: its search
                 ls.searches.document_changed(cell_uri)  # is stale, as after an edit of its own
         for cell_uri in opened:  # a new cell: its context is the cells above

@@ -89,10 +89,13 @@ class NotebookStore:
         for cell in new:
             self._notebook_of[cell.uri] = uri
 
-    def set_kind(self, uri: str, cell_uri: str, kind: int) -> None:
+    def set_kind(self, uri: str, cell_uri: str, kind: int) -> bool:
+        """Whether the cell's kind changed (code to markdown or back), and with it the code around every cell."""
+        changed = False
         for cell in self._notebooks[uri].cells:
-            if cell.uri == cell_uri:
-                cell.kind = kind
+            if cell.uri == cell_uri and cell.kind != kind:
+                cell.kind, changed = kind, True
+        return changed
 
     def cells(self, uri: str) -> list[str]:
         """The URIs of the notebook's cells (none when it is not open)."""

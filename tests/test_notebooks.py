@@ -334,3 +334,24 @@ def test_a_notebook_change_that_cannot_be_read_leaves_no_cell_it_edited_answerin
         assert _lines(client, _cell(2), 0, 12) == []
     text = Path(tmp_path / "stderr").read_text()
     assert "Traceback" not in text and " ERROR " not in text, text
+
+
+def test_a_cell_turned_markdown_is_no_longer_code_above_the_others():
+    """A cell's kind changed in a `data` change (LSP's code to markup) changes the code around every other cell, as
+    removing the cell does: the answer made with it as code was handed out again at the same cursor, from the
+    searches' last result, and a search running then answered from the context before."""
+    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "th(data)" if "def tokenize_path" in prompt else "ck(data)"))
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+            _change(client, 2, {"data": [{"kind": 1, "document": _cell(0)}]})
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_pack(data)"]
+            _change(client, 3, {"data": [{"kind": 2, "document": _cell(0)}]})
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+    finally:
+        endpoint.stop()
