@@ -138,10 +138,17 @@ def register(server: CompleterServer) -> None:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def did_close_notebook(ls: CompleterServer, params: types.DidCloseNotebookDocumentParams) -> None:
-        if ls.notebooks.close(params.notebook_document.uri):
+        held = ls.notebooks.close(params.notebook_document.uri)
+        if held:
             ls.worker.notify_close(params.notebook_document.uri)  # the cache its cells shared
-        for cell in params.cell_text_documents:
-            _close(ls, cell.uri)
+        listed = [cell.uri for cell in params.cell_text_documents]
+        named = set(listed)
+        unlisted = [uri for uri in held if uri not in named and ls.notebooks.notebook_of(uri) is None]
+        if unlisted:  # a cell is no document without its notebook: it would stay open for good
+            log.warning("notebookDocument/didClose left %d of the notebook's cells open; closing them too: %.200s",
+                        len(unlisted), params.notebook_document.uri)
+        for cell_uri in [*listed, *unlisted]:
+            _close(ls, cell_uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CompleterServer, params: types.DidSaveTextDocumentParams) -> None:

@@ -355,3 +355,18 @@ def test_a_cell_turned_markdown_is_no_longer_code_above_the_others():
             assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
     finally:
         endpoint.stop()
+
+
+def test_a_notebook_closed_without_naming_its_cells_leaves_none_of_them_open(tmp_path):
+    """didClose lists the cells' documents it closes; one that lists none (or some) left the others open for good,
+    answered, counted among the open documents and read as other open files. The notebook's cells go with it,
+    with one log line."""
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, "import os\n", "python", 2), (1, "x = os.pa", "python", 2)])
+        client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": NOTEBOOK}, "cellTextDocuments": []})
+        assert client.request("completer/info")["result"]["server"]["open_documents"] == 0
+        assert _lines(client, _cell(1), 0, 9) == []
+    text = Path(tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and sum("closing them too" in line for line in text.splitlines()) == 1, text
