@@ -14,7 +14,7 @@ from fake_endpoint import Behaviour, FakeEndpoint
 from lsp_support import SERVER_CMD, server_env
 
 from lsp.documents import DocumentStore
-from lsp.notebooks import Cell, NotebookStore
+from lsp.notebooks import Cell, NotebookStore, runs_other_language
 from lsp.rawclient import RawClient
 
 NOTEBOOK = "file:///work/analysis.ipynb"
@@ -370,3 +370,38 @@ def test_a_notebook_closed_without_naming_its_cells_leaves_none_of_them_open(tmp
         assert _lines(client, _cell(1), 0, 9) == []
     text = Path(tmp_path / "stderr").read_text()
     assert "Traceback" not in text and sum("closing them too" in line for line in text.splitlines()) == 1, text
+
+
+def test_a_cell_ipython_runs_as_another_language_is_neither_completed_nor_read_as_python():
+    """VS Code keeps a `%%bash` or `%%html` cell's language Python: its lines were offered Python (`import os` in
+    a shell script), and read as Python code above every cell below it. Such a cell now gets no suggestions and is
+    left out of the others' code, as a cell of another language is; `%%timeit` and `%%script python3` run Python."""
+    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "ck(data)" if "echo" in prompt else "th(data)"))
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                           (1, "%%bash\necho tokenize\n", "python", 2), (2, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 2, 0) == []
+            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_path(data)"]
+            _change(client, 2, {"textContent": [{"document": {"uri": _cell(1), "version": 2}, "changes": [
+                {"range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 6}},
+                 "text": "script python3"}]}]})
+            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_pack(data)"]  # Python: read above
+            assert _lines(client, _cell(1), 2, 0) != []
+    finally:
+        endpoint.stop()
+
+
+@pytest.mark.parametrize("first_line,other", [
+    ("%%bash", True), ("%%sh -e", True), ("%%html", True), ("%%javascript", True), ("%%script bash", True),
+    ("%%R -i df", True), ("%%timeit", False), ("%%time", False), ("%%capture out", False),
+    ("%%script python3", False), ("% bash", False), ("# %%bash", False), ("x = 1  # %%bash", False),
+])
+def test_which_cell_magics_run_another_language(first_line, other):
+    documents = DocumentStore()
+    cell = documents.open(_cell(0), "python", 1, f"{first_line}\nls\n")
+    assert runs_other_language(cell) is other
+    assert not runs_other_language(documents.open(_cell(1), "shellscript", 1, "%%bash\nls\n"))  # not Python
