@@ -597,7 +597,14 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
     if context.previous_line.strip() and line.strip() == context.previous_line.strip() and (
             context.syntax.statements or len(WORD.findall(line)) > 1):
         return False  # the line above again; outside Python a block's end (`}`, `end`, `#endif`) often is
+    if after.strip() and _leaves_open(line, context) and not _leaves_open(typed + after, context):
+        return False  # `"""Return the |"""`: the text after the cursor ends the string; the line replaces it
     return well_formed(line, context)
+
+
+def _leaves_open(line: str, context: LineContext) -> bool:
+    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it."""
+    return context.syntax.lexical and scan(line, context.start, context.syntax).triple is not None
 
 
 def kept_comment(typed_line: str, after: str, context: LineContext) -> str:

@@ -103,6 +103,30 @@ def test_a_block_comment_where_they_do_not_nest_ends_at_its_first_closing(line, 
     assert not kept(line, above, syntax_for(language))
 
 
+@pytest.mark.parametrize("typed,after,inserted,kept_it,language", [
+    ('    """Return the ', '"""', "width of the image.", False, "python"),  # an editor's closing quotes
+    ('    """Return the ', '"""', 'width of the image."""', True, "python"),
+    ("    the rest of it ", '"""', "and more.", False, "python"),  # the docstring's last line, from above
+    ("    the rest of it ", " and more", "and the end.", True, "python"),  # the text after goes on in it too
+    ("x = ", "compute()", '"""', False, "python"),
+    ("const s = `hello ", "`;", "${name}", False, "javascript"),
+    ("const s = `hello ", "`;", "${name}`;", True, "javascript"),
+    ("g(a, /* note ", " */);", "c)", False, "javascript"),
+    ("\tq := `SELECT ", "`", "1 FROM t", False, "go"),
+    ("let s = r#\"a ", '"#;', "b", False, "rust"),
+    ('echo "a ', '"', "b", False, "shellscript"),
+])
+def test_a_line_that_leaves_open_the_string_the_text_after_the_cursor_ends_is_refused(typed, after, inserted,
+                                                                                        kept_it, language):
+    """A suggestion replaces the line to its end: where the text after the cursor ends the string or comment the
+    line is in (the `\"\"\"` an editor closes a docstring with), a line that leaves it open left the rest of the
+    file a string once accepted."""
+    above = ["def area(width, height):", *(['    """Sum it up:'] if typed.startswith("    the rest") else [])] \
+        if language == "python" else []
+    context = line_context(above, syntax_for(language))
+    assert keep_suggestion(typed + inserted, inserted, after, context) is kept_it
+
+
 @pytest.mark.parametrize("line,above", [
     ("const x = foo(a;", []),  # a bracket closed with the wrong one
     ("const name = \"abc;", []),  # a string that never ends
