@@ -44,6 +44,9 @@ inside `qw(a b`), or, between two parts, the count alone (QUOTED + "1" after `s{
 BLOCK = "\2"
 """Scan.triple's first character inside a block that a line starting with the word after it ends (Perl's POD, to
 `=cut`); alone, nothing ends it (the data after Perl's __END__)."""
+NESTED = "\3"
+"""Scan.triple's first character inside a block comment of a language where they nest (Rust's /* a /* b */ c */);
+then how deep, its opening and its closing, apart by spaces (NESTED + "2 /* */")."""
 BRACKETING = {"(": ")", "[": "]", "{": "}", "<": ">"}  # delimiters of quoted text that nest
 QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
 """Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
@@ -92,6 +95,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             if s.triple[0] == BLOCK:
                 i = _past_block(text, i, s)
                 continue
+            if s.triple[0] == NESTED:
+                i = _past_nested(text, i, s)
+                continue
             if s.triple == '"' and syntax.quoted_commands and (command := _quoted_command(text, i)) is not None:
                 s.stack.append(command[0])
                 s.opened_at.append(command[1])
@@ -128,8 +134,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             continue
         elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i) and (
                 pair[0][0] != "=" or i == 0 or text[i - 1] == "\n")), None)):  # Ruby's =begin: first on its line
-            s.triple = block[1]  # before line comments: Lua's `--[[`, Julia's `#=`
-            i += len(block[0])
+            s.triple = f"{NESTED}1 {block[0]} {block[1]}" if syntax.nested_comments else block[1]  # before line
+            i += len(block[0])  # comments: Lua's `--[[`, Julia's `#=`
             continue
         elif any(text.startswith(marker, i) for marker in syntax.line_comments) and not (
                 syntax.not_comment_at and syntax.not_comment_at.match(text, i)):
@@ -341,6 +347,34 @@ def _past_block(text: str, at: int, s: Scan) -> int:
         if newline == -1:
             break
         at = newline + 1
+    return n
+
+
+def _past_nested(text: str, at: int, s: Scan) -> int:
+    """Where scanning goes on in `text` from `at`, inside a block comment that nests (`s.triple`, NESTED): right
+    after the closing that ends the outermost (`s.triple` is then cleared), or the text's end, with the depth
+    reached kept in `s.triple`."""
+    depth_text, opening, closing = s.triple[1:].split(" ")  # type: ignore[index]
+    depth, n = int(depth_text), len(text)
+    opens, closes = text.find(opening, at), text.find(closing, at)
+    while True:  # each found again only once passed: `/*/` holds no closing, `*/*` no opening
+        if opens != -1 and opens < at:
+            opens = text.find(opening, at)
+        if closes != -1 and closes < at:
+            closes = text.find(closing, at)
+        if closes == -1:
+            break
+        if opens != -1 and opens < closes:  # another comment inside this one
+            depth, at = depth + 1, opens + len(opening)
+            continue
+        depth, at = depth - 1, closes + len(closing)
+        if depth == 0:
+            s.triple = None
+            return at
+    while opens != -1:  # no closing left: the openings still count
+        depth += 1
+        opens = text.find(opening, opens + len(opening))
+    s.triple = f"{NESTED}{depth} {opening} {closing}"
     return n
 
 
@@ -563,7 +597,14 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
     if context.previous_line.strip() and line.strip() == context.previous_line.strip() and (
             context.syntax.statements or len(WORD.findall(line)) > 1):
         return False  # the line above again; outside Python a block's end (`}`, `end`, `#endif`) often is
+    if after.strip() and _leaves_open(line, context) and not _leaves_open(typed + after, context):
+        return False  # `"""Return the |"""`: the text after the cursor ends the string; the line replaces it
     return well_formed(line, context)
+
+
+def _leaves_open(line: str, context: LineContext) -> bool:
+    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it."""
+    return context.syntax.lexical and scan(line, context.start, context.syntax).triple is not None
 
 
 def kept_comment(typed_line: str, after: str, context: LineContext) -> str:

@@ -27,6 +27,7 @@ class Syntax:
     statements: bool = False  # Python's statement rules (filters.statement_can_start/end, indentation.py)
     line_comments: tuple[str, ...] = ()
     block_comments: tuple[tuple[str, str], ...] = ()  # (opening, closing), the longest opening first
+    nested_comments: bool = False  # a block comment's opening inside one opens another (Rust's /* a /* b */ c */)
     quotes: str = "\"'"  # strings that end on their own line
     raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
     raw_prefixes: tuple[str, ...] = ()  # letters before a quote that make its string raw (Rust's r"C:\")
@@ -114,8 +115,8 @@ NEUTRAL = Syntax("", lexical=False)
 _C = {"line_comments": ("//",), "block_comments": (("/*", "*/"),)}
 _C_PREFIXES = ("L", "u", "U", "u8", "R")  # wide, Unicode and raw literals
 _CPP_RAW = ("R", "LR", "uR", "UR", "u8R")  # R"(C:\dir)", R"sql(SELECT ")")sql", which may go on over lines
-_ML = {"line_comments": ("--",), "block_comments": (("{-", "-}"),), "quotes": '"', "char_literals": True,
-       "open_ends": False}
+_ML = {"line_comments": ("--",), "block_comments": (("{-", "-}"),), "nested_comments": True, "quotes": '"',
+       "char_literals": True, "open_ends": False}
 LEVELS = 6  # long brackets and raw strings of up to this many = or # are read: [=====[ ]=====], r#####"..."#####
 _LUA_BRACKETS = tuple((f"[{'=' * level}[", f"]{'=' * level}]") for level in range(LEVELS - 1, -1, -1))
 _SHELL_HEREDOC = r"(?<!<)<<-?[ \t]*\\?(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"  # <<EOF, <<-'EOF', <<\EOF
@@ -138,26 +139,27 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
-    **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "swift", "groovy")},
-    **{name: Syntax(name, **_C, long_strings=_same('"""'), long_escapes=False)  # raw strings
+    **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "groovy")},
+    "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""')),
+    **{name: Syntax(name, **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False)  # raw strings
        for name in ("kotlin", "scala")},
     "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False,
                      doubled_quotes=('"',)),
     # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
-    "dart": Syntax("dart", **_C, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
+    "dart": Syntax("dart", **_C, nested_comments=True, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES) for name in ("c", "objective-c", "d")},
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
                   name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
-    "rust": Syntax("rust", **_C, quotes='"', char_literals=True, string_prefixes=("b", "r", "br"),
-                   long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
+    "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', char_literals=True,
+                   string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
                    raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
                    block_opener=_RUBY_BLOCK),
     "r": Syntax("r", line_comments=("#",)),
-    "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), long_strings=_same('"""'),
-                    quotes='"', char_literals=True),
+    "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), nested_comments=True,
+                    long_strings=_same('"""'), quotes='"', char_literals=True),
     "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),

@@ -126,11 +126,10 @@ def register(server: CompleterServer) -> None:
             array = cells.structure.array
             ls.notebooks.splice(uri, array.start, array.delete_count, _cells(array.cells or []))
             ls.forget_exclusions()
-        for cell in cells.data or []:
-            ls.notebooks.set_kind(uri, cell.document, int(cell.kind))
+        kinds = [ls.notebooks.set_kind(uri, cell.document, int(cell.kind)) for cell in cells.data or []]
         for content in cells.text_content or []:
             _change(ls, content.document, content.changes)
-        if cells.structure is not None or cells.text_content:  # not for data alone (a cell's run ended)
+        if cells.structure is not None or cells.text_content or any(kinds):  # not for a cell's run ending alone
             for cell_uri in {*before, *ls.notebooks.cells(uri)}:  # each cell's context holds the others: its search
                 ls.searches.document_changed(cell_uri)  # is stale, as after an edit of its own
         for cell_uri in opened:  # a new cell: its context is the cells above
@@ -139,10 +138,17 @@ def register(server: CompleterServer) -> None:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def did_close_notebook(ls: CompleterServer, params: types.DidCloseNotebookDocumentParams) -> None:
-        if ls.notebooks.close(params.notebook_document.uri):
+        held = ls.notebooks.close(params.notebook_document.uri)
+        if held:
             ls.worker.notify_close(params.notebook_document.uri)  # the cache its cells shared
-        for cell in params.cell_text_documents:
-            _close(ls, cell.uri)
+        listed = [cell.uri for cell in params.cell_text_documents]
+        named = set(listed)
+        unlisted = [uri for uri in held if uri not in named and ls.notebooks.notebook_of(uri) is None]
+        if unlisted:  # a cell is no document without its notebook: it would stay open for good
+            log.warning("notebookDocument/didClose left %d of the notebook's cells open; closing them too: %.200s",
+                        len(unlisted), params.notebook_document.uri)
+        for cell_uri in [*listed, *unlisted]:
+            _close(ls, cell_uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: CompleterServer, params: types.DidSaveTextDocumentParams) -> None:

@@ -6,14 +6,33 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from typing import Iterable
 
+from completer.syntax import PYTHON_NAME
 from lsp.documents import Document, DocumentStore
 
 log = logging.getLogger(__name__)
 
 CODE = 2  # NotebookCellKind.Code; 1 is Markup
 CELL_SCHEME = "vscode-notebook-cell:"
+
+
+CELL_MAGIC = re.compile(r"%%(\w+)[ \t]*(\S*)")
+OTHER_LANGUAGE_MAGICS = frozenset({"bash", "sh", "script", "html", "HTML", "javascript", "js", "latex", "markdown",
+                                   "svg", "perl", "ruby", "sql", "R", "kql"})
+"""IPython's cell magics (and common extensions') that run the cell as another language than Python."""
+
+
+def runs_other_language(doc: Document) -> bool:
+    """Whether IPython runs a Python cell as another language: its first line is a cell magic such as `%%bash` or
+    `%%html` (`%%script python3` and `%%timeit` are still Python). VS Code keeps such a cell's language Python."""
+    if doc.language != PYTHON_NAME or not doc.lines or not doc.lines[0].startswith("%%"):
+        return False
+    found = CELL_MAGIC.match(doc.lines[0])
+    if found is None or found.group(1) not in OTHER_LANGUAGE_MAGICS:
+        return False
+    return not (found.group(1) == "script" and found.group(2).startswith("python"))
 
 
 def cell_file_uri(uri: str) -> str | None:
@@ -89,10 +108,13 @@ class NotebookStore:
         for cell in new:
             self._notebook_of[cell.uri] = uri
 
-    def set_kind(self, uri: str, cell_uri: str, kind: int) -> None:
+    def set_kind(self, uri: str, cell_uri: str, kind: int) -> bool:
+        """Whether the cell's kind changed (code to markdown or back), and with it the code around every cell."""
+        changed = False
         for cell in self._notebooks[uri].cells:
-            if cell.uri == cell_uri:
-                cell.kind = kind
+            if cell.uri == cell_uri and cell.kind != kind:
+                cell.kind, changed = kind, True
+        return changed
 
     def cells(self, uri: str) -> list[str]:
         """The URIs of the notebook's cells (none when it is not open)."""
@@ -126,7 +148,7 @@ class NotebookStore:
 
     def around(self, doc: Document, documents: DocumentStore) -> Around | None:
         """`doc`'s cell among the notebook's code cells in its language, in their order; None when `doc` is no
-        code cell of an open notebook."""
+        code cell of an open notebook, or one IPython runs as another language (`runs_other_language`)."""
         notebook = self._notebooks.get(self._notebook_of.get(doc.uri, ""))
         if notebook is None:
             return None
@@ -134,7 +156,7 @@ class NotebookStore:
         first = None
         for cell in notebook.cells:
             other = doc if cell.uri == doc.uri else documents.get(cell.uri)
-            if cell.kind != CODE or other is None or other.language != doc.language:
+            if cell.kind != CODE or other is None or other.language != doc.language or runs_other_language(other):
                 if other is doc:
                     return None
                 continue

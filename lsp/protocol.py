@@ -62,7 +62,8 @@ class UndeliverableRequest:
 @attrs.define
 class DroppedNotification:
     method: str
-    uri: str | None = None  # the document a dropped didChange was for, when its params name one
+    uri: str | None = None  # the document a dropped didChange was for, when its params name one (a notebook's)
+    cells: list[str] | None = attrs.field(factory=list)  # the cells a dropped notebook change edited; None: unknown
 
 
 _NOT_JSONRPC = object()
@@ -165,6 +166,31 @@ def _document_uri(params: Any) -> str | None:
     return uri if isinstance(uri, str) else None
 
 
+def _notebook_uri(params: Any) -> str | None:
+    """params.notebookDocument.uri, if the params hold a string there."""
+    return _document_uri({"textDocument": params.get("notebookDocument")} if isinstance(params, dict) else None)
+
+
+def _edited_cells(params: Any) -> list[str] | None:
+    """The cells whose text a notebook change (params.change.cells.textContent) edits; None where it edits some
+    whose URIs cannot be read."""
+    change = params.get("change") if isinstance(params, dict) else None
+    cells = change.get("cells") if isinstance(change, dict) else None
+    edits = cells.get("textContent") if isinstance(cells, dict) else None
+    if edits is None:
+        return []
+    uris = [_document_uri({"textDocument": edit.get("document")}) if isinstance(edit, dict) else None
+            for edit in edits] if isinstance(edits, list) else [None]
+    return None if None in uris else uris  # type: ignore[return-value]
+
+
+def _dropped(method: Any, params: Any) -> DroppedNotification:
+    """A notification whose params could not be read, with what it changed where they say."""
+    if method == types.NOTEBOOK_DOCUMENT_DID_CHANGE:
+        return DroppedNotification(method, _notebook_uri(params), _edited_cells(params))
+    return DroppedNotification(str(method), _document_uri(params))
+
+
 def _describe(exc: BaseException) -> str:
     cause = exc.__cause__ or exc
     if isinstance(cause, ClassValidationError):
@@ -222,7 +248,7 @@ class CompleterProtocol(LanguageServerProtocol):
                 log.warning("dropping a malformed response: %s", _describe(exc))
                 return DroppedNotification("")
             log.warning("dropping notification %s with invalid params: %s", method, _describe(exc))
-            return DroppedNotification(str(method), _document_uri(data.get("params")))
+            return _dropped(method, data.get("params"))
 
     def handle_message(self, message: Any) -> None:
         if isinstance(message, DroppedNotification):
@@ -230,6 +256,10 @@ class CompleterProtocol(LanguageServerProtocol):
                 change_lost = getattr(self._server, "change_lost", None)
                 if change_lost is not None:
                     change_lost(message.uri)
+            if message.method == types.NOTEBOOK_DOCUMENT_DID_CHANGE:
+                cells_lost = getattr(self._server, "notebook_change_lost", None)
+                if cells_lost is not None:
+                    cells_lost(message.uri, message.cells)
             return
         if isinstance(message, UndeliverableRequest):
             self._send_error(message.id, message.error)

@@ -35,7 +35,7 @@ from lsp.exclusions import DEFAULT_EXCLUDED, DocumentExclusions, Exclusions, che
 from lsp.line_order import following_first, header_first, known_names_first
 from lsp.logs import WORKER_LOG, LspLogHandler, attach_lsp_handler, message_type_for, setup_server_logging
 from lsp.model_sources import ModelSources, source_of
-from lsp.notebooks import NotebookStore, cell_file_uri
+from lsp.notebooks import CELL_SCHEME, NotebookStore, cell_file_uri, runs_other_language
 from lsp.protocol import ARRIVAL, CompleterProtocol, is_parse_error, prepare_converter, strict_converter
 from lsp.remote_backend import OpenAIBackend
 from lsp.repository_lookups import RepositoryLookups
@@ -726,8 +726,10 @@ class CompleterServer(LanguageServer):
     def completes(self, doc: Document, unknown: bool = False) -> bool:
         """Whether the document gets suggestions: not excluded (excludeFiles), and its language enabled, by the
         client's id (which may be the user's own) or the one its file's extension gives. While the model that
-        decides is not known yet: Python, which every model writes, or whatever `unknown` says."""
-        if self.excluded(doc.uri):
+        decides is not known yet: Python, which every model writes, or whatever `unknown` says. Not a notebook's
+        Python cell that IPython runs as another language (a `%%bash` cell): its lines are no Python."""
+        if self.excluded(doc.uri) or (runs_other_language(doc) and (
+                doc.uri.startswith(CELL_SCHEME) or self.notebooks.notebook_of(doc.uri) is not None)):
             return False
         enabled = self.enabled_languages()
         if enabled is None:
@@ -939,6 +941,13 @@ class CompleterServer(LanguageServer):
         that may be wrong, and make any running search for it stale."""
         self.searches.document_changed(uri)
         self.documents.lost_change(uri)
+
+    def notebook_change_lost(self, uri: str | None, cells: list[str] | None) -> None:
+        """A notebookDocument/didChange whose params could not be read (lsp.protocol): the cells it edited (every
+        cell of the notebook, where its params do not say which) are lost as a didChange of theirs would be, so
+        no answer replaces the client's line with one made from the old text."""
+        for cell in cells if cells is not None else self.notebooks.cells(uri or ""):
+            self.change_lost(cell)
 
     def _skip(self, uri: str, reason: str, level: int) -> list[LineSuggestion]:
         """No suggestions, for a reason the user may wonder about: logged once per document."""

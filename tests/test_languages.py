@@ -80,6 +80,53 @@ def test_what_each_language_allows_is_kept(line, above, language):
     assert kept(line, above, syntax_for(language))
 
 
+@pytest.mark.parametrize("language,opening,closing", [
+    ("rust", "/*", "*/"), ("kotlin", "/*", "*/"), ("swift", "/*", "*/"), ("scala", "/*", "*/"), ("dart", "/*", "*/"),
+    ("haskell", "{-", "-}"), ("elm", "{-", "-}"), ("julia", "#=", "=#"),
+])
+def test_a_block_comment_inside_another_leaves_the_outer_one_open(language, opening, closing):
+    """In these languages block comments nest: code commented out with a comment in it stays a comment to the outer
+    closing. Read as ending at the inner closing, the rest of the comment was code, and its `(` made the `}` that
+    closes the function, below, a broken bracket that no suggestion could be."""
+    commented = [f"    {opening} disabled:", f"       {opening} old {closing}", "       call(a,", f"    {closing}"]
+    above = ["fn main() {", *commented, "    run();"]
+    assert kept("}", above, syntax_for(language))
+    assert not kept("    call(b]", above, syntax_for(language))  # past the outer closing, code again
+    assert line_context(above[:3], syntax_for(language)).start.triple  # after the inner closing: still a comment
+
+
+@pytest.mark.parametrize("line,above,language", [
+    ("}", ["int main() {", "    /* a /* b */", "    call(a,"], "c"),  # C's do not nest: code after the first */
+    ("}", ["func main() {", "    /* a /* b */", "    call(a,"], "go"),
+])
+def test_a_block_comment_where_they_do_not_nest_ends_at_its_first_closing(line, above, language):
+    assert not kept(line, above, syntax_for(language))
+
+
+@pytest.mark.parametrize("typed,after,inserted,kept_it,language", [
+    ('    """Return the ', '"""', "width of the image.", False, "python"),  # an editor's closing quotes
+    ('    """Return the ', '"""', 'width of the image."""', True, "python"),
+    ("    the rest of it ", '"""', "and more.", False, "python"),  # the docstring's last line, from above
+    ("    the rest of it ", " and more", "and the end.", True, "python"),  # the text after goes on in it too
+    ("x = ", "compute()", '"""', False, "python"),
+    ("const s = `hello ", "`;", "${name}", False, "javascript"),
+    ("const s = `hello ", "`;", "${name}`;", True, "javascript"),
+    ("g(a, /* note ", " */);", "c)", False, "javascript"),
+    ("\tq := `SELECT ", "`", "1 FROM t", False, "go"),
+    ("let s = r#\"a ", '"#;', "b", False, "rust"),
+    ('echo "a ', '"', "b", False, "shellscript"),
+])
+def test_a_line_that_leaves_open_the_string_the_text_after_the_cursor_ends_is_refused(typed, after, inserted,
+                                                                                        kept_it, language):
+    """A suggestion replaces the line to its end: where the text after the cursor ends the string or comment the
+    line is in (the `\"\"\"` an editor closes a docstring with), a line that leaves it open left the rest of the
+    file a string once accepted."""
+    above = ["def area(width, height):", *(['    """Sum it up:'] if typed.startswith("    the rest") else [])] \
+        if language == "python" else []
+    context = line_context(above, syntax_for(language))
+    assert keep_suggestion(typed + inserted, inserted, after, context) is kept_it
+
+
 @pytest.mark.parametrize("line,above", [
     ("const x = foo(a;", []),  # a bracket closed with the wrong one
     ("const name = \"abc;", []),  # a string that never ends

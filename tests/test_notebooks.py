@@ -14,7 +14,7 @@ from fake_endpoint import Behaviour, FakeEndpoint
 from lsp_support import SERVER_CMD, server_env
 
 from lsp.documents import DocumentStore
-from lsp.notebooks import Cell, NotebookStore
+from lsp.notebooks import Cell, NotebookStore, runs_other_language
 from lsp.rawclient import RawClient
 
 NOTEBOOK = "file:///work/analysis.ipynb"
@@ -311,3 +311,97 @@ def test_the_notebooks_own_file_is_not_another_file_that_knows_a_name(tmp_path):
                                                    "words = tokenize_pack(data)"]
     finally:
         endpoint.stop()
+
+
+def test_a_notebook_change_that_cannot_be_read_leaves_no_cell_it_edited_answering_from_its_old_text(tmp_path):
+    """A notebook change whose params are invalid (a negative deleteCount) is dropped whole, the cell edits in it
+    too: the server's copy of the edited cell was then the text before, and its answers replaced the client's line
+    (`path = os.path.jo`) with lines made from the old one (`path = os.pa`). A cell it edited now answers nothing,
+    as a document whose didChange cannot be read does; every cell, where the change does not say which it edited."""
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, "import os\n", "python", 2), (1, "path = os.pa", "python", 2),
+                       (2, "name = os.pa", "python", 2)])
+        assert _lines(client, _cell(1), 0, 12) and _lines(client, _cell(2), 0, 12)
+        _change(client, 2, {"structure": {"array": {"start": 0, "deleteCount": -1}}, "textContent": [
+            {"document": {"uri": _cell(1), "version": 2}, "changes": [
+                {"range": {"start": {"line": 0, "character": 12}, "end": {"line": 0, "character": 12}},
+                 "text": "th.jo"}]}]})
+        assert _lines(client, _cell(1), 0, 17) == []
+        assert all(line.startswith("name = os.pa") for line in _lines(client, _cell(2), 0, 12))  # not edited
+        _change(client, 3, {"textContent": {"document": _cell(2)}})  # which cells it edits cannot be read
+        assert _lines(client, _cell(2), 0, 12) == []
+    text = Path(tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and " ERROR " not in text, text
+
+
+def test_a_cell_turned_markdown_is_no_longer_code_above_the_others():
+    """A cell's kind changed in a `data` change (LSP's code to markup) changes the code around every other cell, as
+    removing the cell does: the answer made with it as code was handed out again at the same cursor, from the
+    searches' last result, and a search running then answered from the context before."""
+    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "th(data)" if "def tokenize_path" in prompt else "ck(data)"))
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                           (1, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+            _change(client, 2, {"data": [{"kind": 1, "document": _cell(0)}]})
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_pack(data)"]
+            _change(client, 3, {"data": [{"kind": 2, "document": _cell(0)}]})
+            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+    finally:
+        endpoint.stop()
+
+
+def test_a_notebook_closed_without_naming_its_cells_leaves_none_of_them_open(tmp_path):
+    """didClose lists the cells' documents it closes; one that lists none (or some) left the others open for good,
+    answered, counted among the open documents and read as other open files. The notebook's cells go with it,
+    with one log line."""
+    with open(tmp_path / "stderr", "wb") as stderr, RawClient(SERVER_CMD, env=server_env(), stderr=stderr) as client:
+        client.initialize(capabilities=CAPABILITIES)
+        _ready(client)
+        _open(client, [(0, "import os\n", "python", 2), (1, "x = os.pa", "python", 2)])
+        client.notify("notebookDocument/didClose", {"notebookDocument": {"uri": NOTEBOOK}, "cellTextDocuments": []})
+        assert client.request("completer/info")["result"]["server"]["open_documents"] == 0
+        assert _lines(client, _cell(1), 0, 9) == []
+    text = Path(tmp_path / "stderr").read_text()
+    assert "Traceback" not in text and sum("closing them too" in line for line in text.splitlines()) == 1, text
+
+
+def test_a_cell_ipython_runs_as_another_language_is_neither_completed_nor_read_as_python():
+    """VS Code keeps a `%%bash` or `%%html` cell's language Python: its lines were offered Python (`import os` in
+    a shell script), and read as Python code above every cell below it. Such a cell now gets no suggestions and is
+    left out of the others' code, as a cell of another language is; `%%timeit` and `%%script python3` run Python."""
+    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
+    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "ck(data)" if "echo" in prompt else "th(data)"))
+    options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
+    try:
+        with RawClient(SERVER_CMD, env=server_env()) as client:
+            client.initialize(options, capabilities=CAPABILITIES)
+            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                           (1, "%%bash\necho tokenize\n", "python", 2), (2, "words = tokenize_pa", "python", 2)])
+            assert _lines(client, _cell(1), 2, 0) == []
+            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_path(data)"]
+            _change(client, 2, {"textContent": [{"document": {"uri": _cell(1), "version": 2}, "changes": [
+                {"range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 6}},
+                 "text": "script python3"}]}]})
+            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_pack(data)"]  # Python: read above
+            assert _lines(client, _cell(1), 2, 0) != []
+    finally:
+        endpoint.stop()
+
+
+@pytest.mark.parametrize("first_line,other", [
+    ("%%bash", True), ("%%sh -e", True), ("%%html", True), ("%%javascript", True), ("%%script bash", True),
+    ("%%R -i df", True), ("%%timeit", False), ("%%time", False), ("%%capture out", False),
+    ("%%script python3", False), ("% bash", False), ("# %%bash", False), ("x = 1  # %%bash", False),
+])
+def test_which_cell_magics_run_another_language(first_line, other):
+    documents = DocumentStore()
+    cell = documents.open(_cell(0), "python", 1, f"{first_line}\nls\n")
+    assert runs_other_language(cell) is other
+    assert not runs_other_language(documents.open(_cell(1), "shellscript", 1, "%%bash\nls\n"))  # not Python
