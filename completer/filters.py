@@ -612,12 +612,16 @@ def kept_comment(typed_line: str, after: str, context: LineContext) -> str:
     of that text. A suggestion is a whole line written without reading the text after the cursor, which it
     replaces (a closing bracket the editor put there is written again), but accepting it must not delete the
     user's comment (`x = |  # the count`). "" when the text after the cursor has no comment, when the cursor is
-    inside one, in a multi-line string, or in a language whose comments are not known here."""
+    inside one, in a multi-line string, or in a language whose comments are not known here; "" too for a marker
+    glued to the code before it, which is rarely a comment and often a construct the scan does not read (Ruby's
+    regular expressions `/^\\s*#/` and `/#{name}/`, `%w[# a]`): kept, it wrote `next if x #/`."""
     syntax = context.syntax
     if not after.strip() or not syntax.lexical or not syntax.line_comments or context.start.triple:
         return ""
-    end = scan(typed_line + after, context.start, syntax)
-    if end.triple or end.heredoc or not len(typed_line) <= end.code_end < len(typed_line) + len(after):
+    line = typed_line + after
+    end = scan(line, context.start, syntax)
+    if end.triple or end.heredoc or not len(typed_line) <= end.code_end < len(line) or \
+            not line[end.code_end - 1:end.code_end].isspace() and end.code_end:
         return ""
     code = after[:end.code_end - len(typed_line)]
     comment = after[len(code.rstrip()):]

@@ -134,6 +134,8 @@ _PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>.]|(?<![+-])[+-]|(?<![\w$@%>:])(?:s
                      r"|while|until|return|when))$")  # an operator, a keyword: not `}` (`$h{n} / 2`) nor `$i++`
 _PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
 _PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
+_HASKELL_SYMBOL = r"[!#$%&*+./<=>?@\\^|~:]"
+_HASKELL_OPERATOR = rf"(?<={_HASKELL_SYMBOL})--|--+{_HASKELL_SYMBOL}"  # `-->`, `|--`: operators, not comments
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
@@ -177,7 +179,7 @@ _BY_LANGUAGE = {
     "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`
     **{name: Syntax(name, **_C, not_comment=r"(?:(?<=:)|(?<=url\()|(?<=URL\())//", open_ends=False, name_chars="-$")
        for name in ("scss", "less")},  # not url(http://...) nor the protocol-relative url(//cdn...)
-    "haskell": Syntax("haskell", **_ML),
+    "haskell": Syntax("haskell", **_ML, not_comment=_HASKELL_OPERATOR),
     "elm": Syntax("elm", **_ML),
 }
 """Languages whose comments and strings are read here; markup and data formats other than JSON are not among

@@ -26,9 +26,9 @@ DEFAULT_EXCLUDED = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pf
 MAX_PATTERNS = 1000
 MAX_PATTERN_CHARS = 1000
 ANSWERS_KEPT = 4096
+"""Documents whose answer `DocumentExclusions` keeps at most (all are asked anew past it)."""
 FOLDERS_KEPT = 4096
 """Folders whose answer `Exclusions` keeps at most (all are asked anew past it)."""
-"""Documents whose answer `DocumentExclusions` keeps at most (all are asked anew past it)."""
 
 
 def check_patterns(value: Any) -> tuple[str, ...]:

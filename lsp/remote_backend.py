@@ -71,7 +71,7 @@ def retry_after(value: str | None, now: float | None = None) -> float:
     """The seconds a Retry-After header asks to wait (delta-seconds or an HTTP date), at most MAX_RETRY_AFTER_S;
     0 when there is none or it cannot be read."""
     value = (value or "").strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # not `²`, a digit to isdigit, but none to float: a ValueError
         return min(float(value), MAX_RETRY_AFTER_S)
     try:
         when = parsedate_to_datetime(value).timestamp()

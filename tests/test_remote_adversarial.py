@@ -464,6 +464,28 @@ def test_a_rate_limited_endpoint_is_left_alone_as_long_as_its_retry_after_asks(e
     _no_traceback(server)
 
 
+@pytest.mark.parametrize("header", [b"\xb2", b"\xb9\xb2"])  # `²`, `¹²`: digits to str.isdigit, not to float
+def test_an_unreadable_retry_after_is_a_back_off_as_usual_not_a_traceback(endpoint, servers, header):
+    """A 429 whose Retry-After is no number a server may send (`²`, which str.isdigit takes and float refuses):
+    a traceback for every keystroke, each one sent to the endpoint that asked to be left alone, and the status
+    bar said "ready". It is read as no Retry-After: the 429 is shown and the usual back-off holds."""
+    asked: list[float] = []
+
+    def rate_limited(conn: socket.socket, request: bytes) -> None:
+        asked.append(time.monotonic())
+        body = b'{"error": {"message": "Rate limit reached"}}'
+        conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: " + header + b"\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+
+    server = servers(options(endpoint(rate_limited).url))
+    server.client.open(URI, DOC)
+    assert [server.inline(4, 0) for _ in range(3)] == [[], [], []]
+    assert len(asked) < 3, "the back-off sends nothing for 0.5 s, then nothing for 1 s"
+    remote = server.info()["remote"]
+    assert remote["state"] == "error" and "429" in remote["last_error"], remote
+    _no_traceback(server)
+
+
 def _reset(conn: socket.socket, _request: bytes) -> None:
     """Close with a TCP reset, as a load balancer or a crashed server does."""
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

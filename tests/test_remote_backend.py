@@ -26,8 +26,8 @@ from lsp.remote_backend import (BACKOFF_S, LOOPBACK_BACKOFF_S, MAX_RETRY_AFTER_S
                                 OpenAIBackend, completion_texts, completions_url, retry_after)
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
-from lsp_support import (LOG_DIR, REPO, SERVER_CMD, change_doc, completion_params, info, inline_params, open_doc,
-                         server_env)
+from lsp_support import (LOG_DIR, REPO, SERVER_CMD, apply_line_edit, change_doc, completion_params, info, inline_params,
+                         open_doc, server_env)
 
 URI = "file:///work/adder.py"
 DOC = "import math\n\n\ndef add(a, b):\n\n\nprint(add(1, 2))\n"
@@ -356,6 +356,26 @@ async def test_lines_come_from_the_endpoint_with_a_fim_prompt(client: LanguageCl
     assert "the code around the cursor is sent there" in logged
     assert API_KEY not in logged
     assert not any(API_KEY in p.read_text(errors="replace") for p in Path(LOG_DIR).rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("language, text, column, expected", [
+    ("ruby", "  next if line =~ /^\\s*#/", len("  next if "), "  next if line.empty?"),  # a regex the scan skips
+    ("ruby", "  x = text =~ /#{name}/", len("  x = "), "  x = line.empty?"),
+    ("haskell", "  let y = a --> b", len("  let y = "), "  let y = line.empty?"),  # an operator, no comment
+    ("haskell", "  let y = a --> b  -- c", len("  let y = "), "  let y = line.empty?  -- c"),
+])
+async def test_what_only_looks_like_a_comment_after_the_cursor_is_not_kept(client: LanguageClient,
+                                                                          endpoint: FakeEndpoint, language: str,
+                                                                          text: str, column: int, expected: str):
+    """A suggestion keeps a comment after the cursor, as the language's scan finds it: where that text was no
+    comment (a `#` in a Ruby regular expression, Haskell's `-->`), the line offered ended in it: `next if x #/`."""
+    endpoint.behaviour = Behaviour(line=lambda prompt: "line.empty?")
+    await _start(client, endpoint.url)
+    uri = f"file:///work/code.{language[:2]}"
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id=language, version=1, text=f"def f\n{text}\nend\n")))
+    items = await client.text_document_completion_async(completion_params(uri, 1, column))
+    assert [apply_line_edit(["def f", text], i.text_edit)[1] for i in items.items] == [expected]
 
 
 async def _answered_empty(client: LanguageClient, column: int, within: float) -> None:
