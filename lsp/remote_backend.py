@@ -367,6 +367,13 @@ class OpenAIBackend:
         except EndpointError as exc:
             self._failed(exc, sent_at)
             raise WorkerError("unavailable", exc.message) from None
+        except Exception as exc:  # a reply that breaks this code (a header read wrongly): no traceback per keystroke
+            if "internal" not in self._logged:  # nor requests sent on as if all were well: backed off as any failure
+                log.error("a remote completion failed in the server", exc_info=True)
+            error = EndpointError("internal", self._said(f"the server could not handle the reply: "
+                                                         f"{type(exc).__name__}: {exc}")[:300])
+            self._failed(error, sent_at)
+            raise WorkerError("unavailable", error.message) from None
         self._succeeded()
         return self._answers.answer(uri, prepared, texts, settings.engine.max_suggestions)
 

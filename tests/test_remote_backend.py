@@ -26,6 +26,7 @@ from lsp.remote_backend import (BACKOFF_S, LOOPBACK_BACKOFF_S, MAX_RETRY_AFTER_S
                                 OpenAIBackend, completion_texts, completions_url, retry_after)
 from lsp.rawclient import RawClient
 from lsp.settings import ServerSettings, apply_changes, check_endpoint
+from lsp.worker_client import WorkerError
 from lsp_support import (LOG_DIR, REPO, SERVER_CMD, apply_line_edit, change_doc, completion_params, info, inline_params,
                          open_doc, server_env)
 
@@ -239,6 +240,36 @@ def test_an_endpoint_on_this_machine_is_tried_again_within_seconds_however_long_
         backend._failed(EndpointError("unreachable", "Connection refused"), sent)
         waits.append(backend._retry_at - time.monotonic())
     assert longest - 0.5 < max(waits) <= longest and waits[0] <= BACKOFF_S[0], waits
+
+
+def test_a_reply_that_breaks_the_server_is_backed_off_and_logged_once_not_a_traceback_per_keystroke(caplog):
+    """An unforeseen error while handling a reply (the superscript digit of a Retry-After was one) went up as a
+    traceback on every keystroke, and the next requests were sent as if the endpoint were well."""
+    settings, _, _ = apply_changes(ServerSettings(), {"backend": "openai", "endpoint": "http://127.0.0.1:9/v1"})
+    backend = OpenAIBackend(lambda: settings)
+    posted = []
+
+    async def broken(prepared, settings):
+        posted.append(prepared)
+        raise KeyError("retry-after")
+
+    backend._post = broken  # type: ignore[method-assign]
+    backend._client = object()  # configured: requests are prepared and posted
+
+    async def ask(line: str) -> str:
+        try:
+            await backend._result(URI, f"def add(a, b):\n    {line}", "", "", [])
+        except WorkerError as exc:
+            return exc.kind
+        return "answered"
+
+    async def scenario() -> list[str]:
+        return [await ask("total = "), await ask("total = s")]
+
+    assert asyncio.run(scenario()) == ["unavailable", "unavailable"]
+    assert len(posted) == 1, "the second keystroke, within the back-off, is not sent"
+    assert backend.state == "error" and "KeyError" in backend.last_error
+    assert sum(record.exc_info is not None for record in caplog.records) == 1
 
 
 def test_retry_after_reads_seconds_or_a_date_and_caps_them():
