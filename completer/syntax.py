@@ -155,8 +155,8 @@ _BY_LANGUAGE = {
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
                   name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', char_literals=True,
-                   string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW, raw_quotes=tuple(closing for _, closing in _RUST_RAW),
-                   raw_prefixes=("r", "br")),
+                   string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,
+                   raw_quotes=tuple(closing for _, closing in _RUST_RAW), raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
                    block_opener=_RUBY_BLOCK),
     "r": Syntax("r", line_comments=("#",)),
