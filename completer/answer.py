@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .beam import Hypothesis
 from .consensus import consensus_index
 from .earlier_lines import file_line, workspace_line
-from .filters import LineContext, keep_suggestion, with_comment
+from .filters import LineContext, kept_insertion
 from .partial_lines import partial_line
 from .tokens import Tokens
 from .types import (SOURCE_EARLIER_LINE, SOURCE_MODEL, SOURCE_PARTIAL_LINE, SOURCE_WORKSPACE_LINE, EngineSettings,
@@ -33,11 +33,6 @@ class LineOffer:
     counted: set[str] = field(default_factory=set)  # the insertions `is_new` has counted
     _answers: dict[tuple[int, ...], str | None] = field(default_factory=dict)  # `inserted` by generated tokens
 
-    @property
-    def replaced(self) -> str:
-        """The text after the cursor that a suggestion writes anew: `after` without the comment it keeps."""
-        return self.after[:len(self.after) - len(self.comment)]
-
     def inserted(self, generated: list[int]) -> str | None:
         key = tuple(generated)
         if key not in self._answers:
@@ -48,10 +43,7 @@ class LineOffer:
     def kept(self, inserted: str) -> str | None:
         """What `inserted`, a line's text after the cursor, puts there if the filters let it through: itself and the
         comment after the cursor; None when they do not."""
-        if inserted.strip() == self.after.strip() or not keep_suggestion(self.typed_line + inserted, inserted,
-                                                                          self.replaced, self.context):
-            return None
-        return with_comment(self.typed_line, inserted, self.comment, self.context)
+        return kept_insertion(self.typed_line, inserted, self.after, self.comment, self.context)
 
     def is_new(self, generated: list[int]) -> bool:
         """Whether the line would be offered and is not one already counted (another spelling of it)."""

@@ -628,6 +628,18 @@ def kept_comment(typed_line: str, after: str, context: LineContext) -> str:
     return comment if comment[:1] in (" ", "\t") else ("  " if syntax is PYTHON else " ") + comment  # PEP 8's gap
 
 
+def kept_insertion(typed_line: str, inserted: str, after: str, comment: str, context: LineContext) -> str | None:
+    """What `inserted`, a line's text after the cursor, puts there if the filters let it through: itself and the
+    user's `comment` that ends `after` (`kept_comment`); None when they refuse it, or it only writes `after` again.
+    The filters compare it with the text after the cursor that it replaces, the comment left out."""
+    if inserted.strip() == after.strip():
+        return None
+    replaced = after[:len(after) - len(comment)]
+    if not keep_suggestion(typed_line + inserted, inserted, replaced, context):
+        return None
+    return with_comment(typed_line, inserted, comment, context)
+
+
 def with_comment(typed_line: str, inserted: str, comment: str, context: LineContext) -> str:
     """`inserted` with the user's `comment` after it (`kept_comment`), unless the line ends without room for one:
     it has a comment of its own, goes on in a multi-line string, or ends in a line continuation."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from .fim import FIM_TEMPLATES, fim_prompt
-from .filters import CONTEXT_LINES, LineContext, keep_suggestion, kept_comment, line_context, with_comment
+from .filters import CONTEXT_LINES, LineContext, kept_comment, kept_insertion, line_context
 from .syntax import Syntax, syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
                          repository_head)
@@ -160,14 +160,11 @@ class RemoteAnswers:
         seen: set[str] = set()
         for text in texts:
             inserted = clean(LINE_BREAKS.split(text, 1)[0]).rstrip()
-            replaced = request.after[:len(request.after) - len(request.comment)]  # the comment after it stays
             if (not inserted.isprintable()  # control characters, terminal escapes
-                    or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES
-                    or inserted.strip() == request.after.strip()
-                    or not keep_suggestion(request.typed_line + inserted, inserted, replaced, request.context)):
+                    or len(inserted.encode("utf-8", "replace")) > MAX_INSERTED_BYTES):
                 continue
-            inserted = with_comment(request.typed_line, inserted, request.comment, request.context)
-            if inserted in seen:
+            inserted = kept_insertion(request.typed_line, inserted, request.after, request.comment, request.context)
+            if inserted is None or inserted in seen:
                 continue
             seen.add(inserted)
             suggestions.append(at_cursor(request.typed_line, inserted, request.after, None, SOURCE_REMOTE))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,25 +336,33 @@ def test_a_notebook_change_that_cannot_be_read_leaves_no_cell_it_edited_answerin
     assert "Traceback" not in text and " ERROR " not in text, text
 
 
-def test_a_cell_turned_markdown_is_no_longer_code_above_the_others():
-    """A cell's kind changed in a `data` change (LSP's code to markup) changes the code around every other cell, as
-    removing the cell does: the answer made with it as code was handed out again at the same cursor, from the
-    searches' last result, and a search running then answered from the context before."""
+@contextlib.contextmanager
+def _served_from(line: Callable[[str], str]) -> Iterator[RawClient]:
+    """A server whose suggestions come from a fake endpoint answering `line(prompt)`: which cells reached the
+    prompt is read from the line offered."""
     pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
-    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "th(data)" if "def tokenize_path" in prompt else "ck(data)"))
+    endpoint = FakeEndpoint(Behaviour(line=line))
     options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
     try:
         with RawClient(SERVER_CMD, env=server_env()) as client:
             client.initialize(options, capabilities=CAPABILITIES)
-            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
-                           (1, "words = tokenize_pa", "python", 2)])
-            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
-            _change(client, 2, {"data": [{"kind": 1, "document": _cell(0)}]})
-            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_pack(data)"]
-            _change(client, 3, {"data": [{"kind": 2, "document": _cell(0)}]})
-            assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+            yield client
     finally:
         endpoint.stop()
+
+
+def test_a_cell_turned_markdown_is_no_longer_code_above_the_others():
+    """A cell's kind changed in a `data` change (LSP's code to markup) changes the code around every other cell, as
+    removing the cell does: the answer made with it as code was handed out again at the same cursor, from the
+    searches' last result, and a search running then answered from the context before."""
+    with _served_from(lambda prompt: "th(data)" if "def tokenize_path" in prompt else "ck(data)") as client:
+        _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                       (1, "words = tokenize_pa", "python", 2)])
+        assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
+        _change(client, 2, {"data": [{"kind": 1, "document": _cell(0)}]})
+        assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_pack(data)"]
+        _change(client, 3, {"data": [{"kind": 2, "document": _cell(0)}]})
+        assert _lines(client, _cell(1), 0, 19) == ["words = tokenize_path(data)"]
 
 
 def test_a_notebook_closed_without_naming_its_cells_leaves_none_of_them_open(tmp_path):
@@ -376,23 +384,16 @@ def test_a_cell_ipython_runs_as_another_language_is_neither_completed_nor_read_a
     """VS Code keeps a `%%bash` or `%%html` cell's language Python: its lines were offered Python (`import os` in
     a shell script), and read as Python code above every cell below it. Such a cell now gets no suggestions and is
     left out of the others' code, as a cell of another language is; `%%timeit` and `%%script python3` run Python."""
-    pytest.importorskip("httpx")  # the remote backend's (the test extra); CI fails on a skip
-    endpoint = FakeEndpoint(Behaviour(line=lambda prompt: "ck(data)" if "echo" in prompt else "th(data)"))
-    options = {"completer": {"backend": "openai", "endpoint": endpoint.start().url, "model": "qwen2.5-coder-test"}}
-    try:
-        with RawClient(SERVER_CMD, env=server_env()) as client:
-            client.initialize(options, capabilities=CAPABILITIES)
-            _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
-                           (1, "%%bash\necho tokenize\n", "python", 2), (2, "words = tokenize_pa", "python", 2)])
-            assert _lines(client, _cell(1), 2, 0) == []
-            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_path(data)"]
-            _change(client, 2, {"textContent": [{"document": {"uri": _cell(1), "version": 2}, "changes": [
-                {"range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 6}},
-                 "text": "script python3"}]}]})
-            assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_pack(data)"]  # Python: read above
-            assert _lines(client, _cell(1), 2, 0) != []
-    finally:
-        endpoint.stop()
+    with _served_from(lambda prompt: "ck(data)" if "echo" in prompt else "th(data)") as client:
+        _open(client, [(0, "def tokenize_path(data):\n    return data\n", "python", 2),
+                       (1, "%%bash\necho tokenize\n", "python", 2), (2, "words = tokenize_pa", "python", 2)])
+        assert _lines(client, _cell(1), 2, 0) == []
+        assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_path(data)"]
+        _change(client, 2, {"textContent": [{"document": {"uri": _cell(1), "version": 2}, "changes": [
+            {"range": {"start": {"line": 0, "character": 2}, "end": {"line": 0, "character": 6}},
+             "text": "script python3"}]}]})
+        assert _lines(client, _cell(2), 0, 19) == ["words = tokenize_pack(data)"]  # Python: read above
+        assert _lines(client, _cell(1), 2, 0) != []
 
 
 @pytest.mark.parametrize("first_line,other", [
