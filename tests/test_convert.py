@@ -1215,10 +1215,11 @@ def test_a_bundle_converted_with_search_slots_runs_several_searches_in_one_call(
     they would mostly refuse (all of them with the weights another build of torch initialised), are the answers
     compared."""
     from bench_batch import recorded_calls
-    from completer import answer
+    from completer import filters
     from completer.scheduler import Priority, Scheduler, Task
 
-    monkeypatch.setattr(answer, "keep_suggestion", lambda line, inserted, after, context: bool(inserted.strip()))
+    # the answers' filter step (filters.kept_insertion) reads keep_suggestion from its module
+    monkeypatch.setattr(filters, "keep_suggestion", lambda line, inserted, after, context: bool(inserted.strip()))
 
     assert cli_main(["convert", str(source), "--out", str(tmp_path / "slots"), "--context", "96", "--fp32",
                      "--batch-slots", "3"]) == 0
