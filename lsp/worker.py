@@ -143,6 +143,8 @@ class Worker:
         self.scheduler = Scheduler()
         self._ahead: tuple[Client, dict[str, Any]] | None = None  # the last completion at a line's end
         self._prefills: dict[str, tuple[Client, str, str]] = {}  # engine document -> (client, uri, text)
+        self._prefill_turns: dict[int, int] = {}  # client id -> when its last background prefill started
+        self._prefill_counter = itertools.count(1)
         self._idle_since = time.monotonic()
         self._quiet_since = time.monotonic()  # the last job taken or completion answered
         self._ahead_tasks: dict[str, Any] = {}  # document -> its search ahead under way (a scheduler Task)
@@ -200,6 +202,7 @@ class Worker:
                 self.scheduler.cancel(task)
         for document in [d for d, (owner, _, _) in self._prefills.items() if owner is client]:
             del self._prefills[document]
+        self._prefill_turns.pop(client.id, None)
         self._close_documents(client, self.engines.get(client.model_key) if client.model_key else None)
         for key in [k for k in self.engines if all(c.model_key != k for c in remaining)]:
             del self.engines[key]
@@ -407,11 +410,14 @@ class Worker:
         self.scheduler.submit(task)
 
     def _prefill_next(self) -> None:
-        """The background prefill of the oldest document opened, as a task of the scheduler."""
+        """The background prefill of the oldest document opened, as a task of the scheduler. Clients of a shared
+        engine take turns: a window that opens thirty files at once (a session restored) would otherwise hold
+        the file another window just opened behind all thirty prefills."""
         from completer.scheduler import Priority, Task
 
-        document = next(iter(self._prefills))
+        document = min(self._prefills, key=lambda d: self._prefill_turns.get(self._prefills[d][0].id, 0))
         client, uri, text = self._prefills.pop(document)
+        self._prefill_turns[client.id] = next(self._prefill_counter)
         engine = self._engine_of(client)
         if engine is None:  # no model (a failed load): nothing to prefill with
             return

@@ -725,6 +725,36 @@ def test_the_first_completion_in_a_document_ends_its_prefill(engine):
     assert not worker._prefills and not worker.scheduler.busy
 
 
+def test_windows_of_a_shared_engine_take_turns_at_background_prefills(engine):
+    """A window that opens many files at once (a session restored) does not hold the file another window just
+    opened behind all their prefills: the next prefill is the oldest of the window that had one least recently."""
+    import io
+    import time
+
+    from completer.scheduler import Priority
+    from lsp import worker as worker_module
+    from lsp.worker import Client, Worker, model_key
+
+    worker = Worker()
+    flood, other = (Client(n, io.BytesIO(), model_key=model_key(engine.settings), settings=engine.settings)
+                    for n in (1, 2))
+    for client in (flood, other):
+        worker.clients[client.id] = client
+    worker.engines[flood.model_key] = engine
+    for n in range(4):
+        worker._take(flood, {"id": n, "op": "prefill", "uri": f"file:///flood{n}.py", "text": "import os\n" * 20})
+    worker._take(other, {"id": 9, "op": "prefill", "uri": "file:///mine.py", "text": "import sys\n" * 20})
+    order = []
+    while worker._prefills or worker.scheduler.busy:
+        worker._quiet_since = time.monotonic() - worker_module.SEARCH_AHEAD_AFTER_S  # the user paused
+        worker._start_idle_work()
+        order += [t.document for t in worker.scheduler.active(priority=Priority.PREFETCH) if t.document not in order]
+        while worker.scheduler.busy:
+            worker.scheduler.iterate()
+    assert order == [flood.document("file:///flood0.py"), other.document("file:///mine.py"),
+                     *(flood.document(f"file:///flood{n}.py") for n in range(1, 4))]
+
+
 def test_the_worker_gets_a_fixed_mmap_threshold_unless_the_user_chose_one(monkeypatch):
     from lsp.worker_client import MMAP_THRESHOLD_BYTES, worker_environment
 
