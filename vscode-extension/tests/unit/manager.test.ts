@@ -205,6 +205,27 @@ describe('server manager', () => {
         assert.equal(calls.clipboard, '/venv/bin/python -m pip install -e /src/completer');
     });
 
+    test("a system Python pip refuses gets the venv to make and the pythonPath to set, not pip's refusal", async () => {
+        // Debian 12 / Ubuntu 24.04: the quick start installed into the checkout's .venv, and python3 is the system's
+        const { manager, clients, status, errors, calls } = setup({
+            check: { ok: false, reason: 'externally-managed', detail: "No module named 'lsp'" },
+            choice: ACTIONS.copyInstall,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(clients.length, 0);
+        assert.equal(status.state, 'error');
+        assert.equal(errors.length, 1);
+        const venv = 'python3 -m venv /src/completer/.venv && /src/completer/.venv/bin/python -m pip install -e ' +
+            '/src/completer';
+        assert.match(errors[0].message, /not installed for python3 \(No module named 'lsp'\), and pip does not/);
+        assert.ok(errors[0].message.includes(venv), errors[0].message);
+        assert.ok(errors[0].message.includes('"completer.pythonPath" to /src/completer/.venv/bin/python'));
+        assert.ok(!errors[0].message.includes('python3 -m pip install'), errors[0].message);
+        assert.deepEqual(errors[0].actions, [ACTIONS.copyInstall, ACTIONS.openSettings, ACTIONS.showLogs]);
+        assert.equal(calls.clipboard, venv);
+    });
+
     test('a check that crashed or hung says so and how to see why, with no install command', async () => {
         const { manager, clients, errors, status, calls } = setup({
             check: { ok: false, reason: 'check-failed', detail: 'was ended by SIGILL' },
