@@ -167,3 +167,22 @@ def test_test_sh_installs_a_cpp_compiler_before_the_test_extras_build_llama_cpp(
     installs = [i for i, call in enumerate(calls) if call.startswith("apt-get install") and " g++" in call]
     pip = [i for i, call in enumerate(calls) if call.startswith("python3 -m pip install")]
     assert installs and pip and installs[0] < pip[0], calls
+
+
+def test_the_demo_names_the_command_a_user_install_put_in_the_user_base(wheel: Path, tmp_path: Path):
+    """scripts/demo.sh ends by naming the `completer` command. Where pip falls back to a user install (a system Python
+    whose site-packages the user cannot write, not externally managed), the command is in the user base's bin/, not
+    beside the interpreter, where the demo said it was."""
+    python = sys.executable
+    if sys.prefix != sys.base_prefix:  # pip refuses --user inside a venv: a venv of the base that sees user sites
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "base")],
+                       check=True, timeout=120)
+        python = str(tmp_path / "base" / "bin" / "python")
+    env = _clean_env(PYTHONUSERBASE=str(tmp_path / "user"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--user", "--no-deps",
+                    "--no-index", "--no-warn-script-location", str(wheel)], env=env, check=True, timeout=600)
+    done = subprocess.run([python, str(REPO / "scripts" / "installed_command.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    command = tmp_path / "user" / "bin" / "completer"
+    assert command.is_file() and done.stdout == f"The completer command is {command}\n", done.stdout
