@@ -7,4 +7,4 @@ source scripts/env.sh
 choose_python
 "$PY" -m pip install -q -e .
 "$PY" -m completer demo
-echo "The completer command is $("$PY" -c 'import os, sys; print(os.path.join(os.path.dirname(sys.executable), "completer"))')"
+"$PY" scripts/installed_command.py

@@ -51,6 +51,11 @@ fi
 if [ ${#vim_missing[@]} -gt 0 ]; then
     optional_install "tests/test_lsp_vim_ale.py says why" "${vim_missing[@]}"
 fi
+# The test extras build llama.cpp from source (llama-cpp-python has no wheels on PyPI), which needs a C++ compiler
+# (Debian's g++ brings gcc; CMake and Ninja come from PyPI). Without one, pip stops with CMake's error, unless its
+# wheel cache already holds the build.
+command -v g++ >/dev/null 2>&1 \
+    || optional_install "pip cannot build llama-cpp-python, which the test extras need, without it" g++
 source scripts/env.sh
 choose_python  # a venv where the system Python is externally managed
 "$PY" -m pip install -q -e ".[test]"

@@ -145,3 +145,44 @@ def test_test_sh_runs_the_suite_where_emacs_and_vim_cannot_be_installed(tmp_path
             "tests/test_lsp_emacs_lsp_mode.py say why") in done.stderr
     assert "vim-nox vim-ale did not install; tests/test_lsp_vim_ale.py says why" in done.stderr
     assert done.stdout.strip().splitlines()[-1] == "python3 -m pytest -q -rs -k nothing", done.stdout
+
+
+def test_test_sh_installs_a_cpp_compiler_before_the_test_extras_build_llama_cpp(tmp_path: Path):
+    """On a fresh Debian or Ubuntu (no g++), scripts/test.sh asks apt for g++ before pip installs the test extras:
+    llama-cpp-python is built from source there, and CMake stops without a C++ compiler."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname", "id", "cat"):  # no g++ among them
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/bin/{tool}")
+    for tool in ("nvim", "node", "npm", "emacs", "vim"):  # the editors are there: only g++ is missing
+        _stub(bin_dir, tool, "exit 0")
+    _stub(bin_dir, "apt-get", f'echo "apt-get $*" >> {log}')
+    _stub(bin_dir, "sudo", '"$@"')
+    _stub(bin_dir, "python3", f'echo "python3 $*" >> {log}')
+    env = {**_clean_env(PATH=str(bin_dir), VIRTUAL_ENV=str(tmp_path / "venv")), "HOME": str(tmp_path)}
+    done = subprocess.run([str(bin_dir / "bash"), str(REPO / "scripts" / "test.sh"), "-k", "nothing"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    installs = [i for i, call in enumerate(calls) if call.startswith("apt-get install") and " g++" in call]
+    pip = [i for i, call in enumerate(calls) if call.startswith("python3 -m pip install")]
+    assert installs and pip and installs[0] < pip[0], calls
+
+
+def test_the_demo_names_the_command_a_user_install_put_in_the_user_base(wheel: Path, tmp_path: Path):
+    """scripts/demo.sh ends by naming the `completer` command. Where pip falls back to a user install (a system Python
+    whose site-packages the user cannot write, not externally managed), the command is in the user base's bin/, not
+    beside the interpreter, where the demo said it was."""
+    python = sys.executable
+    if sys.prefix != sys.base_prefix:  # pip refuses --user inside a venv: a venv of the base that sees user sites
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "base")],
+                       check=True, timeout=120)
+        python = str(tmp_path / "base" / "bin" / "python")
+    env = _clean_env(PYTHONUSERBASE=str(tmp_path / "user"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--user", "--no-deps",
+                    "--no-index", "--no-warn-script-location", str(wheel)], env=env, check=True, timeout=600)
+    done = subprocess.run([python, str(REPO / "scripts" / "installed_command.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    command = tmp_path / "user" / "bin" / "completer"
+    assert command.is_file() and done.stdout == f"The completer command is {command}\n", done.stdout

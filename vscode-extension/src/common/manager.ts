@@ -4,7 +4,7 @@
 
 import { FILE_INFO_REQUEST, INFO_REQUEST } from './constants';
 import type { InstallCheck, Interpreter } from './python';
-import { installCommand, MIN_PYTHON, SERVER_MODULES } from './python';
+import { installCommand, MIN_PYTHON, SERVER_MODULES, venvInstall } from './python';
 import {
     didChangeConfigurationParams,
     ExtensionSettings,
@@ -518,15 +518,36 @@ export class ServerManager {
                 .then((choice) => this.onAction(choice));
             return;
         }
-        const command = installCommand(python, this.deps.repoDir, this.deps.platform);
-        const message =
-            `Completer: the language server is not installed for ${python} (${check.detail}). ` +
-            `Install it with: ${command}`;
+        const { command, message } = check.reason === 'externally-managed'
+            ? this.venvInstructions(python, check.detail)
+            : this.pipInstructions(python, check.detail);
         log.error(message);
         status.setState('error', 'the server is not installed');
         void this.deps
             .showError(message, ACTIONS.copyInstall, ACTIONS.openSettings, ACTIONS.showLogs)
             .then((choice) => this.onAction(choice, command));
+    }
+
+    /** The pip command that installs the server into `python`. */
+    private pipInstructions(python: string, detail: string): { command: string; message: string } {
+        const command = installCommand(python, this.deps.repoDir, this.deps.platform);
+        return {
+            command,
+            message: `Completer: the language server is not installed for ${python} (${detail}). ` +
+                `Install it with: ${command}`,
+        };
+    }
+
+    /** For a system Python that pip refuses (PEP 668): the venv to make and install into, and the setting to point
+     *  at it, since `<python> -m pip install` would only print pip's externally-managed-environment error. */
+    private venvInstructions(python: string, detail: string): { command: string; message: string } {
+        const venv = venvInstall(python, this.deps.repoDir, this.deps.platform);
+        const message =
+            `Completer: the language server is not installed for ${python} (${detail}), and pip does not install ` +
+            `into that Python: the system manages it. Install the server into a virtual environment with: ` +
+            `${venv.command} (the README's quick start, bash scripts/demo.sh, makes the same one), then set ` +
+            `"completer.pythonPath" to ${venv.python}.`;
+        return { command: venv.command, message };
     }
 
     private onAction(choice: string | undefined, command?: string): void {

@@ -128,19 +128,30 @@ export const MIN_PYTHON: readonly [number, number] = [3, 11];
 /** The exit code of `installCheckScript` in a Python older than its minimum, after it printed its version. */
 export const PYTHON_TOO_OLD_EXIT = 86;
 
+/** The exit code of `installCheckScript` where the server is missing from a Python that its system manages (PEP 668's
+ *  EXTERNALLY-MANAGED: Debian 12, Ubuntu 23.04 and later), outside any venv: pip refuses to install into it. */
+export const EXTERNALLY_MANAGED_EXIT = 87;
+
 /** The modules the check imports: the server's own, which import every runtime dependency (pygls, onnxruntime,
  *  tokenizers, ...), so an install that has the server but not all of them is caught here, with the install
  *  command, rather than as a server that dies at start. */
 export const SERVER_MODULES = 'lsp.server, lsp.worker, completer.engine';
 
 /** The check run in the interpreter: its version first (pip refuses to install the server into an older Python,
- *  so the install command would not help there), then the server's modules. */
+ *  so the install command would not help there), then the server's modules; where they are missing, whether pip
+ *  would refuse that interpreter too, as the system's own (a venv's is never). */
 export function installCheckScript(minimum: readonly [number, number] = MIN_PYTHON): string {
     return [
         'import sys',
         `if sys.version_info < (${minimum[0]}, ${minimum[1]}): ` +
             `print("%d.%d.%d" % sys.version_info[:3]); sys.exit(${PYTHON_TOO_OLD_EXIT})`,
-        `import ${SERVER_MODULES}`,
+        'try:',
+        `    import ${SERVER_MODULES}`,
+        'except ImportError:',
+        '    import os, sysconfig, traceback',
+        '    traceback.print_exc()',
+        '    managed = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")',
+        `    sys.exit(${EXTERNALLY_MANAGED_EXIT} if sys.prefix == sys.base_prefix and os.path.isfile(managed) else 1)`,
     ].join('\n');
 }
 
@@ -150,7 +161,8 @@ export type InstallCheck =
     | { ok: true }
     | { ok: false; reason: InstallProblem; detail: string };
 
-export type InstallProblem = 'interpreter-missing' | 'not-installed' | 'python-too-old' | 'check-failed';
+export type InstallProblem =
+    'interpreter-missing' | 'not-installed' | 'externally-managed' | 'python-too-old' | 'check-failed';
 
 /** Runs `installCheckScript` in `python`: can it run the server, and does it have it? For a Python too old,
  *  `detail` is its version; for a check that hung or crashed (`check-failed`), how it ended. */
@@ -179,7 +191,8 @@ export async function checkServerInstalled(
         return { ok: false, reason: 'python-too-old', detail: version };
     }
     const lines = result.stderr.trim().split(/\r?\n/);
-    return { ok: false, reason: 'not-installed', detail: lines[lines.length - 1] || `exit code ${result.code}` };
+    const reason = result.code === EXTERNALLY_MANAGED_EXIT ? 'externally-managed' : 'not-installed';
+    return { ok: false, reason, detail: lines[lines.length - 1] || `exit code ${result.code}` };
 }
 
 function quote(arg: string, platform: NodeJS.Platform): string {
@@ -207,6 +220,24 @@ export function installCommand(
     const wanted = extra ? `[${extra}]` : '';
     const checkout = quote((repoDir ?? CHECKOUT_PLACEHOLDER) + wanted, platform);
     return `${quote(python, platform)} -m pip install -e ${checkout}`;
+}
+
+/**
+ * Where pip refuses `python` (its system manages it), the commands that make a venv of it in the checkout, `.venv`
+ * (where the README's quick start, `bash scripts/demo.sh`, makes one on such a system), and install the server
+ * there; and that venv's interpreter, for `completer.pythonPath`.
+ */
+export function venvInstall(
+    python: string,
+    repoDir?: string,
+    platform: NodeJS.Platform = process.platform,
+): { command: string; python: string } {
+    const checkout = repoDir ?? CHECKOUT_PLACEHOLDER;
+    const venv = `${checkout}/.venv`;
+    const venvPython = `${venv}/bin/python`;
+    const command = `${quote(python, platform)} -m venv ${quote(venv, platform)} && ` +
+        `${quote(venvPython, platform)} -m pip install -e ${quote(checkout, platform)}`;
+    return { command, python: venvPython };
 }
 
 /** The completer repository around the extension (…/repo/vscode-extension), if the extension runs from one. An

@@ -205,6 +205,27 @@ describe('server manager', () => {
         assert.equal(calls.clipboard, '/venv/bin/python -m pip install -e /src/completer');
     });
 
+    test("a system Python pip refuses gets the venv to make and the pythonPath to set, not pip's refusal", async () => {
+        // Debian 12 / Ubuntu 24.04: the quick start installed into the checkout's .venv, and python3 is the system's
+        const { manager, clients, status, errors, calls } = setup({
+            check: { ok: false, reason: 'externally-managed', detail: "No module named 'lsp'" },
+            choice: ACTIONS.copyInstall,
+        });
+        await manager.start();
+        await tick();
+        assert.equal(clients.length, 0);
+        assert.equal(status.state, 'error');
+        assert.equal(errors.length, 1);
+        const venv = 'python3 -m venv /src/completer/.venv && /src/completer/.venv/bin/python -m pip install -e ' +
+            '/src/completer';
+        assert.match(errors[0].message, /not installed for python3 \(No module named 'lsp'\), and pip does not/);
+        assert.ok(errors[0].message.includes(venv), errors[0].message);
+        assert.ok(errors[0].message.includes('"completer.pythonPath" to /src/completer/.venv/bin/python'));
+        assert.ok(!errors[0].message.includes('python3 -m pip install'), errors[0].message);
+        assert.deepEqual(errors[0].actions, [ACTIONS.copyInstall, ACTIONS.openSettings, ACTIONS.showLogs]);
+        assert.equal(calls.clipboard, venv);
+    });
+
     test('a check that crashed or hung says so and how to see why, with no install command', async () => {
         const { manager, clients, errors, status, calls } = setup({
             check: { ok: false, reason: 'check-failed', detail: 'was ended by SIGILL' },
@@ -616,7 +637,9 @@ describe('server manager', () => {
             backend: 'openai',
             remote: { endpoint: 'https://gpu.example.com/v1', state, last_error: lastError },
         });
-        t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 });
+        // Date.now alone, by hand: mock.timers' { apis: ['Date'] } needs Node 20.11, and Debian 12's is 18
+        let now = 1_000_000;
+        t.mock.method(Date, 'now', () => now);
         const { manager, clients, status } = setup({ info: remote('ready') });
         await manager.start();
         assert.equal(status.endpoint, 'https://gpu.example.com/v1');
@@ -626,13 +649,13 @@ describe('server manager', () => {
         clients[0].hooks.onLatency(12);
         await tick();
         assert.equal(status.state, 'running', 'asked again only every few seconds');
-        t.mock.timers.tick(REMOTE_INFO_INTERVAL_MS + 1);
+        now += REMOTE_INFO_INTERVAL_MS + 1;
         clients[0].hooks.onLatency(12);
         await tick();
         assert.equal(status.state, 'error');
         assert.match(String(status.problem), /cannot connect/);
         clients[0].info = remote('ready');
-        t.mock.timers.tick(REMOTE_INFO_INTERVAL_MS + 1);
+        now += REMOTE_INFO_INTERVAL_MS + 1;
         clients[0].hooks.onLatency(12);
         await tick();
         assert.equal(status.state, 'running');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -10,6 +10,7 @@ import {
     CHECKOUT_PLACEHOLDER,
     execFileRunner,
     execFileRunnerWithin,
+    EXTERNALLY_MANAGED_EXIT,
     findRepoDir,
     IMPORT_CHECK,
     installCheckScript,
@@ -21,6 +22,7 @@ import {
     RunResult,
     serverCommand,
     SERVER_MODULES,
+    venvInstall,
 } from '../../src/common/python';
 
 function pythonApi(activePath: string | undefined, executable?: string, fail = false): PythonExtensionApi {
@@ -110,7 +112,7 @@ describe('install check', () => {
         const { run, calls } = fake({ code: 0, stdout: '', stderr: '' });
         assert.deepEqual(await checkServerInstalled('/py', run), { ok: true });
         assert.deepEqual(calls, [['/py', '-c', IMPORT_CHECK]]);
-        assert.ok(IMPORT_CHECK.endsWith(`\nimport ${SERVER_MODULES}`));
+        assert.ok(IMPORT_CHECK.includes(`\n    import ${SERVER_MODULES}\n`));
     });
 
     test('a real interpreter with the server installed passes', async () => {
@@ -136,6 +138,49 @@ describe('install check', () => {
             assert.match(!result.ok ? result.detail : '', /ModuleNotFoundError: .*pygls/);
         } finally {
             fs.rmSync(blocker, { recursive: true, force: true });
+        }
+    });
+
+    test("a server missing from a Python its system manages (PEP 668) is told apart: pip refuses it", async () => {
+        const missing = "ModuleNotFoundError: No module named 'lsp'\n";
+        const { run } = fake({ code: EXTERNALLY_MANAGED_EXIT, stdout: '', stderr: missing });
+        assert.deepEqual(await checkServerInstalled('python3', run), {
+            ok: false,
+            reason: 'externally-managed',
+            detail: "ModuleNotFoundError: No module named 'lsp'",
+        });
+    });
+
+    test("a real externally managed system Python without the server says so, and a venv of it does not", async (t) => {
+        // Debian 12's /usr/bin/python3, where pip install -e would stop with externally-managed-environment
+        const system = '/usr/bin/python3';
+        const probe = 'import importlib.util, os, sys, sysconfig\n' +
+            'managed = os.path.isfile(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))\n' +
+            'sys.exit(0 if managed and sys.prefix == sys.base_prefix and not importlib.util.find_spec("lsp") else 1)';
+        const env = { ...process.env };  // the system's Python as a user starts it: no test's PYTHONPATH
+        delete env.PYTHONPATH;
+        delete env.PYTHONHOME;
+        const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'managed-'));  // no checkout's lsp/ in the current folder
+        try {
+            execFileSync(system, ['-c', probe], { stdio: 'ignore', env, cwd });
+        } catch {
+            fs.rmSync(cwd, { recursive: true, force: true });
+            t.skip(`${system} is not an externally managed Python without the server`);
+            return;
+        }
+        const inCwd: typeof execFileRunner = (command, args) => new Promise((resolve) => {
+            execFile(command, args, { cwd, env, timeout: 60_000 }, (error, stdout, stderr) =>
+                resolve({ code: error ? Number(error.code) : 0, stdout: String(stdout), stderr: String(stderr) }));
+        });
+        try {
+            const result = await checkServerInstalled(system, inCwd);
+            assert.equal(!result.ok && result.reason, 'externally-managed', JSON.stringify(result));
+            assert.match(!result.ok ? result.detail : '', /ModuleNotFoundError: No module named/);
+            execFileSync(system, ['-m', 'venv', '--without-pip', path.join(cwd, 'venv')]);
+            const inVenv = await checkServerInstalled(path.join(cwd, 'venv', 'bin', 'python'), inCwd);
+            assert.equal(!inVenv.ok && inVenv.reason, 'not-installed', JSON.stringify(inVenv));
+        } finally {
+            fs.rmSync(cwd, { recursive: true, force: true });
         }
     });
 
@@ -225,6 +270,20 @@ describe('install check', () => {
             `python3 -m pip install -e '${CHECKOUT_PLACEHOLDER}[convert]'`);
         assert.equal(installCommand('python3', '/src/completer', 'linux', 'convert'),
             "python3 -m pip install -e '/src/completer[convert]'");
+    });
+
+    test("for a Python pip refuses, a venv in the checkout (the quick start's .venv) and its interpreter", () => {
+        assert.deepEqual(venvInstall('python3', '/src/completer', 'linux'), {
+            command: 'python3 -m venv /src/completer/.venv && /src/completer/.venv/bin/python -m pip install -e ' +
+                '/src/completer',
+            python: '/src/completer/.venv/bin/python',
+        });
+        assert.deepEqual(venvInstall('/usr/bin/python3', '/src/my repo', 'linux'), {
+            command: "/usr/bin/python3 -m venv '/src/my repo/.venv' && '/src/my repo/.venv/bin/python' -m pip " +
+                "install -e '/src/my repo'",
+            python: '/src/my repo/.venv/bin/python',
+        });
+        assert.equal(venvInstall('python3', undefined, 'linux').python, `${CHECKOUT_PLACEHOLDER}/.venv/bin/python`);
     });
 
     test('findRepoDir recognises the completer checkout around the extension', () => {
