@@ -407,10 +407,18 @@ class CompleterProtocol(LanguageServerProtocol):
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Any:
         """Shut down from the moment the request is received, as LSP words it: pygls marked it once the handler had
-        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile."""
+        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile. Then
+        cancel what still runs, from a copy of the table: cancelling a notification's future (`initialized` waiting
+        for the client to take a registration) takes it off the table at once (`_forget_future`), and pygls, looping
+        over the table itself, answered the shutdown with an internal error."""
         self._shutdown = True
-        result = yield from super().lsp_shutdown(*args)
-        return result
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        return None
 
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
     def _own_handler(self, method: str, params: Any) -> Any:
