@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 from completer.text import split_lines
 from lsp.documents import LONG_LINE_CHARS
 from lsp.rawclient import RawClient
-from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, process_alive, server_env
+from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, gone_within, process_alive, server_env
 
 URI = "file:///work/sample.py"
 
@@ -752,6 +753,24 @@ def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: Raw
     while process_alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not process_alive(worker)
+
+
+def test_an_interrupt_ends_the_server_while_the_client_keeps_its_input_open(tmp_path):
+    """SIGINT (Ctrl-C where the server shares the terminal's process group, or a client that stops it so) stopped the
+    worker, then left the server waiting forever for the thread that reads its input, which only the client's
+    closing its end would have ended."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            worker = client.request("completer/info")["result"]["server"]["worker_pid"]
+            client.proc.send_signal(signal.SIGINT)
+            assert client.proc.wait(10) == 1
+            assert gone_within(worker, 5)
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
 
 
 def test_a_client_gone_without_exit_stops_the_worker_and_starts_no_other():
