@@ -19,6 +19,7 @@ import uuid
 from concurrent.futures import Future
 from contextvars import ContextVar
 from functools import partial
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from urllib.parse import urlsplit
 
@@ -157,6 +158,24 @@ def _readable_uri(uri: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: a file name that is no UTF-8, as the system decodes it, holds lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _file_uri(path: str) -> str | None:
+    """The `file:` URI of an absolute `path`, its bytes percent-escaped as the system encodes them (a name that is no
+    UTF-8 comes decoded with surrogate escapes); None for a relative path, or one no file can have."""
+    try:
+        return PurePath(path).as_uri()
+    except ValueError:  # relative, or a lone surrogate os.fsencode refuses (UnicodeEncodeError)
+        return None
 
 
 def _document_uri(params: Any) -> str | None:
@@ -396,6 +415,11 @@ class CompleterProtocol(LanguageServerProtocol):
         if params.root_uri is not None and not _readable_uri(params.root_uri):  # pygls' workspace would raise
             log.warning("ignoring a rootUri that is not a URI: %.200r", params.root_uri)
             params.root_uri = None
+        if params.root_uri is None and params.root_path and not _utf8(params.root_path):  # pygls cannot quote it
+            params.root_uri = _file_uri(params.root_path)
+            if params.root_uri is None:
+                log.warning("ignoring a rootPath that names no file: %.200r", params.root_path)
+                params.root_path = None
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = prefer_encodings(list(general.position_encodings))
@@ -407,10 +431,18 @@ class CompleterProtocol(LanguageServerProtocol):
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Any:
         """Shut down from the moment the request is received, as LSP words it: pygls marked it once the handler had
-        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile."""
+        stopped the worker, and an `exit` sent right behind the request made the server exit with 1 meanwhile. Then
+        cancel what still runs, from a copy of the table: cancelling a notification's future (`initialized` waiting
+        for the client to take a registration) takes it off the table at once (`_forget_future`), and pygls, looping
+        over the table itself, answered the shutdown with an internal error."""
         self._shutdown = True
-        result = yield from super().lsp_shutdown(*args)
-        return result
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        return None
 
     # -- document sync: ours, not pygls' workspace ---------------------------------------------------
     def _own_handler(self, method: str, params: Any) -> Any:

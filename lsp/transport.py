@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import threading
 from typing import Awaitable, BinaryIO, Callable
@@ -118,7 +119,22 @@ def serve_stdio(server: LanguageServer, stdin: BinaryIO, stdout: BinaryIO) -> No
         asyncio.run(read_until_done(server, reader))
     except BrokenPipeError:
         log.error("the client's end of stdio is gone; shutting down")
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
+        _exit_interrupted(server)
+    except SystemExit:
         pass
     finally:
         server.shutdown()
+
+
+def _exit_interrupted(server: LanguageServer) -> None:
+    """SIGINT: the worker was stopped as the loop ended (`read_until_done`), but the thread reading stdin may still
+    wait for input the client never sends, and the thread pool (`server.shutdown`, then the interpreter's exit) waits
+    for that thread. Exit now, as when the editor's process is gone (lsp/editor_process.py), with LSP's code (the log
+    handlers write each line as it comes)."""
+    worker = getattr(server, "worker", None)
+    if worker is not None:
+        worker.kill()
+    code = 0 if getattr(server.protocol, "_shutdown", False) else 1
+    log.info("interrupted (SIGINT): exiting with code %d", code)
+    os._exit(code)

@@ -408,10 +408,13 @@ class WorkerClient:
             self.model_runs_total = int(reply.get("model_runs_total") or 0)
 
     async def configure(self, settings: dict[str, Any]) -> str | None:
-        """Apply engine settings; returns the error message (the worker keeps its old state) or None."""
+        """Apply engine settings; returns the error message (the worker keeps its old state) or None. Stopped meanwhile
+        (`shutdown`), the change is abandoned, as a start is: no error to tell of settings nobody will use."""
         try:
             reply = await self.call("configure", settings=settings)
         except WorkerError as exc:
+            if self._stopping:
+                raise asyncio.CancelledError from None
             if exc.kind in ("model", "value") and not self.info:
                 self.model_error = exc.message
             return exc.message

@@ -306,3 +306,21 @@ def test_a_file_opened_with_both_kinds_of_answer_off_is_not_prefilled(tmp_path):
     finally:
         client.close()
     _clean_log(tmp_path)
+
+
+def test_a_shutdown_while_a_model_loads_says_nothing_of_the_settings(tmp_path):
+    """The editor closed (or the server was stopped) right after the user changed modelPath: the worker stopped under
+    the model loading, and the server showed "settings not applied, keeping the previous ones: the inference worker
+    exited", a popup about settings nobody would use again."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"modelPath": "python-base"}})
+        assert client.request("shutdown", timeout=30) == {"jsonrpc": "2.0", "id": client._next_id, "result": None}
+        time.sleep(0.5)  # what the stopped change would show is shown by now
+        client.notify("exit")
+        assert client.proc.wait(10) == 0
+        client._reader.join(5)  # every message the server wrote is read
+        assert _shown(client) == []
+    finally:
+        client.close()
+    _clean_log(tmp_path)

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 from completer.text import split_lines
 from lsp.documents import LONG_LINE_CHARS
 from lsp.rawclient import RawClient
-from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, process_alive, server_env
+from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, candidate_positions, gone_within, process_alive, server_env
 
 URI = "file:///work/sample.py"
 
@@ -713,6 +714,35 @@ def test_requests_after_shutdown_are_refused_and_exit_code_is_zero(raw: RawClien
     assert raw.proc.wait(10) == 0
 
 
+class _SilentClient(RawClient):
+    """A client that never answers what the server asks of it (client/registerCapability, workspace/configuration)."""
+
+    def _answer_server_request(self, message: dict[str, Any]) -> None:
+        self.server_requests.append(message)
+
+
+def test_shutdown_while_the_client_has_not_answered_a_registration_is_answered(tmp_path):
+    """The `initialized` handler waits for the client to take the file watchers' registration. A `shutdown` read
+    meanwhile (a client that never answers, or a script that shuts down at once) cancelled that handler inside
+    pygls' loop over the table it was being taken off: answered with an internal error and a traceback."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = _SilentClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {
+                "workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}}})
+            client.notify("initialized", {})
+            deadline = time.monotonic() + 10
+            while not client.server_requests:
+                assert time.monotonic() < deadline, "the server never asked to register its file watchers"
+                time.sleep(0.02)
+            assert client.request("shutdown", timeout=10) == {"jsonrpc": "2.0", "id": 2, "result": None}
+            client.notify("exit")
+            assert client.proc.wait(10) == 0
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
+
+
 def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: RawClient):
     raw.initialize()
     _ready(raw)
@@ -723,6 +753,24 @@ def test_exit_without_shutdown_exits_nonzero_and_takes_the_worker_along(raw: Raw
     while process_alive(worker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not process_alive(worker)
+
+
+def test_an_interrupt_ends_the_server_while_the_client_keeps_its_input_open(tmp_path):
+    """SIGINT (Ctrl-C where the server shares the terminal's process group, or a client that stops it so) stopped the
+    worker, then left the server waiting forever for the thread that reads its input, which only the client's
+    closing its end would have ended."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+        try:
+            client.initialize()
+            _ready(client)
+            worker = client.request("completer/info")["result"]["server"]["worker_pid"]
+            client.proc.send_signal(signal.SIGINT)
+            assert client.proc.wait(10) == 1
+            assert gone_within(worker, 5)
+        finally:
+            client.close()
+    _logged_lines(tmp_path / "stderr")
 
 
 def test_a_client_gone_without_exit_stops_the_worker_and_starts_no_other():

@@ -1609,6 +1609,21 @@ def test_a_workspace_folder_is_indexed_in_every_form_a_client_names_it(tmp_path:
         assert _index_info(client, lambda index: index["files"] == 1)["folders"] == [str(root.resolve())]
 
 
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="a file name that is no UTF-8 needs Linux's bytes")
+def test_a_root_path_whose_name_is_no_utf8_is_indexed(tmp_path: Path):
+    """A folder whose name holds a byte that is no UTF-8, sent as rootPath (with no rootUri) by a client that names
+    files as the system decodes them (Python's surrogate escapes): pygls could not make a URI of it, and initialize
+    was answered with an internal error, the editor left with no server at all."""
+    root = tmp_path / os.fsdecode(b"project-\xe9")
+    root.mkdir()
+    (root / "handlers.py").write_text(OTHER_FILE)
+    with RawClient(SERVER_CMD, env=server_env()) as client:
+        answer = client.request("initialize", {"processId": os.getpid(), "capabilities": {}, "rootPath": str(root)})
+        assert "result" in answer, answer
+        client.notify("initialized", {})
+        assert _index_info(client, lambda index: index["files"] == 1)["folders"] == [str(root.resolve())]
+
+
 def test_a_workspace_folder_that_names_no_folder_here_is_said_once_and_the_others_are_indexed(tmp_path: Path):
     """A Windows URI sent to a Linux server, a folder deleted since, a file, a URI of another scheme: one log line
     each names it (the index held nothing of them and nothing said why), and the real folder is indexed."""
