@@ -133,6 +133,7 @@ class CompleterServer(LanguageServer):
         self.notebooks = NotebookStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
+        self.readable_serial = 0  # moves with each change of excludeFiles or workspaceContext (what may be read)
         self.set_up_run(log_level, log_file, worker_log_file, shared_engine)
         self.repository: WorkspaceFiles | None = None
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
@@ -592,6 +593,9 @@ class CompleterServer(LanguageServer):
         async with lock:
             old = self.settings
             new = self._merge(changes, "didChangeConfiguration")
+            if (new.exclude_files, new.workspace_context) != (old.exclude_files, old.workspace_context):
+                self.readable_serial += 1
+                self.worker.forget_searches_ahead()  # searched with the snippets of files no longer read
             if new.engine.model_path != old.engine.model_path:
                 self.sources.named_anew(new.engine.model_path)
             if new.remote != old.remote and (new.remote.is_remote or old.remote.is_remote):
@@ -813,7 +817,7 @@ class CompleterServer(LanguageServer):
 
     async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
-        generation = self.settings_generation
+        generation, readable = self.settings_generation, self.readable_serial
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
@@ -894,6 +898,8 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.lookups.pick_after_search(target.uri)
+            if readable != self.readable_serial:  # its snippets were picked before: the search it leads the
+                self.worker.forget_searches_ahead()  # worker to run ahead of the user would use them too
         if not isinstance(result, dict) or not self.completes(doc, unknown=True):  # enabledLanguages left it out
             return []  # while it searched
         engine = result.get("result") or {}
