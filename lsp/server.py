@@ -133,6 +133,7 @@ class CompleterServer(LanguageServer):
         self.notebooks = NotebookStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
+        self.initial_settings = self.settings  # those initialize left: what a key a pulled configuration omits means
         self.readable_serial = 0  # moves with each change of excludeFiles or workspaceContext (what may be read)
         self.set_up_run(log_level, log_file, worker_log_file, shared_engine)
         self.repository: WorkspaceFiles | None = None
@@ -231,6 +232,7 @@ class CompleterServer(LanguageServer):
         options = self._section(params.initialization_options, "initializationOptions")
         if options:
             self.settings = self._merge(options, "initializationOptions")
+        self.initial_settings = self.settings
         log.info("initialize: client %s, position encoding %s, settings %s",
                  params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
         self._config_lock = asyncio.Lock()
@@ -565,14 +567,23 @@ class CompleterServer(LanguageServer):
         """workspace/didChangeConfiguration: apply what is valid, warn about the rest. Null settings (LSP's pull
         model) are asked of the client, before taking the lock: a client slow to answer holds up no request."""
         changes = self._section(raw if raw is not None else await self._pulled_settings(), "didChangeConfiguration")
-        if not changes:
+        if changes is None or (not changes and raw is not None):
             return
+        if raw is None:
+            changes = self._whole_section(changes)
         pending = self._exclude_meanwhile(changes)
         try:
             await self._apply_settings(changes)
         finally:
             if pending is not None:
                 self.document_exclusions.pending.remove(pending)
+
+    def _whole_section(self, pulled: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration pulled with workspace/configuration is the client's whole section, not a change: a key it
+        leaves out is one the user no longer sets, back to its value at startup (initializationOptions, else its
+        default). Merged as a change, a setting the user removed kept its value until the server restarted."""
+        started = self.initial_settings.to_camel()
+        return {**{key: value for key, value in started.items() if key not in pulled}, **pulled}
 
     def _exclude_meanwhile(self, changes: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The change's excludeFiles, valid, excluding as well from now until the change is applied: a model that

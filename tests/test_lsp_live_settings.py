@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.rawclient import RawClient
+from lsp.settings import ServerSettings
 from lsp_support import OTHER_FILE, REPO, SAMPLE_TEXT, SERVER_CMD, server_env, workspace_server
 
 URI = "file:///work/live.py"
@@ -233,6 +234,44 @@ def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
         pulls = [r for r in client.server_requests if r["method"] == "workspace/configuration"]
         assert [item["section"] for item in pulls[0]["params"]["items"]] == ["completer"]
         assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_setting_removed_from_a_pulled_configuration_goes_back_to_its_value_at_startup(tmp_path):
+    """workspace/configuration answers with the client's whole section: the server merged it as a change, so a key
+    the user removed from their configuration kept its value until the server restarted (beams stayed 2). It now
+    goes back to its value at startup: initializationOptions' (maxSuggestions 2), else its default; a pull that
+    finds no section (null) changes nothing. Each section sets its own searchBudgetMs, to tell it was applied."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+    try:
+        client.initialize({"completer": {"maxSuggestions": 2}}, capabilities={"workspace": {"configuration": True}})
+        _ready(client)
+
+        def pulled(section: dict[str, Any]) -> dict[str, Any]:
+            client.configuration["completer"] = section
+            _change(client, None)
+            deadline = time.monotonic() + 10
+            while (settings := client.request("completer/info")["result"]["server"]["settings"])["searchBudgetMs"] \
+                    != section["searchBudgetMs"]:
+                assert time.monotonic() < deadline, settings
+                time.sleep(0.02)
+            return settings
+
+        settings = pulled({"beams": 2, "maxSuggestions": 1, "excludeFiles": ["vault/"], "searchBudgetMs": 1001})
+        assert (settings["beams"], settings["maxSuggestions"], settings["excludeFiles"]) == (2, 1, ["vault/"])
+        settings = pulled({"maxSuggestions": 1, "searchBudgetMs": 1002})
+        assert (settings["beams"], settings["maxSuggestions"], settings["excludeFiles"]) \
+            == (0, 1, list(ServerSettings().exclude_files))
+        settings = pulled({"beams": 3, "searchBudgetMs": 1003})
+        assert (settings["beams"], settings["maxSuggestions"]) == (3, 2)
+        client.configuration["completer"] = None
+        _change(client, None)
+        time.sleep(1)
+        assert client.request("completer/info")["result"]["server"]["settings"]["beams"] == 3
+        assert [request["method"] for request in client.server_requests].count("workspace/configuration") == 4
     finally:
         client.close()
     _clean_log(tmp_path)
