@@ -61,6 +61,9 @@ INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 UNKNOWN_NAMED = 10
 """Unknown settings a log line names (a client that sends all its servers' settings sends hundreds)."""
+SHOWN_CHARS = 1000
+"""The most of a popup's message shown (its start and end): a model's error quotes its modelPath, which may be
+kilobytes of pasted or generated text."""
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
@@ -186,6 +189,8 @@ class CompleterServer(LanguageServer):
     def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """A popup (window/showMessage) for what the user must fix, mirrored in the log."""
         level = {types.MessageType.Error: logging.ERROR, types.MessageType.Info: logging.INFO}.get(kind, logging.WARNING)
+        if len(message) > SHOWN_CHARS:
+            message = f"{message[:SHOWN_CHARS // 2]} ... {message[-SHOWN_CHARS // 2:]}"
         log.log(level, "%s", message)
         if self.protocol.writer is not None:
             self.window_show_message(types.ShowMessageParams(type=kind, message=f"completer: {message}"))
@@ -618,10 +623,11 @@ class CompleterServer(LanguageServer):
             elif new.engine != old.engine:
                 error = await self._configure(new)
                 kept = _with_model_of(new.engine, old.engine)
-                if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
-                    self.show(f"model settings not applied, keeping the loaded model: {error}")
+                if error and new.engine != kept:  # the model would not load: apply the rest (the worker kept it)
+                    self.show(f"{_model_keys_changed(new.engine, old.engine)} not applied, keeping the loaded model: "
+                              f"{error}")
                     new = dataclasses.replace(new, engine=kept)
-                    error = await self._configure(new)
+                    error = await self._configure(new) if kept != old.engine else None
                 if error:
                     self.show(f"settings not applied, keeping the previous ones: {error}")
                     new = dataclasses.replace(new, engine=old.engine)
@@ -1010,6 +1016,12 @@ class CompleterServer(LanguageServer):
 
 class _StoppedForSettings(Exception):
     """The worker stopped a search to load another model, or its backend was replaced."""
+
+
+def _model_keys_changed(new: EngineSettings, old: EngineSettings) -> str:
+    """The settings that choose and load the model (`_with_model_of`) that differ, as the user writes them."""
+    names = {"modelPath": "model_path", "device": "device", "threads": "threads"}
+    return " and ".join(key for key, name in names.items() if getattr(new, name) != getattr(old, name))
 
 
 def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:

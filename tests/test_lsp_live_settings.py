@@ -320,6 +320,26 @@ def test_a_value_of_kilobytes_is_quoted_short_in_its_warning(tmp_path):
     _clean_log(tmp_path)
 
 
+def test_a_model_path_that_will_not_load_is_one_short_warning_that_names_it(tmp_path):
+    """A modelPath of 100 kB (pasted or generated text) that names no bundle: the worker's error quotes the path
+    whole, and the popup and its log line were 100 kB long, saying "model settings not applied" without naming the
+    setting. Now one warning of bounded length names modelPath, and the rest of the change applies."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"modelPath": "x" * 100_000, "maxSuggestions": 1}})
+        assert client.request("completer/info")["result"]["server"]["settings"]["maxSuggestions"] == 1
+        shown = _shown(client)
+        assert len(shown) == 1 and shown[0].startswith("completer: modelPath not applied, keeping the loaded model"), \
+            [message[:200] for message in shown]
+        messages = [m["params"]["message"] for m in list(client.notifications)
+                    if m.get("method") in ("window/showMessage", "window/logMessage")]
+        assert max(map(len, messages)) < 2000, sorted(map(len, messages))[-3:]
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
 def _model_runs_after_opening(client: RawClient, uri: str, text: str, wait_s: float) -> int:
     """The engine's model runs while `uri` has been open `wait_s`, left alone: its background prefill runs while the
     worker is idle (a completer/info is a job too, so none is asked meanwhile). The wait before lets the prefills of
