@@ -340,6 +340,26 @@ def test_a_model_path_that_will_not_load_is_one_short_warning_that_names_it(tmp_
     _clean_log(tmp_path)
 
 
+def test_a_language_id_in_other_letter_case_enables_its_language_and_an_empty_one_is_refused(tmp_path):
+    """Documents are matched by their LSP id exactly: `enabledLanguages: ["Python"]` (as a user writes the
+    language's name) or `[""]` matched no document, and every suggestion stopped without a word. An id LSP knows in
+    other letters now is that id, and an empty one is refused with a warning, the languages of before kept."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"enabledLanguages": ["Python"]}})
+        assert client.request("completer/info")["result"]["server"]["enabled_languages"] == ["python"]
+        assert _items(client.wait(_ask(client), 60))
+        _change(client, {"completer": {"enabledLanguages": [""], "maxSuggestions": 1}})
+        info = client.request("completer/info")["result"]["server"]
+        assert (info["enabled_languages"], info["settings"]["maxSuggestions"]) == (["python"], 1)
+        assert [message for message in _shown(client) if "completer.enabledLanguages" in message], _shown(client)
+        client.change(URI, 2, (0, 0), (0, 0), "")  # an edit: searched anew, not answered from the last search
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
 def _model_runs_after_opening(client: RawClient, uri: str, text: str, wait_s: float) -> int:
     """The engine's model runs while `uri` has been open `wait_s`, left alone: its background prefill runs while the
     worker is idle (a completer/info is a job too, so none is asked meanwhile). The wait before lets the prefills of
