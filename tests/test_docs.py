@@ -318,6 +318,18 @@ def test_a_settings_type_is_the_same_in_the_extension_the_reference_and_the_serv
             assert refused(key, value), (key, value)
 
 
+def test_the_extension_bounds_excludefiles_as_the_server_does():
+    """VS Code's settings editor marks a list of excludeFiles the server refuses whole: too many patterns, or one too
+    long (a pasted file)."""
+    from lsp.exclusions import MAX_PATTERN_CHARS, MAX_PATTERNS
+
+    excluded = extension_properties()["excludeFiles"]
+    assert (excluded["maxItems"], excluded["items"]["maxLength"]) == (MAX_PATTERNS, MAX_PATTERN_CHARS)
+    assert not refused("excludeFiles", ["x" * MAX_PATTERN_CHARS] * MAX_PATTERNS)
+    assert refused("excludeFiles", [".env"] * (MAX_PATTERNS + 1))
+    assert refused("excludeFiles", ["x" * (MAX_PATTERN_CHARS + 1)])
+
+
 def test_the_capabilities_table_lists_what_the_server_advertises():
     """docs/editors.md's "What the server advertises" names each capability the real server answers initialize
     with (to a client that takes notebooks), and only those; pygls' empty executeCommandProvider aside."""
