@@ -219,6 +219,46 @@ def test_a_request_in_flight_when_the_backend_changes_gets_the_new_backends_line
     _clean_log(tmp_path)
 
 
+REGISTERING = ('import handlers\n\n\ndef install(registry):\n'
+               '    registry.register_handler("zq_alpha", handle_zq_alpha, priority=7)')
+"""A registration at the end of a file, written out in the workspace's other file (OTHER_FILE) with the next one
+after it, `zq_beta`, which only that file holds."""
+
+
+@pytest.mark.parametrize("change", [{"excludeFiles": ["vault/"]}, {"workspaceContext": False}])
+def test_a_file_no_longer_read_lends_no_line_searched_ahead_of_the_change(tmp_path, change):
+    """The worker searches the line after Enter while the user pauses, with the workspace's snippets of then, and
+    answers the keystroke it foresaw from that search without the model. After excludeFiles took the file that held
+    the line (or workspaceContext turned off), the line after Enter still offered it, `zq_beta` and all, from the
+    search run before the change. That search is now dropped, and the keystroke searched with what may be read."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "registry.py").write_text(OTHER_FILE)
+    (tmp_path / "install.py").write_text(REGISTERING + "\n")
+    client = workspace_server(tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while (index := client.request("completer/info")["result"]["server"]["workspace_index"])["building"]:
+            assert time.monotonic() < deadline, index
+            time.sleep(0.05)
+        uri, end = (tmp_path / "install.py").as_uri(), len(REGISTERING.split("\n")[-1])
+        client.open(uri, REGISTERING)
+        assert "result" in client.completion(uri, 4, end)
+        time.sleep(3)  # the user pauses: the line after Enter is searched ahead (a request meanwhile would stop it)
+        client.change(uri, 2, (4, end), (4, end), "\n    ")
+
+        def after_enter() -> tuple[list[str], int]:
+            lines = [item["textEdit"]["newText"] for item in client.completion(uri, 5, 4)["result"]["items"]]
+            return lines, client.request("completer/info")["result"]["server"]["last_model_runs"]
+
+        lines, runs = after_enter()
+        assert runs == 0 and any("zq_beta" in line for line in lines), (lines, runs)  # answered from the search ahead
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": change}})
+        lines, runs = after_enter()
+        assert runs > 0 and not any("zq_beta" in line for line in lines), (lines, runs)
+    finally:
+        client.close()
+
+
 def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
     """A client in LSP's pull model sends didChangeConfiguration with null settings and answers workspace/configuration:
     the server ignored the notification, and the user's change never applied."""
@@ -386,43 +426,3 @@ def test_a_file_opened_with_both_kinds_of_answer_off_is_not_prefilled(tmp_path):
     finally:
         client.close()
     _clean_log(tmp_path)
-
-
-REGISTERING = ('import handlers\n\n\ndef install(registry):\n'
-               '    registry.register_handler("zq_alpha", handle_zq_alpha, priority=7)')
-"""A registration at the end of a file, written out in the workspace's other file (OTHER_FILE) with the next one
-after it, `zq_beta`, which only that file holds."""
-
-
-@pytest.mark.parametrize("change", [{"excludeFiles": ["vault/"]}, {"workspaceContext": False}])
-def test_a_file_no_longer_read_lends_no_line_searched_ahead_of_the_change(tmp_path, change):
-    """The worker searches the line after Enter while the user pauses, with the workspace's snippets of then, and
-    answers the keystroke it foresaw from that search without the model. After excludeFiles took the file that held
-    the line (or workspaceContext turned off), the line after Enter still offered it, `zq_beta` and all, from the
-    search run before the change. That search is now dropped, and the keystroke searched with what may be read."""
-    (tmp_path / "vault").mkdir()
-    (tmp_path / "vault" / "registry.py").write_text(OTHER_FILE)
-    (tmp_path / "install.py").write_text(REGISTERING + "\n")
-    client = workspace_server(tmp_path)
-    try:
-        deadline = time.monotonic() + 30
-        while (index := client.request("completer/info")["result"]["server"]["workspace_index"])["building"]:
-            assert time.monotonic() < deadline, index
-            time.sleep(0.05)
-        uri, end = (tmp_path / "install.py").as_uri(), len(REGISTERING.split("\n")[-1])
-        client.open(uri, REGISTERING)
-        assert "result" in client.completion(uri, 4, end)
-        time.sleep(3)  # the user pauses: the line after Enter is searched ahead (a request meanwhile would stop it)
-        client.change(uri, 2, (4, end), (4, end), "\n    ")
-
-        def after_enter() -> tuple[list[str], int]:
-            lines = [item["textEdit"]["newText"] for item in client.completion(uri, 5, 4)["result"]["items"]]
-            return lines, client.request("completer/info")["result"]["server"]["last_model_runs"]
-
-        lines, runs = after_enter()
-        assert runs == 0 and any("zq_beta" in line for line in lines), (lines, runs)  # answered from the search ahead
-        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": change}})
-        lines, runs = after_enter()
-        assert runs > 0 and not any("zq_beta" in line for line in lines), (lines, runs)
-    finally:
-        client.close()
