@@ -57,6 +57,12 @@ class SearchesAhead:
     def clear(self) -> None:
         self._kept.clear()
 
+    def drop_under(self, prefix: str) -> None:
+        """Drop the answers of every document whose name starts with `prefix` (one client's, on the shared
+        engine): they were searched with context the client may no longer read (a file newly excluded)."""
+        for uri in [uri for uri in {*self._kept, *self._under_way} if uri.startswith(prefix)]:
+            self.drop(uri)
+
     def foreseen(self, uri: str, before: str, after: str, below: str, others: Sequence[str],
                  settings: EngineSettings) -> Speculation | None:
         """The answer searched ahead for exactly this request, if any. A request none of them foresaw (the user

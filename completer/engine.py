@@ -138,6 +138,11 @@ class Engine:
         self.cache.drop(uri)
         self.ahead.drop(uri)
 
+    def forget_searches_ahead(self, prefix: str = "") -> None:
+        """Drop the answers searched ahead for the documents under `prefix`, which the next requests would take
+        without running the model: their context (the workspace's snippets) may hold what may no longer be read."""
+        self.ahead.drop_under(prefix)
+
     def complete(self, uri: str, line: int, column: int, is_cancelled: CancelCheck | None = None,
                  others: Sequence[str] = (), snippets: Sequence[str] = ()) -> CompletionResult:
         """Suggestions at a 0-based line and code-point column of an open document; `others` are the texts

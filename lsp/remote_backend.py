@@ -315,6 +315,9 @@ class OpenAIBackend:
     def notify_close(self, uri: str) -> None:
         self._answers.forget(uri)
 
+    def forget_searches_ahead(self) -> None:
+        """Nothing is searched ahead here: each request's prompt holds the snippets it is sent with."""
+
     async def _complete(self, future: asyncio.Future[Any], uri: str, before: str, after: str, below: str = "",
                         others: list[str] | None = None, snippets: list[str] | None = None,
                         repository: RepositoryContext | None = None, language: str | None = None) -> None:

@@ -61,6 +61,9 @@ INFO_TIMEOUT = 0.5
 """completer/info asks the worker for fresh engine.info() but answers from cache past this."""
 UNKNOWN_NAMED = 10
 """Unknown settings a log line names (a client that sends all its servers' settings sends hundreds)."""
+SHOWN_CHARS = 1000
+"""The most of a popup's message shown (its start and end): a model's error quotes its modelPath, which may be
+kilobytes of pasted or generated text."""
 EDIT_INDEX_DELAY = 1.0
 """How long after a document's last edit the workspace index reads its unsaved text: once per pause in typing,
 never at each keystroke."""
@@ -133,6 +136,8 @@ class CompleterServer(LanguageServer):
         self.notebooks = NotebookStore()
         self.settings = ServerSettings()
         self.settings_generation = 0
+        self.initial_settings = self.settings  # those initialize left: what a key a pulled configuration omits means
+        self.readable_serial = 0  # moves with each change of excludeFiles or workspaceContext (what may be read)
         self.set_up_run(log_level, log_file, worker_log_file, shared_engine)
         self.repository: WorkspaceFiles | None = None
         self.completions_in_flight = RequestsInFlight()  # every index's build waits for none, one built mid-request too
@@ -184,6 +189,8 @@ class CompleterServer(LanguageServer):
     def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
         """A popup (window/showMessage) for what the user must fix, mirrored in the log."""
         level = {types.MessageType.Error: logging.ERROR, types.MessageType.Info: logging.INFO}.get(kind, logging.WARNING)
+        if len(message) > SHOWN_CHARS:
+            message = f"{message[:SHOWN_CHARS // 2]} ... {message[-SHOWN_CHARS // 2:]}"
         log.log(level, "%s", message)
         if self.protocol.writer is not None:
             self.window_show_message(types.ShowMessageParams(type=kind, message=f"completer: {message}"))
@@ -230,6 +237,7 @@ class CompleterServer(LanguageServer):
         options = self._section(params.initialization_options, "initializationOptions")
         if options:
             self.settings = self._merge(options, "initializationOptions")
+        self.initial_settings = self.settings
         log.info("initialize: client %s, position encoding %s, settings %s",
                  params.client_info.name if params.client_info else "?", encoding, self.settings.to_camel())
         self._config_lock = asyncio.Lock()
@@ -564,14 +572,23 @@ class CompleterServer(LanguageServer):
         """workspace/didChangeConfiguration: apply what is valid, warn about the rest. Null settings (LSP's pull
         model) are asked of the client, before taking the lock: a client slow to answer holds up no request."""
         changes = self._section(raw if raw is not None else await self._pulled_settings(), "didChangeConfiguration")
-        if not changes:
+        if changes is None or (not changes and raw is not None):
             return
+        if raw is None:
+            changes = self._whole_section(changes)
         pending = self._exclude_meanwhile(changes)
         try:
             await self._apply_settings(changes)
         finally:
             if pending is not None:
                 self.document_exclusions.pending.remove(pending)
+
+    def _whole_section(self, pulled: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration pulled with workspace/configuration is the client's whole section, not a change: a key it
+        leaves out is one the user no longer sets, back to its value at startup (initializationOptions, else its
+        default). Merged as a change, a setting the user removed kept its value until the server restarted."""
+        started = self.initial_settings.to_camel()
+        return {**{key: value for key, value in started.items() if key not in pulled}, **pulled}
 
     def _exclude_meanwhile(self, changes: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The change's excludeFiles, valid, excluding as well from now until the change is applied: a model that
@@ -592,6 +609,9 @@ class CompleterServer(LanguageServer):
         async with lock:
             old = self.settings
             new = self._merge(changes, "didChangeConfiguration")
+            if (new.exclude_files, new.workspace_context) != (old.exclude_files, old.workspace_context):
+                self.readable_serial += 1
+                self.worker.forget_searches_ahead()  # searched with the snippets of files no longer read
             if new.engine.model_path != old.engine.model_path:
                 self.sources.named_anew(new.engine.model_path)
             if new.remote != old.remote and (new.remote.is_remote or old.remote.is_remote):
@@ -603,10 +623,11 @@ class CompleterServer(LanguageServer):
             elif new.engine != old.engine:
                 error = await self._configure(new)
                 kept = _with_model_of(new.engine, old.engine)
-                if error and new.engine != kept != old.engine:  # the model would not load: apply the rest
-                    self.show(f"model settings not applied, keeping the loaded model: {error}")
+                if error and new.engine != kept:  # the model would not load: apply the rest (the worker kept it)
+                    self.show(f"{_model_keys_changed(new.engine, old.engine)} not applied, keeping the loaded model: "
+                              f"{error}")
                     new = dataclasses.replace(new, engine=kept)
-                    error = await self._configure(new)
+                    error = await self._configure(new) if kept != old.engine else None
                 if error:
                     self.show(f"settings not applied, keeping the previous ones: {error}")
                     new = dataclasses.replace(new, engine=old.engine)
@@ -813,7 +834,7 @@ class CompleterServer(LanguageServer):
 
     async def _suggest(self, target: Target, retried: bool) -> list[LineSuggestion]:
         started = time.perf_counter()
-        generation = self.settings_generation
+        generation, readable = self.settings_generation, self.readable_serial
         doc = self.documents.get(target.uri)
         if doc is None:
             return []
@@ -894,6 +915,8 @@ class CompleterServer(LanguageServer):
         finally:
             self.completions_in_flight.ended()
             self.lookups.pick_after_search(target.uri)
+            if readable != self.readable_serial:  # its snippets were picked before: the search it leads the
+                self.worker.forget_searches_ahead()  # worker to run ahead of the user would use them too
         if not isinstance(result, dict) or not self.completes(doc, unknown=True):  # enabledLanguages left it out
             return []  # while it searched
         engine = result.get("result") or {}
@@ -993,6 +1016,12 @@ class CompleterServer(LanguageServer):
 
 class _StoppedForSettings(Exception):
     """The worker stopped a search to load another model, or its backend was replaced."""
+
+
+def _model_keys_changed(new: EngineSettings, old: EngineSettings) -> str:
+    """The settings that choose and load the model (`_with_model_of`) that differ, as the user writes them."""
+    names = {"modelPath": "model_path", "device": "device", "threads": "threads"}
+    return " and ".join(key for key, name in names.items() if getattr(new, name) != getattr(old, name))
 
 
 def _with_model_of(settings: EngineSettings, source: EngineSettings) -> EngineSettings:

@@ -20,6 +20,7 @@ from completer.fim import FIM_TEMPLATES, template_for_model
 from completer.remote import PROMPT_CHARS
 from completer.text import MAX_CONTEXT_CHARS
 from completer.types import EngineSettings
+from lsp.documents import FILETYPES, LANGUAGE_IDS
 from lsp.exclusions import DEFAULT_EXCLUDED, check_patterns, unusable_patterns
 
 SECTION = "completer"
@@ -264,11 +265,7 @@ def _coerce(key: str, value: Any) -> Any:
             raise ValueError(f"device must be \"auto\", \"cpu\" or \"cuda\", got {quoted(value)}")
         return value.lower()
     if key == "enabledLanguages":
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"enabledLanguages must be a list of language ids, got {quoted(value)}")
-        return tuple(value)
+        return _languages(value)
     if key == "excludeFiles":
         return check_patterns(value)
     if key in ("completionItems", "inlineCompletions", "documentRepeats", "searchAhead", "fillInTheMiddle",
@@ -277,6 +274,21 @@ def _coerce(key: str, value: Any) -> Any:
             raise ValueError(f"{key} must be true or false, got {quoted(value)}")
         return value
     return _integer(key, value)
+
+
+def _languages(value: Any) -> tuple[str, ...]:
+    """enabledLanguages' ids, each as LSP spells it where it names one in other letter case (`Python`), else as
+    written: documents are matched by their id exactly, and such an id, or an empty one, matched none, silently."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"enabledLanguages must be a list of language ids, got {quoted(value)}")
+    if not all(v.strip() for v in value):
+        raise ValueError(f"enabledLanguages must be a list of language ids such as [\"python\"] ([\"*\"] for all), "
+                         f"not an empty one: got {quoted(value)}")
+    known = LANGUAGE_IDS | FILETYPES.keys()
+    return tuple(v.strip().lower() if v.strip() not in known and v.strip().lower() in known else v.strip()
+                 for v in value)
 
 
 def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSettings) -> ServerSettings:

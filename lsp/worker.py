@@ -19,6 +19,8 @@ Protocol (one msgpack map per frame, see `lsp.framing`):
                     {"id": n, "op": "close", "uri": str}
                     {"id": n, "op": "prefill", "uri": str, "text": str}  (answered at once; run when idle)
                     {"id": n, "op": "info"}
+                    {"id": n, "op": "forget_ahead"}  (the client's searches run ahead are stopped and their answers
+                     dropped: their snippets may hold a file the client no longer reads, lsp/server.py)
                     {"op": "cancel", "id": n}        (no reply; the search for job n stops at its next beam step)
   worker -> server  {"id": n, "ok": value} or {"id": n, "err": {"kind": str, "message": str}}
 
@@ -99,6 +101,7 @@ class Client:
     hang_up: Any = None  # closes its channel (the shared engine's clients), so its reader sees the end
     completions: set = field(default_factory=set)  # ids of its completion jobs not yet answered
     last_job: int = 0  # the highest integer job id its reader has queued: a cancel names one of those, or none
+    context_epoch: int = 0  # moves at each forget_ahead: a completion sent before it starts no search ahead
 
     def document(self, uri: str) -> str:
         """The engine's key for the client's document: clients never share a document's cache."""
@@ -323,6 +326,7 @@ class Worker:
         after = str(message["after"])
         language = message.get("language")
         engine.set_language(document, language if isinstance(language, str) else None)
+        epoch = client.context_epoch
         self._prefills.pop(document, None)  # typed in: its own requests keep its cache from now on
         foreseen = False
         for task in self.scheduler.active(document=document):
@@ -348,7 +352,8 @@ class Worker:
             else:
                 result = task.result
                 reply = {"id": job_id, "ok": {"result": result.to_dict(), "model_runs_total": int(engine.model_runs)}}
-                if client.settings.search_ahead and not after.strip() and not result.skipped:
+                if client.settings.search_ahead and not after.strip() and not result.skipped \
+                        and epoch == client.context_epoch:  # its snippets are still ones the client reads
                     self._ahead = (client, request)  # searched once the worker has been idle a moment
             self._quiet_since = time.monotonic()
             self._forget_cancels(client, job_id)
@@ -488,10 +493,25 @@ class Worker:
             return self._configure(client, message.get("settings") or {})
         if op == "info":
             return self._info(client)
+        if op == "forget_ahead":
+            self._forget_searches_ahead(client)
+            return None
         if op in ("ping", "hello"):
             return {"pid": os.getpid(), "version": __version__, "source": SOURCE_FINGERPRINT,
                     "clients": len(self.clients)}
         raise ValueError(f"unknown op {op!r}")
+
+    def _forget_searches_ahead(self, client: Client) -> None:
+        """Stop the client's searches run ahead and drop their answers (the one not started yet was dropped as
+        this job arrived, `_take`), so that its next requests are searched with the context they bring."""
+        client.context_epoch += 1
+        prefix = client.document("")
+        for document, task in list(self._ahead_tasks.items()):
+            if document.startswith(prefix):
+                self.scheduler.cancel(task)
+        engine = self.engines.get(client.model_key) if client.model_key else None
+        if engine is not None:
+            engine.forget_searches_ahead(prefix)
 
     def _require_engine(self, client: Client) -> Any:
         engine = self._engine_of(client)

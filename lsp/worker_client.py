@@ -611,3 +611,12 @@ class WorkerClient:
         except WorkerError:
             return
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    def forget_searches_ahead(self) -> None:
+        """What the server may read changed (excludeFiles, workspaceContext): the worker drops the answers it
+        searched ahead with the snippets of before, which the next request would take; nobody waits for it."""
+        try:
+            _, future = self.submit("forget_ahead")
+        except WorkerError:
+            return
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())

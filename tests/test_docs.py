@@ -280,6 +280,56 @@ def test_a_settings_choices_in_the_extension_are_the_servers(key):
     assert refused(key, "no-such-choice")
 
 
+def documented_types(cell: str) -> set[str]:
+    """The JSON types a Type cell of docs/editors.md's settings table names ("string or null", "integer 0–16",
+    a list of quoted choices: strings)."""
+    cell = cell.strip()
+    kinds = {"boolean": "boolean", "integer": "integer", "string": "string", "list": "array", "`\"": "string"}
+    found = {kind for start, kind in kinds.items() if cell.startswith(start)}
+    assert len(found) == 1, f"a Type cell this test cannot read: {cell!r}"
+    return found | ({"null"} if cell.endswith("null") else set())
+
+
+SAMPLES = {"boolean": True, "integer": 2, "string": "python-base", "array": ["python"], "null": None}
+"""A value of each JSON type a setting may declare (an integer setting's is its maximum; strings of their own where
+this one does not fit)."""
+OWN_SAMPLES = {"endpoint": "http://127.0.0.1:8080/v1", "apiKeyEnv": "TEAM_COMPLETIONS_KEY", "excludeFiles": [".env"]}
+OTHER_TYPES = {"boolean": True, "number": 2.5, "string": "3", "array": ["3"], "object": {"beams": 2}}
+"""A value of each JSON type: the server refuses those a setting does not declare (no setting takes a fraction)."""
+
+
+@pytest.mark.parametrize("key", sorted(extension_properties()))
+def test_a_settings_type_is_the_same_in_the_extension_the_reference_and_the_server(key):
+    """package.json's `type` (a string for a choice of strings) is the Type docs/editors.md's settings table gives,
+    the server takes a value of each of those types, and refuses a value of every other JSON type with a warning
+    (null aside, which resets any key to its default; a lone string for a list is taken as its one item)."""
+    declared = extension_properties()[key]["type"]
+    declared = {declared} if isinstance(declared, str) else set(declared)
+    text = (REPO / "docs" / "editors.md").read_text(encoding="utf-8").split("\n## Settings\n", 1)[1]
+    cell = next(line for line in text.splitlines() if line.startswith(f"| `{key}` |")).split(" | ")[1]
+    assert documented_types(cell) == declared, (key, cell, declared)
+    choices = extension_properties()[key].get("enum")
+    for kind in declared:
+        value = choices[-1] if choices else extension_properties()[key]["maximum"] if kind == "integer" \
+            else OWN_SAMPLES.get(key, SAMPLES[kind])
+        assert not refused(key, value), (key, value)
+    for kind, value in OTHER_TYPES.items():
+        if kind not in declared and not (kind == "string" and "array" in declared):
+            assert refused(key, value), (key, value)
+
+
+def test_the_extension_bounds_excludefiles_as_the_server_does():
+    """VS Code's settings editor marks a list of excludeFiles the server refuses whole: too many patterns, or one too
+    long (a pasted file)."""
+    from lsp.exclusions import MAX_PATTERN_CHARS, MAX_PATTERNS
+
+    excluded = extension_properties()["excludeFiles"]
+    assert (excluded["maxItems"], excluded["items"]["maxLength"]) == (MAX_PATTERNS, MAX_PATTERN_CHARS)
+    assert not refused("excludeFiles", ["x" * MAX_PATTERN_CHARS] * MAX_PATTERNS)
+    assert refused("excludeFiles", [".env"] * (MAX_PATTERNS + 1))
+    assert refused("excludeFiles", ["x" * (MAX_PATTERN_CHARS + 1)])
+
+
 def test_the_capabilities_table_lists_what_the_server_advertises():
     """docs/editors.md's "What the server advertises" names each capability the real server answers initialize
     with (to a client that takes notebooks), and only those; pygls' empty executeCommandProvider aside."""

@@ -363,6 +363,44 @@ async def test_a_change_of_the_patterns_excludes_from_its_arrival_not_once_appli
     assert not server.excluded(secret) and not server.document_exclusions.pending
 
 
+async def test_a_search_whose_snippets_were_picked_before_the_patterns_changed_drops_its_search_ahead():
+    """A request whose workspace snippets were being picked when excludeFiles changed reached the worker after the
+    change had dropped the searches ahead: its answer led the worker to search the line after Enter with those
+    snippets, and the keystroke after Enter took a line of the file just excluded. The server drops them again
+    once that search is over."""
+    import asyncio
+
+    from lsprotocol import types
+
+    from lsp.server import CompleterServer
+
+    server = CompleterServer()
+    server._config_lock = asyncio.Lock()
+    uri = "file:///work/doc.py"
+    server.documents.open(uri, "python", 1, "import os\nos.pa")
+    picking, picked = asyncio.Event(), asyncio.Event()
+
+    async def slow_snippets(uri: str, before: str) -> list:
+        picking.set()
+        await picked.wait()
+        return []
+
+    async def search(*args: object) -> dict:
+        return {"result": {"suggestions": []}}
+
+    forgotten: list[str] = []
+    server.lookups.snippets = slow_snippets  # type: ignore[method-assign]
+    server.searches.run = search  # type: ignore[method-assign]
+    server.worker.forget_searches_ahead = lambda: forgotten.append("forgotten")  # type: ignore[method-assign]
+    request = asyncio.ensure_future(server.suggest(server.locate(uri, types.Position(1, 5))))
+    await asyncio.wait_for(picking.wait(), 10)
+    await server.change_settings({"completer": {"excludeFiles": ["vault/"]}})
+    assert len(forgotten) == 1  # the change's own
+    picked.set()
+    await asyncio.wait_for(request, 10)
+    assert len(forgotten) == 2, "the search of the snippets picked before the change left its search ahead"
+
+
 def test_a_file_in_an_excluded_folder_stays_excluded_whatever_a_later_line_says(tmp_path: Path):
     """As in git, which never looks inside a folder it ignores: `!secrets/ok.py` cannot take a file of `secrets/`
     back; `!public.pem` takes back a file that a pattern of files left out."""

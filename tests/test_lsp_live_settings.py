@@ -10,9 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_endpoint import Behaviour, FakeEndpoint
 from lsp.rawclient import RawClient
-from lsp_support import REPO, SAMPLE_TEXT, SERVER_CMD, server_env
+from lsp.settings import ServerSettings
+from lsp_support import OTHER_FILE, REPO, SAMPLE_TEXT, SERVER_CMD, server_env, workspace_server
 
 URI = "file:///work/live.py"
 TEXT = "import os\nos.pa"
@@ -217,6 +219,46 @@ def test_a_request_in_flight_when_the_backend_changes_gets_the_new_backends_line
     _clean_log(tmp_path)
 
 
+REGISTERING = ('import handlers\n\n\ndef install(registry):\n'
+               '    registry.register_handler("zq_alpha", handle_zq_alpha, priority=7)')
+"""A registration at the end of a file, written out in the workspace's other file (OTHER_FILE) with the next one
+after it, `zq_beta`, which only that file holds."""
+
+
+@pytest.mark.parametrize("change", [{"excludeFiles": ["vault/"]}, {"workspaceContext": False}])
+def test_a_file_no_longer_read_lends_no_line_searched_ahead_of_the_change(tmp_path, change):
+    """The worker searches the line after Enter while the user pauses, with the workspace's snippets of then, and
+    answers the keystroke it foresaw from that search without the model. After excludeFiles took the file that held
+    the line (or workspaceContext turned off), the line after Enter still offered it, `zq_beta` and all, from the
+    search run before the change. That search is now dropped, and the keystroke searched with what may be read."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "registry.py").write_text(OTHER_FILE)
+    (tmp_path / "install.py").write_text(REGISTERING + "\n")
+    client = workspace_server(tmp_path)
+    try:
+        deadline = time.monotonic() + 30
+        while (index := client.request("completer/info")["result"]["server"]["workspace_index"])["building"]:
+            assert time.monotonic() < deadline, index
+            time.sleep(0.05)
+        uri, end = (tmp_path / "install.py").as_uri(), len(REGISTERING.split("\n")[-1])
+        client.open(uri, REGISTERING)
+        assert "result" in client.completion(uri, 4, end)
+        time.sleep(3)  # the user pauses: the line after Enter is searched ahead (a request meanwhile would stop it)
+        client.change(uri, 2, (4, end), (4, end), "\n    ")
+
+        def after_enter() -> tuple[list[str], int]:
+            lines = [item["textEdit"]["newText"] for item in client.completion(uri, 5, 4)["result"]["items"]]
+            return lines, client.request("completer/info")["result"]["server"]["last_model_runs"]
+
+        lines, runs = after_enter()
+        assert runs == 0 and any("zq_beta" in line for line in lines), (lines, runs)  # answered from the search ahead
+        client.notify("workspace/didChangeConfiguration", {"settings": {"completer": change}})
+        lines, runs = after_enter()
+        assert runs > 0 and not any("zq_beta" in line for line in lines), (lines, runs)
+    finally:
+        client.close()
+
+
 def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
     """A client in LSP's pull model sends didChangeConfiguration with null settings and answers workspace/configuration:
     the server ignored the notification, and the user's change never applied."""
@@ -232,6 +274,44 @@ def test_settings_null_are_pulled_with_workspace_configuration(tmp_path):
         pulls = [r for r in client.server_requests if r["method"] == "workspace/configuration"]
         assert [item["section"] for item in pulls[0]["params"]["items"]] == ["completer"]
         assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_setting_removed_from_a_pulled_configuration_goes_back_to_its_value_at_startup(tmp_path):
+    """workspace/configuration answers with the client's whole section: the server merged it as a change, so a key
+    the user removed from their configuration kept its value until the server restarted (beams stayed 2). It now
+    goes back to its value at startup: initializationOptions' (maxSuggestions 2), else its default; a pull that
+    finds no section (null) changes nothing. Each section sets its own searchBudgetMs, to tell it was applied."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        client = RawClient(SERVER_CMD, env=server_env(), stderr=stderr)
+    try:
+        client.initialize({"completer": {"maxSuggestions": 2}}, capabilities={"workspace": {"configuration": True}})
+        _ready(client)
+
+        def pulled(section: dict[str, Any]) -> dict[str, Any]:
+            client.configuration["completer"] = section
+            _change(client, None)
+            deadline = time.monotonic() + 10
+            while (settings := client.request("completer/info")["result"]["server"]["settings"])["searchBudgetMs"] \
+                    != section["searchBudgetMs"]:
+                assert time.monotonic() < deadline, settings
+                time.sleep(0.02)
+            return settings
+
+        settings = pulled({"beams": 2, "maxSuggestions": 1, "excludeFiles": ["vault/"], "searchBudgetMs": 1001})
+        assert (settings["beams"], settings["maxSuggestions"], settings["excludeFiles"]) == (2, 1, ["vault/"])
+        settings = pulled({"maxSuggestions": 1, "searchBudgetMs": 1002})
+        assert (settings["beams"], settings["maxSuggestions"], settings["excludeFiles"]) \
+            == (0, 1, list(ServerSettings().exclude_files))
+        settings = pulled({"beams": 3, "searchBudgetMs": 1003})
+        assert (settings["beams"], settings["maxSuggestions"]) == (3, 2)
+        client.configuration["completer"] = None
+        _change(client, None)
+        time.sleep(1)
+        assert client.request("completer/info")["result"]["server"]["settings"]["beams"] == 3
+        assert [request["method"] for request in client.server_requests].count("workspace/configuration") == 4
     finally:
         client.close()
     _clean_log(tmp_path)
@@ -275,6 +355,46 @@ def test_a_value_of_kilobytes_is_quoted_short_in_its_warning(tmp_path):
         for key in keys:
             assert len([message for message in _shown(client) if f"completer.{key}:" in message]) == 1, key
         assert any("ignoring unknown settings" in message and "and 290 more" in message for message in messages)
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_model_path_that_will_not_load_is_one_short_warning_that_names_it(tmp_path):
+    """A modelPath of 100 kB (pasted or generated text) that names no bundle: the worker's error quotes the path
+    whole, and the popup and its log line were 100 kB long, saying "model settings not applied" without naming the
+    setting. Now one warning of bounded length names modelPath, and the rest of the change applies."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"modelPath": "x" * 100_000, "maxSuggestions": 1}})
+        assert client.request("completer/info")["result"]["server"]["settings"]["maxSuggestions"] == 1
+        shown = _shown(client)
+        assert len(shown) == 1 and shown[0].startswith("completer: modelPath not applied, keeping the loaded model"), \
+            [message[:200] for message in shown]
+        messages = [m["params"]["message"] for m in list(client.notifications)
+                    if m.get("method") in ("window/showMessage", "window/logMessage")]
+        assert max(map(len, messages)) < 2000, sorted(map(len, messages))[-3:]
+        assert len(_items(client.wait(_ask(client), 60))) == 1
+    finally:
+        client.close()
+    _clean_log(tmp_path)
+
+
+def test_a_language_id_in_other_letter_case_enables_its_language_and_an_empty_one_is_refused(tmp_path):
+    """Documents are matched by their LSP id exactly: `enabledLanguages: ["Python"]` (as a user writes the
+    language's name) or `[""]` matched no document, and every suggestion stopped without a word. An id LSP knows in
+    other letters now is that id, and an empty one is refused with a warning, the languages of before kept."""
+    client = _started(tmp_path)
+    try:
+        _change(client, {"completer": {"enabledLanguages": ["Python"]}})
+        assert client.request("completer/info")["result"]["server"]["enabled_languages"] == ["python"]
+        assert _items(client.wait(_ask(client), 60))
+        _change(client, {"completer": {"enabledLanguages": [""], "maxSuggestions": 1}})
+        info = client.request("completer/info")["result"]["server"]
+        assert (info["enabled_languages"], info["settings"]["maxSuggestions"]) == (["python"], 1)
+        assert [message for message in _shown(client) if "completer.enabledLanguages" in message], _shown(client)
+        client.change(URI, 2, (0, 0), (0, 0), "")  # an edit: searched anew, not answered from the last search
+        assert len(_items(client.wait(_ask(client), 60))) == 1
     finally:
         client.close()
     _clean_log(tmp_path)

@@ -207,3 +207,29 @@ def test_a_cancelled_task_is_answered_once_with_cancelled():
     assert len(answers) == 1 and answers[0]["err"]["kind"] == "cancelled"
     assert not worker._cancelled and not a.completions
     assert isinstance(Cancelled(), Exception)
+
+
+def test_a_window_that_forgets_its_searches_ahead_drops_its_own_and_those_its_running_completion_would_start():
+    """forget_ahead (the window's excludeFiles or workspaceContext changed): its answers searched ahead with the
+    snippets of before are dropped, and its completion still running starts no search ahead with them; another
+    window's answers on the shared engine stay."""
+    engine = Engine()
+    worker, (a, b) = worker_with(engine, engine.settings, engine.settings)
+    enter = LINE_END + "\n        "
+    for client in (a, b):
+        complete(worker, client, 1, "file:///x.py", LINE_END)
+        while worker.scheduler.busy:
+            worker.scheduler.iterate()
+        run_idle(worker)
+        assert engine.answers_from_ahead(client.document("file:///x.py"), enter, ""), "nothing was searched ahead"
+    complete(worker, a, 2, "file:///y.py", LINE_END)
+    worker.scheduler.iterate()
+    assert worker.scheduler.active(document=a.document("file:///y.py")), "the completion is over already"
+    worker._take(a, {"id": 3, "op": "forget_ahead"})
+    while worker.scheduler.busy:
+        worker.scheduler.iterate()
+    answered = {reply["id"]: reply for reply in replies(a)}
+    assert answered[3] == {"id": 3, "ok": None} and "result" in answered[2]["ok"], answered
+    assert worker._ahead is None, "a completion sent before forget_ahead started a search ahead"
+    assert not engine.answers_from_ahead(a.document("file:///x.py"), enter, "")
+    assert engine.answers_from_ahead(b.document("file:///x.py"), enter, ""), "another window's answers were dropped"
