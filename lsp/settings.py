@@ -59,6 +59,9 @@ REMOTE_KEYS: dict[str, str] = {
     "endpointChoices": "choices",
 }
 BACKENDS = ("local", "openai")
+MODEL_NAME_CHARS = 256
+"""The longest `model` taken: names are short (`qwen2.5-coder:1.5b-base`), and the name goes into every request, the
+log and completer/info, where a pasted text would be kilobytes each time."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,9 @@ def _coerce_remote(key: str, value: Any) -> Any:
     if key == "model":
         if not isinstance(value, str):
             raise ValueError(f"model must be a string, got {quoted(value)}")
+        if len(value) > MODEL_NAME_CHARS or not value.isprintable():
+            raise ValueError(f"model must be the name the endpoint serves, of at most {MODEL_NAME_CHARS} printable "
+                             f"characters, got {quoted(value)}")
         return value.strip()
     if key == "apiKeyEnv":
         if not isinstance(value, str) or not _ENV_NAME.fullmatch(value) or _KEY_LIKE.search(value):

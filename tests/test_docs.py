@@ -480,3 +480,13 @@ def test_each_number_a_reference_doc_states_for_a_code_constant_is_the_constants
             numbers = [stated(number) for number in found.groups() if number is not None]
             assert len(numbers) == len(wanted) and all(map(math.isclose, numbers, wanted)), \
                 f"{doc} says {found[0]!r}, where the code has {wanted} ({constants})"
+
+
+def test_the_extension_bounds_the_endpoint_model_name_as_the_server_does():
+    """A `model` the server refuses (pasted text, a control character) is marked in VS Code's settings editor too."""
+    from lsp.settings import MODEL_NAME_CHARS
+
+    assert extension_properties()["model"]["maxLength"] == MODEL_NAME_CHARS
+    assert not refused("model", "q" * MODEL_NAME_CHARS)
+    assert refused("model", "q" * (MODEL_NAME_CHARS + 1))
+    assert refused("model", "qwen\n2.5")
