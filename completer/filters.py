@@ -172,6 +172,8 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 j += 2 if text[j] == "\\" and escapes else 1
             if j >= n or text[j] == "\n":
                 s.broken = True  # a one-line string left open
+                if ch in syntax.multiline_quotes:  # or one that goes on below
+                    s.triple = ch
                 i = j
                 continue
             i = j + 1

@@ -29,6 +29,9 @@ class Syntax:
     block_comments: tuple[tuple[str, str], ...] = ()  # (opening, closing), the longest opening first
     nested_comments: bool = False  # a block comment's opening inside one opens another (Rust's /* a /* b */ c */)
     quotes: str = "\"'"  # strings that end on their own line
+    multiline_quotes: str = ""  # of `quotes`, those whose strings may also go on over lines (Rust's "a<newline>b"):
+    # the lines below read as the string's until it ends; a suggested line that leaves one open is still refused,
+    # since a model's line that does so has far more often lost its closing quote than begun such a string
     raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
     raw_prefixes: tuple[str, ...] = ()  # letters before a quote that make its string raw (Rust's r"C:\")
     delimited_raw: tuple[str, ...] = ()  # letters before a quote that open `"x(`, closed by `)x"` (C++'s R"x(...)x")
@@ -153,16 +156,16 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
-                  name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
-    "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', char_literals=True,
+                  multiline_quotes="\"'", name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+    "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', multiline_quotes='"', char_literals=True,
                    string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,
                    raw_quotes=tuple(closing for _, closing in _RUST_RAW), raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
-                   block_opener=_RUBY_BLOCK),
-    "r": Syntax("r", line_comments=("#",)),
+                   multiline_quotes="\"'", regex_literals=True, block_opener=_RUBY_BLOCK),
+    "r": Syntax("r", line_comments=("#",), multiline_quotes="\"'"),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), nested_comments=True,
-                    long_strings=_same('"""'), quotes='"', char_literals=True),
-    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
+                    long_strings=_same('"""'), quotes='"', multiline_quotes='"', char_literals=True),
+    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'"),
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",

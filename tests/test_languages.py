@@ -364,6 +364,16 @@ def test_data_and_style_sheets_get_their_brackets_and_strings_checked(line, abov
     assert kept(line, above, syntax_for(language)) == keep
 
 
+def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
+    """Ruby's strings go on over lines: a quote its regular expressions hold, read as opening one, made the rest
+    of the method a string and the line after it code (`end)` kept, the method's `end` unchecked)."""
+    ruby = syntax_for("ruby")
+    above = ["def clean(s)", "  s = s.gsub(/[\"']/, '')", "  s.strip"]
+    assert line_context(above, ruby).start.triple is None
+    assert not kept("end)", above, ruby) and kept("end", above, ruby)
+    assert scan("x = a / b; y = c / d; (", syntax=ruby).stack == ["("]  # divisions
+
+
 def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():
     cpp = syntax_for("cpp")
     assert scan('auto s = R"x(a)" )x" + f(', syntax=cpp).stack == ["("]
