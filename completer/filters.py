@@ -123,14 +123,14 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             elif syntax.line_blocks:
                 i = _past_block_start(text, i + 1, s, syntax)
                 continue
-        elif syntax.quote_like and ch.isalpha():  # found at a quote-like operator, its delimiter last
+        elif syntax.quote_like and found.end() > i + 1:  # found at a quote-like operator, its delimiter last
             delimiter = text[found.end() - 1]
-            parts = int(found.group("twice") is not None)
+            parts = int(found.groupdict().get("twice") is not None)
             s.triple = f"{QUOTED}{parts}{delimiter}{BRACKETING.get(delimiter, delimiter)}1"
             i = found.end()
             continue
-        elif ch == "$" and syntax.variable_at and (variable := syntax.variable_at.match(text, i)):
-            i = variable.end()  # Perl's $", $], $#array
+        elif ch in syntax.variable_marks and syntax.variable_at and (variable := syntax.variable_at.match(text, i)):
+            i = variable.end()  # Perl's $", $], $#array; Elixir's ?(
             continue
         elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i) and (
                 pair[0][0] != "=" or i == 0 or text[i - 1] == "\n")), None)):  # Ruby's =begin: first on its line

@@ -61,10 +61,12 @@ class Syntax:
     # regular expression may follow (Perl's `=~`, `split`), where it is read as a quote-like m/.../ (first on its
     # line, only if it ends there: not the division of `/ $n` continuing a line); None: JavaScript's rules
     quote_like: str | None = None  # a pattern, at a word's start, of an operator and the delimiter after it that
-    # quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}); its group `twice`,
+    # quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}, Elixir's sigils
+    # ~r/a/, ~s(a)), two characters at least; its group `twice`,
     # of an operator whose text has two parts (s/a/b/, s{a} {b})
     variable: str | None = None  # a pattern, at `$`, of a variable whose name is a quote, bracket or `#` (Perl's
     # $", $], $#array): no string, bracket or comment
+    variable_marks: str = "$"  # what a `variable` starts with (Elixir's `?` of its character literals `?(`, `?"`)
     pod: bool = False  # Perl's documentation: a line starting `=` and a letter opens it, a line starting `=cut`
     # closes it
     end_of_code: tuple[str, ...] = ()  # lines after which the file holds no code (Perl's __END__, __DATA__)
@@ -92,7 +94,7 @@ class Syntax:
         if self.char_literals:
             starts.add("'")
         if self.variable:
-            starts.add("$")
+            starts.update(self.variable_marks)
         special = "[" + "".join(map(re.escape, sorted(starts))) + "]"
         if self.quote_like:
             special += "|" + self.quote_like  # found at the operator's first letter
@@ -137,6 +139,7 @@ _PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>.]|(?<![+-])[+-]|(?<![\w$@%>:])(?:s
                      r"|while|until|return|when))$")  # an operator, a keyword: not `}` (`$h{n} / 2`) nor `$i++`
 _PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
 _PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
+_ELIXIR_SIGIL = r"~[A-Za-z]\w*(?:[/|(\[{<]|(?P<quote>[\"'])(?!(?P=quote){2}))"  # ~r/a/, ~s(a), ~S"a"; not ~S"""
 _HASKELL_SYMBOL = r"[!#$%&*+./<=>?@\\^|~:]"
 _HASKELL_OPERATOR = rf"(?<={_HASKELL_SYMBOL})--|--+{_HASKELL_SYMBOL}"  # `-->`, `|--`: operators, not comments
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
@@ -144,7 +147,8 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
-    **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "groovy")},
+    "java": Syntax("java", **_C, long_strings=_same('"""')),
+    "groovy": Syntax("groovy", **_C, long_strings=_same('"""', "'''")),
     "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""')),
     **{name: Syntax(name, **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False)  # raw strings
        for name in ("kotlin", "scala")},
@@ -165,7 +169,8 @@ _BY_LANGUAGE = {
     "r": Syntax("r", line_comments=("#",), multiline_quotes="\"'"),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), nested_comments=True,
                     long_strings=_same('"""'), quotes='"', multiline_quotes='"', char_literals=True),
-    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'"),
+    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'",
+                     quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)", variable_marks="?"),
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
@@ -176,14 +181,14 @@ _BY_LANGUAGE = {
                    quote_like=_PERL_QUOTE_LIKE, regex_literals=True, regex_after=_PERL_REGEX_AFTER,
                    variable=_PERL_VARIABLE, heredoc=_PERL_HEREDOC, pod=True, end_of_code=("__END__", "__DATA__"),
                    dangling_words=_PERL_OPERATORS, braced_statements=True, name_chars="$@%"),  # all strings go on
-    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
+    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), multiline_quotes="'", open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
     "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`
     **{name: Syntax(name, **_C, not_comment=r"(?:(?<=:)|(?<=url\()|(?<=URL\())//", open_ends=False, name_chars="-$")
        for name in ("scss", "less")},  # not url(http://...) nor the protocol-relative url(//cdn...)
     "haskell": Syntax("haskell", **_ML, not_comment=_HASKELL_OPERATOR),
-    "elm": Syntax("elm", **_ML),
+    "elm": Syntax("elm", **_ML, long_strings=_same('"""')),
 }
 """Languages whose comments and strings are read here; markup and data formats other than JSON are not among
 them, and get no lexical rule."""

@@ -374,6 +374,21 @@ def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
     assert scan("x = a / b; y = c / d; (", syntax=ruby).stack == ["("]  # divisions
 
 
+@pytest.mark.parametrize("line,above,language,keep", [
+    ("}", ["def f() {", "  def s = '''", "  a ( b", "  '''"], "groovy", True),  # Groovy's '''...'''
+    ("  }", ["r = {", '  a = """', "  x ( y", '  """'], "elm", True),  # Elm's """..."""
+    (");", ["INSERT INTO t VALUES ('first", "second (draft)', 1);"], "sql", False),  # SQL's strings go on
+    ("}", ["m = %{", "  r: ~r/\\(/,"], "elixir", True),  # Elixir's sigils
+    ("  x: 1]", ["m = %{", "  s: ~s(a \"b),"], "elixir", False),
+    ("}", ["m = %{", "  p: ?(,"], "elixir", True),  # and its character literals
+    ("  x: 1]", ["m = %{", '  q: ?",'], "elixir", False),
+])
+def test_strings_each_language_has_are_read_as_strings(line, above, language, keep):
+    """Read as code, the text of these strings opened brackets that the right closer then broke (a `}` dropped),
+    closed what a stray closer below was kept for, or began a string that made the lines below prose."""
+    assert kept(line, above, syntax_for(language)) is keep
+
+
 def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():
     cpp = syntax_for("cpp")
     assert scan('auto s = R"x(a)" )x" + f(', syntax=cpp).stack == ["("]
