@@ -48,9 +48,10 @@ NESTED = "\3"
 """Scan.triple's first character inside a block comment of a language where they nest (Rust's /* a /* b */ c */);
 then how deep, its opening and its closing, apart by spaces (NESTED + "2 /* */")."""
 BRACKETING = {"(": ")", "[": "]", "{": "}", "<": ">"}  # delimiters of quoted text that nest
-QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
-"""Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
-closes each; closed, the double-quoted string goes on."""
+QUOTED_COMMANDS = {'"$(': ")", '"`': "`", "`${": "}"}
+"""Scan.stack's entries for code opened inside a string: a command inside the shell's double quotes
+("$(basename "$f")"), an expression inside JavaScript's template (`${f(`a`)}`); and what closes each. Closed, the
+string goes on; its quote is the entry's first character."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -104,6 +105,12 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.triple = None
                 i = command[1] + 1
                 continue
+            if s.triple == "`" and syntax.template_expressions and (opened := _template_expression(text, i)) != -1:
+                s.stack.append("`${")
+                s.opened_at.append(opened)
+                s.triple = None
+                i = opened + 1
+                continue
             end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'"
                            and s.triple not in syntax.raw_quotes, doubled=s.triple in syntax.doubled_quotes)
             if end == -1:
@@ -146,10 +153,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i = newline
             continue
         elif s.stack and s.stack[-1] in QUOTED_COMMANDS and text.startswith(QUOTED_COMMANDS[s.stack[-1]], i):
-            s.stack.pop()  # the command ends; the double-quoted string around it goes on
+            s.triple = s.stack.pop()[0]  # the command or expression ends; the string around it goes on
             s.opened_at.pop()
             s.min_depth = min(s.min_depth, len(s.stack))
-            s.triple = '"'
             i += 1
             continue
         elif long := next((pair for pair in syntax.long_strings if text.startswith(pair[0], i)), None):
@@ -262,6 +268,22 @@ def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
             return '"$(', j + 1
         j += 1
     return None
+
+
+def _template_expression(text: str, at: int) -> int:
+    """In a JavaScript template from `at`: the index of the `{` of a `${` that opens an expression before the
+    template's closing backquote, unescaped (`\\${` is the characters); -1 when the template closes or the text
+    ends first."""
+    closes = _closing(text, at, "`", escapes=True)
+    opens = text.find("${", at)
+    while opens != -1 and (closes == -1 or opens < closes):
+        slash = opens
+        while slash > at and text[slash - 1] == "\\":
+            slash -= 1
+        if (opens - slash) % 2 == 0:
+            return opens + 1
+        opens = text.find("${", opens + 2)
+    return -1
 
 
 def _past_heredoc(text: str, at: int, s: Scan) -> int:

@@ -38,6 +38,7 @@ class Syntax:
     doubled_quotes: tuple[str, ...] = ()  # long strings' closers that stand for themselves when doubled (C#'s @"a""b")
     bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
     quoted_commands: bool = False  # in "...", `$(` and a backquote open a command whose quotes nest ("$(f "$x")")
+    template_expressions: bool = False  # in `...`, `${` opens an expression whose quotes nest (`${f(`a`)}`)
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -144,7 +145,8 @@ _HASKELL_SYMBOL = r"[!#$%&*+./<=>?@\\^|~:]"
 _HASKELL_OPERATOR = rf"(?<={_HASKELL_SYMBOL})--|--+{_HASKELL_SYMBOL}"  # `-->`, `|--`: operators, not comments
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
-    **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
+    **{name: Syntax(name, **_C, long_strings=_same("`"), template_expressions=True, regex_literals=True,
+                    name_chars="$")
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
     "java": Syntax("java", **_C, long_strings=_same('"""')),
@@ -160,7 +162,8 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
-                  multiline_quotes="\"'", name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+                  multiline_quotes="\"'", name_chars="$",
+                  heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', multiline_quotes='"', char_literals=True,
                    string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,
                    raw_quotes=tuple(closing for _, closing in _RUST_RAW), raw_prefixes=("r", "br")),

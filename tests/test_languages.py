@@ -389,6 +389,17 @@ def test_strings_each_language_has_are_read_as_strings(line, above, language, ke
     assert kept(line, above, syntax_for(language)) is keep
 
 
+@pytest.mark.parametrize("language", ["javascript", "typescriptreact"])
+def test_a_template_inside_a_templates_expression_is_a_string(language):
+    """`${...}` in a template holds code, and a template in it is a string again: read as ending at the inner
+    template's opening backquote, the outer one left its text code, whose `(` made the function's `}` a broken
+    bracket (dropped) and kept a stray `)` below as closing it."""
+    syntax = syntax_for(language)
+    above = ["function list(items) {", "  const html = `<ul>${items.map((x) => `<li>${x} (</li>`)}</ul>`;"]
+    assert kept("}", above, syntax) and not kept("  go(html));", above, syntax)
+    assert kept("  const s = `${a}${b}`;", [], syntax) and not kept("  const s = `${f(a}`;", [], syntax)
+
+
 def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():
     cpp = syntax_for("cpp")
     assert scan('auto s = R"x(a)" )x" + f(', syntax=cpp).stack == ["("]

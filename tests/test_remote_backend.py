@@ -412,7 +412,8 @@ async def test_what_only_looks_like_a_comment_after_the_cursor_is_not_kept(clien
 @pytest.mark.parametrize("language, above, typed, answer, expected", [
     # the second line of a string: the line that ends it is kept
     ("php", ["<?php", '$sql = "SELECT id'], "    FROM users WHERE ", 'name = ?";', ['    FROM users WHERE name = ?";']),
-    ("ruby", ["def f", "  msg = 'Usage: tool [options]"], "  -h  this help (", "or -? ]'", ["  -h  this help (or -? ]'"]),
+    ("ruby", ["def f", "  msg = 'Usage: tool [options]"], "  -h  this help (", "or -? ]'",
+     ["  -h  this help (or -? ]'"]),
     ("r", ["f <- function() {", '  cat("a (]'], "  b", '")', ['  b")']),
     ("elixir", ["def f do", '  IO.puts "a (]'], "  b", '"', ['  b"']),
     ("julia", ["function f()", '    s = "a (]'], "  b", '"', ['  b"']),
