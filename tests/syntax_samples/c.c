@@ -1,0 +1,11 @@
+#include <stdio.h>
+// a comment (
+/* block [ comment */
+int main(void) {
+    char c = '(';
+    char q = '"';
+    const char *s = "a \"quoted\" (";
+    const wchar_t *w = L"wide [";
+    printf("%s %c\n", s, c); /* trailing ( */
+    return 0;
+}

@@ -1,0 +1,10 @@
+// a comment (
+/* a block /* nested ( */ still */
+fun main() {
+    val c = '('
+    val s = "a \"quoted\" ("
+    val t = "value ${x.y} and $name ["
+    val raw = """C:\dir\ ( "raw"
+second [ line"""
+    println(s) // trailing (
+}

@@ -1,0 +1,9 @@
+-- a comment (
+--[[ a block [ comment ]]
+--[==[ a long ]] ( comment ]==]
+local s = "a \"quoted\" ("
+local t = 'it\'s ['
+local long = [[ a long ( string
+second [ line ]]
+local lvl = [=[ a ]] ( ]=]
+print(s) -- trailing (

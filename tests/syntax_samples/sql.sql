@@ -1,0 +1,7 @@
+-- a comment (
+/* block [ comment */
+SELECT id, 'it''s (' AS note, "quoted [id]"
+FROM users
+WHERE name = 'multi ( line
+text' -- trailing [
+  AND x > 1;

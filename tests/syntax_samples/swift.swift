@@ -1,0 +1,8 @@
+// a comment (
+/* a block /* nested ( */ still */
+let s = "a \"quoted\" ("
+let interp = "value \(x) ["
+let block = """
+    text ( block "quoted"
+    """
+func f(_ x: Int) -> Int { return x } // trailing [

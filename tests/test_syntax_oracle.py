@@ -1,0 +1,59 @@
+"""The scan's reading of each language's strings and comments (completer/syntax.py, completer/filters.py) against
+Pygments' (tests/syntax_oracle.py), at every position of a realistic sample of each language in
+tests/syntax_samples/ (named after the LSP language id, `-` written `_`). Where the two differ, either the scan
+is wrong, and is fixed, or its reading is the language's and Pygments' is not, or the difference cannot change
+what the filters keep: each such line is listed in EXCEPTIONS with why."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from completer.syntax import _BY_LANGUAGE, PYTHON_NAME, syntax_for
+from syntax_oracle import CODE, LEXERS, STRING, differences
+
+SAMPLES = Path(__file__).parent / "syntax_samples"
+EXCEPTIONS = {
+    ("csharp", 12): "C# 11's raw string literal \"\"\"...\"\"\": Pygments reads its quotes as an empty string and one",
+    ("csharp", 13): "its closing quotes, which Pygments reads as a string opened there",
+    ("elm", 8): "Elm's \"\"\"...\"\"\" string: Pygments ends it at a quote inside it",
+    ("less", 3): "an unquoted url(//cdn...), one token that Pygments calls a string: the scan reads it as code and "
+                 "knows its // opens no comment, so its brackets balance as the URL's",
+    ("perl", 6): "s/\\(/[/g's flags, which Pygments counts in the string: they are letters either way",
+    ("ruby", 19): "Ruby's %w[a b c], which the scan reads as code (not read: `%` is also Ruby's modulo); its "
+                  "brackets balance, as in most such literals",
+    ("scss", 5): "Pygments' SCSS lexer loses its place after url(http://...) and reads the comments after it as "
+                 "code (the scan's reading, a comment, is the language's)",
+    ("scss", 6): "the same",
+    ("shellscript", 12): "Pygments calls the parameter expansion ${#array[@]} an interpolation, which the oracle "
+                         "reads as a string's text; it is code, as the scan reads it",
+    ("sql", 3): "a quoted identifier \"quoted [id]\": Pygments' is a name, the scan's a string; the brackets in it "
+                "are no brackets either way",
+}
+"""(language, line) of each difference that is not the scan's mistake, and why."""
+
+
+def _samples() -> dict[str, Path]:
+    return {path.stem.replace("_", "-"): path for path in sorted(SAMPLES.iterdir())}
+
+
+def test_every_language_the_scan_reads_has_a_sample_and_a_lexer():
+    assert set(_samples()) == {*_BY_LANGUAGE, PYTHON_NAME} == set(LEXERS)
+
+
+@pytest.mark.parametrize("language", sorted({*_BY_LANGUAGE, PYTHON_NAME}))
+def test_the_scan_reads_strings_and_comments_as_pygments_does(language):
+    text = _samples()[language].read_text()
+    found = differences(text, language, syntax_for(language))
+    unexplained = [str(d) for d in found if (language, d.line) not in EXCEPTIONS]
+    stale = [line for lang, line in EXCEPTIONS if lang == language and not any(d.line == line for d in found)]
+    assert not unexplained and not stale, (unexplained, stale)
+
+
+def test_the_oracle_finds_a_string_read_as_code():
+    """Without its multi-line quotes, Rust's second line of a string is code to the scan and a string to Pygments."""
+    rust = dataclasses.replace(syntax_for("rust"), multiline_quotes="")
+    text = 'fn f() {\n    let s = "first (\nsecond ) line";\n}\n'
+    assert [(d.line, d.ours, d.theirs) for d in differences(text, "rust", rust)][:1] == [(3, CODE, STRING)]
+    assert differences(text, "rust", syntax_for("rust")) == []
