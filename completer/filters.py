@@ -23,6 +23,7 @@ WHOLE_FILE_CHARS = MAX_CONTEXT_CHARS // 2
 (text.context_slice, text.clip_before), which leaves far more than this unless a line is longer."""
 
 PAIRS = {")": "(", "]": "[", "}": "{"}
+PAIRS_OF = {opener: closer for closer, opener in PAIRS.items()}
 OPENERS = set(PAIRS.values())
 CONTINUES = ("(", "[", "{", ",", "\\")  # a line ending in one of these goes on below
 DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "@", "~", "!", ":")
@@ -174,8 +175,11 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
             j, escapes = i + 1, syntax.escaping_quotes or (ch not in syntax.raw_quotes and not (
                 syntax.raw_prefixes and _word_before(text, i) in syntax.raw_prefixes))
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" and escapes else 1
+            if ch == '"' and syntax.interpolation and escapes:
+                j = _string_end(text, j, syntax.interpolation, syntax.quotes)
+            else:
+                while j < n and text[j] != ch and text[j] != "\n":
+                    j += 2 if text[j] == "\\" and escapes else 1
             if j >= n or text[j] == "\n":
                 s.broken = True  # a one-line string left open
                 if ch in syntax.multiline_quotes:  # or one that goes on below
@@ -268,6 +272,48 @@ def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
             return '"$(', j + 1
         j += 1
     return None
+
+
+def _string_end(text: str, at: int, interpolation: str, quotes: str) -> int:
+    """Where the double-quoted string whose text starts at `at` ends on its line: the index of its closing quote,
+    or of the line's end or the text's. Its `interpolation` (Ruby's `#{`) holds code to the bracket that closes it,
+    whose own strings, in `quotes`, are read as strings (`"#{h["a ("]}"`, `"${m['}']}"`)."""
+    n, opening = len(text), interpolation[-1]
+    closing = PAIRS_OF[opening]
+    while at < n:
+        ch = text[at]
+        if ch == '"' or ch == "\n":
+            return at
+        if ch == "\\":
+            at += 2
+            continue
+        if ch == interpolation[0] and text.startswith(interpolation, at):
+            at, depth = at + len(interpolation), 1
+            while at < n and depth and text[at] != "\n":
+                ch = text[at]
+                if ch == '"':
+                    at = _string_end(text, at + 1, interpolation, quotes)
+                    if at >= n or text[at] == "\n":
+                        return at
+                elif ch == "'" and "'" in quotes and not _apostrophe_at(text, at):
+                    at += 1
+                    while at < n and text[at] not in "'\n":
+                        at += 2 if text[at] == "\\" else 1
+                    if at >= n or text[at] == "\n":
+                        return at
+                elif ch == opening:
+                    depth += 1
+                elif ch == closing:
+                    depth -= 1
+                at += 1
+            continue
+        at += 1
+    return n
+
+
+def _apostrophe_at(text: str, at: int) -> bool:
+    """Whether the quote at `at` follows a letter or digit, and so is no string's (a prime, `don't`)."""
+    return at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
 
 
 def _template_expression(text: str, at: int) -> int:

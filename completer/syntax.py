@@ -39,6 +39,8 @@ class Syntax:
     bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
     quoted_commands: bool = False  # in "...", `$(` and a backquote open a command whose quotes nest ("$(f "$x")")
     template_expressions: bool = False  # in `...`, `${` opens an expression whose quotes nest (`${f(`a`)}`)
+    interpolation: str = ""  # in "...", what opens code up to its bracket's closer, whose own strings are read as
+    # strings (Ruby's "#{h["a ("]}", Julia's "$(f(")"))")
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -141,6 +143,8 @@ _PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>.]|(?<![+-])[+-]|(?<![\w$@%>:])(?:s
 _PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
 _PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
 _ELIXIR_SIGIL = r"~[A-Za-z]\w*(?:[/|(\[{<]|(?P<quote>[\"'])(?!(?P=quote){2}))"  # ~r/a/, ~s(a), ~S"a"; not ~S"""
+_RUBY_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>+-]|(?<![\w$@])(?:when|if|unless|elsif|while|until|and|or|not"
+                     r"|return|then|split|scan|match|sub|gsub|index))$")  # not `a / b`, `f(x) / 2`
 _HASKELL_SYMBOL = r"[!#$%&*+./<=>?@\\^|~:]"
 _HASKELL_OPERATOR = rf"(?<={_HASKELL_SYMBOL})--|--+{_HASKELL_SYMBOL}"  # `-->`, `|--`: operators, not comments
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
@@ -150,14 +154,16 @@ _BY_LANGUAGE = {
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
     "java": Syntax("java", **_C, long_strings=_same('"""')),
-    "groovy": Syntax("groovy", **_C, long_strings=_same('"""', "'''")),
+    "groovy": Syntax("groovy", **_C, long_strings=_same('"""', "'''"), interpolation="${"),
     "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""')),
-    **{name: Syntax(name, **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False)  # raw strings
-       for name in ("kotlin", "scala")},
+    "kotlin": Syntax("kotlin", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False,  # raw
+                     interpolation="${"),
+    "scala": Syntax("scala", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False),
     "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False,
                      doubled_quotes=('"',)),
     # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
-    "dart": Syntax("dart", **_C, nested_comments=True, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
+    "dart": Syntax("dart", **_C, nested_comments=True, long_strings=_same('"""', "'''"), string_prefixes=("r",),
+                   interpolation="${"),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES) for name in ("c", "objective-c", "d")},
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
@@ -168,23 +174,27 @@ _BY_LANGUAGE = {
                    string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,
                    raw_quotes=tuple(closing for _, closing in _RUST_RAW), raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
-                   multiline_quotes="\"'", regex_literals=True, block_opener=_RUBY_BLOCK),
+                   multiline_quotes="\"'", interpolation="#{", regex_literals=True, regex_after=_RUBY_REGEX_AFTER,
+                   block_opener=_RUBY_BLOCK),
     "r": Syntax("r", line_comments=("#",), multiline_quotes="\"'"),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), nested_comments=True,
-                    long_strings=_same('"""'), quotes='"', multiline_quotes='"', char_literals=True),
+                    long_strings=_same('"""', "`"), quotes='"', multiline_quotes='"', interpolation="$(",
+                    char_literals=True),  # and its commands `ls $dir`
     "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'",
-                     quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)", variable_marks="?"),
+                     interpolation="#{", quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)", variable_marks="?"),
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
                           quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False,
-                          name_chars="$", block_opener=_SHELL_BLOCK),  # { and ( end no command
+                          name_chars="$", block_opener=_SHELL_BLOCK,  # { and ( end no command
+                          variable=r"\$'(?:\\.|[^'\\\n])*'"),  # $'it\'s', where a backslash escapes
     "perl": Syntax("perl", line_comments=("#",), quotes="", long_strings=_same('"', "'", "`"), forgotten_quotes=True,
                    quote_like=_PERL_QUOTE_LIKE, regex_literals=True, regex_after=_PERL_REGEX_AFTER,
                    variable=_PERL_VARIABLE, heredoc=_PERL_HEREDOC, pod=True, end_of_code=("__END__", "__DATA__"),
                    dangling_words=_PERL_OPERATORS, braced_statements=True, name_chars="$@%"),  # all strings go on
-    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), multiline_quotes="'", open_ends=False),
+    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), multiline_quotes="'",
+                  open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
     "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`

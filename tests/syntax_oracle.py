@@ -25,7 +25,7 @@ LEXERS = {
 }
 """Pygments' lexer of each LSP language id that syntax.py reads."""
 _COMMENT_CLOSERS = ("*/", "-}", "=#", "=end")
-_WORD_CHARS = {"rust", "julia", "haskell", "elm"}  # char literals the scan passes over as it does a word
+_WORD_CHARS = {"rust", "julia", "haskell", "elm", "elixir"}  # char literals the scan passes over as it does a word
 LAG = 8
 """How many positions the scan may read a string or comment late or early: those inside its opening or closing
 (between the slashes of `//`, after the `r` of `r"`), which the scan reads once it has them whole."""

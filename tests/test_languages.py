@@ -382,6 +382,15 @@ def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
     ("  x: 1]", ["m = %{", "  s: ~s(a \"b),"], "elixir", False),
     ("}", ["m = %{", "  p: ?(,"], "elixir", True),  # and its character literals
     ("  x: 1]", ["m = %{", '  q: ?",'], "elixir", False),
+    ("}", ["h = {", '  a: "#{x["k ("]}",'], "ruby", True),  # strings inside an interpolation
+    ("}", ["m = %{", '  a: "#{f("b (")}",'], "elixir", True),
+    ("]", ["v = [", '  "$(f("b ("))",'], "julia", True),
+    ("}", ["fun f() {", '    val s = "${m["k ("]}"'], "kotlin", True),
+    ("}", ["void f() {", '  var s = "${m["k ("]}";'], "dart", True),
+    ("}", ["def f() {", '  def s = "${m["k ("]}"'], "groovy", True),
+    ("end)", ["case x", '  when /"/ then 1'], "ruby", False),  # a regular expression after `when`
+    ("]", ["v = [", "  `echo (`,"], "julia", True),  # Julia's commands
+    ("echo a ]", ["echo $'it\\'s'"], "shellscript", False),  # the shell's $'...', where a backslash escapes
 ])
 def test_strings_each_language_has_are_read_as_strings(line, above, language, keep):
     """Read as code, the text of these strings opened brackets that the right closer then broke (a `}` dropped),

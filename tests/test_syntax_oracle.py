@@ -17,10 +17,14 @@ SAMPLES = Path(__file__).parent / "syntax_samples"
 EXCEPTIONS = {
     ("csharp", 12): "C# 11's raw string literal \"\"\"...\"\"\": Pygments reads its quotes as an empty string and one",
     ("csharp", 13): "its closing quotes, which Pygments reads as a string opened there",
+    ("dart", 14): "a position inside a string inside an interpolation (\"${'nested (' ...): the oracle mends the "
+                  "prefix with a quote, which closes the inner string but not the expression and the outer string",
+    ("elixir", 24): "the quoted atom :\"atom with (\", which Pygments calls a symbol (code): its text is a string's",
     ("elm", 8): "Elm's \"\"\"...\"\"\" string: Pygments ends it at a quote inside it",
     ("less", 3): "an unquoted url(//cdn...), one token that Pygments calls a string: the scan reads it as code and "
                  "knows its // opens no comment, so its brackets balance as the URL's",
     ("perl", 6): "s/\\(/[/g's flags, which Pygments counts in the string: they are letters either way",
+    ("ruby", 25): "%q(it's), read as code like %w[...]: its quote, after a letter, opens no string",
     ("ruby", 19): "Ruby's %w[a b c], which the scan reads as code (not read: `%` is also Ruby's modulo); its "
                   "brackets balance, as in most such literals",
     ("scss", 5): "Pygments' SCSS lexer loses its place after url(http://...) and reads the comments after it as "
@@ -28,6 +32,9 @@ EXCEPTIONS = {
     ("scss", 6): "the same",
     ("shellscript", 12): "Pygments calls the parameter expansion ${#array[@]} an interpolation, which the oracle "
                          "reads as a string's text; it is code, as the scan reads it",
+    ("shellscript", 19): "the parameter expansion ${name#prefix}, the same as ${#array[@]}",
+    ("shellscript", 20): "a position inside $'it\\'s (': the scan reads ANSI-C quoting whole once its closing quote "
+                         "is there, and a prefix that ends after its escaped quote as '...' closed there",
     ("sql", 3): "a quoted identifier \"quoted [id]\": Pygments' is a name, the scan's a string; the brackets in it "
                 "are no brackets either way",
 }

@@ -9,3 +9,9 @@ int main(void) {
     printf("%s %c\n", s, c); /* trailing ( */
     return 0;
 }
+void g(void) {
+    char a = '\'';
+    const char *b = "\\";
+    const char *c = "a /* not a comment (";
+    int d = 1; // a comment with "quote
+}

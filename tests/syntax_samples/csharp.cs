@@ -13,3 +13,8 @@ second [ line";
             """;
     }
 }
+class More {
+    char a = '\'';
+    string b = "\\";
+    string c = $@"{x}\dir(";
+}

@@ -9,3 +9,7 @@ void main() {
   ''';
   print(s); // trailing (
 }
+void g() {
+  var a = r"raw \ (";
+  var b = "${'nested ('} done";
+}

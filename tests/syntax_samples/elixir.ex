@@ -16,3 +16,15 @@ two ['
     "#{double} done" # trailing (
   end
 end
+defmodule More do
+  def f do
+    a = ~r/\//
+    b = ~s{a (}
+    c = ?\\
+    d = :"atom with ("
+    e = "#{"nested ("} done"
+    g = '''
+    charlist ( heredoc
+    '''
+  end
+end

@@ -12,3 +12,10 @@ func main() {
 second line [`
 	fmt.Println(s, r, q, raw) // trailing (
 }
+
+func g() {
+	a := '\''
+	b := "\\"
+	c := `// not a comment (`
+	_ = a + b + c
+}

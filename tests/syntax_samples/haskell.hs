@@ -10,3 +10,11 @@ s = "a \"quoted\" ("
 (-->) a b = a
 y = a --> b
 main = putStrLn s -- trailing [
+{-# LANGUAGE TemplateHaskell #-}
+a = '\''
+b = "\\"
+c = x'' + y'
+d = 'map
+e = ''Maybe
+-- | Haddock (
+f = "it's -- not a comment ("

@@ -13,3 +13,8 @@ second line"
     y = x[1:3]'
     return s * "#not a comment"  # trailing [
 end
+c = '\''
+d = [1 2]'
+e = "$(x["k"]) ("
+f = `ls $dir`
+g = raw"C:\dir ("

@@ -8,3 +8,8 @@ fun main() {
 second [ line"""
     println(s) // trailing (
 }
+fun g() {
+    val a = '\''
+    val b = "\\"
+    val c = "${'$'}x ("
+}

@@ -7,3 +7,6 @@ local long = [[ a long ( string
 second [ line ]]
 local lvl = [=[ a ]] ( ]=]
 print(s) -- trailing (
+local x = t[a[1]]
+local y = "a\"b ("
+local z = 'it\'s ['

@@ -19,3 +19,7 @@ Doc ( here
 =cut
 
 print "done\n"; # trailing (
+my $h = { 'a' => 1 };
+my $r = $h->{a} / 2;
+my @parts = split /,/, $line;
+print "a\\";

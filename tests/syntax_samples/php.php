@@ -20,3 +20,8 @@ second (';
     $url = "http://example.com"; // not a comment inside
     return $double . $single;
 }
+<?php
+$a = '\\';
+$b = "\\";
+$c = "a # not a comment (";
+$d = 'it\'s [';

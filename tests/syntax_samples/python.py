@@ -14,3 +14,12 @@ def f(x):
     multi ( line
     '''
     return s  # trailing (
+
+
+def g(x):
+    a = f"{x["key"]} ("
+    b = rb'\x00 ['
+    c = '''has """ inside ('''
+    d = "a # not a comment ("
+    e = 'one' 'two ['
+    return a  # it's done

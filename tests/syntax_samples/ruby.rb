@@ -21,3 +21,13 @@ two ['
   h = { "k" => 1 }
   puts "#{h["k"]} done" # trailing (
 end
+def more(x)
+  a = %q(it's)
+  b = x ? 'a' : 'b'
+  c = :"sym ("
+  d = "#{x} #{"y ("}"
+  case x
+  when /"/ then 1
+  end
+  e = 'it\'s ['
+end

@@ -28,3 +28,15 @@ third";
 
 /// Doc comment with "quotes
 struct Point<'a> { name: &'a str }
+fn more() {
+    let a = "\\";
+    let b = '\\';
+    let c = b'\'';
+    let d = br#"raw "bytes" ("#;
+    let e = '\x41';
+    /* "not a string ( */
+    let f = r"raw over
+lines (";
+    let g = |x: &str| x.len();
+    impl_trait::<'static>();
+}

@@ -13,3 +13,9 @@ count=${#array[@]}
 case "$x" in
   a) echo a ;;
 esac
+echo "it's ("
+x=$(( a * (b + c) ))
+y="${x//\"/}"
+z=${name#prefix}
+echo $'it\'s ('
+echo done

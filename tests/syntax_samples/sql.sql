@@ -5,3 +5,5 @@ FROM users
 WHERE name = 'multi ( line
 text' -- trailing [
   AND x > 1;
+SELECT 'it''s (', E'it\'s [' FROM t;
+SELECT [my column] FROM t;

@@ -6,3 +6,5 @@ let block = """
     text ( block "quoted"
     """
 func f(_ x: Int) -> Int { return x } // trailing [
+let raw = #"raw "quoted" ( string"#
+let a = "\\"
