@@ -2,7 +2,8 @@
 
 Each position between two characters of a sample is read two ways: by the filters' scan, as the filters read a
 line (the lines above scanned one by one as line_context does, then the line's text before the position), and by
-Pygments' tokens of the characters on both sides, where they agree. Pygments runs here, in the tests, only."""
+Pygments' tokens of the characters on both sides, where they agree; and after each line, the brackets left open
+by the scan and by Pygments' code. Pygments runs here, in the tests, only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,10 +56,16 @@ def pygments_reading(text: str, language: str, expressions: bool = False) -> lis
     lexer = get_lexer_by_name(LEXERS[language], stripnl=False, ensurenl=False, startinline=True)
     kinds: list[str | None] = []
     depth, dollar = 0, False  # brackets open in an interpolation; after Julia's `$` of `$(x)`
+    symbol = ""  # the quote of a quoted symbol (Ruby's and Elixir's :"a b") being read
     for token, value in lexer.get_tokens(text):
-        if token in String.Interpol or (depth or dollar) and token in Token.Punctuation:
+        if token in String.Symbol and (symbol or value in (':"', ":'")):
+            symbol = value[-1] if value in (':"', ":'") else "" if value.endswith(symbol) else symbol
+            kinds.extend([STRING] * len(value))  # a string's text, with a colon
+            continue
+        inside = depth > 0 or dollar
+        if token in String.Interpol or inside and token in Token.Punctuation:
             depth = max(0, depth + value.count("{") + value.count("(") - value.count("}") - value.count(")"))
-        if token in String.Interpol or depth and not expressions:
+        if token in String.Interpol or inside and not expressions:
             dollar = token in String.Interpol and value.endswith("$")
             kinds.extend([STRING] * len(value))
             continue
@@ -81,6 +88,24 @@ def pygments_reading(text: str, language: str, expressions: bool = False) -> lis
         kinds.extend(None if ch.isspace() else kind for ch in value)
     assert len(kinds) == len(text), (language, len(kinds), len(text))
     return _variables_in_strings(text, kinds)
+
+
+def bracket_differences(text: str, language: str, syntax: Syntax) -> list[tuple[int, int, int]]:
+    """Per line where they differ, (line, the scan's open brackets after it, Pygments'): Pygments' count is its
+    code's brackets, set to the scan's after each difference so that one is met once."""
+    kinds = pygments_reading(text, language, syntax.template_expressions)
+    found: list[tuple[int, int, int]] = []
+    depth, state, at = 0, Scan(), 0
+    for number, line in enumerate(text.split("\n"), 1):
+        code = [ch for k, ch in enumerate(line) if kinds[at + k] == CODE]
+        depth += sum(ch in "([{" for ch in code) - sum(ch in ")]}" for ch in code)
+        at += len(line) + 1
+        state = scan(line + "\n", state, syntax)
+        state.broken = False
+        if len(state.stack) != depth:
+            found.append((number, len(state.stack), depth))
+            depth = len(state.stack)
+    return found
 
 
 def _variables_in_strings(text: str, kinds: list[str | None]) -> list[str | None]:

@@ -2,5 +2,5 @@
 #import <Foundation/Foundation.h>
 void f() {
     NSString *s = @"a \"quoted\" (";
-    auto r = R"(raw ")" (";
+    auto r = R"x(raw ")" ()x";
 }
