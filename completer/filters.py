@@ -274,7 +274,7 @@ def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
     return None
 
 
-def _string_end(text: str, at: int, interpolation: str, quotes: str) -> int:
+def _string_end(text: str, at: int, interpolation: str, quotes: str, depth: int = 0) -> int:
     """Where the double-quoted string whose text starts at `at` ends on its line: the index of its closing quote,
     or of the line's end or the text's. Its `interpolation` (Ruby's `#{`) holds code to the bracket that closes it,
     whose own strings, in `quotes`, are read as strings (`"#{h["a ("]}"`, `"${m['}']}"`)."""
@@ -288,11 +288,14 @@ def _string_end(text: str, at: int, interpolation: str, quotes: str) -> int:
             at += 2
             continue
         if ch == interpolation[0] and text.startswith(interpolation, at):
-            at, depth = at + len(interpolation), 1
-            while at < n and depth and text[at] != "\n":
+            if depth == MAX_INTERPOLATIONS:
+                newline = text.find("\n", at)
+                return n if newline == -1 else newline
+            at, brackets = at + len(interpolation), 1
+            while at < n and brackets and text[at] != "\n":
                 ch = text[at]
                 if ch == '"':
-                    at = _string_end(text, at + 1, interpolation, quotes)
+                    at = _string_end(text, at + 1, interpolation, quotes, depth + 1)
                     if at >= n or text[at] == "\n":
                         return at
                 elif ch == "'" and "'" in quotes and not _apostrophe_at(text, at):
@@ -302,9 +305,9 @@ def _string_end(text: str, at: int, interpolation: str, quotes: str) -> int:
                     if at >= n or text[at] == "\n":
                         return at
                 elif ch == opening:
-                    depth += 1
+                    brackets += 1
                 elif ch == closing:
-                    depth -= 1
+                    brackets -= 1
                 at += 1
             continue
         at += 1
@@ -319,17 +322,19 @@ def _apostrophe_at(text: str, at: int) -> bool:
 def _template_expression(text: str, at: int) -> int:
     """In a JavaScript template from `at`: the index of the `{` of a `${` that opens an expression before the
     template's closing backquote, unescaped (`\\${` is the characters); -1 when the template closes or the text
-    ends first."""
-    closes = _closing(text, at, "`", escapes=True)
-    opens = text.find("${", at)
-    while opens != -1 and (closes == -1 or opens < closes):
-        slash = opens
-        while slash > at and text[slash - 1] == "\\":
-            slash -= 1
-        if (opens - slash) % 2 == 0:
-            return opens + 1
-        opens = text.find("${", opens + 2)
+    ends first. Each character is looked at once, however many expressions a line's templates hold."""
+    for found in _TEMPLATE_STOP.finditer(text, at):
+        if found.group() == "`":
+            return -1
+        if found.group() == "${":
+            return found.start() + 1
     return -1
+
+
+_TEMPLATE_STOP = re.compile(r"\\.|`|\$\{", re.S)
+MAX_INTERPOLATIONS = 8
+"""How deep strings inside interpolations inside strings are read (`"#{"#{"a"}"}"`); deeper, the rest of the line
+is the outermost string's, so that a line of thousands of `"#{` costs its length, not a recursion per quote."""
 
 
 def _past_heredoc(text: str, at: int, s: Scan) -> int:

@@ -161,6 +161,16 @@ def test_a_line_of_many_slashes_that_open_no_regular_expression_is_read_in_one_p
     assert read.stack == ["(", "["] * 10_000 + ["("] and not read.broken  # hold a quote and an escaped `/`
 
 
+def test_a_line_of_many_nested_interpolations_is_read_in_one_pass():
+    """Read a string at a time, a line of strings in interpolations in strings recursed once per quote: five
+    thousand deep, a RecursionError, a traceback at every keystroke below it. It costs about what a line as long
+    without them does, and a string nested less deep is still read as one."""
+    ruby = syntax_for("ruby")
+    nested = "x = " + '"#{' * 5000
+    assert _seconds_to_read(nested, ruby) < 10 * _seconds_to_read("x = " + "(a)" * 5000, ruby)
+    assert scan('x = "#{"#{"(a"}"}" (', syntax=ruby).stack == ["("]
+
+
 SHELL = syntax_for("shellscript")
 
 
