@@ -181,7 +181,8 @@ _BY_LANGUAGE = {
                     long_strings=_same('"""', "`"), quotes='"', multiline_quotes='"', interpolation="$(",
                     char_literals=True),  # and its commands `ls $dir`
     "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'",
-                     interpolation="#{", quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)", variable_marks="?"),
+                     interpolation="#{", quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)",
+                     variable_marks="?"),  # ?( and ?" are characters; not empty?(x)
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
