@@ -167,7 +167,8 @@ _BY_LANGUAGE = {
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES) for name in ("c", "objective-c", "d")},
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
-    "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
+    "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"), ("?>", "<?")),  # HTML: text
+                  not_comment=r"#\[",  # attributes
                   multiline_quotes="\"'", name_chars="$",
                   heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', multiline_quotes='"', char_literals=True,

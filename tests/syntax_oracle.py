@@ -25,7 +25,7 @@ LEXERS = {
     "elm": "elm", "python": "python",
 }
 """Pygments' lexer of each LSP language id that syntax.py reads."""
-_COMMENT_CLOSERS = ("*/", "-}", "=#", "=end")
+_COMMENT_CLOSERS = ("*/", "-}", "=#", "=end", "<?")
 _WORD_CHARS = {"rust", "julia", "haskell", "elm", "elixir"}  # char literals the scan passes over as it does a word
 LAG = 8
 """How many positions the scan may read a string or comment late or early: those inside its opening or closing
@@ -53,7 +53,8 @@ def pygments_reading(text: str, language: str, expressions: bool = False) -> lis
     reads its `expressions` (JavaScript's `${x}`), and then it is code; a preprocessor line
     is code; a character literal and a regular expression are None where the scan reads them as a word, not a
     string (Rust's 'x', JavaScript's /x/)."""
-    lexer = get_lexer_by_name(LEXERS[language], stripnl=False, ensurenl=False, startinline=True)
+    lexer = get_lexer_by_name(LEXERS[language], stripnl=False, ensurenl=False,
+                              startinline=not text.startswith("<?php"))  # PHP's tags, where a sample has them
     kinds: list[str | None] = []
     depth, dollar = 0, False  # brackets open in an interpolation; after Julia's `$` of `$(x)`
     symbol = ""  # the quote of a quoted symbol (Ruby's and Elixir's :"a b") being read
@@ -79,6 +80,8 @@ def pygments_reading(text: str, language: str, expressions: bool = False) -> lis
         elif token in String.Regex and not language == "perl" or token in String.Char and language in _WORD_CHARS \
                 or token in String.Escape:
             kind = None  # an escape outside quotes is a character too (the shell's it\'s)
+        elif token in Token.Other and language == "php":
+            kind = COMMENT  # the HTML around PHP's tags, which the scan reads as a comment's text
         elif token in Token.Name.Tag and language in ("json", "jsonc"):
             kind = STRING  # a key
         elif token in String and not (token in String.Symbol or token in String.Affix):

@@ -2,6 +2,10 @@
 // a comment (
 # another comment [
 /* block ( comment */
+?>
+<p>Don't click (here)</p>
+<a href='x'>'90s music</a>
+<?php echo "done (";
 #[Route('/x', methods: ['GET'])]
 function greet(string $name): string {
     $single = 'it\'s (';
@@ -20,7 +24,6 @@ second (';
     $url = "http://example.com"; // not a comment inside
     return $double . $single;
 }
-<?php
 $a = '\\';
 $b = "\\";
 $c = "a # not a comment (";
