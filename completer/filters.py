@@ -176,7 +176,7 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             j, escapes = i + 1, syntax.escaping_quotes or (ch not in syntax.raw_quotes and not (
                 syntax.raw_prefixes and _word_before(text, i) in syntax.raw_prefixes))
             if ch == '"' and syntax.interpolation and escapes:
-                j = _string_end(text, j, syntax.interpolation, syntax.quotes)
+                j = _string_end(text, j, syntax)
             else:
                 while j < n and text[j] != ch and text[j] != "\n":
                     j += 2 if text[j] == "\\" and escapes else 1
@@ -274,10 +274,11 @@ def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
     return None
 
 
-def _string_end(text: str, at: int, interpolation: str, quotes: str, depth: int = 0) -> int:
+def _string_end(text: str, at: int, syntax: Syntax, depth: int = 0) -> int:
     """Where the double-quoted string whose text starts at `at` ends on its line: the index of its closing quote,
-    or of the line's end or the text's. Its `interpolation` (Ruby's `#{`) holds code to the bracket that closes it,
-    whose own strings, in `quotes`, are read as strings (`"#{h["a ("]}"`, `"${m['}']}"`)."""
+    or of the line's end or the text's. Its interpolation (`syntax.interpolation`, Ruby's `#{`) holds code to the
+    bracket that closes it, whose own strings are read as strings (`"#{h["a ("]}"`, `"${m['}']}"`)."""
+    interpolation = syntax.interpolation
     n, opening = len(text), interpolation[-1]
     closing = PAIRS_OF[opening]
     while at < n:
@@ -295,10 +296,10 @@ def _string_end(text: str, at: int, interpolation: str, quotes: str, depth: int 
             while at < n and brackets and text[at] != "\n":
                 ch = text[at]
                 if ch == '"':
-                    at = _string_end(text, at + 1, interpolation, quotes, depth + 1)
+                    at = _string_end(text, at + 1, syntax, depth + 1)
                     if at >= n or text[at] == "\n":
                         return at
-                elif ch == "'" and "'" in quotes and not _apostrophe_at(text, at):
+                elif ch == "'" and "'" in syntax.quotes and not _apostrophe(text, at, syntax):
                     at += 1
                     while at < n and text[at] not in "'\n":
                         at += 2 if text[at] == "\\" else 1
@@ -312,11 +313,6 @@ def _string_end(text: str, at: int, interpolation: str, quotes: str, depth: int 
             continue
         at += 1
     return n
-
-
-def _apostrophe_at(text: str, at: int) -> bool:
-    """Whether the quote at `at` follows a letter or digit, and so is no string's (a prime, `don't`)."""
-    return at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
 
 
 def _template_expression(text: str, at: int) -> int:

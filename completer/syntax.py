@@ -63,12 +63,12 @@ class Syntax:
     regex_after: str | None = None  # with regex_literals, a pattern, searched in the code before a `/`, of what a
     # regular expression may follow (Perl's `=~`, `split`), where it is read as a quote-like m/.../ (first on its
     # line, only if it ends there: not the division of `/ $n` continuing a line); None: JavaScript's rules
-    quote_like: str | None = None  # a pattern, at a word's start, of an operator and the delimiter after it that
-    # quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}, Elixir's sigils
-    # ~r/a/, ~s(a)), two characters at least; its group `twice`,
-    # of an operator whose text has two parts (s/a/b/, s{a} {b})
-    variable: str | None = None  # a pattern, at `$`, of a variable whose name is a quote, bracket or `#` (Perl's
-    # $", $], $#array): no string, bracket or comment
+    quote_like: str | None = None  # a pattern, at a word's start or a `~`, of an operator and the delimiter after
+    # it that quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}, Elixir's
+    # sigils ~r/a/, ~s(a)), two characters at least; its group `twice`, of an operator whose text has two parts
+    # (s/a/b/, s{a} {b})
+    variable: str | None = None  # a pattern, at one of `variable_marks`, of a variable whose name is a quote, bracket
+    # or `#` (Perl's $", $], $#array; the shell's $'...'): no string, bracket or comment
     variable_marks: str = "$"  # what a `variable` starts with (Elixir's `?` of its character literals `?(`, `?"`)
     pod: bool = False  # Perl's documentation: a line starting `=` and a letter opens it, a line starting `=cut`
     # closes it
@@ -100,7 +100,7 @@ class Syntax:
             starts.update(self.variable_marks)
         special = "[" + "".join(map(re.escape, sorted(starts))) + "]"
         if self.quote_like:
-            special += "|" + self.quote_like  # found at the operator's first letter
+            special += "|" + self.quote_like  # found at the operator's first character
         object.__setattr__(self, "special", re.compile(special))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
         object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
