@@ -285,10 +285,7 @@ def _string_end(text: str, at: int, syntax: Syntax, depth: int = 0) -> int:
         ch = text[at]
         if ch == '"' or ch == "\n":
             return at
-        if ch == "\\":
-            at += 2
-            continue
-        if ch == interpolation[0] and text.startswith(interpolation, at):
+        if ch == interpolation[0] and text.startswith(interpolation, at):  # before escapes: Swift's is `\(`
             if depth == MAX_INTERPOLATIONS:
                 newline = text.find("\n", at)
                 return n if newline == -1 else newline
@@ -311,7 +308,7 @@ def _string_end(text: str, at: int, syntax: Syntax, depth: int = 0) -> int:
                     brackets -= 1
                 at += 1
             continue
-        at += 1
+        at += 2 if ch == "\\" else 1
     return n
 
 

@@ -155,7 +155,7 @@ _BY_LANGUAGE = {
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
     "java": Syntax("java", **_C, long_strings=_same('"""')),
     "groovy": Syntax("groovy", **_C, long_strings=_same('"""', "'''"), interpolation="${"),
-    "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""')),
+    "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""'), interpolation="\\("),
     "kotlin": Syntax("kotlin", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False,  # raw
                      interpolation="${"),
     "scala": Syntax("scala", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False),

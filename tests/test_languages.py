@@ -398,6 +398,7 @@ def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
     ("}", ["fun f() {", '    val s = "${m["k ("]}"'], "kotlin", True),
     ("}", ["void f() {", '  var s = "${m["k ("]}";'], "dart", True),
     ("}", ["def f() {", '  def s = "${m["k ("]}"'], "groovy", True),
+    ("}", ["func f() {", '    let s = "\\(d["k ("]!)"'], "swift", True),
     ("end)", ["case x", '  when /"/ then 1'], "ruby", False),  # a regular expression after `when`
     ("]", ["v = [", "  `echo (`,"], "julia", True),  # Julia's commands
     ("echo a ]", ["echo $'it\\'s'"], "shellscript", False),  # the shell's $'...', where a backslash escapes

@@ -20,6 +20,7 @@ EXCEPTIONS = {
     ("csharp", 13): "its closing quotes, which Pygments reads as a string opened there",
     ("dart", 14): "a position inside a string inside an interpolation (\"${'nested (' ...): the oracle mends the "
                   "prefix with a quote, which closes the inner string but not the expression and the outer string",
+    ("swift", 11): "a position inside a string inside an interpolation (\\(dict[\"key (\"]!)), as dart's above",
     ("elm", 8): "Elm's \"\"\"...\"\"\" string: Pygments ends it at a quote inside it",
     ("less", 3): "an unquoted url(//cdn...), one token that Pygments calls a string: the scan reads it as code and "
                  "knows its // opens no comment, so its brackets balance as the URL's",

@@ -8,3 +8,5 @@ let block = """
 func f(_ x: Int) -> Int { return x } // trailing [
 let raw = #"raw "quoted" ( string"#
 let a = "\\"
+let nested = "value \(dict["key ("]!) done"
+let escaped = "a \\(not interpolated"
