@@ -576,7 +576,8 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
         start = _last(recent, lambda line: line.startswith(ANCHORS))
         if start is None and len(before_lines) > len(recent):
             start = _last(recent, lambda line: line.lstrip().startswith(DEFINITIONS))
-    state = Scan()
+    whole_file = len(before_lines) <= len(recent) and not start and sum(map(len, recent)) < WHOLE_FILE_CHARS
+    state = Scan(triple=syntax.file_opens_in if whole_file else None)
     if syntax.lexical:
         for line in recent[start or 0:]:  # line by line, so one broken line does not poison the rest
             state = scan(line + "\n", state, syntax)
@@ -584,8 +585,7 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
     previous = before_lines[-1] if before_lines else ""
     top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
     return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax,
-                       whole_file=len(before_lines) <= len(recent) and not start
-                       and sum(map(len, recent)) < WHOLE_FILE_CHARS)
+                       whole_file=whole_file)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:

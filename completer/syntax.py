@@ -73,6 +73,8 @@ class Syntax:
     pod: bool = False  # Perl's documentation: a line starting `=` and a letter opens it, a line starting `=cut`
     # closes it
     end_of_code: tuple[str, ...] = ()  # lines after which the file holds no code (Perl's __END__, __DATA__)
+    file_opens_in: str | None = None  # what ends the text a file starts in, read as a comment's (PHP's HTML, to its
+    # first `<?`)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -169,7 +171,7 @@ _BY_LANGUAGE = {
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
     "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"), ("?>", "<?")),  # HTML: text
                   not_comment=r"#\[",  # attributes
-                  multiline_quotes="\"'", name_chars="$",
+                  multiline_quotes="\"'", name_chars="$", file_opens_in="<?",
                   heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
     "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', multiline_quotes='"', char_literals=True,
                    string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,

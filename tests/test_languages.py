@@ -404,6 +404,8 @@ def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
     ("echo a ]", ["echo $'it\\'s'"], "shellscript", False),  # the shell's $'...', where a backslash escapes
     ("<?php } ?>", ["<?php if ($items) { ?>", "<p>Items (new:</p>"], "php", True),  # HTML between PHP's tags
     ("echo $n);", ["<?php $n = 1; ?>", "<p>'90s music</p>", "<?php"], "php", False),
+    ("echo 1);", ["<p>'90s music</p>", "<?php if ($x) {"], "php", False),  # the HTML a template starts with
+    ("}]", ["<?php", "if ($x) {"], "php", False),  # the file's code from its `<?php` on
 ])
 def test_strings_each_language_has_are_read_as_strings(line, above, language, keep):
     """Read as code, the text of these strings opened brackets that the right closer then broke (a `}` dropped),
