@@ -1,9 +1,9 @@
 """The scan's reading of each language's strings and comments (completer/syntax.py, completer/filters.py) against
 Pygments' (tests/syntax_oracle.py), at every position of a realistic sample of each language in
 tests/syntax_samples/ (named after the LSP language id, `-` written `_`), and the brackets left open after each
-line. Where the two differ, either the scan
-is wrong, and is fixed, or its reading is the language's and Pygments' is not, or the difference cannot change
-what the filters keep: each such line is listed in EXCEPTIONS with why."""
+line. Where the two differ, either the scan is wrong, and is fixed, or its reading is the language's and
+Pygments' is not, or the difference cannot change what the filters keep: each such line is listed in EXCEPTIONS
+or BRACKET_EXCEPTIONS with why, and an exception no longer met fails the test too."""
 from __future__ import annotations
 
 import dataclasses
