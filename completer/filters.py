@@ -671,8 +671,10 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
 
 
 def _leaves_open(line: str, context: LineContext) -> bool:
-    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it."""
-    return context.syntax.lexical and scan(line, context.start, context.syntax).triple is not None
+    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it;
+    not in the text a file is written in around its code (PHP's HTML after `?>`), where a line may always end."""
+    syntax = context.syntax
+    return syntax.lexical and scan(line, context.start, syntax).triple not in (None, syntax.file_opens_in)
 
 
 def kept_comment(typed_line: str, after: str, context: LineContext) -> str:

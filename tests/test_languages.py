@@ -127,6 +127,15 @@ def test_a_line_that_leaves_open_the_string_the_text_after_the_cursor_ends_is_re
     assert keep_suggestion(typed + inserted, inserted, after, context) is kept_it
 
 
+@pytest.mark.parametrize("above", [["<?php $x = 1; ?>"], ["<html>"]])
+def test_a_php_line_that_ends_in_html_leaves_nothing_open(above):
+    """A line that closes PHP's tag ends in the HTML around the code, where a line may end: read as leaving a
+    comment open that the text after the cursor (`</p>`, no `?>` yet) did not, `<p><?= $name ?></p>` was refused."""
+    context = line_context(above, syntax_for("php"))
+    assert keep_suggestion("<p><?= $name ?></p>", "me ?></p>", "</p>", context)
+    assert not keep_suggestion("<p><?= $name /* ?></p>", "me /* ?></p>", "</p>", context)  # a comment left open
+
+
 @pytest.mark.parametrize("line,above", [
     ("const x = foo(a;", []),  # a bracket closed with the wrong one
     ("const name = \"abc;", []),  # a string that never ends
