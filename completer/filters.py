@@ -23,6 +23,7 @@ WHOLE_FILE_CHARS = MAX_CONTEXT_CHARS // 2
 (text.context_slice, text.clip_before), which leaves far more than this unless a line is longer."""
 
 PAIRS = {")": "(", "]": "[", "}": "{"}
+PAIRS_OF = {opener: closer for closer, opener in PAIRS.items()}
 OPENERS = set(PAIRS.values())
 CONTINUES = ("(", "[", "{", ",", "\\")  # a line ending in one of these goes on below
 DANGLING_OPERATORS = (".", "=", "+", "-", "*", "/", "%", "&", "|", "^", "<", ">", "@", "~", "!", ":")
@@ -48,9 +49,10 @@ NESTED = "\3"
 """Scan.triple's first character inside a block comment of a language where they nest (Rust's /* a /* b */ c */);
 then how deep, its opening and its closing, apart by spaces (NESTED + "2 /* */")."""
 BRACKETING = {"(": ")", "[": "]", "{": "}", "<": ">"}  # delimiters of quoted text that nest
-QUOTED_COMMANDS = {'"$(': ")", '"`': "`"}
-"""Scan.stack's entries for a command opened inside double quotes (the shell's "$(basename "$f")"), and what
-closes each; closed, the double-quoted string goes on."""
+QUOTED_COMMANDS = {'"$(': ")", '"`': "`", "`${": "}"}
+"""Scan.stack's entries for code opened inside a string: a command inside the shell's double quotes
+("$(basename "$f")"), an expression inside JavaScript's template (`${f(`a`)}`); and what closes each. Closed, the
+string goes on; its quote is the entry's first character."""
 CONTEXT_LINES = 400  # how far up the bracket and string context is read, at most
 ANCHORS = ("def ", "class ", "async def ", "@", "import ", "from ")  # top-level lines outside any string
 DEFINITIONS = ("def ", "class ", "async def ", "@")  # indented, these start a method or nested class
@@ -104,6 +106,12 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
                 s.triple = None
                 i = command[1] + 1
                 continue
+            if s.triple == "`" and syntax.template_expressions and (opened := _template_expression(text, i)) != -1:
+                s.stack.append("`${")
+                s.opened_at.append(opened)
+                s.triple = None
+                i = opened + 1
+                continue
             end = _closing(text, i, s.triple, escapes=syntax.long_escapes and s.triple[0] in "`\"'"
                            and s.triple not in syntax.raw_quotes, doubled=s.triple in syntax.doubled_quotes)
             if end == -1:
@@ -123,14 +131,14 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             elif syntax.line_blocks:
                 i = _past_block_start(text, i + 1, s, syntax)
                 continue
-        elif syntax.quote_like and ch.isalpha():  # found at a quote-like operator, its delimiter last
+        elif syntax.quote_like and found.end() > i + 1:  # found at a quote-like operator, its delimiter last
             delimiter = text[found.end() - 1]
-            parts = int(found.group("twice") is not None)
+            parts = int(found.groupdict().get("twice") is not None)
             s.triple = f"{QUOTED}{parts}{delimiter}{BRACKETING.get(delimiter, delimiter)}1"
             i = found.end()
             continue
-        elif ch == "$" and syntax.variable_at and (variable := syntax.variable_at.match(text, i)):
-            i = variable.end()  # Perl's $", $], $#array
+        elif ch in syntax.variable_marks and syntax.variable_at and (variable := syntax.variable_at.match(text, i)):
+            i = variable.end()  # Perl's $", $], $#array; Elixir's ?(
             continue
         elif block_comments and (block := next((pair for pair in block_comments if text.startswith(pair[0], i) and (
                 pair[0][0] != "=" or i == 0 or text[i - 1] == "\n")), None)):  # Ruby's =begin: first on its line
@@ -146,10 +154,9 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
             i = newline
             continue
         elif s.stack and s.stack[-1] in QUOTED_COMMANDS and text.startswith(QUOTED_COMMANDS[s.stack[-1]], i):
-            s.stack.pop()  # the command ends; the double-quoted string around it goes on
+            s.triple = s.stack.pop()[0]  # the command or expression ends; the string around it goes on
             s.opened_at.pop()
             s.min_depth = min(s.min_depth, len(s.stack))
-            s.triple = '"'
             i += 1
             continue
         elif long := next((pair for pair in syntax.long_strings if text.startswith(pair[0], i)), None):
@@ -168,10 +175,15 @@ def scan(text: str, state: Scan | None = None, syntax: Syntax = PYTHON) -> Scan:
         elif ch in syntax.quotes and not (syntax is not PYTHON and ch == "'" and _apostrophe(text, i, syntax)):
             j, escapes = i + 1, syntax.escaping_quotes or (ch not in syntax.raw_quotes and not (
                 syntax.raw_prefixes and _word_before(text, i) in syntax.raw_prefixes))
-            while j < n and text[j] != ch and text[j] != "\n":
-                j += 2 if text[j] == "\\" and escapes else 1
+            if ch == '"' and syntax.interpolation and escapes:
+                j = _string_end(text, j, syntax)
+            else:
+                while j < n and text[j] != ch and text[j] != "\n":
+                    j += 2 if text[j] == "\\" and escapes else 1
             if j >= n or text[j] == "\n":
                 s.broken = True  # a one-line string left open
+                if ch in syntax.multiline_quotes:  # or one that goes on below
+                    s.triple = ch
                 i = j
                 continue
             i = j + 1
@@ -260,6 +272,62 @@ def _quoted_command(text: str, at: int) -> tuple[str, int] | None:
             return '"$(', j + 1
         j += 1
     return None
+
+
+def _string_end(text: str, at: int, syntax: Syntax, depth: int = 0) -> int:
+    """Where the double-quoted string whose text starts at `at` ends on its line: the index of its closing quote,
+    or of the line's end or the text's. Its interpolation (`syntax.interpolation`, Ruby's `#{`) holds code to the
+    bracket that closes it, whose own strings are read as strings (`"#{h["a ("]}"`, `"${m['}']}"`)."""
+    interpolation = syntax.interpolation
+    n, opening = len(text), interpolation[-1]
+    closing = PAIRS_OF[opening]
+    while at < n:
+        ch = text[at]
+        if ch == '"' or ch == "\n":
+            return at
+        if ch == interpolation[0] and text.startswith(interpolation, at):  # before escapes: Swift's is `\(`
+            if depth == MAX_INTERPOLATIONS:
+                newline = text.find("\n", at)
+                return n if newline == -1 else newline
+            at, brackets = at + len(interpolation), 1
+            while at < n and brackets and text[at] != "\n":
+                ch = text[at]
+                if ch == '"':
+                    at = _string_end(text, at + 1, syntax, depth + 1)
+                    if at >= n or text[at] == "\n":
+                        return at
+                elif ch == "'" and "'" in syntax.quotes and not _apostrophe(text, at, syntax):
+                    at += 1
+                    while at < n and text[at] not in "'\n":
+                        at += 2 if text[at] == "\\" else 1
+                    if at >= n or text[at] == "\n":
+                        return at
+                elif ch == opening:
+                    brackets += 1
+                elif ch == closing:
+                    brackets -= 1
+                at += 1
+            continue
+        at += 2 if ch == "\\" else 1
+    return n
+
+
+def _template_expression(text: str, at: int) -> int:
+    """In a JavaScript template from `at`: the index of the `{` of a `${` that opens an expression before the
+    template's closing backquote, unescaped (`\\${` is the characters); -1 when the template closes or the text
+    ends first. Each character is looked at once, however many expressions a line's templates hold."""
+    for found in _TEMPLATE_STOP.finditer(text, at):
+        if found.group() == "`":
+            return -1
+        if found.group() == "${":
+            return found.start() + 1
+    return -1
+
+
+_TEMPLATE_STOP = re.compile(r"\\.|`|\$\{", re.S)
+MAX_INTERPOLATIONS = 8
+"""How deep strings inside interpolations inside strings are read (`"#{"#{"a"}"}"`); deeper, the rest of the line
+is the outermost string's, so that a line of thousands of `"#{` costs its length, not a recursion per quote."""
 
 
 def _past_heredoc(text: str, at: int, s: Scan) -> int:
@@ -508,7 +576,8 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
         start = _last(recent, lambda line: line.startswith(ANCHORS))
         if start is None and len(before_lines) > len(recent):
             start = _last(recent, lambda line: line.lstrip().startswith(DEFINITIONS))
-    state = Scan()
+    whole_file = len(before_lines) <= len(recent) and not start and sum(map(len, recent)) < WHOLE_FILE_CHARS
+    state = Scan(triple=syntax.file_opens_in if whole_file else None)
     if syntax.lexical:
         for line in recent[start or 0:]:  # line by line, so one broken line does not poison the rest
             state = scan(line + "\n", state, syntax)
@@ -516,8 +585,7 @@ def line_context(before_lines: list[str], syntax: Syntax = PYTHON) -> LineContex
     previous = before_lines[-1] if before_lines else ""
     top = len(before_lines) == len(recent) and not any(line.strip() for line in reversed(recent))
     return LineContext(Scan(state.stack, state.triple), previous, previous.rstrip().endswith("\\"), top, syntax,
-                       whole_file=len(before_lines) <= len(recent) and not start
-                       and sum(map(len, recent)) < WHOLE_FILE_CHARS)
+                       whole_file=whole_file)
 
 
 def _last(lines: list[str], matches: Callable[[str], bool]) -> int | None:
@@ -603,8 +671,10 @@ def keep_suggestion(line: str, inserted: str, after: str, context: LineContext) 
 
 
 def _leaves_open(line: str, context: LineContext) -> bool:
-    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it."""
-    return context.syntax.lexical and scan(line, context.start, context.syntax).triple is not None
+    """Whether `line` ends inside a string or comment that goes on over lines, as the language's rules read it;
+    not in the text a file is written in around its code (PHP's HTML after `?>`), where a line may always end."""
+    syntax = context.syntax
+    return syntax.lexical and scan(line, context.start, syntax).triple not in (None, syntax.file_opens_in)
 
 
 def kept_comment(typed_line: str, after: str, context: LineContext) -> str:

@@ -29,12 +29,18 @@ class Syntax:
     block_comments: tuple[tuple[str, str], ...] = ()  # (opening, closing), the longest opening first
     nested_comments: bool = False  # a block comment's opening inside one opens another (Rust's /* a /* b */ c */)
     quotes: str = "\"'"  # strings that end on their own line
+    multiline_quotes: str = ""  # of `quotes`, those whose strings may also go on over lines (Rust's "a<newline>b"):
+    # the lines below read as the string's until it ends; a suggested line that leaves one open is still refused,
+    # since a model's line that does so has far more often lost its closing quote than begun such a string
     raw_quotes: tuple[str, ...] = ()  # the quotes and long strings' closers a backslash cannot escape (shell's ')
     raw_prefixes: tuple[str, ...] = ()  # letters before a quote that make its string raw (Rust's r"C:\")
     delimited_raw: tuple[str, ...] = ()  # letters before a quote that open `"x(`, closed by `)x"` (C++'s R"x(...)x")
     doubled_quotes: tuple[str, ...] = ()  # long strings' closers that stand for themselves when doubled (C#'s @"a""b")
     bare_escapes: bool = False  # a backslash outside strings escapes the next character (the shell's \')
     quoted_commands: bool = False  # in "...", `$(` and a backquote open a command whose quotes nest ("$(f "$x")")
+    template_expressions: bool = False  # in `...`, `${` opens an expression whose quotes nest (`${f(`a`)}`)
+    interpolation: str = ""  # in "...", what opens code up to its bracket's closer, whose own strings are read as
+    # strings (Ruby's "#{h["a ("]}", Julia's "$(f(")"))")
     long_strings: tuple[tuple[str, str], ...] = ()  # (opening, closing) of strings that may go on over lines
     long_escapes: bool = True  # a backslash escapes a long string's closing quote (not in raw strings: Go's `...`)
     string_prefixes: tuple[str, ...] = ()  # letters a quote may follow and still open a string (Dart's r'...')
@@ -57,14 +63,18 @@ class Syntax:
     regex_after: str | None = None  # with regex_literals, a pattern, searched in the code before a `/`, of what a
     # regular expression may follow (Perl's `=~`, `split`), where it is read as a quote-like m/.../ (first on its
     # line, only if it ends there: not the division of `/ $n` continuing a line); None: JavaScript's rules
-    quote_like: str | None = None  # a pattern, at a word's start, of an operator and the delimiter after it that
-    # quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}); its group `twice`,
-    # of an operator whose text has two parts (s/a/b/, s{a} {b})
-    variable: str | None = None  # a pattern, at `$`, of a variable whose name is a quote, bracket or `#` (Perl's
-    # $", $], $#array): no string, bracket or comment
+    quote_like: str | None = None  # a pattern, at a word's start or a `~`, of an operator and the delimiter after
+    # it that quotes text to the matching delimiter, bracketing pairs nested (Perl's qw(a b), q{a {b}}, Elixir's
+    # sigils ~r/a/, ~s(a)), two characters at least; its group `twice`, of an operator whose text has two parts
+    # (s/a/b/, s{a} {b})
+    variable: str | None = None  # a pattern, at one of `variable_marks`, of a variable whose name is a quote, bracket
+    # or `#` (Perl's $", $], $#array; the shell's $'...'): no string, bracket or comment
+    variable_marks: str = "$"  # what a `variable` starts with (Elixir's `?` of its character literals `?(`, `?"`)
     pod: bool = False  # Perl's documentation: a line starting `=` and a letter opens it, a line starting `=cut`
     # closes it
     end_of_code: tuple[str, ...] = ()  # lines after which the file holds no code (Perl's __END__, __DATA__)
+    file_opens_in: str | None = None  # what ends the text a file starts in, read as a comment's (PHP's HTML, to its
+    # first `<?`)
     special: re.Pattern[str] = field(init=False, repr=False, compare=False)  # where scanning must look
     not_comment_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     heredoc_at: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
@@ -89,10 +99,10 @@ class Syntax:
         if self.char_literals:
             starts.add("'")
         if self.variable:
-            starts.add("$")
+            starts.update(self.variable_marks)
         special = "[" + "".join(map(re.escape, sorted(starts))) + "]"
         if self.quote_like:
-            special += "|" + self.quote_like  # found at the operator's first letter
+            special += "|" + self.quote_like  # found at the operator's first character
         object.__setattr__(self, "special", re.compile(special))
         object.__setattr__(self, "not_comment_at", re.compile(self.not_comment) if self.not_comment else None)
         object.__setattr__(self, "heredoc_at", re.compile(self.heredoc) if self.heredoc else None)
@@ -134,53 +144,68 @@ _PERL_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>.]|(?<![+-])[+-]|(?<![\w$@%>:])(?:s
                      r"|while|until|return|when))$")  # an operator, a keyword: not `}` (`$h{n} / 2`) nor `$i++`
 _PERL_VARIABLE = r"(?<![(;\\$@%&*])\$\)|\$(?:\$|[#'\"`(\[\]])"  # $", $], $(, $#a, $), `$$` as one; not ($)
 _PERL_OPERATORS = ("and", "or", "xor", "not", "eq", "ne", "lt", "gt", "le", "ge", "cmp", "x", "isa")
+_ELIXIR_SIGIL = r"~[A-Za-z]\w*(?:[/|(\[{<]|(?P<quote>[\"'])(?!(?P=quote){2}))"  # ~r/a/, ~s(a), ~S"a"; not ~S"""
+_RUBY_REGEX_AFTER = (r"(?:[(,=!~:\[&|?{;*%^<>+-]|(?<![\w$@])(?:when|if|unless|elsif|while|until|and|or|not"
+                     r"|return|then|split|scan|match|sub|gsub|index))$")  # not `a / b`, `f(x) / 2`
 _HASKELL_SYMBOL = r"[!#$%&*+./<=>?@\\^|~:]"
 _HASKELL_OPERATOR = rf"(?<={_HASKELL_SYMBOL})--|--+{_HASKELL_SYMBOL}"  # `-->`, `|--`: operators, not comments
 _RUST_RAW = tuple(("#" * level + '"', '"' + "#" * level) for level in range(LEVELS - 1, 0, -1))  # r#"..."#
 _BY_LANGUAGE = {
-    **{name: Syntax(name, **_C, long_strings=_same("`"), regex_literals=True, name_chars="$")
+    **{name: Syntax(name, **_C, long_strings=_same("`"), template_expressions=True, regex_literals=True,
+                    name_chars="$")
        for name in ("javascript", "javascriptreact", "typescript", "typescriptreact")},
     "go": Syntax("go", **_C, long_strings=_same("`"), long_escapes=False),
-    **{name: Syntax(name, **_C, long_strings=_same('"""')) for name in ("java", "groovy")},
-    "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""')),
-    **{name: Syntax(name, **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False)  # raw strings
-       for name in ("kotlin", "scala")},
+    "java": Syntax("java", **_C, long_strings=_same('"""')),
+    "groovy": Syntax("groovy", **_C, long_strings=_same('"""', "'''"), interpolation="${"),
+    "swift": Syntax("swift", **_C, nested_comments=True, long_strings=_same('"""'), interpolation="\\("),
+    "kotlin": Syntax("kotlin", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False,  # raw
+                     interpolation="${"),
+    "scala": Syntax("scala", **_C, nested_comments=True, long_strings=_same('"""'), long_escapes=False),
     "csharp": Syntax("csharp", **_C, long_strings=(*_same('"""'), ('@"', '"'), ('@$"', '"')), long_escapes=False,
                      doubled_quotes=('"',)),
     # its raw and verbatim strings (@"C:\dir\", $@"..." too: scanning meets the @ first)
-    "dart": Syntax("dart", **_C, nested_comments=True, long_strings=_same('"""', "'''"), string_prefixes=("r",)),
+    "dart": Syntax("dart", **_C, nested_comments=True, long_strings=_same('"""', "'''"), string_prefixes=("r",),
+                   interpolation="${"),
     **{name: Syntax(name, **_C, string_prefixes=_C_PREFIXES) for name in ("c", "objective-c", "d")},
     **{name: Syntax(name, **_C, string_prefixes=(*_C_PREFIXES, *_CPP_RAW), delimited_raw=_CPP_RAW)
        for name in ("cpp", "cuda-cpp", "objective-cpp")},
-    "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"),), not_comment=r"#\[",  # attributes
-                  name_chars="$", heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
-    "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', char_literals=True,
+    "php": Syntax("php", line_comments=("//", "#"), block_comments=(("/*", "*/"), ("?>", "<?")),  # HTML: text
+                  not_comment=r"#\[",  # attributes
+                  multiline_quotes="\"'", name_chars="$", file_opens_in="<?",
+                  heredoc=r"<<<[ \t]*(?P<quote>['\"]?)(?P<word>[A-Za-z_]\w*)(?P=quote)"),
+    "rust": Syntax("rust", **_C, nested_comments=True, quotes='"', multiline_quotes='"', char_literals=True,
                    string_prefixes=("b", "r", "br"), long_strings=_RUST_RAW,
                    raw_quotes=tuple(closing for _, closing in _RUST_RAW), raw_prefixes=("r", "br")),
     "ruby": Syntax("ruby", line_comments=("#",), block_comments=(("=begin", "=end"),), heredoc=_RUBY_HEREDOC,
+                   multiline_quotes="\"'", interpolation="#{", regex_literals=True, regex_after=_RUBY_REGEX_AFTER,
                    block_opener=_RUBY_BLOCK),
-    "r": Syntax("r", line_comments=("#",)),
+    "r": Syntax("r", line_comments=("#",), multiline_quotes="\"'"),
     "julia": Syntax("julia", line_comments=("#",), block_comments=(("#=", "=#"),), nested_comments=True,
-                    long_strings=_same('"""'), quotes='"', char_literals=True),
-    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''")),
+                    long_strings=_same('"""', "`"), quotes='"', multiline_quotes='"', interpolation="$(",
+                    char_literals=True),  # and its commands `ls $dir`
+    "elixir": Syntax("elixir", line_comments=("#",), long_strings=_same('"""', "'''"), multiline_quotes="\"'",
+                     interpolation="#{", quote_like=_ELIXIR_SIGIL, variable=r"(?<![\w?!])\?(?:\\.|\S)",
+                     variable_marks="?"),  # ?( and ?" are characters; not empty?(x)
     "lua": Syntax("lua", line_comments=("--",), block_comments=tuple(("--" + a, b) for a, b in _LUA_BRACKETS),
                   long_strings=_LUA_BRACKETS, open_ends=False, block_opener=_LUA_BLOCK),
     "shellscript": Syntax("shellscript", line_comments=("#",), not_comment=r"(?<=[^\s;&|()])#", quotes="",
                           long_strings=_same('"', "'", "`"), raw_quotes=("'",), bare_escapes=True,
                           quoted_commands=True, heredoc=_SHELL_HEREDOC, stray_closers=")", open_ends=False,
-                          name_chars="$", block_opener=_SHELL_BLOCK),  # { and ( end no command
+                          name_chars="$", block_opener=_SHELL_BLOCK,  # { and ( end no command
+                          variable=r"\$'(?:\\.|[^'\\\n])*'"),  # $'it\'s', where a backslash escapes
     "perl": Syntax("perl", line_comments=("#",), quotes="", long_strings=_same('"', "'", "`"), forgotten_quotes=True,
                    quote_like=_PERL_QUOTE_LIKE, regex_literals=True, regex_after=_PERL_REGEX_AFTER,
                    variable=_PERL_VARIABLE, heredoc=_PERL_HEREDOC, pod=True, end_of_code=("__END__", "__DATA__"),
                    dangling_words=_PERL_OPERATORS, braced_statements=True, name_chars="$@%"),  # all strings go on
-    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), open_ends=False),
+    "sql": Syntax("sql", line_comments=("--",), block_comments=(("/*", "*/"),), multiline_quotes="'",
+                  open_ends=False),
     "json": Syntax("json", quotes='"'),
     "jsonc": Syntax("jsonc", **_C, quotes='"'),  # VS Code's settings.json, tsconfig.json: JSON with comments
     "css": Syntax("css", block_comments=(("/*", "*/"),), open_ends=False, name_chars="-"),  # `a { color: red;`
     **{name: Syntax(name, **_C, not_comment=r"(?:(?<=:)|(?<=url\()|(?<=URL\())//", open_ends=False, name_chars="-$")
        for name in ("scss", "less")},  # not url(http://...) nor the protocol-relative url(//cdn...)
     "haskell": Syntax("haskell", **_ML, not_comment=_HASKELL_OPERATOR),
-    "elm": Syntax("elm", **_ML),
+    "elm": Syntax("elm", **_ML, long_strings=_same('"""')),
 }
 """Languages whose comments and strings are read here; markup and data formats other than JSON are not among
 them, and get no lexical rule."""

@@ -127,6 +127,15 @@ def test_a_line_that_leaves_open_the_string_the_text_after_the_cursor_ends_is_re
     assert keep_suggestion(typed + inserted, inserted, after, context) is kept_it
 
 
+@pytest.mark.parametrize("above", [["<?php $x = 1; ?>"], ["<html>"]])
+def test_a_php_line_that_ends_in_html_leaves_nothing_open(above):
+    """A line that closes PHP's tag ends in the HTML around the code, where a line may end: read as leaving a
+    comment open that the text after the cursor (`</p>`, no `?>` yet) did not, `<p><?= $name ?></p>` was refused."""
+    context = line_context(above, syntax_for("php"))
+    assert keep_suggestion("<p><?= $name ?></p>", "me ?></p>", "</p>", context)
+    assert not keep_suggestion("<p><?= $name /* ?></p>", "me /* ?></p>", "</p>", context)  # a comment left open
+
+
 @pytest.mark.parametrize("line,above", [
     ("const x = foo(a;", []),  # a bracket closed with the wrong one
     ("const name = \"abc;", []),  # a string that never ends
@@ -159,6 +168,16 @@ def test_a_line_of_many_slashes_that_open_no_regular_expression_is_read_in_one_p
     assert _seconds_to_read(slashes, JS) < 10 * _seconds_to_read(plain, JS)
     read = scan(slashes + r" + (/a'/) + (/b\/c/) + 1 / 2 / (3", syntax=JS)  # the regular expressions after them
     assert read.stack == ["(", "["] * 10_000 + ["("] and not read.broken  # hold a quote and an escaped `/`
+
+
+def test_a_line_of_many_nested_interpolations_is_read_in_one_pass():
+    """Read a string at a time, a line of strings in interpolations in strings recursed once per quote: five
+    thousand deep, a RecursionError, a traceback at every keystroke below it. It costs about what a line as long
+    without them does, and a string nested less deep is still read as one."""
+    ruby = syntax_for("ruby")
+    nested = "x = " + '"#{' * 5000
+    assert _seconds_to_read(nested, ruby) < 10 * _seconds_to_read("x = " + "(a)" * 5000, ruby)
+    assert scan('x = "#{"#{"(a"}"}" (', syntax=ruby).stack == ["("]
 
 
 SHELL = syntax_for("shellscript")
@@ -362,6 +381,56 @@ def test_a_here_document_ends_at_its_own_word_alone():
 ])
 def test_data_and_style_sheets_get_their_brackets_and_strings_checked(line, above, language, keep):
     assert kept(line, above, syntax_for(language)) == keep
+
+
+def test_a_quote_in_a_ruby_regular_expression_opens_no_string():
+    """Ruby's strings go on over lines: a quote its regular expressions hold, read as opening one, made the rest
+    of the method a string and the line after it code (`end)` kept, the method's `end` unchecked)."""
+    ruby = syntax_for("ruby")
+    above = ["def clean(s)", "  s = s.gsub(/[\"']/, '')", "  s.strip"]
+    assert line_context(above, ruby).start.triple is None
+    assert not kept("end)", above, ruby) and kept("end", above, ruby)
+    assert scan("x = a / b; y = c / d; (", syntax=ruby).stack == ["("]  # divisions
+
+
+@pytest.mark.parametrize("line,above,language,keep", [
+    ("}", ["def f() {", "  def s = '''", "  a ( b", "  '''"], "groovy", True),  # Groovy's '''...'''
+    ("  }", ["r = {", '  a = """', "  x ( y", '  """'], "elm", True),  # Elm's """..."""
+    (");", ["INSERT INTO t VALUES ('first", "second (draft)', 1);"], "sql", False),  # SQL's strings go on
+    ("}", ["m = %{", "  r: ~r/\\(/,"], "elixir", True),  # Elixir's sigils
+    ("  x: 1]", ["m = %{", "  s: ~s(a \"b),"], "elixir", False),
+    ("}", ["m = %{", "  p: ?(,"], "elixir", True),  # and its character literals
+    ("  x: 1]", ["m = %{", '  q: ?",'], "elixir", False),
+    ("}", ["h = {", '  a: "#{x["k ("]}",'], "ruby", True),  # strings inside an interpolation
+    ("}", ["m = %{", '  a: "#{f("b (")}",'], "elixir", True),
+    ("]", ["v = [", '  "$(f("b ("))",'], "julia", True),
+    ("}", ["fun f() {", '    val s = "${m["k ("]}"'], "kotlin", True),
+    ("}", ["void f() {", '  var s = "${m["k ("]}";'], "dart", True),
+    ("}", ["def f() {", '  def s = "${m["k ("]}"'], "groovy", True),
+    ("}", ["func f() {", '    let s = "\\(d["k ("]!)"'], "swift", True),
+    ("end)", ["case x", '  when /"/ then 1'], "ruby", False),  # a regular expression after `when`
+    ("]", ["v = [", "  `echo (`,"], "julia", True),  # Julia's commands
+    ("echo a ]", ["echo $'it\\'s'"], "shellscript", False),  # the shell's $'...', where a backslash escapes
+    ("<?php } ?>", ["<?php if ($items) { ?>", "<p>Items (new:</p>"], "php", True),  # HTML between PHP's tags
+    ("echo $n);", ["<?php $n = 1; ?>", "<p>'90s music</p>", "<?php"], "php", False),
+    ("echo 1);", ["<p>'90s music</p>", "<?php if ($x) {"], "php", False),  # the HTML a template starts with
+    ("}]", ["<?php", "if ($x) {"], "php", False),  # the file's code from its `<?php` on
+])
+def test_strings_each_language_has_are_read_as_strings(line, above, language, keep):
+    """Read as code, the text of these strings opened brackets that the right closer then broke (a `}` dropped),
+    closed what a stray closer below was kept for, or began a string that made the lines below prose."""
+    assert kept(line, above, syntax_for(language)) is keep
+
+
+@pytest.mark.parametrize("language", ["javascript", "typescriptreact"])
+def test_a_template_inside_a_templates_expression_is_a_string(language):
+    """`${...}` in a template holds code, and a template in it is a string again: read as ending at the inner
+    template's opening backquote, the outer one left its text code, whose `(` made the function's `}` a broken
+    bracket (dropped) and kept a stray `)` below as closing it."""
+    syntax = syntax_for(language)
+    above = ["function list(items) {", "  const html = `<ul>${items.map((x) => `<li>${x} (</li>`)}</ul>`;"]
+    assert kept("}", above, syntax) and not kept("  go(html));", above, syntax)
+    assert kept("  const s = `${a}${b}`;", [], syntax) and not kept("  const s = `${f(a}`;", [], syntax)
 
 
 def test_a_raw_string_of_cpp_ends_only_at_its_own_delimiter():

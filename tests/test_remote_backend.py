@@ -409,6 +409,35 @@ async def test_what_only_looks_like_a_comment_after_the_cursor_is_not_kept(clien
     assert [apply_line_edit(["def f", text], i.text_edit)[1] for i in items.items] == [expected]
 
 
+@pytest.mark.parametrize("language, above, typed, answer, expected", [
+    # the second line of a string: the line that ends it is kept
+    ("php", ["<?php", '$sql = "SELECT id'], "    FROM users WHERE ", 'name = ?";', ['    FROM users WHERE name = ?";']),
+    ("ruby", ["def f", "  msg = 'Usage: tool [options]"], "  -h  this help (", "or -? ]'",
+     ["  -h  this help (or -? ]'"]),
+    ("r", ["f <- function() {", '  cat("a (]'], "  b", '")', ['  b")']),
+    ("elixir", ["def f do", '  IO.puts "a (]'], "  b", '"', ['  b"']),
+    ("julia", ["function f()", '    s = "a (]'], "  b", '"', ['  b"']),
+    # the `(` in the string's second line opens nothing that the function's `}` or `end` must close
+    ("rust", ["fn main() {", '    let help = "usage: tool', '  -v  more (repeat it";'], "", "}", ["}"]),
+    # nor does it close what a stray `)` closes
+    ("ruby", ["def f", '  msg = "Usage: tool', '  (see the docs"'], "  puts ", "msg)", []),
+])
+async def test_the_lines_of_a_string_that_goes_on_over_lines_are_read_as_the_strings(
+        client: LanguageClient, endpoint: FakeEndpoint, language: str, above: list[str], typed: str, answer: str,
+        expected: list[str]):
+    """In these languages a string in plain quotes may go on over lines: read as ending on its first line, its
+    second line was code, where its own closing quote opened a string never closed (the line that ended the
+    string was dropped) and its brackets were open or broken (the function's `}` was dropped, a stray `)` kept)."""
+    endpoint.behaviour = Behaviour(line=lambda prompt: answer)
+    await _start(client, endpoint.url)
+    uri = f"file:///work/code.{language}"
+    lines = [*above, typed]
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=uri, language_id=language, version=1, text="\n".join(lines) + "\n")))
+    items = await client.text_document_completion_async(completion_params(uri, len(above), len(typed)))
+    assert [apply_line_edit(lines, i.text_edit)[len(above)] for i in items.items] == expected
+
+
 async def _answered_empty(client: LanguageClient, column: int, within: float) -> None:
     started = time.monotonic()
     assert await _inline(client, CURSOR[0], column) == []

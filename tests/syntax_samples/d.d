@@ -1,0 +1,6 @@
+// a comment (
+/* block [ comment */
+void main() {
+    char c = '(';
+    string s = "a \"quoted\" (";
+}
