@@ -106,11 +106,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the checkout the device tool sends: the session's own (default: this one)")
     parser.add_argument("--graphs", action="store_true",
                         help="leave-out: python-small's graphs too, to make room for a carried --init folder")
+    parser.add_argument("--keep", nargs="*", default=[],
+                        help="leave-out: send these of its files after all (python-small's training weights for "
+                             "a run with --init models/python-small/training)")
     parser.add_argument("--carry", type=Path, nargs="*", default=[],
                         help="paths the run call will carry: counted in the size")
     args = parser.parse_args(argv)
     if args.action == "leave-out":
-        paths = (*NOT_NEEDED, *(p for p in IF_PRESENT if (args.repo / p).is_file()), *(GRAPHS if args.graphs else ()))
+        listed = (*NOT_NEEDED, *(p for p in IF_PRESENT if (args.repo / p).is_file()), *(GRAPHS if args.graphs else ()))
+        if unknown := set(args.keep) - set(listed):
+            parser.error(f"--keep {' '.join(sorted(unknown))}: not among the files leave-out takes: {', '.join(listed)}")
+        paths = tuple(path for path in listed if path not in args.keep)
         leave_out(args.repo, paths)
         print(f"left out {', '.join(paths)}; run `restore` after the device calls, before any commit")
     elif args.action == "restore":

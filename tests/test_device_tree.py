@@ -89,3 +89,9 @@ def test_an_imported_run_and_a_carried_init_folder_still_fit(tmp_path: Path):
     assert set(device_tree.restore(clone)) == {*device_tree.NOT_NEEDED, *device_tree.GRAPHS,
                                                "models/python-base/model_batched.onnx"}
     assert _git(clone, "status", "--porcelain") == "?? models/python-base/model_batched.onnx\n"
+
+    weights = "models/python-small/training/model.safetensors"  # what --init models/python-small/training reads
+    assert device_tree.main(["leave-out", "--repo", str(clone), "--keep", weights]) == 0
+    assert clone / weights in set(device_tree.travelling(clone))
+    assert clone / device_tree.NOT_NEEDED[0] not in set(device_tree.travelling(clone))
+    assert weights not in device_tree.restore(clone)
