@@ -304,6 +304,8 @@ def test_a_run_goes_on_from_the_files_an_earlier_run_returned(dry_run: tuple[Pat
 def test_a_save_cut_short_leaves_the_last_complete_files_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     """A command killed while it writes its weights: $OUT still holds the previous save, whole and as run.json
     lists it, and no partial file that would come back and count against the 8 files and 64 MiB."""
+    import torch
+
     import gpu_train
     from model import GPT, GPTConfig
 
@@ -319,16 +321,10 @@ def test_a_save_cut_short_leaves_the_last_complete_files_alone(monkeypatch: pyte
         raise KeyboardInterrupt  # the signal that ends the command, while the first file is written
 
     monkeypatch.setattr(gpu_train, "save_file", killed)
-    with torch_no_grad():
+    with torch.no_grad():
         next(model.parameters()).add_(1.0)
     with pytest.raises(KeyboardInterrupt):
         gpu_train.write_run(out, model, {"step": 2}, staging)
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     run = json.loads((out / "run.json").read_text())
     assert run["step"] == 1 and import_gpu_run.joined_weights(out, run)
-
-
-def torch_no_grad():
-    import torch
-
-    return torch.no_grad()
