@@ -22,6 +22,7 @@ import time
 STARTED = time.time()  # before the imports below (PyTorch's takes seconds on a cold machine): --minutes counts them
 
 import argparse
+import errno
 import hashlib
 import json
 import math
@@ -338,6 +339,20 @@ def check_return_fits(cfg: GPTConfig, out: Path) -> None:
                          f"and {RETURN_BYTES // 2**20} MiB: choose a smaller shape")
 
 
+def move_in(source: Path, target: Path) -> None:
+    """Move a staged file into place: a rename on one file system; else a plain copy (no metadata, which a
+    mounted $OUT may refuse) under a temporary name, then a rename, so `target` is always a whole file."""
+    try:
+        os.replace(source, target)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+        source.unlink()
+
+
 def write_run(out: Path, model: GPT, record: dict, staging: Path) -> None:
     """Weights, then run.json naming them with their checksums: a reader trusts only what run.json lists.
     The files are written in `staging` and only then moved into `out`, so a command killed while writing
@@ -355,7 +370,7 @@ def write_run(out: Path, model: GPT, record: dict, staging: Path) -> None:
     tokenizer = {"sha256": hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()}
     (staging / "run.json").write_text(json.dumps({**record, "weights": weights, "tokenizer": tokenizer}, indent=1))
     for name in [*weights, "run.json"]:
-        shutil.move(staging / name, out / name)  # a rename where both are on one file system
+        move_in(staging / name, out / name)
     for stale in out.glob("model-*.safetensors"):
         if stale.name not in weights:
             stale.unlink()

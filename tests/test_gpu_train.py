@@ -328,3 +328,30 @@ def test_a_save_cut_short_leaves_the_last_complete_files_alone(monkeypatch: pyte
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     run = json.loads((out / "run.json").read_text())
     assert run["step"] == 1 and import_gpu_run.joined_weights(out, run)
+
+
+def test_a_staged_file_moves_in_whole_across_file_systems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The staging folder (beside the corpus) and $OUT may be two file systems, where a rename fails: the file is
+    then copied in under a temporary name and renamed, and the staged copy goes."""
+    import errno
+
+    import gpu_train
+
+    source, target = tmp_path / "staged.bin", tmp_path / "out" / "model-01-of-01.safetensors"
+    target.parent.mkdir()
+    source.write_bytes(b"new weights")
+    target.write_bytes(b"old weights")
+    renames = []
+
+    def replace(src, dst):
+        if Path(src) == source:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        renames.append(Path(src).name)
+        return real_replace(src, dst)
+
+    real_replace = os.replace
+    monkeypatch.setattr(gpu_train.os, "replace", replace)
+    monkeypatch.setattr(Path, "replace", lambda self, dst: replace(self, dst))
+    gpu_train.move_in(source, target)
+    assert target.read_bytes() == b"new weights" and not source.exists()
+    assert renames == [".model-01-of-01.safetensors.tmp"] and [p.name for p in target.parent.iterdir()] == [target.name]
