@@ -29,8 +29,8 @@ import math
 import os
 import platform
 import queue
-import sys
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -273,8 +273,9 @@ def init_files(checkpoint: Path, mine: GPTConfig) -> list[Path]:
                          f"files of a gpu_train.py run (run.json + its weights): {error}") from None
     for path, digest in files.items():
         if not path.is_file():
-            raise SystemExit(f"--init {checkpoint}: {path.name} is not there (`scripts/device_tree.py leave-out` "
-                             f"keeps python-small's training weights from a device call: `restore` them first)")
+            hint = ("were all of the run's files copied?" if digest else "`scripts/device_tree.py leave-out` keeps "
+                    "python-small's training weights from a device call unless given them with `--keep`")
+            raise SystemExit(f"--init {checkpoint}: {path.name} is not there ({hint})")
         if digest and hashlib.sha256(path.read_bytes()).hexdigest() != digest:
             raise SystemExit(f"--init {checkpoint}: {path.name} is not the file run.json lists (cut short?)")
     shape = lambda c: (c.n_layer, c.n_head, c.n_embd, c.mlp_hidden)  # noqa: E731

@@ -282,7 +282,7 @@ def test_init_without_its_weights_is_refused_before_the_corpus(tmp_path: Path):
     left_out.mkdir()
     shutil.copyfile(REPO / "models" / "python-small" / "training" / "config.json", left_out / "config.json")
     result, work = small_run(tmp_path, "--shape", "8x6x192", "--init", str(left_out), "--max-steps", "1")
-    assert result.returncode == 1 and "model.safetensors is not there" in result.stderr and "restore" in result.stderr
+    assert result.returncode == 1 and "model.safetensors is not there" in result.stderr and "--keep" in result.stderr
     assert "Traceback" not in result.stderr and not (work / "summary.json").exists()
 
 
