@@ -8,6 +8,9 @@ stay on disk) and ignored through .git/info/exclude; `restore` puts both back. N
     python scripts/device_tree.py size          # MiB that would travel now
     python scripts/device_tree.py leave-out     # before the device calls
     python scripts/device_tree.py restore       # after them
+
+The tool sends the checkout the session was started in, also when a helper calls from a worktree of its own:
+run these there (or name it with --repo).
 """
 from __future__ import annotations
 
@@ -22,7 +25,13 @@ LIMIT_MIB = 64.0
 NOT_NEEDED = ("models/python-base/model.onnx", "models/python-small/training/model.safetensors")
 """The files no device call reads: python-base's graph, and python-small's training weights, which only
 `gpu_train.py --init` takes (that run needs `restore` of this one file first)."""
+IF_PRESENT = ("models/python-base/model_batched.onnx", "models/python-base/training/model.safetensors")
+"""Left out too where they exist: what an import of a GPU run writes beside python-base's graph."""
+GRAPHS = ("models/python-small/model.onnx", "models/python-small/model_batched.onnx")
+"""Left out with `--graphs`: python-small's graphs, which no training call reads either; that makes room for
+carrying the weights an earlier run returned (47 MiB for 12x8x384) to go on from them with `--init`."""
 MARK = "# device_tree.py leave-out: restore with `python scripts/device_tree.py restore`"
+END = "# device_tree.py leave-out: end"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -35,8 +44,10 @@ def travelling(repo: Path) -> list[Path]:
     return [repo / name for name in dict.fromkeys(names) if name and (repo / name).is_file()]
 
 
-def size_mib(repo: Path) -> float:
-    return sum(path.stat().st_size for path in travelling(repo)) / 2**20
+def size_mib(repo: Path, carry: tuple[Path, ...] = ()) -> float:
+    """MiB a call sends: the travelling files, and the files under the paths given to the run tool's `carry`."""
+    carried = [path for root in carry for path in ([root] if root.is_file() else root.rglob("*")) if path.is_file()]
+    return sum(path.stat().st_size for path in [*travelling(repo), *carried]) / 2**20
 
 
 def _exclude_file(repo: Path) -> Path:
@@ -50,14 +61,28 @@ def leave_out(repo: Path, paths: tuple[str, ...] = NOT_NEEDED) -> None:
         raise SystemExit(f"device_tree.py: no such file: {', '.join(missing)}")
     exclude = _exclude_file(repo)
     lines = exclude.read_text().splitlines() if exclude.exists() else []
-    if MARK not in lines:
-        lines.append(MARK)
-    lines += [f"/{path}" for path in paths if f"/{path}" not in lines]
+    before, block, after = _split_block(lines)
+    block += [f"/{path}" for path in paths if f"/{path}" not in block]
     exclude.parent.mkdir(parents=True, exist_ok=True)
-    exclude.write_text("\n".join(lines) + "\n")
+    exclude.write_text("".join(line + "\n" for line in [*before, MARK, *block, END, *after]))
     tracked = _git(repo, "ls-files", "--", *paths).split()  # none the second time
     if tracked:
         _git(repo, "rm", "-q", "--cached", "--", *tracked)
+
+
+def _split_block(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The exclude file's lines before leave-out's block, the block's paths, and the lines after it: lines
+    added later (a `/.whl/` for carried wheels, say) are not the block's, and stay when it is restored."""
+    if MARK not in lines:
+        return lines, [], []
+    start = lines.index(MARK)
+    if END in lines[start:]:
+        end = lines.index(END, start)
+        return lines[:start], lines[start + 1:end], lines[end + 1:]
+    end = start + 1  # written without an end line: the paths right after the mark
+    while end < len(lines) and lines[end].startswith("/models/"):
+        end += 1
+    return lines[:start], lines[start + 1:end], lines[end:]
 
 
 def restore(repo: Path) -> list[str]:
@@ -66,12 +91,9 @@ def restore(repo: Path) -> list[str]:
     lines = exclude.read_text().splitlines() if exclude.exists() else []
     if MARK not in lines:
         return []
-    start = lines.index(MARK)
-    end = start + 1
-    while end < len(lines) and lines[end].startswith("/"):
-        end += 1
-    paths = [line[1:] for line in lines[start + 1:end]]
-    exclude.write_text("".join(line + "\n" for line in lines[:start] + lines[end:]))
+    before, block, after = _split_block(lines)
+    paths = [line[1:] for line in block]
+    exclude.write_text("".join(line + "\n" for line in before + after))
     if paths:
         _git(repo, "reset", "-q", "--", *paths)
     return paths
@@ -80,14 +102,26 @@ def restore(repo: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("size", "leave-out", "restore"))
-    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout (default: this one)")
+    parser.add_argument("--repo", type=Path, default=REPO,
+                        help="the checkout the device tool sends: the session's own (default: this one)")
+    parser.add_argument("--graphs", action="store_true",
+                        help="leave-out: python-small's graphs too, to make room for a carried --init folder")
+    parser.add_argument("--keep", nargs="*", default=[],
+                        help="leave-out: send these of its files after all (python-small's training weights for "
+                             "a run with --init models/python-small/training)")
+    parser.add_argument("--carry", type=Path, nargs="*", default=[],
+                        help="paths the run call will carry: counted in the size")
     args = parser.parse_args(argv)
     if args.action == "leave-out":
-        leave_out(args.repo)
-        print(f"left out {', '.join(NOT_NEEDED)}; run `restore` after the device calls, before any commit")
+        listed = (*NOT_NEEDED, *(p for p in IF_PRESENT if (args.repo / p).is_file()), *(GRAPHS if args.graphs else ()))
+        if unknown := set(args.keep) - set(listed):
+            parser.error(f"--keep {' '.join(sorted(unknown))}: not among the files leave-out takes: {', '.join(listed)}")
+        paths = tuple(path for path in listed if path not in args.keep)
+        leave_out(args.repo, paths)
+        print(f"left out {', '.join(paths)}; run `restore` after the device calls, before any commit")
     elif args.action == "restore":
         print(f"restored {', '.join(restore(args.repo)) or 'nothing (nothing was left out)'}")
-    size = size_mib(args.repo)
+    size = size_mib(args.repo, tuple(args.repo / path for path in args.carry))
     print(f"{size:.1f} MiB would travel ({'within' if size <= LIMIT_MIB else 'over'} the {LIMIT_MIB:.0f} MiB limit)")
     return 0 if size <= LIMIT_MIB or args.action == "restore" else 1
 

@@ -9,22 +9,29 @@ shape with bf16 autocast, flash attention and torch.compile, half of the windows
 (scripts/fim.py), and writes to --out: the weights in bf16 safetensors files of at most 15 MiB, the
 tokenizer, run.json (config, corpus summary, validation history, timings) and, every two minutes, the
 same files again, so a run cut short still returns its latest weights. `--minutes` bounds the whole
-command. scripts/import_gpu_run.py turns the files into a bundle. The runbook is scripts/README.md.
+command. A shape whose files would not all come back from $OUT (8 files, 64 MiB) is refused at the start.
+`--init` goes on from a checkpoint or from the files an earlier run returned. scripts/import_gpu_run.py
+turns the files into a bundle. The runbook is scripts/README.md.
 
 `--device cpu --max-files 40 --shape 2x2x32 --block 64` is the dry run the tests make.
 """
 from __future__ import annotations
 
+import time
+
+STARTED = time.time()  # before the imports below (PyTorch's takes seconds on a cold machine): --minutes counts them
+
 import argparse
+import errno
 import hashlib
 import json
 import math
 import os
 import platform
 import queue
+import shutil
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +51,13 @@ END_OF_TEXT_ID = 0
 SHARD_BYTES = 15 * 1024 * 1024
 VOCAB_MULTIPLE = 64  # the embedding is padded to this for the tensor cores; import_gpu_run.py cuts it back
 SAVE_EVERY_S = 120.0
+RETURN_FILES = 8
+RETURN_BYTES = 64 * 2**20
+"""What a device call returns from $OUT at most (the device tool's README, Limits): 8 files, 64 MiB together."""
+OTHER_FILES = ("run.json", "tokenizer.json", "train.log")
+"""The files besides the weights that the runbook's call leaves in $OUT."""
+OTHER_BYTES = 4 * 2**20
+"""Room for run.json and the log beside the tokenizer."""
 
 
 def log(message: str) -> None:
@@ -241,12 +255,29 @@ def middle_loss(x: torch.Tensor, losses: torch.Tensor, fim_ids: tuple[int, int, 
     return float((losses * mask).sum() / mask.sum()) if mask.any() else float("nan")
 
 
-def init_from(model: GPT, checkpoint: Path) -> None:
-    """Load a checkpoint of the same shape (the embedded model's training/ weights, say) into `model`:
-    its embedding rows go first, and the rows it lacks (the FIM tokens, the padding) keep their fresh
-    initialisation, so the model goes on from what it knew instead of starting over."""
-    cfg = GPTConfig(**json.loads((checkpoint / "config.json").read_text()))
-    mine = model.cfg
+def init_files(checkpoint: Path, mine: GPTConfig) -> list[Path]:
+    """The weight files --init names, checked against this run's shape before the corpus is built: a checkpoint
+    dir (model.safetensors + config.json, as the bundles' training/ folders hold), or the files an earlier
+    gpu_train.py run returned (run.json + the model-*.safetensors it lists, checked by their checksums)."""
+    try:
+        if (checkpoint / "run.json").is_file():
+            run = json.loads((checkpoint / "run.json").read_text())
+            config = {k: v for k, v in run["config"].items() if k != "tokenizer_vocab_size"}
+            files = {checkpoint / name: entry["sha256"] for name, entry in sorted(run["weights"].items())}
+        else:
+            config = json.loads((checkpoint / "config.json").read_text())
+            files = {checkpoint / "model.safetensors": None}
+        cfg = GPTConfig(**config)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise SystemExit(f"--init {checkpoint}: not a checkpoint dir (config.json + model.safetensors) nor the "
+                         f"files of a gpu_train.py run (run.json + its weights): {error}") from None
+    for path, digest in files.items():
+        if not path.is_file():
+            hint = ("were all of the run's files copied?" if digest else "`scripts/device_tree.py leave-out` keeps "
+                    "python-small's training weights from a device call unless given them with `--keep`")
+            raise SystemExit(f"--init {checkpoint}: {path.name} is not there ({hint})")
+        if digest and hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise SystemExit(f"--init {checkpoint}: {path.name} is not the file run.json lists (cut short?)")
     shape = lambda c: (c.n_layer, c.n_head, c.n_embd, c.mlp_hidden)  # noqa: E731
     if shape(cfg) != shape(mine):
         raise SystemExit(f"--init {checkpoint}: its shape {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd} is not --shape's "
@@ -254,7 +285,14 @@ def init_from(model: GPT, checkpoint: Path) -> None:
     if cfg.context_length < mine.context_length or cfg.vocab_size > mine.vocab_size:
         raise SystemExit(f"--init {checkpoint}: context {cfg.context_length} and vocabulary {cfg.vocab_size} do not "
                          f"fit --block {mine.context_length} and this tokenizer's {mine.vocab_size}")
-    weights = load_file(str(checkpoint / "model.safetensors"))
+    return list(files)
+
+
+def init_from(model: GPT, checkpoint: Path, files: list[Path]) -> None:
+    """Load the checked weight files of a checkpoint of the same shape into `model`: its embedding rows go first,
+    and the rows it lacks (the FIM tokens, the padding) keep their fresh initialisation, so the model goes on
+    from what it knew instead of starting over."""
+    weights = {name: tensor for path in files for name, tensor in load_file(str(path)).items()}
     state = model.state_dict()
     with torch.no_grad():
         for name, tensor in weights.items():
@@ -264,41 +302,79 @@ def init_from(model: GPT, checkpoint: Path) -> None:
             state[name][:rows].copy_(tensor[:rows])
 
 
-def shard_weights(state: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-    """The tensors in bf16, greedily grouped into files of at most SHARD_BYTES."""
-    shards: list[dict[str, torch.Tensor]] = [{}]
+def plan_shards(sizes: dict[str, int]) -> list[list[str]]:
+    """The tensors' names, in order, greedily grouped into files of at most SHARD_BYTES (sizes in bytes)."""
+    shards: list[list[str]] = [[]]
     size = 0
-    for name, tensor in state.items():
-        t = tensor.detach().to(torch.bfloat16).contiguous().cpu()
-        nbytes = t.numel() * t.element_size()
+    for name, nbytes in sizes.items():
         if nbytes > SHARD_BYTES:
             raise SystemExit(f"{name} is {nbytes:,} bytes, over one file's {SHARD_BYTES:,}: choose a smaller shape")
         if size + nbytes > SHARD_BYTES and shards[-1]:
-            shards.append({})
+            shards.append([])
             size = 0
-        shards[-1][name] = t
+        shards[-1].append(name)
         size += nbytes
     return shards
 
 
-def write_run(out: Path, model: GPT, record: dict) -> None:
-    """Weights, then run.json naming them with their checksums: a reader trusts only what run.json lists."""
+def shard_weights(state: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """The tensors in bf16, grouped into files of at most SHARD_BYTES."""
+    tensors = {name: tensor.detach().to(torch.bfloat16).contiguous().cpu() for name, tensor in state.items()}
+    return [{name: tensors[name] for name in names}
+            for names in plan_shards({name: t.numel() * t.element_size() for name, t in tensors.items()})]
+
+
+def check_return_fits(cfg: GPTConfig, out: Path) -> None:
+    """Refuse, before the corpus and the training, a shape whose files would not all come back from $OUT: the
+    device tool returns at most RETURN_FILES files and RETURN_BYTES together, and leaves the rest behind."""
+    if not os.environ.get("OUT") or out.resolve() != Path(os.environ["OUT"]).resolve():
+        return
+    with torch.device("meta"):
+        state = GPT(cfg).state_dict()
+    sizes = {name: tensor.numel() * 2 for name, tensor in state.items()}  # bf16
+    files = len(plan_shards(sizes)) + len(OTHER_FILES)
+    total = sum(sizes.values()) + BASE_TOKENIZER.stat().st_size + OTHER_BYTES
+    if files > RETURN_FILES or total > RETURN_BYTES:
+        raise SystemExit(f"--shape {cfg.n_layer}x{cfg.n_head}x{cfg.n_embd}: its files in $OUT would be {files} "
+                         f"making {total / 2**20:.0f} MiB, and a device call returns at most {RETURN_FILES} files "
+                         f"and {RETURN_BYTES // 2**20} MiB: choose a smaller shape")
+
+
+def move_in(source: Path, target: Path) -> None:
+    """Move a staged file into place: a rename on one file system; else a plain copy (no metadata, which a
+    mounted $OUT may refuse) under a temporary name, then a rename, so `target` is always a whole file."""
+    try:
+        os.replace(source, target)
+    except OSError as error:
+        if error.errno != errno.EXDEV:
+            raise
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+        source.unlink()
+
+
+def write_run(out: Path, model: GPT, record: dict, staging: Path) -> None:
+    """Weights, then run.json naming them with their checksums: a reader trusts only what run.json lists.
+    The files are written in `staging` and only then moved into `out`, so a command killed while writing
+    leaves in `out` no partial file (which would come back, counting against the 8 files and 64 MiB) and
+    changes the weights run.json names only for the moment the moves take."""
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     shards = shard_weights(model.state_dict())
     weights = {}
     for n, shard in enumerate(shards, 1):
         name = f"model-{n:02d}-of-{len(shards):02d}.safetensors"
-        tmp = out / f".{name}.tmp"
-        save_file(shard, str(tmp))
-        tmp.replace(out / name)
-        weights[name] = {"sha256": hashlib.sha256((out / name).read_bytes()).hexdigest(), "tensors": sorted(shard)}
+        save_file(shard, str(staging / name))
+        weights[name] = {"sha256": hashlib.sha256((staging / name).read_bytes()).hexdigest(), "tensors": sorted(shard)}
+    tokenizer = {"sha256": hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()}
+    (staging / "run.json").write_text(json.dumps({**record, "weights": weights, "tokenizer": tokenizer}, indent=1))
+    for name in [*weights, "run.json"]:
+        move_in(staging / name, out / name)
     for stale in out.glob("model-*.safetensors"):
         if stale.name not in weights:
             stale.unlink()
-    tokenizer = {"sha256": hashlib.sha256((out / "tokenizer.json").read_bytes()).hexdigest()}
-    tmp = out / ".run.json.tmp"
-    tmp.write_text(json.dumps({**record, "weights": weights, "tokenizer": tokenizer}, indent=1))
-    tmp.replace(out / "run.json")
 
 
 def main() -> None:
@@ -310,7 +386,8 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=9.0, help="wall-clock budget of the whole command")
     p.add_argument("--shape", type=parse_shape, default=(8, 6, 192), help="LAYERSxHEADSxWIDTH")
     p.add_argument("--init", type=Path, default=None,
-                   help="start from this checkpoint dir (model.safetensors + config.json) of the same shape")
+                   help="start from these weights of the same shape: a checkpoint dir (model.safetensors + "
+                        "config.json), or the files an earlier run returned (run.json + model-*.safetensors)")
     p.add_argument("--block", type=int, default=1024, help="training window and the model's context")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -332,13 +409,19 @@ def main() -> None:
         p.error("--out is needed where $OUT is not set")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device here (use --device cpu for a dry run)")
-    started = time.time()
+    started = STARTED
     budget = args.minutes * 60
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
 
+    layers, heads, width = args.shape
+    vocab = fim_tokenizer(BASE_TOKENIZER).get_vocab_size()
+    cfg = GPTConfig(vocab_size=-(-vocab // VOCAB_MULTIPLE) * VOCAB_MULTIPLE, context_length=args.block,
+                    n_layer=layers, n_head=heads, n_embd=width)
+    check_return_fits(cfg, args.out)  # these two refuse in seconds what would otherwise fail minutes later
+    init = init_files(args.init, cfg) if args.init is not None else []
     summary = prepare_corpus(args.work, args)
     tokenizer_path = args.work / "tokenizer.json"
     args.out.mkdir(parents=True, exist_ok=True)
@@ -352,13 +435,11 @@ def main() -> None:
         raise SystemExit(f"the corpus is too small for windows of {args.block} tokens: "
                          f"{len(train_tokens):,} train and {len(val_tokens):,} validation tokens")
 
-    layers, heads, width = args.shape
-    vocab = tokenizer.get_vocab_size()
-    cfg = GPTConfig(vocab_size=-(-vocab // VOCAB_MULTIPLE) * VOCAB_MULTIPLE, context_length=args.block,
-                    n_layer=layers, n_head=heads, n_embd=width)
+    if tokenizer.get_vocab_size() != vocab:
+        raise SystemExit(f"{tokenizer_path}: {tokenizer.get_vocab_size()} tokens, not {BASE_TOKENIZER}'s {vocab}")
     model = GPT(cfg)
     if args.init is not None:
-        init_from(model, args.init)
+        init_from(model, args.init, init)
     model = model.to(device)
     log(f"model {layers}x{heads}x{width}: {model.num_params():,} parameters (vocabulary {vocab} padded to "
         f"{cfg.vocab_size}){', from ' + str(args.init) if args.init else ''}, "
@@ -388,6 +469,7 @@ def main() -> None:
         "corpus": {k: v for k, v in summary.items() if k != "key"},
         "history": [],
     }
+    staging = args.work / "staging"  # beside the corpus, out of $OUT
     train_budget = budget - (time.time() - started) - max(20.0, 0.05 * budget)  # room for the last eval and files
     log(f"training for {train_budget:.0f} s")
     train_start = last_eval = last_save = time.time()
@@ -428,7 +510,7 @@ def main() -> None:
             log(json.dumps(record["history"][-1]))
             last_eval = time.time()
         if time.time() - last_save >= SAVE_EVERY_S:
-            write_run(args.out, model, {**record, "final": False, "step": step, "tokens": tokens_seen})
+            write_run(args.out, model, {**record, "final": False, "step": step, "tokens": tokens_seen}, staging)
             last_save = time.time()
     windows.close()
     if device.type == "cuda":
@@ -443,7 +525,7 @@ def main() -> None:
                   tokens_per_second=round(throughput), epochs=round(tokens_seen / len(train_tokens), 3),
                   peak_gpu_bytes=torch.cuda.max_memory_allocated() if device.type == "cuda" else None,
                   command_seconds=round(time.time() - started, 1))
-    write_run(args.out, model, record)
+    write_run(args.out, model, record, staging)
     log(f"done: {step} steps, {tokens_seen:,} tokens ({throughput:,.0f} tokens/s), {json.dumps(metrics)}; "
         f"files in {args.out}")
 

@@ -44,3 +44,54 @@ def test_leaving_out_the_bundles_weights_fits_a_device_call_and_restore_undoes_i
     assert _git(clone, "status", "--porcelain") == "?? notes.txt\n"
     assert abs(device_tree.size_mib(clone) - before) < 0.01
     assert device_tree.restore(clone) == []  # twice is harmless
+
+
+def _clone(tmp_path: Path) -> Path:
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", "--no-checkout", str(REPO), str(clone))
+    _git(clone, "checkout", "-q", _git(REPO, "rev-parse", "HEAD").strip())
+    return clone
+
+
+def test_restore_keeps_the_ignores_added_after_leave_out(tmp_path: Path):
+    """The device README has a session add `/.whl/` (carried wheels) to .git/info/exclude: added after
+    leave-out, it stays ignored after restore, and the wheels never reach `git status`."""
+    clone = _clone(tmp_path)
+    exclude = clone / ".git" / "info" / "exclude"
+    assert device_tree.main(["leave-out", "--repo", str(clone)]) == 0
+    exclude.write_text(exclude.read_text() + "/.whl/\n")
+    (clone / ".whl").mkdir()
+    (clone / ".whl" / "pkg.whl").write_bytes(b"wheel")
+    assert device_tree.restore(clone) == list(device_tree.NOT_NEEDED)
+    assert exclude.read_text().splitlines()[-1] == "/.whl/"
+    assert _git(clone, "status", "--porcelain") == ""
+
+
+def test_an_imported_run_and_a_carried_init_folder_still_fit(tmp_path: Path):
+    """What an import writes beside python-base's graph is left out too; `--graphs` makes room for the 47 MiB
+    of a returned 12x8x384 run carried to go on from it, and `size --carry` counts the carried folder."""
+    clone = _clone(tmp_path)
+    (clone / "models" / "python-base" / "model_batched.onnx").write_bytes(b"\0" * 2**20)
+    carried = clone / ".gpu-init"
+    carried.mkdir()
+    (carried / "model-01-of-04.safetensors").write_bytes(b"\0" * 47 * 2**20)
+    (clone / ".git" / "info" / "exclude").write_text("/.gpu-init/\n")
+    assert device_tree.main(["leave-out", "--repo", str(clone)]) == 0
+    travelling = set(device_tree.travelling(clone))
+    assert clone / "models" / "python-base" / "model_batched.onnx" not in travelling
+    assert clone / "models" / "python-small" / "model.onnx" in travelling
+    assert device_tree.main(["size", "--repo", str(clone), "--carry", ".gpu-init"]) == 1, "over 64 MiB with it"
+
+    assert device_tree.main(["leave-out", "--graphs", "--repo", str(clone)]) == 0
+    assert not set(device_tree.travelling(clone)) & {clone / path for path in device_tree.GRAPHS}
+    assert device_tree.main(["size", "--repo", str(clone), "--carry", ".gpu-init"]) == 0, "within it now"
+
+    assert set(device_tree.restore(clone)) == {*device_tree.NOT_NEEDED, *device_tree.GRAPHS,
+                                               "models/python-base/model_batched.onnx"}
+    assert _git(clone, "status", "--porcelain") == "?? models/python-base/model_batched.onnx\n"
+
+    weights = "models/python-small/training/model.safetensors"  # what --init models/python-small/training reads
+    assert device_tree.main(["leave-out", "--repo", str(clone), "--keep", weights]) == 0
+    assert clone / weights in set(device_tree.travelling(clone))
+    assert clone / device_tree.NOT_NEEDED[0] not in set(device_tree.travelling(clone))
+    assert weights not in device_tree.restore(clone)

@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 PRE, SUF, MID, NL, EOT = 8192, 8193, 8194, 199, 0
 
 
-def run_script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "scripts" / name), *args], capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=timeout, env=env)
 
 
 def regular_modules(root: Path) -> None:
@@ -53,7 +53,8 @@ def dry_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     env = {**os.environ, "COMPLETER_CACHE": str(tmp_path / "cache")}
     trained = run_script("gpu_train.py", "--device", "cpu", "--source-dir", str(source), "--shape", "2x2x64",
                          "--block", "64", "--batch-size", "16", "--max-steps", "300", "--warmup", "20",
-                         "--eval-batches", "1", "--out", str(out), "--work", str(work), "--minutes", "4", env=env)
+                         "--eval-batches", "1", "--out", str(out), "--work", str(work), "--minutes", "8", env=env,
+                         timeout=600)  # 300 steps take a minute on two idle cores, several on busy ones
     assert trained.returncode == 0, trained.stdout + trained.stderr
     imported = run_script("import_gpu_run.py", str(out), "--out", str(bundle), env=env)
     assert imported.returncode == 0, imported.stdout + imported.stderr
@@ -236,3 +237,121 @@ def test_heldout_packages_and_test_data_stay_out():
     assert site_corpus.is_test_data("pkg/testdata/case.py")
     assert not site_corpus.is_test_data("pkg/tests/test_api.py")
     assert not site_corpus.is_test_data("pkg/data/loader.py")
+
+
+def small_run(tmp_path: Path, *args: str, out: Path | None = None, env: dict | None = None) -> tuple[
+        subprocess.CompletedProcess, Path]:
+    """gpu_train.py on the CPU over the regular modules, with a work dir of its own: (the result, the work dir)."""
+    source, work = tmp_path / "src", tmp_path / "work"
+    if not source.exists():
+        regular_modules(source)
+    result = run_script("gpu_train.py", "--device", "cpu", "--source-dir", str(source), "--block", "64",
+                        "--batch-size", "4", "--eval-batches", "1", "--work", str(work),
+                        "--out", str(out or tmp_path / "out"), *args, env=env)
+    return result, work
+
+
+def test_a_shape_whose_files_would_not_come_back_is_refused_before_the_corpus(tmp_path: Path):
+    """The device tool returns at most 8 files and 64 MiB from $OUT: a larger model is refused in seconds, not
+    after the call's ten minutes of training whose weights would then stay behind."""
+    out = tmp_path / "out"
+    out.mkdir()
+    result, work = small_run(tmp_path, "--shape", "16x8x512", "--max-steps", "1", out=out,
+                             env={**os.environ, "OUT": str(out)})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "16x8x512: its files in $OUT would be 11 making 109 MiB" in result.stderr
+    assert "Traceback" not in result.stderr and not (work / "summary.json").exists()
+
+
+def test_the_largest_shape_trained_so_far_fits_what_a_call_returns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    import gpu_train
+    from model import GPTConfig
+
+    monkeypatch.setenv("OUT", str(tmp_path))
+    config = GPTConfig(vocab_size=8256, context_length=1024, n_layer=12, n_head=8, n_embd=384)
+    gpu_train.check_return_fits(config, tmp_path)  # 4 files of weights, 47 MiB
+    with pytest.raises(SystemExit, match="12x8x512: its files"):
+        gpu_train.check_return_fits(GPTConfig(**{**config.to_dict(), "n_embd": 512}), tmp_path)
+    gpu_train.check_return_fits(GPTConfig(**{**config.to_dict(), "n_embd": 512}), tmp_path / "elsewhere")
+
+
+def test_init_without_its_weights_is_refused_before_the_corpus(tmp_path: Path):
+    """`device_tree.py leave-out` keeps python-small's training weights from a device call: `--init` of that
+    folder then says so at once, instead of a traceback after building the corpus."""
+    left_out = tmp_path / "training"
+    left_out.mkdir()
+    shutil.copyfile(REPO / "models" / "python-small" / "training" / "config.json", left_out / "config.json")
+    result, work = small_run(tmp_path, "--shape", "8x6x192", "--init", str(left_out), "--max-steps", "1")
+    assert result.returncode == 1 and "model.safetensors is not there" in result.stderr and "--keep" in result.stderr
+    assert "Traceback" not in result.stderr and not (work / "summary.json").exists()
+
+
+def test_a_run_goes_on_from_the_files_an_earlier_run_returned(dry_run: tuple[Path, Path], tmp_path: Path):
+    """`--init` of a returned run's folder (run.json + bf16 shards): the next call starts from its weights."""
+    out, _ = dry_run
+    result, _ = small_run(tmp_path, "--shape", "2x2x64", "--init", str(out), "--max-steps", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = float(result.stdout.split("step 1 loss ")[1].split()[0])
+    assert first < 4.0, f"a fresh model starts near 9, the earlier run ended below 2.5: {first}"
+
+    altered = tmp_path / "altered"
+    shutil.copytree(out, altered)
+    (altered / "model-01-of-01.safetensors").write_bytes(b"cut short")
+    result, _ = small_run(tmp_path, "--shape", "2x2x64", "--init", str(altered), "--max-steps", "1")
+    assert result.returncode == 1 and "not the file run.json lists" in result.stderr
+
+
+def test_a_save_cut_short_leaves_the_last_complete_files_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A command killed while it writes its weights: $OUT still holds the previous save, whole and as run.json
+    lists it, and no partial file that would come back and count against the 8 files and 64 MiB."""
+    import torch
+
+    import gpu_train
+    from model import GPT, GPTConfig
+
+    out, staging = tmp_path / "out", tmp_path / "work" / "staging"
+    out.mkdir()
+    shutil.copyfile(REPO / "models" / "python-small" / "tokenizer.json", out / "tokenizer.json")
+    model = GPT(GPTConfig(vocab_size=64, context_length=16, n_layer=1, n_head=1, n_embd=8))
+    gpu_train.write_run(out, model, {"step": 1}, staging)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def killed(tensors: dict, path: str) -> None:
+        Path(path).write_bytes(b"half a file")
+        raise KeyboardInterrupt  # the signal that ends the command, while the first file is written
+
+    monkeypatch.setattr(gpu_train, "save_file", killed)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_train.write_run(out, model, {"step": 2}, staging)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+    run = json.loads((out / "run.json").read_text())
+    assert run["step"] == 1 and import_gpu_run.joined_weights(out, run)
+
+
+def test_a_staged_file_moves_in_whole_across_file_systems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The staging folder (beside the corpus) and $OUT may be two file systems, where a rename fails: the file is
+    then copied in under a temporary name and renamed, and the staged copy goes."""
+    import errno
+
+    import gpu_train
+
+    source, target = tmp_path / "staged.bin", tmp_path / "out" / "model-01-of-01.safetensors"
+    target.parent.mkdir()
+    source.write_bytes(b"new weights")
+    target.write_bytes(b"old weights")
+    renames = []
+
+    def replace(src, dst):
+        if Path(src) == source:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        renames.append(Path(src).name)
+        return real_replace(src, dst)
+
+    real_replace = os.replace
+    monkeypatch.setattr(gpu_train.os, "replace", replace)
+    monkeypatch.setattr(Path, "replace", lambda self, dst: replace(self, dst))
+    gpu_train.move_in(source, target)
+    assert target.read_bytes() == b"new weights" and not source.exists()
+    assert renames == [".model-01-of-01.safetensors.tmp"] and [p.name for p in target.parent.iterdir()] == [target.name]
