@@ -5,12 +5,12 @@ import argparse
 import json
 import os
 import re
-import signal
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .interrupts import die_of_signal, interrupts_held
 from .std_streams import OutputError, check_stdout_writes, drop_stdout, hold_closed_fds
 from .syntax import PYTHON_NAME, language_of_path
 from .text import split_lines
@@ -81,9 +81,10 @@ def _settings(args: argparse.Namespace) -> EngineSettings:
 
 
 def _engine(args: argparse.Namespace):
-    from .engine import Engine
-
-    return Engine(_settings(args))
+    settings = _settings(args)
+    with interrupts_held():  # numpy's and onnxruntime's modules, whose initialisation makes a Ctrl-C an ImportError
+        from .engine import Engine
+    return Engine(settings)
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any source file; /dev/zero or a log would otherwise fill the memory
@@ -209,9 +210,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    import onnxruntime
-
     engine = _engine(args)
+    import onnxruntime  # loaded, as _engine holds Ctrl-C off while it loads
     info = engine.info()
     info["onnxruntime"] = onnxruntime.__version__
     info["available_providers"] = onnxruntime.get_available_providers()
@@ -232,13 +232,18 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(argv: list[str]) -> int:
-    from lsp.relay import serve_through_host
+    """The language server; a Ctrl-C before it serves (while its modules load, or the session host starts) ends
+    the command as the signal does, not with a traceback. Once it serves, the server ends itself."""
+    try:
+        from lsp.relay import serve_through_host
 
-    code = serve_through_host(argv, prog="completer serve")
-    if code is None:
-        from lsp.server import main as serve_main
+        code = serve_through_host(argv, prog="completer serve")
+        if code is None:
+            from lsp.server import main as serve_main
 
-        code = serve_main(argv, prog="completer serve")
+            code = serve_main(argv, prog="completer serve")
+    except KeyboardInterrupt:
+        return die_of_signal()
     return code or 0
 
 
@@ -377,10 +382,7 @@ def _interrupted(wants_json: bool) -> int:
     the command stops too (bash goes on when its child merely exits 130)."""
     if wants_json:
         _refuse("completer: interrupted", True, quiet=True)
-    if os.name == "posix":
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    return 130
+    return die_of_signal()
 
 
 def _dash_hint(argv: list[str]) -> str:

@@ -325,3 +325,83 @@ def test_version_is_printed_as_the_servers():
     served = run("serve", "--version")
     assert done.returncode == 0 and served.returncode == 0, (done.stderr, served.stderr)
     assert done.stdout.split() == ["completer", served.stdout.split()[-1]], (done.stdout, served.stdout)
+
+
+INTERRUPTED_AT_IMPORT = '''
+import builtins, os, runpy, signal, sys
+real, fired = builtins.__import__, []
+def interrupting(name, globals=None, locals=None, fromlist=(), level=0):
+    if not fired and ({condition}):
+        fired.append(name)
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, globals, locals, fromlist, level)
+builtins.__import__ = interrupting
+sys.argv[0] = {module!r}
+runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+'''
+"""`python -m MODULE ARGS` with Ctrl-C (SIGINT) pressed as an import that `condition` picks is made: a moment of
+its start found without a race against the clock."""
+
+IN_ONNXRUNTIMES_INIT = 'name.endswith("_multiarray_umath") and "onnxruntime.capi._pybind_state" in sys.modules'
+"""Inside onnxruntime's extension module's initialisation, which imports numpy's core by name: an exception raised
+there (KeyboardInterrupt) comes out of `import onnxruntime` as an ImportError."""
+
+
+def interrupted_at_import(condition: str, *args: str, module: str = "completer",
+                          **env: str) -> subprocess.CompletedProcess:
+    """Run `python -m module args`, a SIGINT sent to it as `condition` holds of an import's `name`; SIGINT's default
+    action restored (a background shell leaves it ignored), so that Python raises KeyboardInterrupt."""
+    import signal
+
+    code = INTERRUPTED_AT_IMPORT.format(condition=condition, module=module)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("command", [["info"], ["demo"], ["complete", "{source}:3:1", "--json"]])
+def test_ctrl_c_while_onnxruntime_loads_ends_the_command_by_the_signal_without_a_traceback(source: Path, command):
+    """Ctrl-C in the second or so onnxruntime takes to load (longer from a cold disk) raised in its extension
+    module's initialisation, which turned it into "ImportError: import numpy failed" and a traceback, status 1:
+    now it is held off until the module has loaded, and ends the command as Ctrl-C does elsewhere."""
+    import signal
+
+    done = interrupted_at_import(IN_ONNXRUNTIMES_INIT, *[word.format(source=source) for word in command])
+    assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    assert "Error" not in done.stderr, done.stderr
+    if "--json" in command:
+        assert json.loads(done.stdout)["error"] == "interrupted"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+def test_ctrl_c_while_the_converter_loads_onnxruntime_stops_it_as_ctrl_c_does(tmp_path: Path):
+    """The same in `convert`: it said "import numpy failed (a module the converter needs would not load; upgrading
+    the convert extra may help ...)" after a traceback, and exited 2, not as interrupted."""
+    import signal
+
+    from hf_models import checkpoint
+
+    checkpoint(tmp_path / "src", "qwen2")
+    done = interrupted_at_import(IN_ONNXRUNTIMES_INIT, "convert", str(tmp_path / "src"), "--out",
+                                 str(tmp_path / "bundle"))
+    assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    assert done.stderr == "completer convert: stopped; nothing was written\n", done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["src"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("module,args,condition", [
+    ("completer", ["info"], 'name == "syntax"'),  # completer/cli.py's own imports
+    ("completer", ["serve"], 'name == "lsp.server"'),
+    ("lsp", [], 'name == "lsp.server"'),
+])
+def test_ctrl_c_before_the_command_has_started_ends_it_without_a_traceback(module: str, args: list[str],
+                                                                          condition: str, tmp_path: Path):
+    """Ctrl-C while the command line's modules load, or the server's (a second, the first time: `completer serve`
+    run in a terminal to see what it does, then stopped): a KeyboardInterrupt traceback; now the signal's end."""
+    import signal
+
+    done = interrupted_at_import(condition, *args, module=module, COMPLETER_SESSION_HOST="0",
+                                 COMPLETER_LOG_DIR=str(tmp_path))
+    assert done.returncode == -signal.SIGINT and done.stderr == "", (done.returncode, done.stderr)
