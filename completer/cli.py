@@ -95,29 +95,40 @@ SKIPPED_NUL_BYTES = "the file looks binary (it holds NUL bytes)"
 the text before the cursor."""
 
 
-STDIN_PATHS = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+STDIN_NAME = "-"
+"""The file name that stands for stdin, as in most commands (after `--`, which keeps argparse from taking -:3:5
+for an option); on any system, where /dev/stdin is there only on some."""
+STDIN_PATHS = (STDIN_NAME, "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 
 
 def _read_bytes(path: Path, stdin_closed: bool = False) -> bytes:
     """The file's bytes, or a one-line refusal: unreadable, or over MAX_FILE_BYTES; or stdin, which the command
     was started without (its fd then holds /dev/null, which would read as an empty file)."""
     if stdin_closed and str(path) in STDIN_PATHS:
-        raise UsageError(f"cannot read {path}: stdin is closed")
+        raise UsageError(f"cannot read {_named(path)}: stdin is closed")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        if str(path) == STDIN_NAME:
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {_named(path)}: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise UsageError(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        raise UsageError(f"cannot read {_named(path)}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     return data
+
+
+def _named(path: Path) -> str:
+    """`path` as a message names it: stdin for "-"."""
+    return "stdin" if str(path) == STDIN_NAME else str(path)
 
 
 def _read(path: Path, stdin_closed: bool = False) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
     data = _read_bytes(path, stdin_closed)
     if b"\x00" in data:
-        raise UsageError(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
+        raise UsageError(f"cannot complete in {_named(path)}: it looks binary (it holds NUL bytes)")
     return data.decode("utf-8", errors="replace")
 
 
@@ -268,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "there (past the end, a binary file, a line over 4,096 characters: the reason "
                                      "on stderr, and in the JSON's skipped), 2 a mistake in the command (the reason "
                                      "on stderr, and in the JSON's error) or an output that cannot be written")
-    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file, and the cursor's 1-based line and "
-                                                                     "column in it")
+    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file (-, after --: stdin), and the cursor's "
+                                                                     "1-based line and column (in characters) in it")
     complete.add_argument("--beams", type=int, default=None, metavar="N",
                           help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
     complete.add_argument("--max-tokens", type=int, default=None, metavar="N",
@@ -388,9 +399,10 @@ def _interrupted(wants_json: bool) -> int:
 def _dash_hint(argv: list[str]) -> str:
     """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
     option, and said only that the position was missing."""
-    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in argv[1:]):
+    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after --, words are not taken for options
+    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in words):
         return (" (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL, or "
-                "/dev/stdin:LINE:COL to complete what stdin holds)")
+                "-- -:LINE:COL, after any options, to complete what stdin holds)")
     return ""
 
 

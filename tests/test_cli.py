@@ -405,3 +405,20 @@ def test_ctrl_c_before_the_command_has_started_ends_it_without_a_traceback(modul
     done = interrupted_at_import(condition, *args, module=module, COMPLETER_SESSION_HOST="0",
                                  COMPLETER_LOG_DIR=str(tmp_path))
     assert done.returncode == -signal.SIGINT and done.stderr == "", (done.returncode, done.stderr)
+
+
+def test_a_file_named_dash_is_stdin_as_in_most_commands(source: Path):
+    """`completer complete -- -:5:9 < file.py` said "cannot read -: No such file or directory": "-" is stdin here too,
+    as the hint for `complete -:5:9` (which argparse takes for an option) says; a closed stdin is refused as such."""
+    done = run("complete", f"{source}:5:9", "--json")
+    piped = subprocess.run([sys.executable, "-m", "completer", "complete", "--json", "--", "-:5:9"], input=SOURCE,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["suggestions"] == json.loads(done.stdout)["suggestions"] != []
+    hinted = run("complete", "-:5:9")
+    assert hinted.returncode == 2 and "-- -:LINE:COL" in hinted.stderr, hinted.stderr
+    closed = _bash(f"{shlex.quote(sys.executable)} -m completer complete --json -- -:1:1 <&-")
+    assert closed.returncode == 2 and json.loads(closed.stdout)["error"] == "cannot read stdin: stdin is closed"
+    beside = subprocess.run([sys.executable, "-m", "completer", "complete", f"{source}:5:9", "--open", "-"],
+                            input="x\0y", capture_output=True, text=True, timeout=120)
+    assert beside.returncode == 2 and "cannot complete in stdin: it looks binary" in beside.stderr, beside.stderr
