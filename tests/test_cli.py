@@ -422,3 +422,12 @@ def test_a_file_named_dash_is_stdin_as_in_most_commands(source: Path):
     beside = subprocess.run([sys.executable, "-m", "completer", "complete", f"{source}:5:9", "--open", "-"],
                             input="x\0y", capture_output=True, text=True, timeout=120)
     assert beside.returncode == 2 and "cannot complete in stdin: it looks binary" in beside.stderr, beside.stderr
+
+
+def test_a_missing_bundle_that_comes_from_completer_model_says_so(tmp_path: Path):
+    """COMPLETER_MODEL, set long ago in a profile, names the default bundle: "model bundle not found: /x is not a
+    directory" left the user to guess where /x came from, with no --model given."""
+    done = subprocess.run([sys.executable, "-m", "completer", "info"], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "COMPLETER_MODEL": str(tmp_path / "gone")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert str(tmp_path / "gone") in done.stderr and "COMPLETER_MODEL" in done.stderr, done.stderr
