@@ -170,7 +170,8 @@ def _report(args: argparse.Namespace, result: CompletionResult) -> int:
         for s in result.suggestions:
             print(f"{score_label(s, 3):>8}  {s.line}")
         cut = ", search budget ran out" if result.out_of_time else ""
-        print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
+        count = len(result.suggestions)
+        print(f"({count} suggestion{'' if count == 1 else 's'} in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
     if result.skipped:
         print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
         return 1

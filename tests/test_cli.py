@@ -49,7 +49,9 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
     assert plain.returncode == 0
     for row in plain.stdout.splitlines():  # "  -1.234  <line>", or " (above)  <line>" for a line further up
         assert re.fullmatch(r" *(?:-?\d+\.\d{3}|\(above\))  (.*)", row)[1].startswith(typed), row
-    assert "suggestions in" in plain.stderr
+    assert f"({len(plain.stdout.splitlines())} suggestions in" in plain.stderr
+    one = run("complete", f"{source}:5:{len(typed) + 1}", "--suggestions", "1")
+    assert len(one.stdout.splitlines()) == 1 and "(1 suggestion in " in one.stderr, one.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
     assert refused.returncode == 2 and "completer: --search-budget-ms must be between" in refused.stderr
 
