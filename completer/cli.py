@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import re
@@ -124,12 +125,25 @@ def _named(path: Path) -> str:
     return "stdin" if str(path) == STDIN_NAME else str(path)
 
 
+def _text(data: bytes) -> str | None:
+    """A file's text as an editor reads it: UTF-8 without the byte-order mark some Windows editors write, which an
+    editor never shows and which made every column of line 1 one off; or UTF-16, where its mark says so. None for a
+    file with NUL bytes (which source text never holds), in the bytes or in UTF-16's text."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = data.decode("utf-16", errors="replace")
+    elif b"\x00" in data:
+        return None
+    else:
+        text = data.decode("utf-8-sig", errors="replace")
+    return None if "\x00" in text else text
+
+
 def _read(path: Path, stdin_closed: bool = False) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
-    data = _read_bytes(path, stdin_closed)
-    if b"\x00" in data:
+    text = _text(_read_bytes(path, stdin_closed))
+    if text is None:
         raise UsageError(f"cannot complete in {_named(path)}: it looks binary (it holds NUL bytes)")
-    return data.decode("utf-8", errors="replace")
+    return text
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -140,11 +154,10 @@ def cmd_complete(args: argparse.Namespace) -> int:
     if line < 1 or col < 1:
         raise UsageError(f"LINE and COL are 1-based: {args.position}")
     stdin_closed = getattr(args, "stdin_closed", False)
-    data = _read_bytes(path, stdin_closed)
+    text = _text(_read_bytes(path, stdin_closed))
     others = [_read(Path(other), stdin_closed) for other in args.open or ()]
-    if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
+    if text is None:  # as every position the engine will not complete: the reason, in the JSON too, and 1
         return _report(args, CompletionResult(skipped=SKIPPED_NUL_BYTES))
-    text = data.decode("utf-8", errors="replace")
     engine = _engine(args)
     uri = path.resolve().as_uri()
     language = language_of_path(path.name, PYTHON_NAME)

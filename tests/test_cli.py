@@ -433,3 +433,20 @@ def test_a_missing_bundle_that_comes_from_completer_model_says_so(tmp_path: Path
                           stdin=subprocess.DEVNULL, env={**os.environ, "COMPLETER_MODEL": str(tmp_path / "gone")})
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert str(tmp_path / "gone") in done.stderr and "COMPLETER_MODEL" in done.stderr, done.stderr
+
+
+def test_a_file_with_a_byte_order_mark_is_read_as_an_editor_reads_it(source: Path, tmp_path: Path):
+    """UTF-8 with a byte-order mark (Visual Studio's, Notepad's "UTF-8 with BOM") kept the mark as a character: every
+    column of line 1 was one off, and suggestions there began with U+FEFF; UTF-16 (PowerShell's `>`) was refused as
+    binary. Both are now read as the editor shows them: the same suggestions as the plain UTF-8 file's."""
+    text = SOURCE.replace("import os", "import json")
+    plain = tmp_path / "plain.py"
+    plain.write_text(text)
+    expected = json.loads(run("complete", f"{plain}:1:8", "--json").stdout)["suggestions"]
+    assert expected and all(s["line"].startswith("import ") for s in expected), expected
+    for name, encoding in (("bom.py", "utf-8-sig"), ("wide.py", "utf-16")):
+        (tmp_path / name).write_bytes(text.encode(encoding))
+        done = run("complete", f"{tmp_path / name}:1:8", "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["suggestions"] == expected, (name, done.stdout)
+        beside = run("complete", f"{source}:5:9", "--open", str(tmp_path / name))
+        assert beside.returncode == 0, (name, beside.stderr)
