@@ -450,3 +450,17 @@ def test_a_file_with_a_byte_order_mark_is_read_as_an_editor_reads_it(source: Pat
         assert done.returncode == 0 and json.loads(done.stdout)["suggestions"] == expected, (name, done.stdout)
         beside = run("complete", f"{source}:5:9", "--open", str(tmp_path / name))
         assert beside.returncode == 0, (name, beside.stderr)
+
+
+def test_the_servers_help_and_version_into_a_full_stdout_are_said_and_status_2():
+    """`completer serve --help > /dev/full` (and python -m lsp's, and --version): argparse ignores the failed write,
+    and the text was lost with status 0; now one line says so, with status 2, as for `completer --help`. Written
+    out, the text is as before."""
+    python = shlex.quote(sys.executable)
+    for command, prog in (("-m completer serve", "completer serve"), ("-m lsp", "python -m lsp")):
+        for flag in ("--help", "--version"):
+            done = _bash(f"{python} {command} {flag} > /dev/full", COMPLETER_SESSION_HOST="0")
+            assert done.returncode == 2, (command, flag, done.returncode, done.stderr)
+            assert done.stderr == f"{prog}: cannot write the output: No space left on device\n", done.stderr
+        shown = _bash(f"{python} {command} --help")
+        assert shown.returncode == 0 and shown.stdout.startswith(f"usage: {prog} ") and shown.stderr == ""
