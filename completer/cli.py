@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
     closed = hold_closed_fds()
-    wants_json = argv[:1] == ["complete"] and "--json" in argv
+    wants_json = _wants_json(argv)
     if 1 in closed:
         if argv[:1] != ["convert"]:  # whose product is the bundle, not what it prints
             return _refuse("completer: stdout is closed: there is nowhere to print the output", False)
@@ -400,6 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `completer demo | head`: the reader has gone, and with it the point of going on
         drop_stdout()
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """Whether `complete` was asked for JSON, by --json or a prefix argparse takes for it (--js): known before the
+    arguments are parsed, for the object that says why they could not be."""
+    options = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    return argv[:1] == ["complete"] and any(len(word) > 2 and "--json".startswith(word) for word in options)
 
 
 def _interrupted(wants_json: bool) -> int:

@@ -464,3 +464,12 @@ def test_the_servers_help_and_version_into_a_full_stdout_are_said_and_status_2()
             assert done.stderr == f"{prog}: cannot write the output: No space left on device\n", done.stderr
         shown = _bash(f"{python} {command} --help")
         assert shown.returncode == 0 and shown.stdout.startswith(f"usage: {prog} ") and shown.stderr == ""
+
+
+def test_json_asked_for_by_a_prefix_still_holds_the_error(tmp_path: Path):
+    """argparse takes --js for --json, and answered in JSON, but a mistake (a missing file) then left stdout empty:
+    the object that says what was wrong is printed for the prefix too; words after -- are no options."""
+    done = run("complete", f"{tmp_path / 'gone.py'}:1:1", "--js")
+    assert done.returncode == 2 and json.loads(done.stdout)["error"].startswith("cannot read"), done.stdout
+    after = run("complete", "--", f"{tmp_path / 'gone.py'}:1:1", "--json")
+    assert after.returncode == 2 and after.stdout == "", after.stdout
