@@ -7,8 +7,10 @@ import re
 import shutil
 import os
 import shlex
+import socket
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -473,3 +475,94 @@ def test_json_asked_for_by_a_prefix_still_holds_the_error(tmp_path: Path):
     assert done.returncode == 2 and json.loads(done.stdout)["error"].startswith("cannot read"), done.stdout
     after = run("complete", "--", f"{tmp_path / 'gone.py'}:1:1", "--json")
     assert after.returncode == 2 and after.stdout == "", after.stdout
+
+
+INTERRUPTING_WORKER = '''
+import builtins, os, signal, sys
+if "--source" in sys.argv:  # the inference worker's command line (lsp/worker_client.py)
+    real, fired = builtins.__import__, []
+    def interrupting(name, globals=None, locals=None, fromlist=(), level=0):
+        if not fired and name == "lsp.engine_socket":
+            fired.append(name)
+            os.killpg(os.getpgrp(), signal.SIGINT)
+        return real(name, globals, locals, fromlist, level)
+    builtins.__import__ = interrupting
+'''
+"""A sitecustomize that presses Ctrl-C in the terminal (SIGINT to the process group) as the worker loads its
+modules."""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups")
+def test_ctrl_c_in_the_terminal_of_a_server_whose_worker_is_loading_prints_no_traceback(tmp_path: Path):
+    """`completer serve` run in a terminal, stopped with Ctrl-C in its first second or two: its private worker, in
+    the terminal's process group, got the SIGINT too, and printed a KeyboardInterrupt traceback there. The worker
+    now ignores it (its server ends it): the server ends as it does on Ctrl-C, and nothing else is said."""
+    import signal
+    import time
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(INTERRUPTING_WORKER)
+    env = {**os.environ, "COMPLETER_STANDALONE": "1", "COMPLETER_LOG_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+                {"jsonrpc": "2.0", "method": "initialized", "params": {}}]  # which starts the worker
+    with subprocess.Popen([sys.executable, "-m", "completer", "serve"], stdin=subprocess.PIPE,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as server:
+        for message in map(str.encode, map(json.dumps, messages)):
+            server.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(message), message))
+        server.stdin.flush()
+        server.wait(60)  # ended by the Ctrl-C, its stdin still open
+        err = server.stderr.read().decode()
+    log = (tmp_path / "lsp.log").read_text()
+    assert "started inference worker" in log and "Traceback" not in err, err
+    assert server.returncode == 1, (server.returncode, err)  # LSP's, for an exit without shutdown
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-g", str(server.pid)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the worker outlived its server"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("transport", ["stdio", "tcp"])
+def test_ctrl_c_stops_a_serving_server_at_once(tmp_path: Path, transport: str):
+    """`completer serve` in a terminal, serving, then Ctrl-C: over TCP with a client connected it printed asyncio's
+    CancelledError traceback (Python 3.11's start_server asks the cancelled task for its exception). Over either
+    transport it ends at once, with LSP's code for an exit without shutdown, and says nothing."""
+    import signal
+    import time
+
+    env = {**os.environ, "COMPLETER_STANDALONE": "1", "COMPLETER_LOG_DIR": str(tmp_path)}
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+    framed = b"Content-Length: %d\r\n\r\n%s" % (len(initialize), initialize)
+    command = [sys.executable, "-m", "completer", "serve", *(["--tcp", "--port", "0"] if transport == "tcp" else [])]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as server:
+        if transport == "tcp":
+            port = int(re.search(rb":(\d+) for one client", server.stderr.readline())[1])
+            client = socket.create_connection(("127.0.0.1", port))
+            client.sendall(framed)
+            client.settimeout(60)
+            read = partial(client.recv, 65536)
+        else:
+            server.stdin.write(framed)
+            server.stdin.flush()
+            read = partial(os.read, server.stdout.fileno(), 65536)
+        said = b""
+        while b'"id": 1' not in said:  # initialize answered: serving
+            chunk = read()
+            assert chunk, said
+            said += chunk
+        deadline = time.monotonic() + 60
+        while "ready in" not in (tmp_path / "lsp.log").read_text():  # its worker started
+            assert time.monotonic() < deadline, (tmp_path / "lsp.log").read_text()
+            time.sleep(0.05)
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(15)  # stdin still open
+        finally:
+            server.stdin.close()
+        err = server.stderr.read().decode()
+    assert server.returncode == 1 and "Traceback" not in err, (server.returncode, err)
