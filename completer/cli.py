@@ -127,7 +127,7 @@ def _named(path: Path) -> str:
 
 def _text(data: bytes) -> str | None:
     """A file's text as an editor reads it: UTF-8 without the byte-order mark some Windows editors write, which an
-    editor never shows and which made every column of line 1 one off; or UTF-16, where its mark says so. None for a
+    editor never shows and which would put every column of line 1 one off; or UTF-16, where its mark says so. None for a
     file with NUL bytes (which source text never holds), in the bytes or in UTF-16's text."""
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         text = data.decode("utf-16", errors="replace")

@@ -52,8 +52,8 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m lsp") -> ar
 
 
 def _write_printed(text: str, prog: str) -> None:
-    """Write what --help or --version printed: argparse ignores a stdout that takes none of it (a full disk), and
-    the text was lost with status 0; now that is said in one line, with status 2, as `completer --help` says it."""
+    """Write what --help or --version printed, which argparse would have written ignoring a stdout that takes none
+    of it (a full disk), with status 0: that is one line and status 2, as for `completer --help`; a reader gone, 141."""
     stream = sys.stdout or sys.stderr  # stdout closed: stderr, as argparse then writes
     try:
         stream.write(text)

@@ -33,8 +33,8 @@ WORKER_BOOT = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN)
                "from lsp.worker import main; sys.exit(main(sys.argv[1:]))")
 """The worker's entry. `python -m lsp.worker` would put the working directory (the user's project)
 first on the import path, and a project with its own `lsp/` or `completer/` would run instead. Ctrl-C is ignored:
-a private worker is in the process group of `completer serve` run in a terminal, and Ctrl-C there printed its
-traceback while it loaded; its server ends it, by closing its pipe."""
+a private worker is in the process group of `completer serve` run in a terminal, where Ctrl-C would print its
+traceback while it loads; its server ends it, by closing its pipe."""
 CONNECT_ATTEMPTS = 4
 """Tries to reach the shared engine before a private worker is started instead."""
 SPAWN_TIMEOUT = 10.0
