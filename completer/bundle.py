@@ -277,7 +277,8 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
     except (OSError, ValueError) as exc:
         raise ModelError(f"model bundle {directory} cannot be read ({getattr(exc, 'strerror', None) or exc})") from exc
     if not found:
-        raise ModelError(_not_a_bundle(directory, str(path)))
+        named_by = " (the folder COMPLETER_MODEL names)" if not path and os.environ.get("COMPLETER_MODEL") else ""
+        raise ModelError(_not_a_bundle(directory, str(path)) + named_by)
     try:
         manifest = json.loads(manifest_path.read_bytes())
     except OSError as exc:

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import os
 import re
-import signal
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .interrupts import die_of_signal, interrupts_held
 from .std_streams import OutputError, check_stdout_writes, drop_stdout, hold_closed_fds
 from .syntax import PYTHON_NAME, language_of_path
 from .text import split_lines
@@ -81,9 +82,10 @@ def _settings(args: argparse.Namespace) -> EngineSettings:
 
 
 def _engine(args: argparse.Namespace):
-    from .engine import Engine
-
-    return Engine(_settings(args))
+    settings = _settings(args)
+    with interrupts_held():  # numpy's and onnxruntime's modules, whose initialisation makes a Ctrl-C an ImportError
+        from .engine import Engine
+    return Engine(settings)
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any source file; /dev/zero or a log would otherwise fill the memory
@@ -94,30 +96,54 @@ SKIPPED_NUL_BYTES = "the file looks binary (it holds NUL bytes)"
 the text before the cursor."""
 
 
-STDIN_PATHS = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+STDIN_NAME = "-"
+"""The file name that stands for stdin, as in most commands (after `--`, which keeps argparse from taking -:3:5
+for an option); on any system, where /dev/stdin is there only on some."""
+STDIN_PATHS = (STDIN_NAME, "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 
 
 def _read_bytes(path: Path, stdin_closed: bool = False) -> bytes:
     """The file's bytes, or a one-line refusal: unreadable, or over MAX_FILE_BYTES; or stdin, which the command
     was started without (its fd then holds /dev/null, which would read as an empty file)."""
     if stdin_closed and str(path) in STDIN_PATHS:
-        raise UsageError(f"cannot read {path}: stdin is closed")
+        raise UsageError(f"cannot read {_named(path)}: stdin is closed")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+        if str(path) == STDIN_NAME:
+            data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {_named(path)}: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise UsageError(f"cannot read {path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+        raise UsageError(f"cannot read {_named(path)}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
     return data
+
+
+def _named(path: Path) -> str:
+    """`path` as a message names it: stdin for "-"."""
+    return "stdin" if str(path) == STDIN_NAME else str(path)
+
+
+def _text(data: bytes) -> str | None:
+    """A file's text as an editor reads it: UTF-8 without the byte-order mark some Windows editors write, which an
+    editor never shows and which would put every column of line 1 one off; or UTF-16, where its mark says so. None for a
+    file with NUL bytes (which source text never holds), in the bytes or in UTF-16's text."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = data.decode("utf-16", errors="replace")
+    elif b"\x00" in data:
+        return None
+    else:
+        text = data.decode("utf-8-sig", errors="replace")
+    return None if "\x00" in text else text
 
 
 def _read(path: Path, stdin_closed: bool = False) -> str:
     """An --open file's text, or a one-line refusal (_read_bytes's, or binary: NUL bytes)."""
-    data = _read_bytes(path, stdin_closed)
-    if b"\x00" in data:
-        raise UsageError(f"cannot complete in {path}: it looks binary (it holds NUL bytes)")
-    return data.decode("utf-8", errors="replace")
+    text = _text(_read_bytes(path, stdin_closed))
+    if text is None:
+        raise UsageError(f"cannot complete in {_named(path)}: it looks binary (it holds NUL bytes)")
+    return text
 
 
 def cmd_complete(args: argparse.Namespace) -> int:
@@ -128,11 +154,10 @@ def cmd_complete(args: argparse.Namespace) -> int:
     if line < 1 or col < 1:
         raise UsageError(f"LINE and COL are 1-based: {args.position}")
     stdin_closed = getattr(args, "stdin_closed", False)
-    data = _read_bytes(path, stdin_closed)
+    text = _text(_read_bytes(path, stdin_closed))
     others = [_read(Path(other), stdin_closed) for other in args.open or ()]
-    if b"\x00" in data:  # as every position the engine will not complete: the reason, in the JSON too, and 1
+    if text is None:  # as every position the engine will not complete: the reason, in the JSON too, and 1
         return _report(args, CompletionResult(skipped=SKIPPED_NUL_BYTES))
-    text = data.decode("utf-8", errors="replace")
     engine = _engine(args)
     uri = path.resolve().as_uri()
     language = language_of_path(path.name, PYTHON_NAME)
@@ -158,7 +183,8 @@ def _report(args: argparse.Namespace, result: CompletionResult) -> int:
         for s in result.suggestions:
             print(f"{score_label(s, 3):>8}  {s.line}")
         cut = ", search budget ran out" if result.out_of_time else ""
-        print(f"({len(result.suggestions)} suggestions in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
+        count = len(result.suggestions)
+        print(f"({count} suggestion{'' if count == 1 else 's'} in {result.latency_ms:.1f} ms{cut})", file=sys.stderr)
     if result.skipped:
         print(f"completer: no suggestions at {args.position}: {result.skipped}", file=sys.stderr)
         return 1
@@ -209,9 +235,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    import onnxruntime
-
     engine = _engine(args)
+    import onnxruntime  # loaded, as _engine holds Ctrl-C off while it loads
     info = engine.info()
     info["onnxruntime"] = onnxruntime.__version__
     info["available_providers"] = onnxruntime.get_available_providers()
@@ -232,13 +257,18 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(argv: list[str]) -> int:
-    from lsp.relay import serve_through_host
+    """The language server; a Ctrl-C before it serves (while its modules load, or the session host starts) ends
+    the command as the signal does, not with a traceback. Once it serves, the server ends itself."""
+    try:
+        from lsp.relay import serve_through_host
 
-    code = serve_through_host(argv, prog="completer serve")
-    if code is None:
-        from lsp.server import main as serve_main
+        code = serve_through_host(argv, prog="completer serve")
+        if code is None:
+            from lsp.server import main as serve_main
 
-        code = serve_main(argv, prog="completer serve")
+            code = serve_main(argv, prog="completer serve")
+    except KeyboardInterrupt:
+        return die_of_signal()
     return code or 0
 
 
@@ -263,8 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "there (past the end, a binary file, a line over 4,096 characters: the reason "
                                      "on stderr, and in the JSON's skipped), 2 a mistake in the command (the reason "
                                      "on stderr, and in the JSON's error) or an output that cannot be written")
-    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file, and the cursor's 1-based line and "
-                                                                     "column in it")
+    complete.add_argument("position", metavar="FILE:LINE:COL", help="the file (-, after --: stdin), and the cursor's "
+                                                                     "1-based line and column (in characters) in it")
     complete.add_argument("--beams", type=int, default=None, metavar="N",
                           help="beam width, 1 to 16 (default, or 0: the model's, else 4)")
     complete.add_argument("--max-tokens", type=int, default=None, metavar="N",
@@ -338,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "serve":
         return cmd_serve(argv[1:])
     closed = hold_closed_fds()
-    wants_json = argv[:1] == ["complete"] and "--json" in argv
+    wants_json = _wants_json(argv)
     if 1 in closed:
         if argv[:1] != ["convert"]:  # whose product is the bundle, not what it prints
             return _refuse("completer: stdout is closed: there is nowhere to print the output", False)
@@ -372,23 +402,28 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
 
 
+def _wants_json(argv: list[str]) -> bool:
+    """Whether `complete` was asked for JSON, by --json or a prefix argparse takes for it (--js): known before the
+    arguments are parsed, for the object that says why they could not be."""
+    options = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    return argv[:1] == ["complete"] and any(len(word) > 2 and "--json".startswith(word) for word in options)
+
+
 def _interrupted(wants_json: bool) -> int:
     """Ctrl-C: the JSON a script reads says so; then die of SIGINT, as convert does, so that a shell's loop running
     the command stops too (bash goes on when its child merely exits 130)."""
     if wants_json:
         _refuse("completer: interrupted", True, quiet=True)
-    if os.name == "posix":
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    return 130
+    return die_of_signal()
 
 
 def _dash_hint(argv: list[str]) -> str:
     """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
     option, and said only that the position was missing."""
-    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in argv[1:]):
+    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after --, words are not taken for options
+    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in words):
         return (" (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL, or "
-                "/dev/stdin:LINE:COL to complete what stdin holds)")
+                "-- -:LINE:COL, after any options, to complete what stdin holds)")
     return ""
 
 

@@ -34,6 +34,7 @@ from .converted import STOP_WITH_PARENT_ENV
 from .convertible import convert_extra_install, convert_extra_missing, is_gguf_file
 from .fim import FIM_TEMPLATES, TOKENIZER_TEMPLATES, general_model_name
 from .hf_cache import REPOSITORY_ID, caches, find_snapshot, gguf_files, pick_gguf, quant_tag
+from .interrupts import die_of_signal, interrupts_held
 from .types import MIN_CONTEXT_TOKENS, EngineSettings, ModelError
 
 FORMAT_VERSION = 5  # completer/bundle.py, SUPPORTED_FORMATS
@@ -48,7 +49,8 @@ class ConvertError(ValueError):
 
 
 def _tokenizer_json(folder: Path) -> dict:
-    from .graph.huggingface import read_json
+    with interrupts_held():  # numpy's and onnx's modules: as convert's
+        from .graph.huggingface import read_json
 
     path = folder / "tokenizer.json"
     spec = read_json(folder, "tokenizer.json", "download the model's tokenizer files too")
@@ -269,11 +271,13 @@ def convert(source: Path, out: Path, int8: bool = True, context: int | None = No
     `context` positions, and a user may read that many later without converting again. `languages`, the LSP
     language ids the model writes, are those that get suggestions unless the user sets enabledLanguages
     (None: every language, as released code models are trained on many)."""
-    from tokenizers import Tokenizer
+    with interrupts_held():  # extension modules, whose initialisation a Ctrl-C would turn into an ImportError
+        import onnxruntime  # noqa: F401  (imported here, held, for the fusion and quantization that need it)
+        from tokenizers import Tokenizer
 
-    from .graph import decoder_model, fuse_saved, save
-    from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
-    from .tokens import Tokens
+        from .graph import decoder_model, fuse_saved, save
+        from .graph.huggingface import architecture, canonical_weights, load_weights, read_config
+        from .tokens import Tokens
 
     source, out = Path(source), Path(out)
     if not source.is_dir():
@@ -344,13 +348,13 @@ def _scratch_folder(prefix: str, beside: Path | None) -> Iterator[Path]:
     not reached yet, where nothing removes it (a converter whose parent was killed stops by an interrupt)."""
     folder, held = None, None
     try:
-        with _interrupts_held():
+        with interrupts_held():
             _clear_abandoned(prefix, beside)
             folder, held = _made_and_held(prefix, beside)
         yield folder
     finally:
         if folder is not None:
-            with _interrupts_held():
+            with interrupts_held():
                 shutil.rmtree(folder, ignore_errors=True)
         if held is not None:
             os.close(held)
@@ -398,25 +402,6 @@ def _clear_abandoned(prefix: str, beside: Path | None) -> None:
             pass
         finally:
             os.close(held)
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Ctrl-C, and the interrupt that stops a converter whose parent is gone (`_stop_when_stdin_closes`), held
-    off until the block is done, then raised. Only the main thread is interrupted, and only while SIGINT has a
-    Python handler (not ignored): elsewhere the block just runs."""
-    handler = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not callable(handler):
-        yield
-        return
-    came: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: came.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        if came:
-            handler(signal.SIGINT, None)
 
 
 def _manifest(source: Path, staging: Path, out: Path, arch, context: int, name: str, config: dict, tokens, own_vocab: int,
@@ -604,7 +589,8 @@ def _tool_model(source: str) -> tuple[Path, Origin]:
 @contextlib.contextmanager
 def _gguf_folder(path: Path, origin: Origin, beside: Path | None) -> Iterator[tuple[Path, Origin]]:
     """The GGUF file at `path` unpacked into a temporary folder, and `origin` completed with what reads it."""
-    from .gguf_source import read_tensors, unpack
+    with interrupts_held():  # numpy's and gguf's modules: as convert's
+        from .gguf_source import read_tensors, unpack
 
     with _scratch_folder(".gguf-", beside) as folder:
         record = {**unpack(path, folder), **origin.record}
@@ -691,11 +677,16 @@ def _terminations_stop_it() -> Iterator[list[int]]:
     """SIGTERM and SIGHUP (`timeout`, a service stopping, the terminal closed) stop the conversion as Ctrl-C does,
     so that what it had begun is removed: killed by them outright, it left a staging folder as large as the model
     beside --out, which only another conversion into that --out would clear. Yields the list the signal that came
-    is put in; a signal ignored (nohup) stays ignored."""
+    is put in, and Ctrl-C's, which an extension module's initialisation may have turned into an ImportError; a
+    signal ignored (nohup) stays ignored."""
     came: list[int] = []
     if os.name != "posix" or threading.current_thread() is not threading.main_thread():
         yield came
         return
+
+    def interrupted(signum: int, frame) -> None:
+        came.append(signum)
+        signal.default_int_handler(signum, frame)
 
     def stop(signum: int, frame) -> None:
         came.append(signum)
@@ -704,15 +695,24 @@ def _terminations_stop_it() -> Iterator[list[int]]:
         else:  # SIGINT ignored (a background job of a script): stop all the same
             signal.default_int_handler(signum, frame)
 
-    replaced = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    replaced = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     for signum, handler in replaced.items():
         if handler is signal.SIG_DFL:
             signal.signal(signum, stop)
+        elif signum == signal.SIGINT and handler is signal.default_int_handler:
+            signal.signal(signum, interrupted)
     try:
         yield came
     finally:
         for signum, handler in replaced.items():
             signal.signal(signum, handler)
+
+
+def _stopped(stopped_by: list[int]) -> int:
+    """Say that the conversion stopped, then die of the signal that stopped it, as a shell's loop expects of Ctrl-C,
+    not a traceback."""
+    print("completer convert: stopped; nothing was written", file=sys.stderr)
+    return die_of_signal(stopped_by[0] if stopped_by else signal.SIGINT)
 
 
 def _convert_main(args, stopped_by: list[int]) -> int:
@@ -730,6 +730,8 @@ def _convert_main(args, stopped_by: list[int]) -> int:
                                beams=DEFAULT_BEAMS if args.default_beams is None else args.default_beams,
                                languages=_languages(args.languages))
     except ImportError as exc:  # a module of the extra, or one that onnxruntime's optimizer imports when it runs
+        if stopped_by:  # a Ctrl-C in an extension module's initialisation, which made it an ImportError
+            return _stopped(stopped_by)
         missing = convert_extra_missing()
         if missing is not None:
             print(f"completer convert: needs the convert extra ({missing} is missing): {convert_extra_install()}",
@@ -742,12 +744,7 @@ def _convert_main(args, stopped_by: list[int]) -> int:
         print(f"completer convert: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # what it had begun is removed on the way out (convert, checkpoint_folder)
-        print("completer convert: stopped; nothing was written", file=sys.stderr)
-        if os.name == "posix":  # die of the signal, as a shell's loop expects of Ctrl-C, not a traceback
-            signum = stopped_by[0] if stopped_by else signal.SIGINT
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-        return 130
+        return _stopped(stopped_by)
     size = sum(meta["bytes"] for meta in manifest["files"].values())
     print(f"wrote {args.out}: {manifest['architecture']['n_layer']} layers, {size / 2**20:,.1f} MiB"
           f"{', fill-in-the-middle (' + manifest['fim']['template'] + ')' if 'fim' in manifest else ''}; "

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import io
+import sys
 
+from completer.std_streams import drop_stdout
 from lsp import __version__
 from lsp.logs import LEVELS
 
@@ -33,7 +37,31 @@ def build_parser(prog: str = "python -m lsp") -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str] | None = None, prog: str = "python -m lsp") -> argparse.Namespace:
-    args = build_parser(prog).parse_args(argv)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):  # --help's and --version's text, written out below
+            args = build_parser(prog).parse_args(argv)
+    except SystemExit as done:
+        if done.code == 0:
+            _write_printed(printed.getvalue(), prog)
+        raise
     if not 0 <= args.port <= 65535:
         build_parser(prog).error("--port must be between 0 and 65535")
     return args
+
+
+
+def _write_printed(text: str, prog: str) -> None:
+    """Write what --help or --version printed, which argparse would have written ignoring a stdout that takes none
+    of it (a full disk), with status 0: that is one line and status 2, as for `completer --help`; a reader gone, 141."""
+    stream = sys.stdout or sys.stderr  # stdout closed: stderr, as argparse then writes
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:  # the reader has gone (`| true`): as SIGPIPE would end it, as `completer` does
+        drop_stdout()
+        raise SystemExit(128 + 13) from None
+    except OSError as exc:
+        drop_stdout()
+        print(f"{prog}: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -17,6 +17,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import socket
 import struct
 import sys
@@ -229,6 +230,8 @@ def _run_session(listener: socket.socket, conn: socket.socket, fds: list[int], r
                     started_as=request.get("relay_pid"))
     except SystemExit as exc:  # argparse's usage errors and --help
         code = exc.code
+    except KeyboardInterrupt:  # a SIGINT sent to the session: ended as by the signal, without a traceback
+        code = 128 + signal.SIGINT
     except BaseException:  # noqa: BLE001 (a session's crash is its own; the editor sees it on stderr)
         traceback.print_exc()
         code = 1

@@ -81,6 +81,8 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
             pass
         except ConnectionError as exc:  # reset by a client that crashed: its input ended, not the server
             log.warning("the TCP client's connection was lost (%s)", exc)
+        except asyncio.CancelledError:  # Ctrl-C: the loop is torn down. Ended, not cancelled, as Python 3.11's
+            pass  # start_server then asks the task for its exception, and a cancelled one prints a traceback
         finally:
             if not finished.done():
                 finished.set_result(None)

@@ -29,9 +29,12 @@ RESTART_DELAYS = (0.0, 0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Delay before the n-th restart within CRASH_WINDOW seconds: immediate at first, then backing off."""
 CRASH_WINDOW = 60.0
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-WORKER_BOOT = "import sys; sys.path[0] = {root!r}; from lsp.worker import main; sys.exit(main(sys.argv[1:]))"
+WORKER_BOOT = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); sys.path[0] = {root!r}; "
+               "from lsp.worker import main; sys.exit(main(sys.argv[1:]))")
 """The worker's entry. `python -m lsp.worker` would put the working directory (the user's project)
-first on the import path, and a project with its own `lsp/` or `completer/` would run instead."""
+first on the import path, and a project with its own `lsp/` or `completer/` would run instead. Ctrl-C is ignored:
+a private worker is in the process group of `completer serve` run in a terminal, where Ctrl-C would print its
+traceback while it loads; its server ends it, by closing its pipe."""
 CONNECT_ATTEMPTS = 4
 """Tries to reach the shared engine before a private worker is started instead."""
 SPAWN_TIMEOUT = 10.0

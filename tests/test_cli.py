@@ -7,8 +7,10 @@ import re
 import shutil
 import os
 import shlex
+import socket
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -49,7 +51,9 @@ def test_complete_prints_whole_lines_starting_with_the_typed_text(source: Path):
     assert plain.returncode == 0
     for row in plain.stdout.splitlines():  # "  -1.234  <line>", or " (above)  <line>" for a line further up
         assert re.fullmatch(r" *(?:-?\d+\.\d{3}|\(above\))  (.*)", row)[1].startswith(typed), row
-    assert "suggestions in" in plain.stderr
+    assert f"({len(plain.stdout.splitlines())} suggestions in" in plain.stderr
+    one = run("complete", f"{source}:5:{len(typed) + 1}", "--suggestions", "1")
+    assert len(one.stdout.splitlines()) == 1 and "(1 suggestion in " in one.stderr, one.stderr
     refused = run("complete", f"{source}:5:{len(typed) + 1}", "--search-budget-ms", "-1")
     assert refused.returncode == 2 and "completer: --search-budget-ms must be between" in refused.stderr
 
@@ -325,3 +329,240 @@ def test_version_is_printed_as_the_servers():
     served = run("serve", "--version")
     assert done.returncode == 0 and served.returncode == 0, (done.stderr, served.stderr)
     assert done.stdout.split() == ["completer", served.stdout.split()[-1]], (done.stdout, served.stdout)
+
+
+INTERRUPTED_AT_IMPORT = '''
+import builtins, os, runpy, signal, sys
+real, fired = builtins.__import__, []
+def interrupting(name, globals=None, locals=None, fromlist=(), level=0):
+    if not fired and ({condition}):
+        fired.append(name)
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, globals, locals, fromlist, level)
+builtins.__import__ = interrupting
+sys.argv[0] = {module!r}
+runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+'''
+"""`python -m MODULE ARGS` with Ctrl-C (SIGINT) pressed as an import that `condition` picks is made: a moment of
+its start found without a race against the clock."""
+
+IN_ONNXRUNTIMES_INIT = 'name.endswith("_multiarray_umath") and "onnxruntime.capi._pybind_state" in sys.modules'
+"""Inside onnxruntime's extension module's initialisation, which imports numpy's core by name: an exception raised
+there (KeyboardInterrupt) comes out of `import onnxruntime` as an ImportError."""
+
+
+def interrupted_at_import(condition: str, *args: str, module: str = "completer",
+                          **env: str) -> subprocess.CompletedProcess:
+    """Run `python -m module args`, a SIGINT sent to it as `condition` holds of an import's `name`; SIGINT's default
+    action restored (a background shell leaves it ignored), so that Python raises KeyboardInterrupt."""
+    import signal
+
+    code = INTERRUPTED_AT_IMPORT.format(condition=condition, module=module)
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("command", [["info"], ["demo"], ["complete", "{source}:3:1", "--json"]])
+def test_ctrl_c_while_onnxruntime_loads_ends_the_command_by_the_signal_without_a_traceback(source: Path, command):
+    """Ctrl-C in the second or so onnxruntime takes to load (longer from a cold disk) raised in its extension
+    module's initialisation, which turned it into "ImportError: import numpy failed" and a traceback, status 1:
+    now it is held off until the module has loaded, and ends the command as Ctrl-C does elsewhere."""
+    import signal
+
+    done = interrupted_at_import(IN_ONNXRUNTIMES_INIT, *[word.format(source=source) for word in command])
+    assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    assert "Error" not in done.stderr, done.stderr
+    if "--json" in command:
+        assert json.loads(done.stdout)["error"] == "interrupted"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+def test_ctrl_c_while_the_converter_loads_onnxruntime_stops_it_as_ctrl_c_does(tmp_path: Path):
+    """The same in `convert`: it said "import numpy failed (a module the converter needs would not load; upgrading
+    the convert extra may help ...)" after a traceback, and exited 2, not as interrupted."""
+    import signal
+
+    from hf_models import checkpoint
+
+    checkpoint(tmp_path / "src", "qwen2")
+    done = interrupted_at_import(IN_ONNXRUNTIMES_INIT, "convert", str(tmp_path / "src"), "--out",
+                                 str(tmp_path / "bundle"))
+    assert done.returncode == -signal.SIGINT and "Traceback" not in done.stderr, (done.returncode, done.stderr)
+    assert done.stderr == "completer convert: stopped; nothing was written\n", done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["src"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("module,args,condition", [
+    ("completer", ["info"], 'name == "syntax"'),  # completer/cli.py's own imports
+    ("completer", ["serve"], 'name == "lsp.server"'),
+    ("lsp", [], 'name == "lsp.server"'),
+])
+def test_ctrl_c_before_the_command_has_started_ends_it_without_a_traceback(module: str, args: list[str],
+                                                                          condition: str, tmp_path: Path):
+    """Ctrl-C while the command line's modules load, or the server's (a second, the first time: `completer serve`
+    run in a terminal to see what it does, then stopped): a KeyboardInterrupt traceback; now the signal's end."""
+    import signal
+
+    done = interrupted_at_import(condition, *args, module=module, COMPLETER_SESSION_HOST="0",
+                                 COMPLETER_LOG_DIR=str(tmp_path))
+    assert done.returncode == -signal.SIGINT and done.stderr == "", (done.returncode, done.stderr)
+
+
+def test_a_file_named_dash_is_stdin_as_in_most_commands(source: Path):
+    """`completer complete -- -:5:9 < file.py` said "cannot read -: No such file or directory": "-" is stdin here too,
+    as the hint for `complete -:5:9` (which argparse takes for an option) says; a closed stdin is refused as such."""
+    done = run("complete", f"{source}:5:9", "--json")
+    piped = subprocess.run([sys.executable, "-m", "completer", "complete", "--json", "--", "-:5:9"], input=SOURCE,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["suggestions"] == json.loads(done.stdout)["suggestions"] != []
+    hinted = run("complete", "-:5:9")
+    assert hinted.returncode == 2 and "-- -:LINE:COL" in hinted.stderr, hinted.stderr
+    closed = _bash(f"{shlex.quote(sys.executable)} -m completer complete --json -- -:1:1 <&-")
+    assert closed.returncode == 2 and json.loads(closed.stdout)["error"] == "cannot read stdin: stdin is closed"
+    beside = subprocess.run([sys.executable, "-m", "completer", "complete", f"{source}:5:9", "--open", "-"],
+                            input="x\0y", capture_output=True, text=True, timeout=120)
+    assert beside.returncode == 2 and "cannot complete in stdin: it looks binary" in beside.stderr, beside.stderr
+
+
+def test_a_missing_bundle_that_comes_from_completer_model_says_so(tmp_path: Path):
+    """COMPLETER_MODEL, set long ago in a profile, names the default bundle: "model bundle not found: /x is not a
+    directory" left the user to guess where /x came from, with no --model given."""
+    done = subprocess.run([sys.executable, "-m", "completer", "info"], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "COMPLETER_MODEL": str(tmp_path / "gone")})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert str(tmp_path / "gone") in done.stderr and "COMPLETER_MODEL" in done.stderr, done.stderr
+
+
+def test_a_file_with_a_byte_order_mark_is_read_as_an_editor_reads_it(source: Path, tmp_path: Path):
+    """UTF-8 with a byte-order mark (Visual Studio's, Notepad's "UTF-8 with BOM") kept the mark as a character: every
+    column of line 1 was one off, and suggestions there began with U+FEFF; UTF-16 (PowerShell's `>`) was refused as
+    binary. Both are now read as the editor shows them: the same suggestions as the plain UTF-8 file's."""
+    text = SOURCE.replace("import os", "import json")
+    plain = tmp_path / "plain.py"
+    plain.write_text(text)
+    expected = json.loads(run("complete", f"{plain}:1:8", "--json").stdout)["suggestions"]
+    assert expected and all(s["line"].startswith("import ") for s in expected), expected
+    for name, encoding in (("bom.py", "utf-8-sig"), ("wide.py", "utf-16")):
+        (tmp_path / name).write_bytes(text.encode(encoding))
+        done = run("complete", f"{tmp_path / name}:1:8", "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["suggestions"] == expected, (name, done.stdout)
+        beside = run("complete", f"{source}:5:9", "--open", str(tmp_path / name))
+        assert beside.returncode == 0, (name, beside.stderr)
+
+
+def test_the_servers_help_and_version_into_a_full_stdout_are_said_and_status_2():
+    """`completer serve --help > /dev/full` (and python -m lsp's, and --version): argparse ignores the failed write,
+    and the text was lost with status 0; now one line says so, with status 2, as for `completer --help`. Written
+    out, the text is as before."""
+    python = shlex.quote(sys.executable)
+    for command, prog in (("-m completer serve", "completer serve"), ("-m lsp", "python -m lsp")):
+        for flag in ("--help", "--version"):
+            done = _bash(f"{python} {command} {flag} > /dev/full", COMPLETER_SESSION_HOST="0")
+            assert done.returncode == 2, (command, flag, done.returncode, done.stderr)
+            assert done.stderr == f"{prog}: cannot write the output: No space left on device\n", done.stderr
+        shown = _bash(f"{python} {command} --help")
+        assert shown.returncode == 0 and shown.stdout.startswith(f"usage: {prog} ") and shown.stderr == ""
+
+
+def test_json_asked_for_by_a_prefix_still_holds_the_error(tmp_path: Path):
+    """argparse takes --js for --json, and answered in JSON, but a mistake (a missing file) then left stdout empty:
+    the object that says what was wrong is printed for the prefix too; words after -- are no options."""
+    done = run("complete", f"{tmp_path / 'gone.py'}:1:1", "--js")
+    assert done.returncode == 2 and json.loads(done.stdout)["error"].startswith("cannot read"), done.stdout
+    after = run("complete", "--", f"{tmp_path / 'gone.py'}:1:1", "--json")
+    assert after.returncode == 2 and after.stdout == "", after.stdout
+
+
+INTERRUPTING_WORKER = '''
+import builtins, os, signal, sys
+if "--source" in sys.argv:  # the inference worker's command line (lsp/worker_client.py)
+    real, fired = builtins.__import__, []
+    def interrupting(name, globals=None, locals=None, fromlist=(), level=0):
+        if not fired and name == "lsp.engine_socket":
+            fired.append(name)
+            os.killpg(os.getpgrp(), signal.SIGINT)
+        return real(name, globals, locals, fromlist, level)
+    builtins.__import__ = interrupting
+'''
+"""A sitecustomize that presses Ctrl-C in the terminal (SIGINT to the process group) as the worker loads its
+modules."""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups")
+def test_ctrl_c_in_the_terminal_of_a_server_whose_worker_is_loading_prints_no_traceback(tmp_path: Path):
+    """`completer serve` run in a terminal, stopped with Ctrl-C in its first second or two: its private worker, in
+    the terminal's process group, got the SIGINT too, and printed a KeyboardInterrupt traceback there. The worker
+    now ignores it (its server ends it): the server ends as it does on Ctrl-C, and nothing else is said."""
+    import signal
+    import time
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(INTERRUPTING_WORKER)
+    env = {**os.environ, "COMPLETER_STANDALONE": "1", "COMPLETER_LOG_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"processId": None, "rootUri": None, "capabilities": {}}},
+                {"jsonrpc": "2.0", "method": "initialized", "params": {}}]  # which starts the worker
+    with subprocess.Popen([sys.executable, "-m", "completer", "serve"], stdin=subprocess.PIPE,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as server:
+        for message in map(str.encode, map(json.dumps, messages)):
+            server.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(message), message))
+        server.stdin.flush()
+        server.wait(60)  # ended by the Ctrl-C, its stdin still open
+        err = server.stderr.read().decode()
+    log = (tmp_path / "lsp.log").read_text()
+    assert "started inference worker" in log and "Traceback" not in err, err
+    assert server.returncode == 1, (server.returncode, err)  # LSP's, for an exit without shutdown
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-g", str(server.pid)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the worker outlived its server"
+        time.sleep(0.1)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT sent to a process")
+@pytest.mark.parametrize("transport", ["stdio", "tcp"])
+def test_ctrl_c_stops_a_serving_server_at_once(tmp_path: Path, transport: str):
+    """`completer serve` in a terminal, serving, then Ctrl-C: over TCP with a client connected it printed asyncio's
+    CancelledError traceback (Python 3.11's start_server asks the cancelled task for its exception). Over either
+    transport it ends at once, with LSP's code for an exit without shutdown, and says nothing."""
+    import signal
+    import time
+
+    env = {**os.environ, "COMPLETER_STANDALONE": "1", "COMPLETER_LOG_DIR": str(tmp_path)}
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+    framed = b"Content-Length: %d\r\n\r\n%s" % (len(initialize), initialize)
+    command = [sys.executable, "-m", "completer", "serve", *(["--tcp", "--port", "0"] if transport == "tcp" else [])]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as server:
+        if transport == "tcp":
+            port = int(re.search(rb":(\d+) for one client", server.stderr.readline())[1])
+            client = socket.create_connection(("127.0.0.1", port))
+            client.sendall(framed)
+            client.settimeout(60)
+            read = partial(client.recv, 65536)
+        else:
+            server.stdin.write(framed)
+            server.stdin.flush()
+            read = partial(os.read, server.stdout.fileno(), 65536)
+        said = b""
+        while b'"id": 1' not in said:  # initialize answered: serving
+            chunk = read()
+            assert chunk, said
+            said += chunk
+        deadline = time.monotonic() + 60
+        while "ready in" not in (tmp_path / "lsp.log").read_text():  # its worker started
+            assert time.monotonic() < deadline, (tmp_path / "lsp.log").read_text()
+            time.sleep(0.05)
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(15)  # stdin still open
+        finally:
+            server.stdin.close()
+        err = server.stderr.read().decode()
+    assert server.returncode == 1 and "Traceback" not in err, (server.returncode, err)
