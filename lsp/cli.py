@@ -50,7 +50,6 @@ def parse_args(argv: list[str] | None = None, prog: str = "python -m lsp") -> ar
     return args
 
 
-
 def _write_printed(text: str, prog: str) -> None:
     """Write what --help or --version printed, which argparse would have written ignoring a stdout that takes none
     of it (a full disk), with status 0: that is one line and status 2, as for `completer --help`; a reader gone, 141."""
