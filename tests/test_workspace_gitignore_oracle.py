@@ -9,11 +9,14 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from lsp.exclusions import Exclusions
+from lsp.rawclient import RawClient
+from lsp_support import SERVER_CMD, server_env
 from lsp.workspace import WorkspaceFiles, language_suffixes
 
 SEED = 20261130
@@ -155,6 +158,29 @@ def test_the_index_reads_exactly_what_git_keeps_in_random_repositories(tmp_path:
     assert not differences, "\n\n".join(differences[:8]) + f"\n\n{len(differences)} trees differ"
 
 
+def test_exclude_files_leaves_alone_exactly_what_git_would_ignore_in_random_trees(tmp_path: Path):
+    """excludeFiles takes .gitignore lines, letters matching in either case: the walk and the events leave alone what
+    git, with the lines as the repository's info/exclude and core.ignoreCase, ignores."""
+    rng = random.Random(SEED + 1)
+    differences = []
+    for index in range(TREES // 2):
+        root = (tmp_path / f"x{index}").resolve()
+        root.mkdir()
+        _git(root, "init", "-q")
+        _git(root, "config", "core.ignoreCase", "true")
+        _tree(rng, root)
+        for ignore in root.rglob(".gitignore"):
+            ignore.unlink()
+        lines = [_pattern(rng) for _ in range(rng.randint(1, 5))]
+        (root / ".git" / "info" / "exclude").write_bytes("\n".join(lines).encode() + b"\n")
+        kept = {name for name in _git_keeps(root, root) if name.endswith(PYTHON)}
+        walked, evented = _index_reads(root, Exclusions(lines))
+        if walked != kept or evented != kept:
+            differences.append(f"excludeFiles {lines!r}\n  read, git ignores: {sorted((walked | evented) - kept)}"
+                               f"\n  git keeps, not read: {sorted(kept - (walked & evented))}")
+    assert not differences, "\n\n".join(differences[:8]) + f"\n\n{len(differences)} trees differ"
+
+
 def _described(root: Path, top: Path, kept: set[str], walked: set[str], evented: set[str]) -> str:
     """A difference as a reproduction: the files of patterns, git's settings, and what each side reads."""
     ignores = {path.relative_to(root).as_posix(): path.read_text() for path in sorted(root.rglob(".gitignore"))}
@@ -237,3 +263,26 @@ def test_lines_are_split_as_git_splits_them(tmp_path: Path):
     kept, read = _case(tmp_path, {".gitignore": "*.py\r\n!keep*.py\r\n!a\x0c*.py\n", "sub/.gitignore": "x\r!*.py\n"},
                        ["keep.py", "drop.py", "sub/x.py", "sub/keepme.py"])
     assert kept == read == {"keep.py", "sub/keepme.py"}
+
+
+def test_the_server_reads_no_file_a_posix_class_ignores_or_excludes(tmp_path: Path):
+    """Through the real server: a .gitignore's `draft_[[:digit:]].py` and an excludeFiles `secret_[[:digit:]].py`
+    (a class pathspec matched nothing with) leave `draft_1.py` out of the index and `secret_1.py` alone."""
+    root = tmp_path.resolve()
+    _git(root, "init", "-q")
+    (root / ".gitignore").write_text("draft_[[:digit:]].py\n")
+    for name in ("main.py", "draft_1.py", "draft_x.py", "secret_1.py"):
+        (root / name).write_text(f"NAME_{name[:-3]} = 1\n")
+    with RawClient(SERVER_CMD, env=server_env(HOME=os.environ["HOME"])) as client:
+        client.request("initialize", {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+                                      "initializationOptions": {"completer": {
+                                          "excludeFiles": ["secret_[[:digit:]].py"], "workspaceContext": True}}})
+        client.notify("initialized", {})
+        deadline = time.monotonic() + 30
+        while (index := client.request("completer/info")["result"]["server"].get("workspace_index") or {}) \
+                .get("building", True):
+            assert time.monotonic() < deadline, index
+            time.sleep(0.05)
+        assert index["files"] == 2  # main.py and draft_x.py
+        excluded = client.request("completer/fileInfo", {"uri": (root / "secret_1.py").as_uri()})["result"]
+        assert excluded["excluded"] == "secret_[[:digit:]].py"
