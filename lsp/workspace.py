@@ -261,13 +261,8 @@ class _Ignores:
     """The .gitignore files met on the way down, each applying to its folder and below; as in git, the deepest
     one with a pattern for a path decides (a subfolder's `!name` takes back what a folder above ignores)."""
 
-    def __init__(self, specs: list[tuple[Path, GitPatterns]] | None = None, ignore_case: bool | None = None) -> None:
+    def __init__(self, specs: list[tuple[Path, GitPatterns]] | None = None) -> None:
         self.specs: list[tuple[Path, GitPatterns]] = list(specs or ())
-        self.ignore_case = ignore_case  # the repository's core.ignoreCase, once its top is added
-
-    def copy(self) -> "_Ignores":
-        """Another list of the same files, to add to and take from as a walk goes down and up."""
-        return _Ignores(self.specs, self.ignore_case)
 
     @classmethod
     def above(cls, root: Path) -> "_Ignores":
@@ -294,9 +289,10 @@ class _Ignores:
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
         below every .gitignore: the deepest is asked first), after the user's excludes file (`_global_excludes`),
-        which git reads below both."""
+        which git reads below both. A repository's top also gets an empty list of patterns that holds its
+        core.ignoreCase for the files read below it (`_folds`)."""
         if (folder / ".git").exists():
-            self.ignore_case = _ignore_case(folder)
+            self.specs.append((folder, GitPatterns((), _ignore_case(folder))))
             self._read(folder, _global_excludes(folder))
         self._read(folder, _git_dir(folder) / "info" / "exclude")
         self._read(folder, folder / IGNORE_FILE, follow=False)
@@ -312,8 +308,13 @@ class _Ignores:
             return
         if lines is None:
             return
-        ignore_case = _PLATFORM_IGNORES_CASE if self.ignore_case is None else self.ignore_case
-        self.specs.append((folder, GitPatterns(lines, ignore_case)))
+        self.specs.append((folder, GitPatterns(lines, self._folds(folder))))
+
+    def _folds(self, folder: Path) -> bool:
+        """Whether patterns read in `folder` match letters in either case: the core.ignoreCase of the innermost
+        repository holding it (a nested one's, then the outer's again after the walk leaves it)."""
+        return next((spec.ignore_case for top, spec in reversed(self.specs) if folder.is_relative_to(top)),
+                    _PLATFORM_IGNORES_CASE)
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
         """Whether the files of patterns met ignore `path` (a folder where `is_dir`) itself: the deepest file with a
@@ -544,7 +545,7 @@ class WorkspaceFiles:
         same files, and the first files read fill the memory budget. Only the .gitignore files of the folders on the
         way to the one walked are asked: each file was asked of every .gitignore met so far, and a thousand folders
         with one each took the walk 107 s, not 4."""
-        ignores = ignores or self._ignores_above(root).copy()
+        ignores = ignores or _Ignores(self._ignores_above(root).specs)
         read_here = ignores.specs and ignores.specs[-1][0] == top  # `_walked` read top's own
         for folder, dirs, files in _folders(top):
             here = Path(folder)
@@ -674,7 +675,7 @@ class WorkspaceFiles:
         relative = folder.relative_to(root).parts
         if any(part in SKIPPED_DIRS or part.endswith(".egg-info") for part in relative):
             return None
-        ignores = self._ignores_above(root).copy()
+        ignores = _Ignores(self._ignores_above(root).specs)
         here = root
         for part in (None, *relative):
             here = here if part is None else here / part

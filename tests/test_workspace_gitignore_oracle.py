@@ -313,3 +313,19 @@ def test_the_server_reads_no_file_a_posix_class_ignores_or_excludes(tmp_path: Pa
         assert index["files"] == 2  # main.py and draft_x.py
         excluded = client.request("completer/fileInfo", {"uri": (root / "secret_1.py").as_uri()})["result"]
         assert excluded["excluded"] == "secret_[[:digit:]].py"
+
+
+def test_a_nested_repository_leaves_its_outer_repository_its_own_case_setting(tmp_path: Path):
+    """The walk took core.ignoreCase from the last repository top it met: after a nested repository without it
+    (one a tool made), the outer one's later .gitignore files matched in one case only, and with the outer's
+    core.ignoreCase (macOS) `z/.gitignore`'s `Secret.py` no longer ignored `z/secret.py`, which git ignores."""
+    kept, read = _case(tmp_path, {"z/.gitignore": "Secret.py\n"}, ["a.py", "z/secret.py", "z/main.py"],
+                       **{"core.ignoreCase": "true"})
+    inner = tmp_path.resolve() / "inner"
+    inner.mkdir()
+    _git(inner, "init", "-q")
+    _git(inner, "config", "core.ignoreCase", "false")
+    (inner / "lib.py").write_text("NAME_lib = 1\n")
+    walked, evented = _index_reads(tmp_path.resolve())
+    assert kept == {"a.py", "z/main.py"}
+    assert walked == evented == kept | {"inner/lib.py"}  # a nested repository's files are the project's too
