@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -27,6 +29,10 @@ POSIX_CLASSES: dict[bytes, frozenset[int]] = {
 """The classes wildmatch knows, by git's own ASCII-only ctype (its `space` holds no \\v or \\f); any other name makes
 the pattern match nothing."""
 _WILDCARDS = b"*?[\\"
+PRECOMPOSED = sys.platform == "darwin"
+"""Whether paths are matched in Unicode's composed form (NFC), as git on macOS reads names (core.precomposeUnicode,
+which git init sets there): HFS+ gives `é` decomposed, two code points, which a `café.py` pattern typed composed
+would not match, and git ignores the file."""
 _SLASH = ord("/")
 
 
@@ -66,6 +72,8 @@ class GitPatterns:
     def deciding(self, relative: str, is_dir: bool) -> GitPattern | None:
         """The pattern that decides for the path `relative` (POSIX, inside the patterns' folder): the last that names
         it; None where none does (a folder above, or another file of patterns, decides)."""
+        if PRECOMPOSED and not relative.isascii():
+            relative = unicodedata.normalize("NFC", relative)
         path = os.fsencode(relative)
         name = path[path.rfind(b"/") + 1:]
         for pattern in reversed(self.patterns):

@@ -329,3 +329,17 @@ def test_a_nested_repository_leaves_its_outer_repository_its_own_case_setting(tm
     walked, evented = _index_reads(tmp_path.resolve())
     assert kept == {"a.py", "z/main.py"}
     assert walked == evented == kept | {"inner/lib.py"}  # a nested repository's files are the project's too
+
+
+def test_on_macos_a_decomposed_name_matches_a_composed_pattern(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """git on macOS reads names composed (core.precomposeUnicode): HFS+ gives `café.py` decomposed, and a `café.py`
+    pattern typed composed ignores it there; the index, matching the decomposed bytes, read it."""
+    from lsp import gitignore
+
+    monkeypatch.setattr(gitignore, "PRECOMPOSED", True)
+    root = tmp_path.resolve()
+    (root / ".gitignore").write_text("caf\u00e9.py\n")
+    (root / "cafe\u0301.py").write_text("NAME_cafe = 1\n")
+    (root / "main.py").write_text("NAME_main = 1\n")
+    assert _index_reads(root) == ({"main.py"}, {"main.py"})
+    assert Exclusions(["caf\u00e9.py"]).excludes(root / "cafe\u0301.py", [root])
