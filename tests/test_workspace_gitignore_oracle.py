@@ -343,3 +343,13 @@ def test_on_macos_a_decomposed_name_matches_a_composed_pattern(tmp_path: Path, m
     (root / "main.py").write_text("NAME_main = 1\n")
     assert _index_reads(root) == ({"main.py"}, {"main.py"})
     assert Exclusions(["caf\u00e9.py"]).excludes(root / "cafe\u0301.py", [root])
+
+
+def test_an_exclude_files_line_git_reads_as_matching_nothing_is_named_and_a_class_is_not():
+    """An unclosed bracket or an unknown class (`[[:digits:]]`) matches nothing in git, a typo the user is told of
+    (with the defaults kept beside the other lines, `check_patterns`); a POSIX class, and an escaped space before a
+    trailing one, are patterns."""
+    from lsp.exclusions import unusable_patterns
+
+    assert unusable_patterns(["[a", "key[[:digits:]].pem", "key[[:digit:]].pem", "cache \\  ", "a.py"]) \
+        == ["[a", "key[[:digits:]].pem"]
