@@ -96,13 +96,15 @@ def pattern_lines(data: bytes) -> list[str]:
 @lru_cache(maxsize=4096)
 def parse(line: str, ignore_case: bool = False) -> GitPattern | None:
     """The pattern of a line (None for a comment or a blank line), as git's add_patterns and parse_path_pattern read
-    it: trailing spaces trimmed but an escaped one, a leading `!` negates, one trailing `/` names folders only, and a
-    pattern with no other `/` matches a path's last name at any depth. Kept: an event's check reads the .gitignore
-    files on its way again."""
+    it: up to a NUL (git's lines are C strings), trailing spaces trimmed but an escaped one, a leading `!` negates, one
+    trailing `/` names folders only, and a pattern with no other `/` matches a path's last name at any depth. Kept:
+    an event's check reads the .gitignore files on its way again."""
     text = os.fsencode(line)
-    if not text or text.startswith(b"#"):
+    if text.startswith(b"#"):
         return None
-    text = _trimmed(text)
+    text = _trimmed(text.split(b"\0", 1)[0])
+    if not text:
+        return None
     negated = text.startswith(b"!")
     body = text[1:] if negated else text
     folders_only = body.endswith(b"/")

@@ -353,3 +353,10 @@ def test_an_exclude_files_line_git_reads_as_matching_nothing_is_named_and_a_clas
 
     assert unusable_patterns(["[a", "key[[:digits:]].pem", "key[[:digit:]].pem", "cache \\  ", "a.py"]) \
         == ["[a", "key[[:digits:]].pem"]
+
+
+def test_a_line_ends_at_a_nul_as_git_reads_it(tmp_path: Path):
+    """git reads a .gitignore line as a C string: `secret.py` then a NUL and junk ignores `secret.py`, which the
+    index, matching the whole line, read."""
+    kept, read = _case(tmp_path, {".gitignore": "secret.py\0junk\n\0main.py\n"}, ["secret.py", "main.py"])
+    assert kept == read == {"main.py"}
