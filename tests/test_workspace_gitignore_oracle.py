@@ -32,7 +32,8 @@ ATOMS = ["a", "b", "A", "ab", "1", "é", "x y", "x\\ y", "#c", "\\#c", "!d", "\\
          "[[:xdigit:]]", "[[:space:]]", "[[:print:]]", "[[:graph:]]", "[[:alpha:][:digit:]]", "[a[:digit:]]",
          "[[:digit:]-z]", "[[:foo:]]", "[[:digit]]", "[[]", "[", "\\[ab]", "\\*", "\\?", "[é]", "[!é]", "a\\b",
          "\\a", "sub", "Sub", "a.py", "*.py", "*.PY", "[[:digit:]]*", "[!a]*", "a ", "a\\ ", "[-a]", "[a-]", "]",
-         "^", "~", "\\\\"]
+         "^", "~", "\\\\", "a**", "**b", "***", "", "\\/", "[\\a-\\c]", "[a-\\]]", "[]-a]", "[!]-a]", "[[:digit:]-a]",
+         "[a-[:digit:]]", "[--0]", "[!-]", "[b-a]b", "!a", "\\ ", "a\\", "[[:upper:][:punct:]]"]
 SUFFIXES = ["", ".py", "*", "?py", ".p[xy]", ".[[:alpha:]]y"]
 
 
@@ -110,12 +111,19 @@ def _git_keeps(root: Path, top: Path) -> set[str]:
 
 
 def _index_reads(top: Path, exclusions: Exclusions | None = None) -> tuple[set[str], set[str]]:
-    """What the index of the workspace folder `top` reads: by its walk, and by an event for each file (`readable`)."""
+    """What the index of the workspace folder `top` reads: by its walk, and by an event for each file (`readable`);
+    an event for each of its folders (`update`, a folder created or renamed) reads what the walk reads there."""
     files = WorkspaceFiles(8, ("python",), exclusions=exclusions)
     files.roots, files.folders = [top], [top]
     walked = {path.relative_to(top).as_posix() for path in files._walk(top, top)}
     every = [path for path in top.rglob("*") if path.is_file() and ".git" not in path.relative_to(top).parts]
     evented = {path.relative_to(top).as_posix() for path in every if files.readable(path)}
+    folders = [path for path in top.iterdir() if path.is_dir() and not path.is_symlink() and path.name != ".git"]
+    for folder in folders:
+        files.update(folder)
+    by_folders = {Path(name).relative_to(top).as_posix() for name in files.index.files}
+    under = {name for name in walked if any(name.startswith(f"{folder.name}/") for folder in folders)}
+    assert by_folders == under, f"{top}: folder events read {sorted(by_folders ^ under)} otherwise than the walk"
     return walked, evented
 
 
