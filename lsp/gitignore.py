@@ -280,4 +280,11 @@ def _byte_class(members: set[int]) -> bytes:
     """A regular expression for one byte of `members` (one that matches nothing when there are none)."""
     if not members:
         return b"(?!)"
-    return b"[" + b"".join(b"\\x%02x" % member for member in sorted(members)) + b"]"
+    runs: list[list[int]] = []
+    for member in sorted(members):
+        if runs and runs[-1][1] == member - 1:
+            runs[-1][1] = member
+        else:
+            runs.append([member, member])
+    return b"[" + b"".join(b"\\x%02x" % low if low == high else b"\\x%02x-\\x%02x" % (low, high)
+                           for low, high in runs) + b"]"
