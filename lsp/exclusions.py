@@ -59,8 +59,8 @@ def unusable_patterns(value: Any) -> list[str]:
 
 def _usable(pattern: str) -> bool:
     """Whether a line reads as a pattern, as written and casefolded (`Exclusions` matches it casefolded: `[Z-a]`
-    becomes a reversed range): no typo git reads as matching nothing (`gitignore.malformed`: `!` alone, a trailing
-    backslash, an unclosed bracket, an unknown class, `[z-a]`)."""
+    becomes a reversed range): no typo git reads as matching nothing or less than written (`gitignore.malformed`: `!`
+    alone, a trailing backslash, an unclosed bracket, an unknown class, a reversed range such as `[z-a]`)."""
     return not malformed(pattern) and not malformed(pattern.casefold())
 
 

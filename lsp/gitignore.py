@@ -51,7 +51,7 @@ class GitPattern:
     folders_only: bool
     basename: bool
     regex: re.Pattern[bytes] | None
-    malformed: bool = False  # matches nothing by a typo: `obj\\`, `!`, `[a-`, `[[:digits:]]`, a reversed range
+    malformed: bool = False  # a typo: nothing matched (`obj\\`, `!`, `[a-`, `[[:digits:]]`), or less (`[z-a]`)
     index: int = 0  # its place among the lines given to `GitPatterns`
 
     def matches(self, relative: bytes, name: bytes, is_dir: bool) -> bool:

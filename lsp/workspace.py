@@ -299,7 +299,7 @@ class _Ignores:
 
     def _read(self, folder: Path, patterns: Path, follow: bool = True) -> None:
         """Read a .gitignore file as git does (`pattern_lines`): a UTF-8 byte order mark (Notepad's) is no part of
-        its first pattern, and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[z-a]`) matches
+        its first pattern, and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[a-`) matches
         nothing while the others hold. Letters match in either case where the repository's core.ignoreCase says
         so (macOS and Windows by default, as git init sets it there)."""
         try:
