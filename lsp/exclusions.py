@@ -1,24 +1,23 @@
 """Files the user wants left alone (`excludeFiles`): no suggestions in them, and nothing of them read as context
 for another file, by the local model or an endpoint (a `.env` file's keys, a private key).
 
-Patterns are .gitignore lines (pathspec's git semantics), matched against a file's path inside each workspace
-folder that holds it, or, outside every folder, against its whole path: so `.env` and `secrets/` match at any depth
-everywhere, and `/config/prod.py` only at the top of a workspace folder. A file is left alone when any of its names
-matches: the path a client gives (`..` segments taken out) and its real path, so that a symlink of another name
-(`settings_local.py -> secrets/prod.py`) does not let the file it points at be read. Letters match in either case,
-as git matches them on macOS and Windows, whose file systems take `.ENV` for `.env`; on Linux, where they are two
-files, a `.ENV` or a `SERVER.KEY` holds secrets as surely, and leaving a file alone by mistake costs only its
+Patterns are .gitignore lines, read as git reads them (lsp/gitignore.py), matched against a file's path inside each
+workspace folder that holds it, or, outside every folder, against its whole path: so `.env` and `secrets/` match at
+any depth everywhere, and `/config/prod.py` only at the top of a workspace folder. A file is left alone when any of
+its names matches: the path a client gives (`..` segments taken out) and its real path, so that a symlink of another
+name (`settings_local.py -> secrets/prod.py`) does not let the file it points at be read. Letters match in either
+case, as git matches them on macOS and Windows, whose file systems take `.ENV` for `.env`; on Linux, where they are
+two files, a `.ENV` or a `SERVER.KEY` holds secrets as surely, and leaving a file alone by mistake costs only its
 suggestions.
 """
 from __future__ import annotations
 
 import os
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-import pathspec
+from lsp.gitignore import GitPatterns, malformed
 
 DEFAULT_EXCLUDED = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ecdsa*",
                     "id_ed25519*", ".netrc", ".pypirc", ".npmrc", ".git-credentials")
@@ -59,18 +58,10 @@ def unusable_patterns(value: Any) -> list[str]:
 
 
 def _usable(pattern: str) -> bool:
-    return compiles(pattern) and compiles(pattern.casefold())  # `Exclusions` compiles it casefolded
-
-
-def compiles(line: str) -> bool:
-    """Whether pathspec takes `line` as a .gitignore pattern. GitIgnorePatternError is a ValueError (`!` alone, a
-    trailing backslash); a range whose ends are reversed (`[z-a]`, or `[Z-a]` once casefolded) is a `re.error`,
-    which is no ValueError: it went up through initialize, and the server never started."""
-    try:
-        pathspec.GitIgnoreSpec.from_lines([line])
-    except (ValueError, TypeError, re.error):
-        return False
-    return True
+    """Whether a line reads as a pattern, as written and casefolded (`Exclusions` matches it casefolded: `[Z-a]`
+    becomes a reversed range): no typo git reads as matching nothing or less than written (`gitignore.malformed`: `!`
+    alone, a trailing backslash, an unclosed bracket, an unknown class, a reversed range such as `[z-a]`)."""
+    return not malformed(pattern) and not malformed(pattern.casefold())
 
 
 class Exclusions:
@@ -80,7 +71,7 @@ class Exclusions:
         self.patterns = tuple(patterns)
         self.also = tuple(also)  # the patterns of settings changes not applied yet: until then they exclude too
         self._lines = tuple(line for line in self.patterns if line.strip() and not line.startswith("#"))
-        self._spec = pathspec.GitIgnoreSpec.from_lines(line.casefold() for line in self._lines)
+        self._spec = GitPatterns((line.casefold() for line in self._lines), ignore_case=True)
         self._folders: dict[str, str | None] = {}  # per folder asked about: the line that excludes it
 
     def excludes(self, path: Path | None, roots: Sequence[Path] = (), resolve: bool = True) -> bool:
@@ -101,15 +92,19 @@ class Exclusions:
         return next((found for other in self.also if (found := other.pattern_for(path, roots, resolve))), None)
 
     def _folder_line(self, folder: str) -> str | None:
-        """The line that excludes the folder `folder` (`deciding_folder_pattern`), kept: the walk asks it for each
-        file in the folder, and it is a pass over every pattern."""
+        """The line that excludes the folder `folder`, kept: the walk asks it for each file in the folder, and it is
+        a pass over every pattern."""
         if folder not in self._folders:
             if len(self._folders) >= FOLDERS_KEPT:
                 self._folders = {}
-            index = deciding_folder_pattern(self._spec, folder)
-            self._folders[folder] = self._lines[index] if index is not None and \
-                self._spec.patterns[index].include else None
+            self._folders[folder] = self._excluding_line(folder, is_dir=True)
         return self._folders[folder]
+
+    def _excluding_line(self, name: str, is_dir: bool) -> str | None:
+        """The line of the last pattern naming `name` itself (a folder where `is_dir`: `d/` names no file, and
+        `d/*` names what is in `d`, not `d`), when it excludes; None when it takes back or none names it."""
+        found = self._spec.deciding(name, is_dir)
+        return self._lines[found.index] if found is not None and not found.negated else None
 
     def _deciding_line(self, name: str) -> str | None:
         """The line that excludes the file `name`, git's way: a file in an excluded folder stays excluded whatever
@@ -119,24 +114,7 @@ class Exclusions:
             found = self._folder_line("/".join(parts[:depth]))
             if found is not None:
                 return found
-        found = self._spec.check_file(name)
-        return self._lines[found.index] if found.include and found.index is not None else None
-
-
-def deciding_folder_pattern(spec: Any, relative: str) -> int | None:
-    """The index in `spec.patterns` of the pattern that decides whether the folder `relative` is ignored (None: none
-    names it): as in git, the last pattern naming the folder itself. pathspec's check of "folder/" also counts the
-    patterns that name only what is inside it (`folder/*`, `folder/**`, whose `!folder/keep.py` was then never read;
-    `d/**/` left out `d/a.py`) and, in pathspec 1.x, lets `*` win over a later `!*/` (excludeFiles `*`, `!*/`,
-    `!*.py` left every subfolder's files alone, without a suggestion)."""
-    found = None
-    for index, pattern in enumerate(spec.patterns):
-        if pattern.include is None:  # a comment or a blank line
-            continue
-        folders_only = str(pattern.pattern).rstrip().endswith("/")
-        if pattern.match_file(relative + "/" if folders_only else relative) is not None:
-            found = index
-    return found
+        return self._excluding_line(name, is_dir=False)
 
 
 def names_of(path: Path, roots: Sequence[Path], resolve: bool = True) -> list[str]:

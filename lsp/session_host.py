@@ -53,7 +53,6 @@ def _preload() -> None:
     import resource  # noqa: F401
     import sysconfig
 
-    import pathspec  # noqa: F401
     import pygls.progress  # noqa: F401
     import completer.bundle  # noqa: F401
     import lsp.handlers  # noqa: F401

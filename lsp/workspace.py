@@ -1,8 +1,8 @@
 """The workspace folders, indexed in the background for the repository's snippets (completer/workspace.py).
 
 What it reads: files in the enabled languages under each workspace folder, as an editor opens a folder;
-`.gitignore` files are honoured (each for its own folder and below, with pathspec's git semantics), the
-usual tool folders (.git, node_modules, virtual environments, caches) are skipped, no symlink is followed out
+`.gitignore` files are honoured (each for its own folder and below, matched as git matches them: lsp/gitignore.py),
+the usual tool folders (.git, node_modules, virtual environments, caches) are skipped, no symlink is followed out
 of the folder or to a file those rules leave out (nor, at a request's read, one a file became since), and files
 over 1 MB or holding NUL bytes are skipped. A file that cannot be read is skipped
 and logged once. Nothing leaves the machine: the index lives in the server's memory, within its budget.
@@ -16,7 +16,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from pygls import uris
 from completer.syntax import EXTENSION_LANGUAGES
 from completer.workspace import FileEntry, Snippet, WorkspaceIndex, file_entry, first_line_at, identifiers_above, \
     lines_at
-from lsp.exclusions import Exclusions, compiles, deciding_folder_pattern
+from lsp.exclusions import Exclusions
+from lsp.gitignore import GitPatterns, pattern_lines
 
 log = logging.getLogger(__name__)
 
@@ -261,8 +261,8 @@ class _Ignores:
     """The .gitignore files met on the way down, each applying to its folder and below; as in git, the deepest
     one with a pattern for a path decides (a subfolder's `!name` takes back what a folder above ignores)."""
 
-    def __init__(self, specs: list[tuple[Path, object]] | None = None) -> None:
-        self.specs: list[tuple[Path, object]] = list(specs or ())
+    def __init__(self, specs: list[tuple[Path, GitPatterns]] | None = None) -> None:
+        self.specs: list[tuple[Path, GitPatterns]] = list(specs or ())
 
     @classmethod
     def above(cls, root: Path) -> "_Ignores":
@@ -289,40 +289,67 @@ class _Ignores:
     def add(self, folder: Path) -> None:
         """The .gitignore of `folder`, after the .git/info/exclude of a repository whose top it is (git reads that
         below every .gitignore: the deepest is asked first), after the user's excludes file (`_global_excludes`),
-        which git reads below both."""
+        which git reads below both. A repository's top also gets an empty list of patterns that holds its
+        core.ignoreCase for the files read below it (`_folds`)."""
         if (folder / ".git").exists():
+            self.specs.append((folder, GitPatterns((), _ignore_case(folder))))
             self._read(folder, _global_excludes(folder))
         self._read(folder, _git_dir(folder) / "info" / "exclude")
         self._read(folder, folder / IGNORE_FILE, follow=False)
 
     def _read(self, folder: Path, patterns: Path, follow: bool = True) -> None:
-        """Read a .gitignore file as git does: a UTF-8 byte order mark (Notepad's) is no part of its first pattern,
-        and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[z-a]`) matches nothing while the
-        others hold; pathspec refused the whole file, and the walk stopped there, leaving the rest unindexed."""
-        import pathspec
-
+        """Read a .gitignore file as git does (`pattern_lines`): a UTF-8 byte order mark (Notepad's) is no part of
+        its first pattern, and a line that is no pattern (`obj\\`, a trailing backslash; `!` alone; `[a-`) matches
+        nothing while the others hold. Letters match in either case where the repository's core.ignoreCase says
+        so (macOS and Windows by default, as git init sets it there)."""
         try:
             lines = _pattern_lines(patterns, follow)
         except OSError:
             return
         if lines is None:
             return
-        try:
-            spec = pathspec.GitIgnoreSpec.from_lines(lines)
-        except (ValueError, TypeError, re.error):
-            spec = pathspec.GitIgnoreSpec.from_lines([line for line in lines if compiles(line)])
-        self.specs.append((folder, spec))
+        self.specs.append((folder, GitPatterns(lines, self._folds(folder))))
+
+    def _folds(self, folder: Path) -> bool:
+        """Whether patterns read in `folder` match letters in either case: the core.ignoreCase of the innermost
+        repository holding it (a nested one's, then the outer's again after the walk leaves it)."""
+        return next((spec.ignore_case for top, spec in reversed(self.specs) if folder.is_relative_to(top)),
+                    _PLATFORM_IGNORES_CASE)
 
     def ignored(self, path: Path, is_dir: bool) -> bool:
+        """Whether the files of patterns met ignore `path` (a folder where `is_dir`) itself: the deepest file with a
+        pattern naming it decides, by its last such pattern. The folders on the way are the caller's to ask."""
         for folder, spec in reversed(self.specs):  # added top down: the deepest first
             try:
                 relative = path.relative_to(folder).as_posix()
             except ValueError:
                 continue
-            verdict = _folder_verdict(spec, relative) if is_dir else spec.check_file(relative).include  # type: ignore
-            if verdict is not None:  # None: no pattern of this file names it
-                return verdict
+            if relative == ".":  # a folder's own patterns name what is in it, not it (`[!a]*/` ignored its folder)
+                continue
+            found = spec.deciding(relative, is_dir)
+            if found is not None:  # None: no pattern of this file names it
+                return not found.negated
         return False
+
+
+_PLATFORM_IGNORES_CASE = sys.platform in ("darwin", "win32")
+"""Whether git init sets core.ignoreCase on this system's usual file systems: the guess where git cannot be asked."""
+
+
+@lru_cache(maxsize=64)
+def _ignore_case(top: Path) -> bool:
+    """The core.ignoreCase of the repository whose top is `top`: where it is true (macOS, Windows), git ignores
+    `secrets.py` for a `Secrets.py` pattern, and so must the index. Unset, git takes it as false; without git, the
+    system's usual setting."""
+    try:
+        found = subprocess.run(["git", "config", "--type=bool", "--get", "core.ignoreCase"], cwd=top, timeout=5,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="surrogateescape",
+                               creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    except (OSError, subprocess.SubprocessError):
+        return _PLATFORM_IGNORES_CASE
+    if found.returncode not in (0, 1):  # not unset (1) but refused: a repository of another owner (safe.directory)
+        return _PLATFORM_IGNORES_CASE
+    return found.stdout.strip() == "true"
 
 
 @lru_cache(maxsize=64)
@@ -376,13 +403,7 @@ def _pattern_lines(path: Path, follow: bool) -> list[str] | None:
         os.close(descriptor)  # which open() would not take
         return None
     with open(descriptor, "rb") as handle:
-        return handle.read(MAX_PATTERN_FILE_BYTES).decode("utf-8-sig", errors="replace").splitlines()
-
-
-def _folder_verdict(spec: object, relative: str) -> bool | None:
-    """Whether a .gitignore's patterns ignore the folder `relative` (None: none names it): `deciding_folder_pattern`."""
-    index = deciding_folder_pattern(spec, relative)
-    return None if index is None else spec.patterns[index].include  # type: ignore[attr-defined]
+        return pattern_lines(handle.read(MAX_PATTERN_FILE_BYTES))
 
 
 def _folders(top: Path) -> Iterator[tuple[str, list[str], list[str]]]:
