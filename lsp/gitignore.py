@@ -165,29 +165,54 @@ def _wildmatch(pattern: bytes, pathname: bool, fold: bool, reversed_ranges: list
     """wildmatch's pattern as a regular expression (fullmatch). With `pathname`, `*`, `?` and brackets stop at `/`,
     and `**` between slashes (or at an end) crosses folders. A range whose ends are reversed goes into
     `reversed_ranges`."""
-    out, index = [], 0
+    pieces: list[tuple[str, bytes]] = []  # ("star", a `*` that stops at `/`, or any `*` without `pathname`),
+    index = 0  # ("cross", a `**` that crosses folders), ("byte", what matches one byte or a literal)
     while index < len(pattern):
         char = pattern[index]
         if char == 0x5C:  # a backslash: the next byte as itself
             if index + 1 == len(pattern):
                 raise _NeverMatches
-            out.append(_literal(pattern[index + 1], fold))
+            pieces.append(("byte", _literal(pattern[index + 1], fold)))
             index += 2
         elif char == 0x3F:  # ?
-            out.append(b"[^/]" if pathname else b".")
+            pieces.append(("byte", b"[^/]" if pathname else b"."))
             index += 1
         elif char == 0x2A:  # *
             end = index
             while end < len(pattern) and pattern[end] == 0x2A:
                 end += 1
-            out.append(_stars(pattern, index, end, pathname))
-            index = end + 1 if out[-1] == b"(?:.*/)?" else end
+            stars = _stars(pattern, index, end, pathname)
+            pieces.append(("star" if stars in (b"[^/]*", b".*") and not (pathname and stars == b".*") else "cross",
+                           stars))
+            index = end + 1 if stars == b"(?:.*/)?" else end
         elif char == 0x5B:  # [
             members, index = _bracket(pattern, index, fold, reversed_ranges)
-            out.append(_byte_class(members - {_SLASH} if pathname else members))
+            pieces.append(("byte", _byte_class(members - {_SLASH} if pathname else members)))
         else:
-            out.append(_literal(char, fold))
+            pieces.append(("byte", _literal(char, fold)))
             index += 1
+    return _joined(pieces)
+
+
+def _joined(pieces: list[tuple[str, bytes]]) -> bytes:
+    """The pieces as one expression in which a `*` followed by more of the pattern takes the first place where the
+    bytes up to the next star match, and never another (an atomic group). Left to backtrack (as git's wildmatch
+    does), a line such as `*a*a*a*a*a*a*a*a*b` took minutes against a long name, holding the server's interpreter
+    meanwhile. The first place is the right one, so the answers are git's: the bytes after it hold those after any
+    later place (no `/` among them where the star stops at one, or the bytes up to the next star hold a `/`, and
+    that star could start at one place only)."""
+    out: list[bytes] = []
+    index = 0
+    while index < len(pieces):
+        kind, text = pieces[index]
+        end = index + 1
+        while end < len(pieces) and pieces[end][0] == "byte":
+            end += 1
+        if kind == "star" and end < len(pieces):  # another star follows the bytes after this one
+            out.append(b"(?>" + text + b"?" + b"".join(piece for _, piece in pieces[index + 1:end]) + b")")
+        else:
+            out.extend(piece for _, piece in pieces[index:end])
+        index = end
     return b"".join(out)
 
 

@@ -365,3 +365,22 @@ def test_a_line_ends_at_a_nul_as_git_reads_it(tmp_path: Path):
     index, matching the whole line, read."""
     kept, read = _case(tmp_path, {".gitignore": "secret.py\0junk\n\0main.py\n"}, ["secret.py", "main.py"])
     assert kept == read == {"main.py"}
+
+
+def test_a_line_of_many_stars_does_not_hold_the_index_against_a_long_name(tmp_path: Path):
+    """A .gitignore line such as `*a*a*a*a*a*a*a*a*a*a*b` (a cloned repository's, mistyped or hostile) against a long
+    name took minutes of backtracking in the regular expression, holding the server's interpreter and so every
+    keystroke. (git itself backtracks there as long, so its answer is not asked: the files it would ignore are
+    named.)"""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    lines = ["*" + "a*" * 12 + "b.py", "/x/" + "*a" * 12 + "*b.py"]
+    (root / ".gitignore").write_text("\n".join(lines) + "\n")
+    names = ["a" * 120 + ".py", "a" * 119 + "b.py", "x/" + "a" * 120 + ".py", "x/" + "a" * 119 + "b.py"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x = 1\n")
+    started = time.monotonic()
+    walked, _ = _index_reads(root)
+    assert time.monotonic() - started < 30  # minutes before
+    assert walked == {"a" * 120 + ".py", "x/" + "a" * 120 + ".py"}
