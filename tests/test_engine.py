@@ -475,6 +475,37 @@ def test_lru_eviction_under_small_budget():
     assert "file:///3.py" not in small.cache.uris()
 
 
+def test_documents_completed_near_their_top_stay_within_the_memory_budget():
+    """A cursor near the top holds a few tokens of KV but up to 32,768 characters below it, kept with their tokens:
+    the budget must bound what the documents hold, not only their KV (measured by tracemalloc, which sees numpy's
+    arrays too)."""
+    import tracemalloc
+
+    from completer.text import context_slice
+
+    small = Engine(EngineSettings(memory_budget_mb=1))
+    body = (SAMPLE_TEXT * 20)[:32000].split("\n")
+    requests = []
+    for i in range(40):
+        lines = [f"import m{i}", *(f"{line}  # {i}.{n}" if line else line for n, line in enumerate(body))]
+        before, after = context_slice(lines, 1, 0, MAX_CONTEXT_CHARS)
+        requests.append((before, after, text_below(lines, 1, MAX_CONTEXT_CHARS)))
+    warm_before, warm_after, warm_below = requests[0]  # the runtime's own buffers, made before the count starts
+    small.complete_text("file:///warm.py", warm_before, warm_after, below=warm_below)
+    small.close("file:///warm.py")
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for i, (before, after, below) in enumerate(requests):
+            small.complete_text(f"file:///{i}.py", before, after, below=below)
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert len(small.cache.uris()) < len(requests)
+    assert small.cache.nbytes <= 1024 * 1024
+    assert held < 1.5 * 1024 * 1024, f"{held / 2 ** 20:.1f} MB held for a budget of 1 MB"  # 8 MB by the KV alone
+
+
 def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
     import argparse
     from pathlib import Path
