@@ -58,6 +58,11 @@ class DocumentState:
         return list(zip(self.keys, self.values))
 
 
+def token_kv_bytes(prefix: KV) -> int:
+    """What one more cached token's KV costs, read off a prefix's layers (keys [1, H, D, P], values [1, H, P, D])."""
+    return sum(k.shape[1] * k.shape[2] * k.itemsize + v.shape[1] * v.shape[3] * v.itemsize for k, v in prefix)
+
+
 def common_prefix_length(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0

@@ -1094,6 +1094,25 @@ def test_a_prefill_never_evicts_the_document_being_edited(engine: Engine):
         engine.cache.budget_bytes = old_budget
 
 
+def test_a_prefill_the_budget_has_no_room_for_runs_no_model_call():
+    """A prefill is the first document evicted: one the budget has no room for beside the documents cached would be
+    evicted as soon as it ran, so it does not run (a session of hundreds of files restored would run each one's
+    whole context for nothing, minutes of the CPU for a large model). One the budget has room for still runs."""
+    import argparse
+    from pathlib import Path
+
+    engine = Engine()  # its own cache: the module's engine holds the documents of the tests before
+    text = Path(argparse.__file__).read_text()[:6000]
+    engine.open("file:///editing.py", text)
+    engine.complete("file:///editing.py", text.count("\n"), 0)
+    engine.cache.budget_bytes = int(engine.cache.nbytes * 1.5)  # room for the edited document, not for a second one
+    calls = engine.runtime.calls
+    assert engine.prefill("file:///opened.py", text + "\n# another file\n") == 0
+    assert engine.runtime.calls == calls and engine.cache.uris() == ["file:///editing.py"]
+    assert engine.prefill("file:///short.py", "import os\n\n\ndef main():\n    pass\n") > 0
+    assert "file:///short.py" in engine.cache.uris() and engine.runtime.calls > calls
+
+
 def test_a_suffix_prefix_middle_bundle_runs_no_prefill():
     """python-base's prompts start with the lines below the cursor, which a prefill cannot know."""
     from completer.types import EngineSettings as Settings
