@@ -15,6 +15,12 @@ from .calls import KV, ModelCall, Steps, drive
 from .prefill_chunks import PrefillChunks
 from .runtime import Runtime, StepOutput
 
+TOKEN_BYTES = 36
+"""A token id in a Python list: its pointer and its int object (ids past 256 are objects of their own)."""
+LINE_ENTRY_BYTES = 160
+"""A line's entry in a document's per-line token memo beside its characters: its key string's and list's headers and
+the dict's slot."""
+
 
 @dataclass
 class DocumentState:
@@ -31,10 +37,30 @@ class DocumentState:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.keys) + sum(a.nbytes for a in self.values)
+        """Its KV, and what its memos hold beside it (`memo_bytes`): the budget bounds both."""
+        return sum(a.nbytes for a in self.keys) + sum(a.nbytes for a in self.values) + self.memo_bytes
+
+    @property
+    def memo_bytes(self) -> int:
+        """The texts and tokens the document's memos keep, estimated from their lengths (a read of each line's
+        tokens would cost every budget check a pass over them): a cursor near the top holds a few tokens of KV
+        but up to 32,768 characters below it and their tokens, and counted by its KV alone, documents completed
+        there held twice the budget and more. The per-line memos hold the lines and tokens of the head and of the
+        text below once more, and a header per line."""
+        head = len(self.token_memo[0]) + TOKEN_BYTES * len(self.token_memo[1])
+        below = len(self.below_memo[0]) + TOKEN_BYTES * len(self.below_memo[1])
+        lines = len(self.head_line_tokens) + len(self.below_line_tokens)
+        return (head * (1 + bool(self.head_line_tokens)) + below * (1 + bool(self.below_line_tokens))
+                + len(self.context_memo[0]) + TOKEN_BYTES * (len(self.ids) + len(self.repository_memo[1]))
+                + LINE_ENTRY_BYTES * lines)
 
     def prefix(self) -> list[tuple[np.ndarray, np.ndarray]]:
         return list(zip(self.keys, self.values))
+
+
+def token_kv_bytes(prefix: KV) -> int:
+    """What one more cached token's KV costs, read off a prefix's layers (keys [1, H, D, P], values [1, H, P, D])."""
+    return sum(k.shape[1] * k.shape[2] * k.itemsize + v.shape[1] * v.shape[3] * v.itemsize for k, v in prefix)
 
 
 def common_prefix_length(a: list[int], b: list[int]) -> int:
@@ -119,10 +145,11 @@ class DocumentCache:
     def enforce_budget(self, keep: str | None = None) -> list[str]:
         """Evict least recently used documents (never `keep`) until under budget; returns the evicted."""
         evicted = []
+        total = self.nbytes  # summed once: a budget check costs a pass over the documents, not one per eviction
         for uri in list(self._docs):
-            if self.nbytes <= self.budget_bytes:
+            if total <= self.budget_bytes:
                 break
             if uri != keep:
-                del self._docs[uri]
+                total -= self._docs.pop(uri).nbytes
                 evicted.append(uri)
         return evicted

@@ -22,7 +22,8 @@ from .ahead import SearchesAhead, Speculation
 from .answer import LineOffer, answer
 from .beam import SearchRequest, forced_score, search_steps
 from .bundle import Bundle, load_bundle
-from .cache import DocumentCache, DocumentState, common_prefix_length, extend_prefix, prefix_steps
+from .cache import (DocumentCache, DocumentState, common_prefix_length, extend_prefix, prefix_steps,
+                    token_kv_bytes)
 from .calls import Steps, drive
 from .filters import CONTEXT_LINES, LineContext, keep_suggestion, kept_comment, line_context, only_indentation
 from .indentation import next_line_indents
@@ -211,11 +212,13 @@ class Engine:
         With a prefix-suffix-middle FIM bundle the tokens follow its prefix marker, as its prompts' do; a
         suffix-prefix-middle bundle's prompts start with the lines below the cursor, which no prefill can know,
         so it runs none. The document stays least recently used: a prefill never evicts the documents being
-        edited, and is the first evicted itself. Returns how many tokens ran; Cancelled thrown at a chunk
-        keeps those already run."""
+        edited, and is the first evicted itself, so one of a document not cached that the budget has no room for
+        beside those cached does not run (hundreds of files opened at once would run each for nothing). Returns
+        how many tokens ran; Cancelled thrown at a chunk keeps those already run."""
         before, at_start = clip_before(text)
         if looks_binary(before) or (self.fim_ids is not None and self.bundle.fim_order == "spm"):
             return 0
+        fresh = uri not in self.cache
         state = self.cache.get_quietly(uri)
         repository = self.prompts.last_repository(state)  # the files its last prompt laid out come first again
         ids, _, document, _ = self.prompts.context_ids(state, before, at_start, repository=repository)
@@ -227,7 +230,11 @@ class Engine:
         prompt = ids[:-1]  # as a completion's: its last token goes to the search, not the prefix
         if common_prefix_length(state.ids, prompt) == len(prompt):
             return 0
-        ran = (yield from prefix_steps(state, self.runtime.empty_prefix(), prompt, self.background_chunks))[1]
+        empty = self.runtime.empty_prefix()
+        if fresh and self.cache.nbytes + token_kv_bytes(empty) * len(prompt) > self.cache.budget_bytes:
+            self.cache.drop(uri)  # the first evicted, it would be evicted as soon as it ran
+            return 0
+        ran = (yield from prefix_steps(state, empty, prompt, self.background_chunks))[1]
         self.cache.enforce_budget()
         return ran
 

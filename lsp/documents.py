@@ -288,6 +288,16 @@ class Document:
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def longer_than(self, chars: int) -> bool:
+        """Whether `text()` is over `chars` characters, read only that far: a check of a large document costs
+        the lines of its first `chars` characters, not a join of all of them."""
+        total = -1  # no line break after the last line
+        for line in self.lines:
+            total += len(line) + 1
+            if total > chars:
+                return True
+        return False
+
     def head(self, max_chars: int = OTHER_FILE_CHARS) -> str:
         """The whole lines at the start of the document that fit in `max_chars`: what the document's repeats
         search of it while another document is being completed. Kept until the document changes."""

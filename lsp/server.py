@@ -45,7 +45,7 @@ from lsp.settings import (SECTION, ServerSettings, apply_changes, engine_dict, e
 from lsp.transport import serve_stdio, serve_tcp_once
 from lsp.worker_client import WorkerClient, WorkerDied, WorkerError
 from lsp.workspace import (IGNORE_FILE, SKIPPED_DIRS, RequestsInFlight, WorkspaceFiles, context_suffixes,
-                           language_suffixes, path_of)
+                           language_suffixes, path_of, size_limit)
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +452,10 @@ class CompleterServer(LanguageServer):
             return  # the older text, put in last, would stay; this one waits its turn
         if self.repository is None or doc is None or not doc.in_sync or path is None:
             return
-        read = asyncio.ensure_future(asyncio.to_thread(self.repository.edited, path, doc.text()))
+        # A document too large for the index is not joined into one text on the event loop at every pause in typing
+        # (50 MB held it for half a second): the index is only told to leave it out.
+        text = None if doc.longer_than(size_limit(path)) else doc.text()
+        read = asyncio.ensure_future(asyncio.to_thread(self.repository.edited, path, text))
         self._edit_reads[uri] = read
         self._background.add(read)
 

@@ -208,6 +208,11 @@ def normal_path(path: Path) -> Path:
     return Path(os.path.realpath(path.parent)) / path.name
 
 
+def size_limit(path: Path) -> int:
+    """The most bytes of `path` the index reads: a notebook's JSON holds its outputs beside its code."""
+    return MAX_NOTEBOOK_BYTES if path.name.endswith(NOTEBOOK_SUFFIX) else MAX_FILE_BYTES
+
+
 def read_source(path: Path) -> str | None:
     """The file's text (a notebook's code: `notebook_code`), or None when it is over MAX_FILE_BYTES (a notebook
     over MAX_NOTEBOOK_BYTES), binary, or not a regular file (a FIFO or a device, which a file indexed earlier may
@@ -225,7 +230,7 @@ def read_source(path: Path) -> str | None:
     if kept or not regular:  # a FIFO, a device, a folder: closed here, as open() would not take a folder's descriptor
         os.close(descriptor)
         return code if kept else None
-    limit = MAX_NOTEBOOK_BYTES if notebook else MAX_FILE_BYTES
+    limit = size_limit(path)
     with open(descriptor, "rb") as handle:
         data = handle.read(limit + 1)
     text = data.decode("utf-8", errors="replace") if len(data) <= limit and b"\0" not in data[:8192] else None
@@ -769,11 +774,11 @@ class WorkspaceFiles:
                 self.generation += bool(self._batched)
                 self._batched = None
 
-    def edited(self, path: Path, text: str) -> None:
+    def edited(self, path: Path, text: str | None) -> None:
         """An open document's unsaved text: index it as the file would read once saved, so the other documents'
         suggestions see a helper the user has just written there (didClose reads the disk again, which drops
-        edits never saved). Runs off the event loop; a document whose name the system refuses (too long) is not
-        indexed."""
+        edits never saved). None is a document over `size_limit`, which the index leaves out, as such a file on
+        disk. Runs off the event loop; a document whose name the system refuses (too long) is not indexed."""
         try:
             path = normal_path(Path(os.path.abspath(path)))
             if not self.readable(path):
@@ -781,8 +786,11 @@ class WorkspaceFiles:
         except OSError as exc:
             log.debug("workspace index: %s not indexed (%s)", path, exc)
             return
+        if text is None or len(text) > size_limit(path):  # a character is at least a byte
+            self._put(path, None, edit=True)
+            return
         if path.name.endswith(NOTEBOOK_SUFFIX):  # a notebook opened as text: its JSON
-            text = notebook_code(text) if len(text) <= MAX_NOTEBOOK_BYTES else None
+            text = notebook_code(text)
             if text is None:
                 self._put(path, None, edit=True)
                 return

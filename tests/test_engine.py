@@ -475,6 +475,37 @@ def test_lru_eviction_under_small_budget():
     assert "file:///3.py" not in small.cache.uris()
 
 
+def test_documents_completed_near_their_top_stay_within_the_memory_budget():
+    """A cursor near the top holds a few tokens of KV but up to 32,768 characters below it, kept with their tokens:
+    the budget must bound what the documents hold, not only their KV (measured by tracemalloc, which sees numpy's
+    arrays too)."""
+    import tracemalloc
+
+    from completer.text import context_slice
+
+    small = Engine(EngineSettings(memory_budget_mb=1))
+    body = (SAMPLE_TEXT * 20)[:32000].split("\n")
+    requests = []
+    for i in range(40):
+        lines = [f"import m{i}", *(f"{line}  # {i}.{n}" if line else line for n, line in enumerate(body))]
+        before, after = context_slice(lines, 1, 0, MAX_CONTEXT_CHARS)
+        requests.append((before, after, text_below(lines, 1, MAX_CONTEXT_CHARS)))
+    warm_before, warm_after, warm_below = requests[0]  # the runtime's own buffers, made before the count starts
+    small.complete_text("file:///warm.py", warm_before, warm_after, below=warm_below)
+    small.close("file:///warm.py")
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for i, (before, after, below) in enumerate(requests):
+            small.complete_text(f"file:///{i}.py", before, after, below=below)
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert len(small.cache.uris()) < len(requests)
+    assert small.cache.nbytes <= 1024 * 1024
+    assert held < 1.5 * 1024 * 1024, f"{held / 2 ** 20:.1f} MB held for a budget of 1 MB"  # 8 MB by the KV alone
+
+
 def test_line_by_line_encoding_equals_whole_text_encoding(engine: Engine):
     import argparse
     from pathlib import Path
@@ -1061,6 +1092,25 @@ def test_a_prefill_never_evicts_the_document_being_edited(engine: Engine):
         assert "file:///editing.py" in engine.cache.uris() and "file:///opened.py" not in engine.cache.uris()
     finally:
         engine.cache.budget_bytes = old_budget
+
+
+def test_a_prefill_the_budget_has_no_room_for_runs_no_model_call():
+    """A prefill is the first document evicted: one the budget has no room for beside the documents cached would be
+    evicted as soon as it ran, so it does not run (a session of hundreds of files restored would run each one's
+    whole context for nothing, minutes of the CPU for a large model). One the budget has room for still runs."""
+    import argparse
+    from pathlib import Path
+
+    engine = Engine()  # its own cache: the module's engine holds the documents of the tests before
+    text = Path(argparse.__file__).read_text()[:6000]
+    engine.open("file:///editing.py", text)
+    engine.complete("file:///editing.py", text.count("\n"), 0)
+    engine.cache.budget_bytes = int(engine.cache.nbytes * 1.5)  # room for the edited document, not for a second one
+    calls = engine.runtime.calls
+    assert engine.prefill("file:///opened.py", text + "\n# another file\n") == 0
+    assert engine.runtime.calls == calls and engine.cache.uris() == ["file:///editing.py"]
+    assert engine.prefill("file:///short.py", "import os\n\n\ndef main():\n    pass\n") > 0
+    assert "file:///short.py" in engine.cache.uris() and engine.runtime.calls > calls
 
 
 def test_a_suffix_prefix_middle_bundle_runs_no_prefill():

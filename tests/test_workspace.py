@@ -511,6 +511,35 @@ async def test_a_documents_unsaved_texts_reach_the_index_in_the_order_typed(tmp_
     files.stop()
 
 
+async def test_a_document_grown_past_the_index_size_is_left_out_without_joining_its_text(tmp_path: Path, monkeypatch):
+    """A document typed in past MAX_FILE_BYTES is left out of the index, as such a file on disk, and its lines are
+    not joined into one text at each pause in typing: on the event loop, that held every request behind it (half a
+    second for 50 MB). A small document's text is still read."""
+    import lsp.server
+    from lsp.documents import Document
+
+    monkeypatch.setattr(lsp.server, "EDIT_INDEX_DELAY", 0.01)
+    root = tmp_path.resolve()
+    (root / "big.py").write_text("disk_saved_name = 1\n")
+    server = CompleterServer()
+    server.repository = files = _index(root)
+    joined: list[int] = []
+    text = Document.text
+    monkeypatch.setattr(Document, "text", lambda doc: joined.append(len(doc.lines)) or text(doc))
+    names = files.names_elsewhere(root / "other.py")
+    assert names("disk_saved_name")
+    big = (root / "big.py").as_uri()
+    server.documents.open(big, "python", 1, "grown_name = 1\n" + "x = 1\n" * (MAX_FILE_BYTES // 6))
+    server.workspace_document_edited(big)
+    small = (root / "small.py").as_uri()
+    server.documents.open(small, "python", 1, "unsaved_small_name = 1\n")
+    server.workspace_document_edited(small)
+    await _settled(server)
+    assert not names("disk_saved_name") and not names("grown_name") and names("unsaved_small_name")
+    assert joined == [2], joined  # the small document's lines only
+    files.stop()
+
+
 async def _settled(server: CompleterServer) -> None:
     """Wait until no disk read, pause in typing or read of unsaved text is left to the server."""
     for _ in range(1000):
