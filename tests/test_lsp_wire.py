@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -1367,3 +1368,36 @@ def test_the_line_after_a_copy_of_the_lines_above_keeps_the_tabs_inside_it():
         lines = [item["textEdit"]["newText"] for item in client.completion(uri, 6, 4)["result"]["items"]]
     assert lines[0] == '    row("delta",\t"epsilon"),', lines
     assert '    row("delta",    "epsilon"),' not in lines, lines
+
+
+def test_the_logs_are_readable_by_their_user_alone_whatever_the_umask(tmp_path: Path):
+    """The log names the user's files and, at --log-level DEBUG, holds the code suggested (pygls logs each message
+    it sends); with the common umask 022 it was written 0644 in a folder of 0755, for every account on the machine
+    to read. A log of an older version is made private too."""
+    log_dir = tmp_path / "state" / "log"
+    old_backup = log_dir / "lsp.log.1"
+    log_dir.parent.mkdir()
+    umask = os.umask(0o022)
+    try:
+        client = RawClient(SERVER_CMD + ["--log-level", "DEBUG"], env=server_env(COMPLETER_LOG_DIR=str(log_dir)))
+    finally:
+        os.umask(umask)
+    try:
+        client.initialize()
+        _ready(client)
+        client.open("file:///tmp/secret_module.py", "import os\nos.pa")
+        items = client.completion("file:///tmp/secret_module.py", 1, 5)["result"]["items"]
+    finally:
+        client.close()
+    logs = sorted(log_dir.glob("*.log"))
+    assert {p.name for p in logs} >= {"lsp.log", "lsp-worker.log"}
+    assert items and json.dumps(items[0]["label"]) in (log_dir / "lsp.log").read_text(encoding="utf-8")  # code
+    assert stat.S_IMODE(log_dir.stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in logs} == {p.name: 0o600 for p in logs}
+    old_backup.write_text("an older version's log\n")
+    old_backup.chmod(0o644)
+    (log_dir / "lsp.log").chmod(0o644)
+    with RawClient(SERVER_CMD, env=server_env(COMPLETER_LOG_DIR=str(log_dir))) as again:
+        again.initialize()
+    assert stat.S_IMODE((log_dir / "lsp.log").stat().st_mode) == 0o600
+    assert stat.S_IMODE(old_backup.stat().st_mode) == 0o600
