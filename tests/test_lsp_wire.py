@@ -831,6 +831,73 @@ def test_tcp_transport_binds_loopback_only_and_serves_one_client():
         proc.wait()
 
 
+def _initialize_as(uid: int, port: int) -> bytes:
+    """Connect to `port` as the account `uid` (a forked child that drops to it) and send initialize: what came
+    back before the server closed the connection or 10 s passed."""
+    import encodings.idna  # noqa: F401 (a host name is encoded with it: imported where the child cannot read it)
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child, which never returns into pytest)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+                sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                got = b""
+                while b"capabilities" not in got and (chunk := sock.recv(65536)):
+                    got += chunk
+            os.write(write_end, got[:60000])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    with os.fdopen(read_end, "rb") as answer:
+        return answer.read()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp") or os.geteuid() != 0,
+                    reason="Linux's table of sockets, and root to connect as another account")
+def test_tcp_turns_away_another_users_client_and_serves_its_own():
+    """Any account on the machine can connect to 127.0.0.1: the first one to had a server running as this user, to
+    have it index this user's folders and send them, and the value of an environment variable it named in
+    apiKeyEnv, to an endpoint of its own. Another account's client is turned away; the user's own is served."""
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", "0"], env=server_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline().decode()
+        port = int(re.fullmatch(r"completer serve: listening on 127\.0\.0\.1:(\d+) for one client\n", said)[1])
+        assert _initialize_as(65534, port) == b""  # nobody's
+        assert b"completionProvider" in _initialize_as(os.getuid(), port)
+        assert proc.wait(20) == 1  # the user's client went away without shutdown/exit
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "refused a TCP client of another user (uid 65534)" in proc.stderr.read().decode()
+
+
+def test_the_owner_of_a_loopback_connection_is_read_from_the_kernels_table(tmp_path: Path):
+    from lsp.transport import PROC_NET_TCP, peer_uid
+
+    if not os.path.exists(PROC_NET_TCP):
+        assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None  # no table: served as before
+        return
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            accepted, peer = listener.accept()
+            with accepted:
+                assert peer_uid(peer, accepted.getsockname()) == os.getuid()
+                assert peer_uid(accepted.getsockname(), peer) == os.getuid()  # the server's own end
+                assert peer_uid(("127.0.0.1", client.getsockname()[1] ^ 1), accepted.getsockname()) == -1
+    assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2), table=str(tmp_path / "none")) is None
+
+
 def test_tcp_on_any_free_port_says_which_ends_cleanly_and_a_taken_port_is_one_line():
     proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", "0"], env=server_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
