@@ -160,7 +160,8 @@ def wait_for_lock(handle: IO) -> None:
 def converter_command(source: str, out: Path, progress: bool) -> list[str]:
     """`completer convert` of `source` into `out`, run by this interpreter; `source` after `--`, so that a modelPath
     beginning with a dash (a folder named `-h`, `--out=...`) is the model read, never an option."""
-    return [sys.executable, "-m", "completer", "convert", "--out", str(out)] + (["--progress"] * progress) + ["--", source]
+    options = ["--out", str(out)] + ["--progress"] * progress
+    return [sys.executable, "-m", "completer", "convert", *options, "--", source]
 
 
 @contextlib.contextmanager

@@ -281,7 +281,8 @@ def test_a_graph_reading_weights_the_manifest_does_not_list_is_refused_and_listi
     with pytest.raises(ModelError, match=r'model\.onnx reads "weights\.bin", which .*manifest\.json lists no checksum'):
         Engine(EngineSettings(model_path=str(copy)))
     _relist(copy, "model.onnx", "weights.bin")
-    assert Engine(EngineSettings(model_path=str(copy))).complete_text("file:///a.py", "import os\nos.pa", "").suggestions
+    loaded = Engine(EngineSettings(model_path=str(copy)))
+    assert loaded.complete_text("file:///a.py", "import os\nos.pa", "").suggestions
     data = bytearray((copy / "weights.bin").read_bytes())
     data[len(data) // 2] ^= 0xFF
     (copy / "weights.bin").write_bytes(bytes(data))
