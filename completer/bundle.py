@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import hf_cache
 from .convertible import is_gguf_file
+from .onnx_files import NotAGraph, external_files
 from .types import ModelError
 
 SUPPORTED_FORMATS = (1, 2, 3, 4, 5)
@@ -313,4 +314,21 @@ def load_bundle(path: str | Path | None = None, verify: bool = True) -> Bundle:
                 raise ModelError(f"model file {file_path} cannot be read ({exc.strerror or exc})") from exc
             if digest != meta.get("sha256"):
                 raise ModelError(f"model file {file_path} fails its sha256 check (corrupt or modified)")
+    for name in files:
+        if name.endswith(".onnx"):
+            _check_external_data(directory / name, files, manifest_path)
     return Bundle(directory, manifest)
+
+
+def _check_external_data(graph: Path, files: dict, manifest_path: Path) -> None:
+    """Refuse a graph that reads a file the manifest lists no checksum for (its weights in a `.data` file beside
+    it): onnxruntime would load that file unchecked, whatever it holds."""
+    try:
+        unlisted = sorted(external_files(graph) - set(files))
+    except NotAGraph as exc:
+        raise ModelError(f"model file {graph} is not an ONNX graph ({exc or 'its fields cannot be read'})") from None
+    except OSError as exc:
+        raise ModelError(f"model file {graph} cannot be read ({exc.strerror or exc})") from exc
+    if unlisted:
+        raise ModelError(f"model file {graph} reads {json.dumps(unlisted[0])}, which {manifest_path} lists no "
+                         "checksum for: not loading a file unchecked")

@@ -158,8 +158,10 @@ def wait_for_lock(handle: IO) -> None:
 
 
 def converter_command(source: str, out: Path, progress: bool) -> list[str]:
-    """`completer convert` of `source` into `out`, run by this interpreter."""
-    return [sys.executable, "-m", "completer", "convert", source, "--out", str(out)] + (["--progress"] * progress)
+    """`completer convert` of `source` into `out`, run by this interpreter; `source` after `--`, so that a modelPath
+    beginning with a dash (a folder named `-h`, `--out=...`) is the model read, never an option."""
+    options = ["--out", str(out)] + ["--progress"] * progress
+    return [sys.executable, "-m", "completer", "convert", *options, "--", source]
 
 
 @contextlib.contextmanager

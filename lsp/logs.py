@@ -32,16 +32,48 @@ def log_dir() -> Path:
     return Path(os.environ.get(LOG_DIR_ENV) or appdirs.user_log_dir("completer"))
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log that only its user may read: its lines name the user's files and settings, and at DEBUG hold
+    the code suggested (pygls logs the messages it sends), which the umask (commonly 022) left readable to every
+    account on the machine. Each file is made 0600 when opened, a log written before included."""
+
+    def _open(self) -> Any:
+        descriptor = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        _make_private(descriptor)
+        return os.fdopen(descriptor, "a", encoding=self.encoding, errors=self.errors)
+
+
+def _make_private(file: int | Path) -> None:
+    """Take group's and others' access away from a log file (a descriptor, or a path: an older rotated log)."""
+    if os.name != "posix":  # Windows' files are private to the user's profile by its ACLs
+        return
+    try:
+        mode = os.stat(file).st_mode
+        if stat.S_ISREG(mode) and mode & 0o077:  # not a terminal or a pipe (--log-file /dev/stderr)
+            os.chmod(file, stat.S_IMODE(mode) & 0o700)
+    except OSError:  # gone, or a file of another owner (a log directory given by hand): left as it is
+        pass
+
+
 def _file_handler(path: Path) -> logging.Handler | None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8",
-                                                       errors="backslashreplace")  # a client's lone surrogate
+        _private_directory(path.parent)
+        handler = PrivateRotatingFileHandler(path, maxBytes=2_000_000, backupCount=2, encoding="utf-8",
+                                             errors="backslashreplace")  # a client's lone surrogate
+        for number in range(1, handler.backupCount + 1):
+            _make_private(Path(f"{path}.{number}"))
     except OSError as exc:  # read-only home, full disk: keep serving, log to stderr only
         print(f"completer: cannot write log file {path}: {exc}", file=sys.stderr)
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     return handler
+
+
+def _private_directory(folder: Path) -> None:
+    """Make the log's folder, the last level 0700 when this makes it (one that exists is the user's choice)."""
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, exist_ok=True)
 
 
 def _configure(level: str, path: Path | None, stderr: bool) -> Path | None:

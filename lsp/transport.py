@@ -3,13 +3,16 @@ the client's messages with `lsp.reader`, not pygls' loop.
 
 pygls' `start_tcp` keeps accepting connections, and each new one takes over the server's output:
 any local process could connect second and read the first client's completions. We accept the
-first connection, stop listening at once, and turn away anything that raced in before that.
+first connection of this user's (on Linux, where the kernel's table of sockets names each one's owner; another
+account's is turned away), stop listening at once, and turn away anything that raced in before that.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import socket
+import struct
 import sys
 import threading
 from typing import Awaitable, BinaryIO, Callable
@@ -61,6 +64,37 @@ async def read_until_done(server: LanguageServer, reader: AsyncReader,
             await stop_worker()
 
 
+PROC_NET_TCP = "/proc/net/tcp"
+
+
+def _proc_address(address: tuple[str, int]) -> str:
+    """An IPv4 address and port as /proc/net/tcp writes them: the address's 32 bits in the machine's byte order,
+    then the port, in hex."""
+    host, port = address[:2]
+    return "%08X:%04X" % (struct.unpack("=I", socket.inet_aton(host))[0], port)
+
+
+def peer_uid(peer: tuple[str, int] | None, ours: tuple[str, int] | None, table: str = PROC_NET_TCP) -> int | None:
+    """The uid of the process that owns the client's end of a loopback connection, from Linux's table of TCP
+    sockets; None where there is no such table (macOS), so that TCP serves the first client there as before.
+    Any account on the machine can connect to 127.0.0.1: the first one to would have the server read this user's
+    files and send them, and an environment variable's value (`apiKeyEnv`), to an endpoint of its choosing.
+    A connection the table does not show (gone already) is -1: refused."""
+    try:
+        with open(table, encoding="ascii") as rows:
+            lines = rows.readlines()[1:]
+    except OSError:
+        return None
+    if peer is None or ours is None:
+        return -1
+    client, server = _proc_address(peer), _proc_address(ours)
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 7 and fields[1] == client and fields[2] == server:
+            return int(fields[7])
+    return -1
+
+
 async def _serve_first_client(server: LanguageServer, port: int) -> None:
     finished = asyncio.get_running_loop().create_future()
     taken = False
@@ -69,6 +103,12 @@ async def _serve_first_client(server: LanguageServer, port: int) -> None:
         nonlocal taken
         if taken:
             log.warning("refused a second TCP client from %s", writer.get_extra_info("peername"))
+            writer.close()
+            return
+        owner = peer_uid(writer.get_extra_info("peername"), writer.get_extra_info("sockname"))
+        if owner is not None and owner != os.getuid():
+            log.warning("refused a TCP client of another user (uid %d) from %s; still listening for this user's",
+                        owner, writer.get_extra_info("peername"))
             writer.close()
             return
         taken = True

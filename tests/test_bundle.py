@@ -257,3 +257,79 @@ def test_a_model_path_naming_a_hugging_face_id_not_downloaded_says_to_download_i
             f"it is used")
     with pytest.raises(ModelError, match="has no manifest.json"):
         load_bundle(tmp_path)
+
+
+def _relist(copy: Path, *names: str) -> None:
+    """Write the manifest's checksums of `names` as they now are (a bundle whose sender rewrote them)."""
+    manifest = json.loads((copy / "manifest.json").read_text())
+    for name in names:
+        data = (copy / name).read_bytes()
+        manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_graph_reading_weights_the_manifest_does_not_list_is_refused_and_listing_them_loads_it(copy: Path):
+    """A bundle someone sent whose model.onnx keeps its weights in a file beside it that the manifest names no
+    checksum for: onnxruntime would load that file unchecked (whatever it was swapped for later)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    model = onnx.load(str(copy / "model.onnx"))
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="weights.bin", size_threshold=1024)
+    onnx.save(model, str(copy / "model.onnx"))
+    _relist(copy, "model.onnx")
+    with pytest.raises(ModelError, match=r'model\.onnx reads "weights\.bin", which .*manifest\.json lists no checksum'):
+        Engine(EngineSettings(model_path=str(copy)))
+    _relist(copy, "model.onnx", "weights.bin")
+    loaded = Engine(EngineSettings(model_path=str(copy)))
+    assert loaded.complete_text("file:///a.py", "import os\nos.pa", "").suggestions
+    data = bytearray((copy / "weights.bin").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (copy / "weights.bin").write_bytes(bytes(data))
+    with pytest.raises(ModelError, match=r"weights\.bin fails its sha256 check"):
+        load_bundle(copy)
+
+
+def _external_tensor(name: str, location: str):
+    """A one-byte uint8 initializer whose data lies in `location`."""
+    from onnx import TensorProto
+
+    tensor = TensorProto(name=name, data_type=TensorProto.UINT8, dims=[1], data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", location), ("length", "1")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    return tensor
+
+
+def test_external_data_is_found_in_nested_graphs_constants_functions_and_after_unknown_groups(tmp_path: Path):
+    """Every place onnx.proto holds a tensor is walked: a reference hidden in an If's branch, a Constant node's
+    attribute or a function's node is seen, as is one after an unknown field of the group wire type (which the
+    protobuf parser onnxruntime uses skips)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from completer.onnx_files import NotAGraph, external_files
+
+    out = helper.make_tensor_value_info("y", TensorProto.UINT8, [1])
+    branch = helper.make_graph([helper.make_node("Constant", [], ["y"], value=_external_tensor("c", "branch.bin"))],
+                               "branch", [], [out])
+    condition = helper.make_tensor("cond", TensorProto.BOOL, [], [True])
+    graph = helper.make_graph([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=branch)],
+                              "g", [], [out], [condition, _external_tensor("w", "top.bin")])
+    function = helper.make_function("local", "f", [], ["z"], [helper.make_node(
+        "Constant", [], ["z"], value=_external_tensor("d", "function.bin"))], [helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, functions=[function], opset_imports=[helper.make_opsetid("", 17)])
+    unknown_group = bytes([(12 << 3) | 3, 8, 1, (12 << 3) | 4])  # field 12 (unused): a group holding a varint
+    path = tmp_path / "model.onnx"
+    path.write_bytes(unknown_group + model.SerializeToString())
+    assert external_files(path) == {"top.bin", "branch.bin", "function.bin"}
+    path.write_bytes(model.SerializeToString()[:-3] + b"\xff\xff")  # cut inside a field, then a broken varint
+    with pytest.raises(NotAGraph):
+        external_files(path)
+
+
+def test_a_graph_whose_fields_cannot_be_walked_is_refused_before_onnxruntime_reads_it(copy: Path):
+    (copy / "model.onnx").write_bytes(b"\x0a\xff\xff\xff\xff\x0f" + b"\0" * 64)  # a field longer than the file
+    _relist(copy, "model.onnx")
+    with pytest.raises(ModelError, match=r"model\.onnx is not an ONNX graph"):
+        load_bundle(copy)

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -830,6 +831,73 @@ def test_tcp_transport_binds_loopback_only_and_serves_one_client():
         proc.wait()
 
 
+def _initialize_as(uid: int, port: int) -> bytes:
+    """Connect to `port` as the account `uid` (a forked child that drops to it) and send initialize: what came
+    back before the server closed the connection or 10 s passed."""
+    import encodings.idna  # noqa: F401 (a host name is encoded with it: imported where the child cannot read it)
+
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child, which never returns into pytest)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": {"processId": None, "rootUri": None, "capabilities": {}}}).encode()
+                sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                got = b""
+                while b"capabilities" not in got and (chunk := sock.recv(65536)):
+                    got += chunk
+            os.write(write_end, got[:60000])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    with os.fdopen(read_end, "rb") as answer:
+        return answer.read()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp") or os.geteuid() != 0,
+                    reason="Linux's table of sockets, and root to connect as another account")
+def test_tcp_turns_away_another_users_client_and_serves_its_own():
+    """Any account on the machine can connect to 127.0.0.1: the first one to had a server running as this user, to
+    have it index this user's folders and send them, and the value of an environment variable it named in
+    apiKeyEnv, to an endpoint of its own. Another account's client is turned away; the user's own is served."""
+    proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", "0"], env=server_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        said = proc.stderr.readline().decode()
+        port = int(re.fullmatch(r"completer serve: listening on 127\.0\.0\.1:(\d+) for one client\n", said)[1])
+        assert _initialize_as(65534, port) == b""  # nobody's
+        assert b"completionProvider" in _initialize_as(os.getuid(), port)
+        assert proc.wait(20) == 1  # the user's client went away without shutdown/exit
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "refused a TCP client of another user (uid 65534)" in proc.stderr.read().decode()
+
+
+def test_the_owner_of_a_loopback_connection_is_read_from_the_kernels_table(tmp_path: Path):
+    from lsp.transport import PROC_NET_TCP, peer_uid
+
+    if not os.path.exists(PROC_NET_TCP):
+        assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2)) is None  # no table: served as before
+        return
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with socket.create_connection(listener.getsockname()) as client:
+            accepted, peer = listener.accept()
+            with accepted:
+                assert peer_uid(peer, accepted.getsockname()) == os.getuid()
+                assert peer_uid(accepted.getsockname(), peer) == os.getuid()  # the server's own end
+                assert peer_uid(("127.0.0.1", client.getsockname()[1] ^ 1), accepted.getsockname()) == -1
+    assert peer_uid(("127.0.0.1", 1), ("127.0.0.1", 2), table=str(tmp_path / "none")) is None
+
+
 def test_tcp_on_any_free_port_says_which_ends_cleanly_and_a_taken_port_is_one_line():
     proc = subprocess.Popen(SERVER_CMD + ["--tcp", "--port", "0"], env=server_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -1367,3 +1435,36 @@ def test_the_line_after_a_copy_of_the_lines_above_keeps_the_tabs_inside_it():
         lines = [item["textEdit"]["newText"] for item in client.completion(uri, 6, 4)["result"]["items"]]
     assert lines[0] == '    row("delta",\t"epsilon"),', lines
     assert '    row("delta",    "epsilon"),' not in lines, lines
+
+
+def test_the_logs_are_readable_by_their_user_alone_whatever_the_umask(tmp_path: Path):
+    """The log names the user's files and, at --log-level DEBUG, holds the code suggested (pygls logs each message
+    it sends); with the common umask 022 it was written 0644 in a folder of 0755, for every account on the machine
+    to read. A log of an older version is made private too."""
+    log_dir = tmp_path / "state" / "log"
+    old_backup = log_dir / "lsp.log.1"
+    log_dir.parent.mkdir()
+    umask = os.umask(0o022)
+    try:
+        client = RawClient(SERVER_CMD + ["--log-level", "DEBUG"], env=server_env(COMPLETER_LOG_DIR=str(log_dir)))
+    finally:
+        os.umask(umask)
+    try:
+        client.initialize()
+        _ready(client)
+        client.open("file:///tmp/secret_module.py", "import os\nos.pa")
+        items = client.completion("file:///tmp/secret_module.py", 1, 5)["result"]["items"]
+    finally:
+        client.close()
+    logs = sorted(log_dir.glob("*.log"))
+    assert {p.name for p in logs} >= {"lsp.log", "lsp-worker.log"}
+    assert items and json.dumps(items[0]["label"]) in (log_dir / "lsp.log").read_text(encoding="utf-8")  # code
+    assert stat.S_IMODE(log_dir.stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in logs} == {p.name: 0o600 for p in logs}
+    old_backup.write_text("an older version's log\n")
+    old_backup.chmod(0o644)
+    (log_dir / "lsp.log").chmod(0o644)
+    with RawClient(SERVER_CMD, env=server_env(COMPLETER_LOG_DIR=str(log_dir))) as again:
+        again.initialize()
+    assert stat.S_IMODE((log_dir / "lsp.log").stat().st_mode) == 0o600
+    assert stat.S_IMODE(old_backup.stat().st_mode) == 0o600

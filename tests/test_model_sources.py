@@ -585,3 +585,17 @@ def test_closing_waits_for_a_conversion_stopped_just_before(tmp_path, monkeypatc
         await asyncio.wait_for(converting, 30)
 
     asyncio.run(scenario())
+
+
+def test_a_model_folder_whose_name_begins_with_a_dash_is_the_model_read_not_an_option(tmp_path: Path):
+    """modelPath `-h` (a checkpoint folder of that name, relative to the server's folder) reached the converter as
+    its option: it printed its usage and exited 0, converting nothing; `--name=...` would have set an option."""
+    from completer.converted import converter_command
+
+    (tmp_path / "-h").mkdir()
+    (tmp_path / "-h" / "config.json").write_text('{"model_type": "not-a-family"}')
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(converter_command("-h", tmp_path / "out", progress=False), cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert "usage:" not in done.stdout + done.stderr
+    assert done.returncode != 0 and "model_type 'not-a-family' is not supported" in done.stderr

@@ -1,5 +1,6 @@
 // Entry point: wires the VS Code API (through vscodeapi.ts) to the server manager.
 
+import * as fs from 'fs';
 import * as os from 'os';
 import type { ExtensionContext } from 'vscode';
 import { COMMANDS, EXTENSION_NAME } from './common/constants';
@@ -25,8 +26,10 @@ import {
     getExtension,
     getWorkspaceFolders,
     inlineSuggestEnabled,
+    isWorkspaceTrusted,
     onDidChangeActiveFile,
     onDidChangeConfiguration,
+    onDidGrantWorkspaceTrust,
     registerCommand,
     showErrorMessage,
     showInformationMessage,
@@ -76,6 +79,7 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
             pythonPath: settings.pythonPath,
             getPythonApi,
             resource: firstFolder(),
+            untrustedFolders: isWorkspaceTrusted() ? undefined : untrustedFolders(),
             log: (message) => log.warn(message),
         });
     const serverManager = new ServerManager({
@@ -123,6 +127,10 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
             refreshUnseen(); // any change: a language's own settings may turn ghost text off
         }),
         { dispose: () => void serverManager.dispose() },
+        onDidGrantWorkspaceTrust(() => {
+            log.info('The workspace is trusted now: restarting the server with its interpreter');
+            void serverManager.restart();
+        }),
         onDidChangeActiveFile(() => {
             status.setActiveLanguage(activeFileLanguage());
             refreshUnseen();
@@ -134,6 +142,18 @@ export async function activate(context: ExtensionContext): Promise<ServerManager
 
     void serverManager.start().then(() => watchPythonInterpreter(context, serverManager, log));
     return serverManager;
+}
+
+/** The workspace folders' paths, as VS Code names them and as they really are (a folder opened through a link). */
+function untrustedFolders(): string[] {
+    return getWorkspaceFolders().flatMap((folder) => {
+        const named = folder.uri.fsPath;
+        try {
+            return [named, fs.realpathSync(named)];
+        } catch {
+            return [named];
+        }
+    });
 }
 
 /** Restart when the Python extension's active interpreter changes (used when completer.pythonPath is unset). Not

@@ -38,11 +38,21 @@ export interface ResolveOptions {
     getPythonApi?: () => Promise<PythonExtensionApi | undefined>;
     /** Workspace folder (or document) URI to ask the Python extension about. */
     resource?: unknown;
+    /** The workspace folders' paths while VS Code does not trust the workspace: an interpreter inside one (a
+     *  `.venv` the repository brought) is a program of the repository's, not run until the workspace is trusted. */
+    untrustedFolders?: readonly string[];
     platform?: NodeJS.Platform;
     log?: (message: string) => void;
 }
 
-/** `completer.pythonPath`, else the Python extension's active interpreter, else python3 on PATH. */
+/** Whether `file` lies in `folder` (or is it), by their absolute paths. */
+function isInside(file: string, folder: string): boolean {
+    const relative = path.relative(path.resolve(folder), path.resolve(file));
+    return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
+}
+
+/** `completer.pythonPath`, else the Python extension's active interpreter (unless the workspace, untrusted, holds
+ *  it), else python3 on PATH. */
 export async function resolveInterpreter(options: ResolveOptions): Promise<Interpreter> {
     if (options.pythonPath) {
         return { command: options.pythonPath, source: 'setting' };
@@ -61,7 +71,13 @@ export async function resolveInterpreter(options: ResolveOptions): Promise<Inter
                     options.log?.(`Python extension could not resolve ${active.path}: ${String(err)}`);
                 }
                 executable = executable || active.path;
-                if (executable) {
+                const inside = executable && options.untrustedFolders?.find((folder) => isInside(executable!, folder));
+                if (inside) {
+                    options.log?.(
+                        `Not running ${executable}, the Python extension's interpreter: it lies in ${inside}, a ` +
+                            'folder of a workspace VS Code does not trust (trust it to use it)',
+                    );
+                } else if (executable) {
                     return { command: executable, source: 'python-extension' };
                 }
             }

@@ -72,6 +72,33 @@ describe('interpreter resolution', () => {
         assert.equal(logs.length, 1);
     });
 
+    test("an untrusted workspace's own interpreter is not run; one outside it, or once trusted, is", async () => {
+        // A cloned repository's .venv, which the Python extension picks: its python (its site-packages, its .pth
+        // files) would run the repository's code as the server before the user trusted the workspace.
+        const logs: string[] = [];
+        const inRepo = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => pythonApi('/src/repo/.venv', '/src/repo/.venv/bin/python'),
+            untrustedFolders: ['/src/other', '/src/repo'],
+            platform: 'linux',
+            log: (m) => logs.push(m),
+        });
+        assert.deepEqual(inRepo, { command: 'python3', source: 'default' });
+        const said = /Not running \/src\/repo\/\.venv\/bin\/python.* \/src\/repo, a folder of a workspace/;
+        assert.match(logs.join('\n'), said);
+        const elsewhere = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => pythonApi('/src/repo-venv', '/src/repo-venv/bin/python'),
+            untrustedFolders: ['/src/repo'],
+        });
+        assert.deepEqual(elsewhere, { command: '/src/repo-venv/bin/python', source: 'python-extension' });
+        const trusted = await resolveInterpreter({
+            pythonPath: null,
+            getPythonApi: async () => pythonApi('/src/repo/.venv', '/src/repo/.venv/bin/python'),
+        });
+        assert.deepEqual(trusted, { command: '/src/repo/.venv/bin/python', source: 'python-extension' });
+    });
+
     test('python3 on PATH when neither is available', async () => {
         assert.deepEqual(await resolveInterpreter({ pythonPath: null, platform: 'linux' }), {
             command: 'python3',
