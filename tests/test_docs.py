@@ -490,3 +490,17 @@ def test_the_extension_bounds_the_endpoint_model_name_as_the_server_does():
     assert not refused("model", "q" * MODEL_NAME_CHARS)
     assert refused("model", "q" * (MODEL_NAME_CHARS + 1))
     assert refused("model", "qwen\n2.5")
+
+
+def test_the_settings_vs_code_ignores_in_untrusted_workspaces_are_the_ones_its_readme_says():
+    """An untrusted workspace's own settings must not choose the program that runs, the model whose lines are offered,
+    where code is sent, or what is never read: those are in `restrictedConfigurations`, and the extension's README
+    says so of each, and of no other."""
+    manifest = json.loads((REPO / "vscode-extension" / "package.json").read_text(encoding="utf-8"))
+    restricted = set(manifest["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"])
+    table = (REPO / "vscode-extension" / "README.md").read_text(encoding="utf-8")
+    said = {match.group(1) for match in re.finditer(r"^\| `(completer\.\w+)` \|.*[Ii]gnored (?:in|from an) untrusted",
+                                                    table, re.MULTILINE)}
+    assert said == restricted
+    assert {"completer.pythonPath", "completer.modelPath", "completer.backend", "completer.endpoint",
+            "completer.apiKeyEnv", "completer.excludeFiles"} <= restricted
