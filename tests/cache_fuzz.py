@@ -154,6 +154,15 @@ def grow_or_shrink(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
     return [Step(uri, doc.text(), doc.line, doc.column, "grow-shrink")]
 
 
+def huge_paste(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
+    """Paste whole modules above the cursor: the text before it passes MAX_CONTEXT_CHARS, so it is clipped."""
+    doc.clamp()
+    block = [line for path in rng.sample(SOURCES, 4) for line in path.read_text().split("\n")]
+    doc.lines[doc.line:doc.line] = block
+    doc.line += len(block)
+    return [Step(uri, doc.text(), doc.line, doc.column, "huge-paste")]
+
+
 def replace_all(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
     doc.lines = source_text(rng, rng.randint(5, 200))
     doc.line = rng.randrange(len(doc.lines))
@@ -175,7 +184,7 @@ def astral(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
 OPERATIONS = [
     (lambda r, d, u: type_chars(r, d, u, True), 6), (lambda r, d, u: type_chars(r, d, u, False), 3),
     (backspace, 3), (enter, 3), (delete_line_above, 2), (paste_above, 2), (revert, 2), (jump, 2),
-    (edit_far_above, 2), (grow_or_shrink, 2), (replace_all, 1), (astral, 2),
+    (edit_far_above, 2), (grow_or_shrink, 2), (replace_all, 1), (astral, 2), (huge_paste, 1),
 ]
 SETTINGS = [{"context_tokens": 0, "max_tokens": 24}, {"context_tokens": 128, "max_tokens": 24},
             {"context_tokens": 200, "max_tokens": 16}, {"context_tokens": 96, "max_tokens": 8},

@@ -129,3 +129,74 @@ def test_typing_through_trims_only_answers_of_the_settings_in_force():
     engine.update(uri, text + shared)
     again = engine.complete(uri, 4, len("    return ") + 1)
     assert len(again.suggestions) <= 1 and again.model_runs > 0
+
+
+def utf16(text: str) -> int:
+    """The length of `text` in UTF-16 code units, as LSP positions count."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """The LSP position (line, UTF-16 character) of code-point `offset` in `text`."""
+    line = text.count("\n", 0, offset)
+    return line, utf16(text[text.rfind("\n", 0, offset) + 1:offset])
+
+
+def incremental_change(old: str, new: str) -> tuple[tuple[int, int], tuple[int, int], str]:
+    """The one range of `old` (LSP positions) and its replacement that turn it into `new`, as an editor sends."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    return position(old, start), position(old, len(old) - end), new[start:len(new) - end]
+
+
+def server_lines(client, uri: str, text: str, line: int, column: int) -> list[str]:
+    """The lines the server offers at a code-point cursor of `text`, each checked to fit the cursor's line."""
+    current = split_lines(text)[line]
+    items = client.completion(uri, line, utf16(current[:column]), timeout=60)["result"]["items"]
+    for item in items:
+        edit = item["textEdit"]
+        assert edit["newText"].startswith(current[:column]), (edit, current[:column])
+        assert (edit["range"]["start"], edit["range"]["end"]) == ({"line": line, "character": 0},
+                                                                  {"line": line, "character": utf16(current)}), edit
+    return [item["textEdit"]["newText"] for item in items]
+
+
+@pytest.mark.parametrize("seed", range(7, 7 + SEEDS))
+def test_the_server_answers_incrementally_edited_documents_as_fresh_ones(fp32_bundle_dir: Path, seed: int):
+    """Through the real server, with each edit sent as an incremental range in UTF-16 positions: the answer at
+    the cursor is that of the final text opened fresh (or the last answer typed through), and every line fits
+    the cursor's line as the client has it."""
+    from lsp.rawclient import RawClient
+    from lsp_support import SERVER_CMD, server_env
+
+    client = RawClient(SERVER_CMD, env=server_env())
+    try:
+        client.initialize({"completer": {"modelPath": str(fp32_bundle_dir), "searchAhead": False, "openFiles": 0,
+                                         "contextTokens": 160}})
+        texts: dict[str, str] = {}
+        versions: dict[str, int] = {}
+        last: dict[str, list[str]] = {}
+        steps = [step for step in sequence(seed, 16, lines=120) if step.kind != "settings"]
+        for index, step in enumerate(steps):
+            if step.uri not in texts:
+                client.open(step.uri, step.text)
+                versions[step.uri] = 1
+            else:
+                versions[step.uri] += 1
+                start, end, inserted = incremental_change(texts[step.uri], step.text)
+                client.change(step.uri, versions[step.uri], start, end, inserted)
+            texts[step.uri] = step.text
+            got = server_lines(client, step.uri, step.text, step.line, step.column)
+            fresh = f"file:///fresh-{index}.py"
+            client.open(fresh, step.text)
+            want = server_lines(client, fresh, step.text, step.line, step.column)
+            client.notify("textDocument/didClose", {"textDocument": {"uri": fresh}})
+            typed_through = set(got) <= set(last.get(step.uri, []))
+            assert got == want or typed_through, f"seed {seed} step {index} ({step.kind})"
+            last[step.uri] = got
+    finally:
+        client.close()
