@@ -89,11 +89,13 @@ def backspace(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
 
 
 def enter(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
-    """Enter at the cursor, keeping the line's indentation."""
+    """Enter at the cursor, keeping the line's indentation; now and then blanks stay after the cursor (an editor
+    that does not trim them)."""
     doc.clamp()
     current = doc.lines[doc.line]
     indent = current[:len(current) - len(current.lstrip())]
-    doc.lines[doc.line:doc.line + 1] = [current[:doc.column], indent + current[doc.column:].lstrip()]
+    rest = current[doc.column:].lstrip() or rng.choice(["", "", "", "  "])
+    doc.lines[doc.line:doc.line + 1] = [current[:doc.column], indent + rest]
     doc.line, doc.column = doc.line + 1, len(indent)
     return [Step(uri, doc.text(), doc.line, doc.column, "enter")]
 
@@ -181,14 +183,30 @@ def astral(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
     return steps
 
 
+def type_line(rng: random.Random, doc: Doc, uri: str) -> list[Step]:
+    """Type at the end of a line, then press Enter, where an editor indents as the engine guesses it will: the
+    request a search ahead foresees."""
+    from completer.indentation import next_line_indents
+    from completer.syntax import PYTHON
+
+    steps = type_chars(rng, doc, uri, True)
+    current = doc.lines[doc.line]
+    indents = next_line_indents(current, "\n".join(doc.lines[:doc.line]), PYTHON) if current.strip() else [""]
+    indent = rng.choice(indents)
+    doc.lines.insert(doc.line + 1, indent + rng.choice(["", "", "", "  "]))
+    doc.line, doc.column = doc.line + 1, len(indent)
+    return steps + [Step(uri, doc.text(), doc.line, doc.column, "enter")]
+
+
 OPERATIONS = [
-    (lambda r, d, u: type_chars(r, d, u, True), 6), (lambda r, d, u: type_chars(r, d, u, False), 3),
+    (lambda r, d, u: type_chars(r, d, u, True), 4), (type_line, 3), (lambda r, d, u: type_chars(r, d, u, False), 3),
     (backspace, 3), (enter, 3), (delete_line_above, 2), (paste_above, 2), (revert, 2), (jump, 2),
     (edit_far_above, 2), (grow_or_shrink, 2), (replace_all, 1), (astral, 2), (huge_paste, 1),
 ]
 SETTINGS = [{"context_tokens": 0, "max_tokens": 24}, {"context_tokens": 128, "max_tokens": 24},
             {"context_tokens": 200, "max_tokens": 16}, {"context_tokens": 96, "max_tokens": 8},
-            {"context_tokens": 300, "max_tokens": 40}]
+            {"context_tokens": 300, "max_tokens": 40}, {"context_tokens": 0, "max_tokens": 24, "memory_budget_mb": 1}]
+"""What the settings change to mid-way: windows the edits cross both ways, and a budget that evicts every document."""
 
 
 def sequence(seed: int, length: int, documents: int = 2, lines: int = 300,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cache_fuzz import Step, sequence
+from completer.ahead import answering
 from completer.engine import Engine
 from completer.text import context_slice, split_lines, text_below
 from completer.types import CompletionResult, EngineSettings
@@ -23,9 +24,12 @@ def lines_at(result: CompletionResult) -> list[tuple[str, int, int]]:
     return [(s.line, s.start, s.end) for s in result.suggestions]
 
 
-def check_step(live: Engine, fresh: Engine, step: Step, others: list[str], rng: random.Random) -> str | None:
-    """Ask both engines for the step's cursor; a description of the difference, or None. Sometimes searches the
-    line after Enter ahead on the live engine afterwards, as the worker does at the end of a line."""
+def check_step(live: Engine, fresh: Engine, step: Step, others: list[str], rng: random.Random,
+               answered_with: dict[str, object]) -> str | None:
+    """Ask both engines for the step's cursor; a description of the difference, or None. `answered_with` holds,
+    per document, the settings its last answer from the model was searched with (the only ones typing through may
+    trim it under). Sometimes searches the line after Enter ahead on the live engine afterwards, as the worker does
+    at the end of a line."""
     lines = split_lines(step.text)
     before, after = context_slice(lines, step.line, step.column)
     below = text_below(lines, step.line)
@@ -42,18 +46,22 @@ def check_step(live: Engine, fresh: Engine, step: Step, others: list[str], rng: 
         wrong = [s for s in got.suggestions if s.line not in earlier or s.line != typed_line + s.text
                  or (s.start, s.end) != (step.column, step.column + len(after))]
         problem = f"typed through to {lines_at(got)}" if wrong else None
+        if answered_with.get(step.uri) != answering(live.settings):
+            problem = f"typed through an answer of other settings to {lines_at(got)}"
     elif lines_at(got) != lines_at(want) or \
             [s.score for s in got.suggestions] != pytest.approx([s.score for s in want.suggestions], abs=1e-3):
         problem = f"{'ahead' if from_ahead else 'model'}: {lines_at(got)} != fresh {lines_at(want)}"
     else:
         problem = None
-    if not after.strip() and not got.skipped and rng.random() < 0.4:
+    if got.model_runs or from_ahead:
+        answered_with[step.uri] = answering(live.settings)
+    if not after.strip() and not got.skipped and rng.random() < 0.7:
         live.search_next_line(step.uri, before, below, others)
     return problem
 
 
 FAST_SETTINGS = [{"context_tokens": 128, "max_tokens": 24}, {"context_tokens": 200, "max_tokens": 16},
-                 {"context_tokens": 96, "max_tokens": 8}]
+                 {"context_tokens": 96, "max_tokens": 8}, {"context_tokens": 160, "memory_budget_mb": 1}]
 """Small windows, each crossed often by the edits, keep a fresh engine's prefill (the fuzz's cost) short."""
 
 
@@ -65,6 +73,7 @@ def fuzz(bundle: Path, seed: int, length: int, context_tokens: int = 160, settin
     live, fresh = Engine(settings), Engine(settings)
     fresh.typing_through = False
     texts: dict[str, str] = {}
+    answered_with: dict[str, object] = {}
     problems = []
     for index, step in enumerate(sequence(seed, length, settings=settings_list or FAST_SETTINGS)):
         if step.kind == "settings":
@@ -73,10 +82,12 @@ def fuzz(bundle: Path, seed: int, length: int, context_tokens: int = 160, settin
             continue
         if step.kind in ("open", "replace") and rng.random() < 0.5:
             live.prefill(step.uri, step.text)  # as the worker does for a document just opened
+        elif step.uri in texts and rng.random() < 0.1:
+            live.prefill(step.uri, texts[step.uri])  # a background prefill of the text before the last edit
         texts[step.uri] = step.text
         live.update(step.uri, step.text)
         others = [text for uri, text in texts.items() if uri != step.uri]
-        problem = check_step(live, fresh, step, others, rng)
+        problem = check_step(live, fresh, step, others, rng, answered_with)
         if problem:
             problems.append(f"seed {seed} step {index} ({step.kind}, {step.line}:{step.column}): {problem}")
     return problems
