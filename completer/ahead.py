@@ -102,6 +102,7 @@ class SearchesAhead:
 
 
 def answering(settings: EngineSettings) -> EngineSettings:
-    """The settings an answer depends on (a search ahead's, and the last answer typing through trims): not the memory budget (the shared engine's is the largest of its
-    windows', and changes as they come and go) nor whether searches run ahead."""
+    """The settings an answer depends on (a search ahead's, and the last answer typing through trims): not the
+    memory budget (the shared engine's is the largest of its windows', and changes as they come and go) nor whether
+    searches run ahead."""
     return replace(settings, memory_budget_mb=1, search_ahead=True)
