@@ -91,17 +91,18 @@ class SearchesAhead:
             return False
         request = (before, below, tuple(others))
         under_way = self._under_way.get(uri)
-        return (under_way is not None and _answering(under_way[0]) == _answering(settings)
+        return (under_way is not None and answering(under_way[0]) == answering(settings)
                 and request in under_way[1]) or \
             self.answers(uri, before, after, below, others, settings)
 
     @staticmethod
     def _match(kept: Sequence[Speculation], request: Request, settings: EngineSettings) -> Speculation | None:
-        same = _answering(settings)
-        return next((s for s in kept if s.request == request and _answering(s.settings) == same), None)
+        same = answering(settings)
+        return next((s for s in kept if s.request == request and answering(s.settings) == same), None)
 
 
-def _answering(settings: EngineSettings) -> EngineSettings:
-    """The settings an answer depends on: not the memory budget (the shared engine's is the largest of its
-    windows', and changes as they come and go) nor whether searches run ahead."""
+def answering(settings: EngineSettings) -> EngineSettings:
+    """The settings an answer depends on (a search ahead's, and the last answer typing through trims): not the
+    memory budget (the shared engine's is the largest of its windows', and changes as they come and go) nor whether
+    searches run ahead."""
     return replace(settings, memory_budget_mb=1, search_ahead=True)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .ahead import SearchesAhead, Speculation
+from .ahead import SearchesAhead, Speculation, answering
 from .answer import LineOffer, answer
 from .beam import SearchRequest, forced_score, search_steps
 from .bundle import Bundle, load_bundle
@@ -176,9 +176,12 @@ class Engine:
         other requests. Raises Cancelled when thrown one at a call; otherwise never raises."""
         started = time.perf_counter()
         foreseen = self.ahead.foreseen(uri, before, after, below, others, self.settings)
-        if foreseen is not None:
-            self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], "", foreseen.result.suggestions)
-            return replace(foreseen.result, model_runs=0, cached_tokens=0, new_tokens=0,
+        if foreseen is not None:  # searched with nothing after the cursor: its lines replace the blanks there
+            line_after = after.split("\n", 1)[0].split("\r", 1)[0]
+            suggestions = [replace(s, end=s.start + len(line_after)) for s in foreseen.result.suggestions]
+            self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], line_after, suggestions,
+                                                         answering(self.settings))
+            return replace(foreseen.result, suggestions=suggestions, model_runs=0, cached_tokens=0, new_tokens=0,
                            latency_ms=(time.perf_counter() - started) * 1000)
         try:
             result = yield from self._complete(uri, before, after, below, others, snippets, repository)
@@ -286,11 +289,14 @@ class Engine:
         return len(aheads)
 
     def _typed_through(self, uri: str, before: str, after: str) -> CompletionResult | None:
-        """`typed_through` the document's last answer, unless benchmarks turned typing through off."""
+        """`typed_through` the document's last answer, if searched with the settings this request runs with, unless
+        benchmarks turned typing through off."""
         if not self.typing_through or uri not in self.cache:
             return None
         last = self.cache.get(uri).last_answer
-        return typed_through(last if isinstance(last, LastAnswer) else None, before, after)
+        if not isinstance(last, LastAnswer) or last.settings != answering(self.settings):
+            return None  # an answer searched with other settings (more suggestions, another window) is not trimmed
+        return typed_through(last, before, after)
 
     @staticmethod
     def _line_context(state: DocumentState, head: str, syntax: Syntax) -> LineContext:
@@ -364,7 +370,7 @@ class Engine:
         request.offerable = offer.is_new  # the search stops once the lines it will show have ended
         search = yield from _counted(search_steps(self.runtime.empty_past(1), tokens, request), counter)
         suggestions = answer(search.hypotheses, offer, settings, before[:line_start], snippets)
-        state.last_answer = LastAnswer(before, after, suggestions)
+        state.last_answer = LastAnswer(before, after, suggestions, answering(settings))
         self.cache.enforce_budget(keep=uri)
         return CompletionResult(suggestions=suggestions, model_runs=counter[0],
                                 cached_tokens=reused, new_tokens=new, out_of_time=search.out_of_time)

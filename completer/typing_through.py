@@ -14,6 +14,7 @@ class LastAnswer:
     before: str
     after: str
     suggestions: list[Suggestion]
+    settings: object = None  # what the answer depends on of the settings it was searched with (ahead.answering)
 
 
 def typed_through(last: LastAnswer | None, before: str, after: str) -> CompletionResult | None:
