@@ -100,6 +100,7 @@ class PromptRequest:
     after: str  # the rest of the cursor's line, which a suggestion replaces
     context: LineContext
     comment: str = ""  # the comment `after` ends with, which a suggestion keeps (filters.kept_comment)
+    answering: object = None  # the settings its answer depends on: typing through trims it under those alone
 
 
 class RemoteAnswers:
@@ -121,9 +122,10 @@ class RemoteAnswers:
 
     def prepare(self, uri: str, before: str, after: str, below: str = "", snippets: Sequence[str] = (),
                 fim_template: str | None = None, prompt_chars: int = PROMPT_CHARS,
-                repository: RepositoryContext | None = None, language: str | None = None
+                repository: RepositoryContext | None = None, language: str | None = None, answering: object = None
                 ) -> CompletionResult | PromptRequest:
-        """The answer when no request is needed (typing through, a long line, binary text), else the prompt:
+        """The answer when no request is needed (typing through an answer of the same `answering` settings, a long
+        line, binary text), else the prompt:
         fill-in-the-middle with the lines below when `fim_template` names one, else the text before the cursor.
         The snippets go first: as files of the `repository` where the template has a REPOSITORY_FORMATS entry and the
         document lies in a workspace folder, else commented out. `before`, `after` and `below` are cleaned as
@@ -133,7 +135,8 @@ class RemoteAnswers:
         if len(typed_line) + len(after) > MAX_LINE_CHARS:
             return CompletionResult(skipped=SKIPPED_LONG_LINE)
         before, _ = clip_before(before)
-        through = typed_through(self._last.get(uri), before, after)
+        last = self._last.get(uri)
+        through = typed_through(last, before, after) if last is not None and last.settings == answering else None
         if through is not None:
             return through
         if looks_binary(before):
@@ -151,7 +154,8 @@ class RemoteAnswers:
                                 without_markers(clip_below(below), fim_template))
         else:
             prompt = snippet_head(snippets, uri, language=language) + clip_prompt(before, prompt_chars)
-        return PromptRequest(prompt, before, typed_line, after, context, kept_comment(typed_line, after, context))
+        return PromptRequest(prompt, before, typed_line, after, context, kept_comment(typed_line, after, context),
+                             answering)
 
     def answer(self, uri: str, request: PromptRequest, texts: Sequence[str], limit: int) -> CompletionResult:
         """Suggestions from the endpoint's completions of `request.prompt`, best first as it ordered them: each
@@ -170,7 +174,7 @@ class RemoteAnswers:
             suggestions.append(at_cursor(request.typed_line, inserted, request.after, None, SOURCE_REMOTE))
             if len(suggestions) >= limit:
                 break
-        self._last[uri] = LastAnswer(request.before, request.after, suggestions)
+        self._last[uri] = LastAnswer(request.before, request.after, suggestions, request.answering)
         self._last.move_to_end(uri)
         while len(self._last) > self._documents_kept:
             self._last.popitem(last=False)

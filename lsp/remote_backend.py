@@ -356,7 +356,7 @@ class OpenAIBackend:
         settings = self._settings()
         remote = settings.remote
         prepared = self._answers.prepare(uri, before, after, below, snippets, remote.template(), remote.prompt_chars,
-                                         repository, language)
+                                         repository, language, answering=(remote, settings.engine))
         if isinstance(prepared, CompletionResult):  # typed through, or nothing to ask
             return prepared
         if self._client is None:

@@ -186,6 +186,20 @@ def test_answer_cuts_at_the_line_end_filters_and_types_through():
     assert not isinstance(answers.prepare(URI, before + "ret", "", ""), CompletionResult)
 
 
+def test_typing_through_trims_only_an_answer_of_the_settings_in_force():
+    """An answer asked with other settings (another model or endpoint, more suggestions) is not trimmed as the user
+    types on: the endpoint is asked again, as the local engine searches again."""
+    answers = RemoteAnswers()
+    before = "def add(a, b):\n    "
+    request = answers.prepare(URI, before, "", "", answering=("qwen", 3))
+    assert not isinstance(request, CompletionResult)
+    answers.answer(URI, request, ["return a + b", "return b + a"], limit=3)
+    same = answers.prepare(URI, before + "ret", "", "", answering=("qwen", 3))
+    assert isinstance(same, CompletionResult) and [s.text for s in same.suggestions] == ["urn a + b", "urn b + a"]
+    other = answers.prepare(URI, before + "retu", "", "", answering=("qwen", 1))
+    assert not isinstance(other, CompletionResult)  # asked again, under the settings now in force
+
+
 def test_an_endpoints_line_keeps_the_comment_after_the_cursor():
     """The endpoint writes the whole rest of the line without the text after the cursor: a closer there is written
     again, and the user's comment stays after it, unless the line brings a comment of its own."""
