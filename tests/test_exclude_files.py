@@ -68,8 +68,8 @@ def test_a_pattern_that_is_no_pattern_is_left_out_and_the_others_apply_with_the_
 @pytest.mark.parametrize("pattern", ["[z-a].py", "[Z-a].py"])
 def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_server_starts(tmp_path: Path,
                                                                                          pattern: str):
-    """`[z-a]` is a regular expression pathspec cannot compile (a `re.error`, which is no ValueError), and `[Z-a]`
-    becomes one once casefolded: either went up through initialize as a traceback, and the server never answered."""
+    """`[z-a]`, a range whose ends are reversed (and `[Z-a]`, once casefolded), is a typo: one warning names it, and
+    initialize is answered (it once went up through initialize as a traceback)."""
     (tmp_path / "install.py").write_text(BESIDE_OTHER_FILE)
     client = RawClient(SERVER_CMD, env=server_env())
     with client:
@@ -89,9 +89,9 @@ def test_a_range_whose_ends_are_reversed_is_refused_in_one_warning_and_the_serve
 
 
 def test_a_pattern_that_takes_folders_back_holds_as_in_git(tmp_path: Path):
-    """`*`, `!*/`, `!*.py` leaves alone everything but Python files, at any depth, as git reads it: pathspec's check
-    of a folder let `*` win over the later `!*/`, so every file in a subfolder was left alone, the Python ones
-    too, with no suggestion. A `!` pattern still takes nothing back from a folder a pattern names itself."""
+    """`*`, `!*/`, `!*.py` leaves alone everything but Python files, at any depth, as git reads it: a check of a folder
+    that let `*` win over the later `!*/` would leave every file in a subfolder alone, the Python ones too, with
+    no suggestion. A `!` pattern still takes nothing back from a folder a pattern names itself."""
     with RawClient(SERVER_CMD, env=server_env()) as client:
         client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {},
                                       "initializationOptions": {"completer": {"excludeFiles": [

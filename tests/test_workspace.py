@@ -1330,8 +1330,8 @@ def test_gitignore_files_are_read_as_git_reads_them(tmp_path: Path, ignores: dic
 @pytest.mark.skipif(shutil.which("git") is None, reason="compared with what git itself ignores")
 def test_a_gitignore_line_that_is_no_pattern_matches_nothing_and_a_byte_order_mark_is_no_part_of_one(tmp_path: Path):
     """As git reads them: a Windows path's trailing backslash (`obj\\`), `!` alone or `[z-a]` match nothing and the
-    other lines hold (pathspec refused the whole file, and the walk stopped there: the files after it, in that folder
-    and every folder after, were never indexed, nor any an event named), and Notepad's byte order mark is no part of
+    other lines hold (a whole file refused once stopped the walk there: the files after it, in that folder and
+    every folder after, were never indexed, nor any an event named), and Notepad's byte order mark is no part of
     the first pattern (its file was read: a secret the .gitignore kept out of the repository went to the model)."""
     root = tmp_path.resolve()
     subprocess.run(["git", "init", "-q", str(root)], check=True)

@@ -254,12 +254,12 @@ def _case(tmp_path: Path, ignores: dict[str, str], files: list[str], **config: s
      {"notes-private.py", "notes_private.py"}),
     ({".gitignore": "*.py\n!?.py\n"}, ["a.py", "é.py"], {"é.py"}),
 ] + ([({".gitignore": "cache \\  \n"}, ["cache  /x.py", "cache/x.py"], {"cache  /x.py"})] if POSIX_NAMES else []))
-def test_a_pattern_pathspec_read_otherwise_ignores_what_git_ignores(tmp_path: Path, ignores: dict[str, str],
-                                                                    files: list[str], ignored: set[str]):
-    """Forms the index read otherwise than git, each a file git ignores that was read: POSIX classes (pathspec knew
-    none: `[[:digit:]]` matched nothing), a backslash in a bracket (taken as itself, so `[\\-_]` was a range without
-    `-`), `?` against a name's bytes (`é` is two: `!?.py` took back what `*.py` ignores), and an escaped space
-    before a trailing one (a line pathspec refused, so it ignored nothing)."""
+def test_forms_a_near_reading_of_git_gets_wrong_ignore_what_git_ignores(tmp_path: Path, ignores: dict[str, str],
+                                                                        files: list[str], ignored: set[str]):
+    """Forms a near reading of git's rules gets wrong, each a file git ignores that would be read: POSIX classes
+    (`[[:digit:]]` matching nothing), a backslash in a bracket (taken as itself, so `[\\-_]` a range without `-`),
+    `?` against a name's bytes (`é` is two: `!?.py` taking back what `*.py` ignores), and an escaped space before a
+    trailing one (a line refused, so ignoring nothing)."""
     kept, read = _case(tmp_path, ignores, files)
     assert not ignored & kept, "the case is not what git ignores"
     assert read == kept and not ignored & read
@@ -299,7 +299,7 @@ def test_lines_are_split_as_git_splits_them(tmp_path: Path):
 
 def test_the_server_reads_no_file_a_posix_class_ignores_or_excludes(tmp_path: Path):
     """Through the real server: a .gitignore's `draft_[[:digit:]].py` and an excludeFiles `secret_[[:digit:]].py`
-    (a class pathspec matched nothing with) leave `draft_1.py` out of the index and `secret_1.py` alone."""
+    (a POSIX class) leave `draft_1.py` out of the index and `secret_1.py` alone."""
     root = tmp_path.resolve()
     _git(root, "init", "-q")
     (root / ".gitignore").write_text("draft_[[:digit:]].py\n")
