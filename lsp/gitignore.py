@@ -250,19 +250,13 @@ def _bracket(pattern: bytes, start: int, fold: bool, reversed_ranges: list[bytes
             raise _NeverMatches
         char = pattern[index]
         if char == 0x5C:
-            index += 1
-            if index >= len(pattern):
-                raise _NeverMatches
-            char = pattern[index]
+            char, index = _escaped(pattern, index)
             singles.add(char)
         elif char == 0x2D and previous and index + 1 < len(pattern) and pattern[index + 1] != 0x5D:
             index += 1
             high = pattern[index]
             if high == 0x5C:
-                index += 1
-                if index >= len(pattern):
-                    raise _NeverMatches
-                high = pattern[index]
+                high, index = _escaped(pattern, index)
             ranges.append((previous, high))
             if high < previous:
                 reversed_ranges.append(bytes([previous, high]))
@@ -286,6 +280,15 @@ def _bracket(pattern: bytes, start: int, fold: bool, reversed_ranges: list[bytes
         index += 1
     matched = {byte for byte in range(1, 256) if _in_bracket(byte, singles, ranges, classes, fold)}
     return (set(range(1, 256)) - matched if negated else matched), index + 1
+
+
+def _escaped(pattern: bytes, index: int) -> tuple[int, int]:
+    """The byte the backslash at `index` of a bracket takes as itself, and where it is; a backslash last in the
+    pattern leaves the bracket unclosed (it matches nothing)."""
+    index += 1
+    if index >= len(pattern):
+        raise _NeverMatches
+    return pattern[index], index
 
 
 def _in_bracket(byte: int, singles: set[int], ranges: list[tuple[int, int]], classes: list[bytes],
