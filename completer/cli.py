@@ -257,19 +257,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(argv: list[str]) -> int:
-    """The language server; a Ctrl-C before it serves (while its modules load, or the session host starts) ends
-    the command as the signal does, not with a traceback. Once it serves, the server ends itself."""
-    try:
-        from lsp.relay import serve_through_host
+    """The language server, as `python -m lsp` runs it (a Ctrl-C before it serves ends the command as the signal
+    does, not with a traceback)."""
+    from lsp.__main__ import run
 
-        code = serve_through_host(argv, prog="completer serve")
-        if code is None:
-            from lsp.server import main as serve_main
-
-            code = serve_main(argv, prog="completer serve")
-    except KeyboardInterrupt:
-        return die_of_signal()
-    return code or 0
+    return run(argv, prog="completer serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -402,11 +394,16 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + 13  # as a process killed by SIGPIPE, which shells know; 1 means "no suggestions" here
 
 
+def _before_dashes(argv: list[str]) -> list[str]:
+    """The command's words that argparse may take for options: those before `--`."""
+    return argv[1:argv.index("--")] if "--" in argv else argv[1:]
+
+
 def _wants_json(argv: list[str]) -> bool:
     """Whether `complete` was asked for JSON, by --json or a prefix argparse takes for it (--js): known before the
     arguments are parsed, for the object that says why they could not be."""
-    options = argv[1:argv.index("--")] if "--" in argv else argv[1:]
-    return argv[:1] == ["complete"] and any(len(word) > 2 and "--json".startswith(word) for word in options)
+    return argv[:1] == ["complete"] and any(len(word) > 2 and "--json".startswith(word)
+                                            for word in _before_dashes(argv))
 
 
 def _interrupted(wants_json: bool) -> int:
@@ -420,8 +417,7 @@ def _interrupted(wants_json: bool) -> int:
 def _dash_hint(argv: list[str]) -> str:
     """Why argparse missed a FILE:LINE:COL that starts with "-" (`-:3:5`, `-notes.py:3:5`): it took it for an
     option, and said only that the position was missing."""
-    words = argv[1:argv.index("--")] if "--" in argv else argv[1:]  # after --, words are not taken for options
-    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in words):
+    if argv[:1] == ["complete"] and any(re.fullmatch(r"-.*:[0-9]+:[0-9]+", word) for word in _before_dashes(argv)):
         return (" (a FILE:LINE:COL that starts with '-' reads as an option: write ./-NAME:LINE:COL, or "
                 "-- -:LINE:COL, after any options, to complete what stdin holds)")
     return ""

@@ -34,7 +34,7 @@ from .repository import RepositoryContext
 from .repeats import DocumentRepeats
 from .runtime import Runtime
 from .text import (MAX_CONTEXT_CHARS, MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, context_slice,
-                   looks_binary, split_lines, text_below)
+                   looks_binary, rest_of_line, split_lines, text_below)
 from .tokens import Tokens
 from .typing_through import LastAnswer, typed_through
 from .types import (SKIPPED_BINARY, SKIPPED_LONG_LINE, SKIPPED_OUTSIDE, CancelCheck, Cancelled, CompletionResult,
@@ -177,7 +177,7 @@ class Engine:
         started = time.perf_counter()
         foreseen = self.ahead.foreseen(uri, before, after, below, others, self.settings)
         if foreseen is not None:  # searched with nothing after the cursor: its lines replace the blanks there
-            line_after = after.split("\n", 1)[0].split("\r", 1)[0]
+            line_after = rest_of_line(after)
             suggestions = [replace(s, end=s.start + len(line_after)) for s in foreseen.result.suggestions]
             self.cache.get(uri).last_answer = LastAnswer(clip_before(before)[0], line_after, suggestions,
                                                          answering(self.settings))
@@ -342,7 +342,7 @@ class Engine:
         if len(full_line) + len(after) > MAX_LINE_CHARS:
             return CompletionResult(skipped=SKIPPED_LONG_LINE)
         before, at_start = clip_before(before)
-        after = after.split("\n", 1)[0].split("\r", 1)[0]
+        after = rest_of_line(after)
         through = self._typed_through(uri, before, after)
         if through is not None:  # extends an answer given for text that was not binary
             return through

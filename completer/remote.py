@@ -14,7 +14,7 @@ from .filters import CONTEXT_LINES, LineContext, kept_comment, kept_insertion, l
 from .syntax import Syntax, syntax_for
 from .repository import (LINE_BREAKS, REPOSITORY_FORMATS, SNIPPET_CHARS, RepositoryContext, document_opening, fitted,
                          repository_head)
-from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary
+from .text import MAX_INSERTED_BYTES, MAX_LINE_CHARS, clean, clip_before, looks_binary, rest_of_line
 from .types import SKIPPED_BINARY, SKIPPED_LONG_LINE, SOURCE_REMOTE, CompletionResult, Suggestion, at_cursor
 from .typing_through import LastAnswer, typed_through
 
@@ -131,7 +131,7 @@ class RemoteAnswers:
         document lies in a workspace folder, else commented out. `before`, `after` and `below` are cleaned as
         for the engine; the filters follow the rules of the document's `language` (syntax.py)."""
         typed_line = before[before.rfind("\n") + 1:]
-        after = after.split("\n", 1)[0].split("\r", 1)[0]
+        after = rest_of_line(after)
         if len(typed_line) + len(after) > MAX_LINE_CHARS:
             return CompletionResult(skipped=SKIPPED_LONG_LINE)
         before, _ = clip_before(before)

@@ -46,6 +46,11 @@ def clean(text: str) -> str:
     return text.replace("\t", TAB_SPACES)
 
 
+def rest_of_line(after: str) -> str:
+    """The text after the cursor up to its line's end (CR, LF or CRLF): what a suggestion of the line replaces."""
+    return after.split("\n", 1)[0].split("\r", 1)[0]
+
+
 def split_lines(text: str) -> list[str]:
     """Lines without their terminators; CRLF, CR and LF all end a line, as in LSP."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")

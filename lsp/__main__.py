@@ -6,21 +6,22 @@ from __future__ import annotations
 import sys
 
 
-def run() -> int:
-    """The server's exit status."""
+def run(argv: list[str] | None = None, prog: str = "python -m lsp") -> int:
+    """The server's exit status; also `completer serve`'s, with its `prog`."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
         from lsp.relay import serve_through_host
 
-        code = serve_through_host(sys.argv[1:])
+        code = serve_through_host(argv, prog=prog)
         if code is None:
             from lsp.server import main
 
-            code = main()
+            code = main(argv, prog=prog)
     except KeyboardInterrupt:
         from completer.interrupts import die_of_signal
 
         return die_of_signal()
-    return code
+    return code or 0
 
 
 if __name__ == "__main__":

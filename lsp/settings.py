@@ -289,12 +289,12 @@ def _languages(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"enabledLanguages must be a list of language ids, got {quoted(value)}")
-    if not all(v.strip() for v in value):
+    ids = [v.strip() for v in value]
+    if not all(ids):
         raise ValueError(f"enabledLanguages must be a list of language ids such as [\"python\"] ([\"*\"] for all), "
                          f"not an empty one: got {quoted(value)}")
     known = LANGUAGE_IDS | FILETYPES.keys()
-    return tuple(v.strip().lower() if v.strip() not in known and v.strip().lower() in known else v.strip()
-                 for v in value)
+    return tuple(v.lower() if v not in known and v.lower() in known else v for v in ids)
 
 
 def _with_key(settings: ServerSettings, key: str, value: Any, defaults: ServerSettings) -> ServerSettings:
